@@ -1,0 +1,102 @@
+# Makefile for train_t5.
+#   make            build ./train_t5 (CUDA backend when nvcc is found, CPU-only otherwise)
+#   make deps       install the Debian packages the project needs (when missing)
+#   make test       every test that needs no GPU; last line "N passed, M failed"
+#   make test-asan  the bad-input tests under AddressSanitizer (also part of `make test`)
+#   make test-gpu   GPU tests (run on the GPU machine)
+#   make clean
+# Sources are picked up by directory: every .c in common/ model/ kernels/cpu/ zero/
+# data/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
+
+CC      ?= gcc
+NVCC    ?= nvcc
+OPT     ?= -O2 -g
+SAN     ?=
+CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP
+LDLIBS  := -lcjson -lm -fopenmp $(SAN)
+ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined"
+
+LIB_DIRS := common model kernels/cpu zero data
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+TEST_SRC := $(wildcard tests/test_*.c)
+
+# ---- feature detection: print what was found, never silently drop a feature -------
+HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
+CUDA_SRC  := $(wildcard kernels/cuda/*.cu)
+ifeq ($(HAVE_NVCC),1)
+  ifneq ($(CUDA_SRC),)
+    FEATURES += cuda
+    CFLAGS   += -DT5_HAVE_CUDA
+  else
+    FEATURE_NOTES += "nvcc found, but kernels/cuda/ has no kernels yet: CPU backend only"
+  endif
+else
+  FEATURE_NOTES += "nvcc not found: CPU backend only"
+endif
+
+BUILD ?= build
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps test test-asan test-gpu clean features demo
+all: features train_t5
+
+features:
+	@echo "train_t5 build: features [$(FEATURES)] $(FEATURE_NOTES)"
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libt5.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+train_t5: $(BUILD)/obj/train_t5.o $(BUILD)/libt5.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libt5.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libt5.a -o $@ $(LDLIBS)
+
+# ---- dependencies ---------------------------------------------------------------
+# Each entry: a file that proves the package is installed, and the package.
+DEB_DEPS := /usr/include/cjson/cJSON.h:libcjson-dev \
+            /usr/include/sentencepiece_processor.h:libsentencepiece-dev \
+            /usr/bin/mpicc:libopenmpi-dev \
+            /usr/bin/mpirun:openmpi-bin
+deps:
+	@missing=""; for d in $(DEB_DEPS); do f=$${d%%:*}; p=$${d##*:}; \
+	  [ -e $$f ] || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \
+	    || { echo "error: apt-get install$$missing failed"; echo "HINT: install these Debian packages by hand"; exit 1; }; \
+	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi)"; fi
+
+# ---- tests ------------------------------------------------------------------------
+test: deps
+	@$(MAKE) --no-print-directory all $(TEST_BIN)
+	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
+	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh
+
+test-asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
+	@tests/run_tests.sh tests/bad_input.sh
+
+build-asan/train_t5: $(BUILD)/obj/train_t5.o $(BUILD)/libt5.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+test-gpu:
+	@echo "make test-gpu: the CUDA backend does not exist yet (issue 5); nothing to run"; exit 1
+
+clean:
+	rm -rf build build-asan train_t5
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/train_t5.d
+
+# ---- demo: overfit the fixture batch with a tiny model, save an HF directory --------
+demo: deps all
+	./train_t5 overfit --model tests/fixtures/relu_tied --batch tests/fixtures/relu_tied/reference.safetensors \
+	  --steps 20 --learning_rate 1e-2 --warmup_steps 2 --output_dir out/demo

@@ -1,0 +1,110 @@
+// common/check.c: implementation of the checked libc wrappers (see check.h).
+#include "check.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void t5_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+void t5_die(const char *file, int line, const char *msg, const char *hint) {
+    fflush(stdout);
+    fprintf(stderr, "error: %s:%d: %s\n", file, line, msg);
+    if (hint) fprintf(stderr, "HINT: %s\n", hint);
+    exit(1);
+}
+
+FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
+    FILE *f = fopen(path, mode);
+    if (!f) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "cannot open '%s' (mode %s): %s", path, mode, strerror(errno));
+        t5_die(file, line, msg,
+               mode[0] == 'r' ? "check that the path exists and is readable"
+                              : "check that the directory exists and is writable");
+    }
+    return f;
+}
+
+void fread_check(void *dst, size_t size, size_t n, FILE *f, const char *path, const char *file, int line) {
+    size_t got = fread(dst, size, n, f);
+    if (got != n) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "short read from '%s': wanted %zu items of %zu bytes, got %zu (%s)", path, n,
+                 size, got, feof(f) ? "end of file" : strerror(errno));
+        t5_die(file, line, msg, "the file is truncated or corrupt; regenerate it");
+    }
+}
+
+void fwrite_check(const void *src, size_t size, size_t n, FILE *f, const char *path, const char *file, int line) {
+    size_t put = fwrite(src, size, n, f);
+    if (put != n) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "short write to '%s': wanted %zu items, wrote %zu (%s)", path, n, put,
+                 strerror(errno));
+        t5_die(file, line, msg, "check free disk space and permissions");
+    }
+}
+
+void fclose_check(FILE *f, const char *path, const char *file, int line) {
+    if (fclose(f) != 0) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "closing '%s' failed: %s", path, strerror(errno));
+        t5_die(file, line, msg, "check free disk space; the file may be incomplete");
+    }
+}
+
+void *malloc_check(size_t bytes, const char *file, int line) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "out of host memory allocating %zu bytes", bytes);
+        t5_die(file, line, msg, "use a smaller model or batch, or a machine with more RAM");
+    }
+    return p;
+}
+
+void *calloc_check(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "out of host memory allocating %zu x %zu bytes", n, size);
+        t5_die(file, line, msg, "use a smaller model or batch, or a machine with more RAM");
+    }
+    return p;
+}
+
+char *read_text_file(const char *path, size_t *len_out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) t5_fail("%s: cannot seek: %s", path, strerror(errno));
+    long len = ftell(f);
+    if (len < 0) t5_fail("%s: cannot tell size: %s", path, strerror(errno));
+    rewind(f);
+    char *buf = mallocCheck((size_t)len + 1);
+    if (len > 0) freadCheck(buf, 1, (size_t)len, f, path);
+    buf[len] = '\0';
+    fclose(f);
+    if (len_out) *len_out = (size_t)len;
+    return buf;
+}
+
+char *path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *s = mallocCheck(a + b + 2);
+    memcpy(s, dir, a);
+    size_t k = a;
+    if (k > 0 && s[k - 1] != '/') s[k++] = '/';
+    memcpy(s + k, name, b + 1);
+    return s;
+}

@@ -1,0 +1,21 @@
+// common/flags.h: table-driven command-line flags with HF Trainer spelling
+// (--name value, --name=value; booleans as --name or --name true|false).
+// An unknown flag is an error that suggests the closest known one; a value that does
+// not parse is an error naming the flag and the expected type.
+#pragma once
+
+typedef enum { FLAG_STRING = 0, FLAG_INT, FLAG_FLOAT, FLAG_BOOL } FlagType;
+
+typedef struct {
+    const char *name;   // without the leading "--"
+    FlagType type;
+    void *dst;          // const char ** / int * / float * / int * (bool)
+    const char *help;
+} FlagSpec;
+
+// Parse argv[start..argc) against specs; exits with a one-line error on bad input.
+void flags_parse(int argc, char **argv, int start, const FlagSpec *specs, int n, const char *command);
+// Print "  --name  help" lines.
+void flags_print_help(const FlagSpec *specs, int n);
+// Closest name to `word` among `names` (edit distance), or NULL if none is close.
+const char *flags_closest(const char *word, const char *const *names, int n);
