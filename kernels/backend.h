@@ -1,0 +1,127 @@
+// kernels/backend.h: the backend interface. model/t5.c describes forward and backward
+// once, as calls through this struct of function pointers; kernels/cpu/ is the fp32
+// reference implementation, kernels/cuda/ the fast one. Every op of a backend has a
+// CPU twin and a test comparing them (tests/test_ops.c for the CPU finite differences).
+//
+// Conventions (hold for every backend):
+// - Pointers are device pointers of the backend (host memory for the CPU backend).
+//   Activations, parameters and their gradients are `void *` in the backend's compute
+//   dtype (`act_dtype`); the CPU backend is fp32 throughout. Optimizer state (master
+//   weights, moments) and row statistics (rstd) are always fp32. Token ids, labels and
+//   masks are int32.
+// - Every *_backward ADDS into the gradients it produces (dinp += ..., dweight += ...).
+//   The caller zeroes gradient buffers once; residual branches then accumulate for free,
+//   and gradient accumulation over micro-batches needs no extra code.
+// - Dimension letters: B batch, Tq/Tk query/key length, N = rows (B*T), D = d_model,
+//   H heads, dk = d_kv, I/O in/out features, V vocab, F = d_ff.
+// - Dropout is counter-based: the mask element i of a call is a pure function of
+//   (seed, i), so backward regenerates it instead of storing it, and a run's RNG state
+//   is one integer (serializable for checkpoints). p == 0 makes dropout the identity.
+// - Elementwise ops (ffn_act_forward, add, axpy, scale, dropout_forward) allow the
+//   output to alias an input (in-place use); other ops do not.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { DTYPE_F32 = 0, DTYPE_F16, DTYPE_BF16 } Dtype;
+
+typedef enum {
+    ACT_RELU = 0,  // "relu"
+    ACT_GELU,      // "gelu": exact erf form
+    ACT_GELU_NEW,  // "gelu_new": tanh approximation (T5 1.1 / FLAN "gated-gelu")
+    ACT_SILU,      // "silu"
+} Activation;
+
+typedef struct {
+    // dropout_p = 0 disables; seed selects the mask (see header comment)
+    float p;
+    uint64_t seed;
+} DropoutArgs;
+
+typedef struct Backend {
+    const char *name;
+    Dtype act_dtype;  // dtype of activations, parameters and their gradients
+
+    // ---- memory (bytes); alloc returns zeroed memory -------------------------------
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*to_device)(void *dst, const void *host_src, size_t bytes);
+    void (*to_host)(void *host_dst, const void *src, size_t bytes);
+
+    // ---- embedding: out (N,D) = table (V,D)[ids (N)] ---------------------------------
+    void (*embedding_forward)(void *out, const int *ids, const void *table, int N, int D);
+    void (*embedding_backward)(void *dtable, const void *dout, const int *ids, int N, int D);
+
+    // ---- T5 RMS norm: out = inp * rsqrt(mean(inp^2) + eps) * weight; no mean, no bias.
+    // rstd (N) is saved for backward.
+    void (*rmsnorm_forward)(void *out, float *rstd, const void *inp, const void *weight, int N, int D, float eps);
+    void (*rmsnorm_backward)(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
+                             const float *rstd, int N, int D);
+
+    // ---- linear without bias: out (N,O) = inp (N,I) @ weight (O,I)^T --------------
+    void (*matmul_forward)(void *out, const void *inp, const void *weight, int N, int I, int O);
+    // dinp (N,I) += dout @ weight; dweight (O,I) += dout^T @ inp. dinp or dweight may be NULL (skipped; a frozen weight).
+    void (*matmul_backward)(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
+                            int N, int I, int O);
+
+    // ---- T5 relative position bias: bias (H,Tq,Tk) = table (num_buckets,H)[bucket(k - q)]
+    // with query positions q_offset .. q_offset+Tq-1 (q_offset > 0 when decoding with a
+    // cache). bidirectional: encoder (1) or causal decoder (0) bucketing.
+    void (*position_bias_forward)(void *bias, const void *table, int Tq, int Tk, int H, int q_offset,
+                                  int num_buckets, int max_distance, int bidirectional);
+    void (*position_bias_backward)(void *dtable, const void *dbias, int Tq, int Tk, int H, int q_offset,
+                                   int num_buckets, int max_distance, int bidirectional);
+
+    // ---- attention (T5: no 1/sqrt(dk) scaling) ---------------------------------------
+    // A row whose keys are all masked gets att = 0 and out = 0 (HF would spread it
+    // uniformly; T5 batches never have such rows: every sequence has its </s>).
+    // q (B,Tq,H*dk), k and v (B,Tk,H*dk), bias (H,Tq,Tk) shared by the batch or NULL,
+    // key_mask (B,Tk) 1 = attend / 0 = padding, or NULL; causal masks key j > q_offset+i.
+    // att (B,H,Tq,Tk) receives the softmax probabilities (before dropout) for backward;
+    // out (B,Tq,H*dk) = dropout(att) @ v.
+    void (*attention_forward)(void *out, void *att, const void *q, const void *k, const void *v, const void *bias,
+                              const int *key_mask, int B, int Tq, int Tk, int H, int d_kv, int causal, int q_offset,
+                              DropoutArgs drop);
+    // dq, dk, dv += ...; dbias (H,Tq,Tk) += sum over the batch (dbias may be NULL).
+    void (*attention_backward)(void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
+                               const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
+                               DropoutArgs drop);
+
+    // ---- feed-forward activation: out = act(a) (plain) or act(a) * b (gated, b != NULL)
+    void (*ffn_act_forward)(void *out, const void *a, const void *b, size_t n, Activation act);
+    // da += dout * act'(a) [* b]; db += dout * act(a) (gated only)
+    void (*ffn_act_backward)(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
+                             Activation act);
+
+    // ---- elementwise -----------------------------------------------------------------
+    void (*add)(void *out, const void *a, const void *b, size_t n);          // out = a + b
+    void (*axpy)(void *y, const void *x, float alpha, size_t n);             // y += alpha * x
+    void (*scale)(void *out, const void *inp, float alpha, size_t n);        // out = alpha * inp
+    void (*dropout_forward)(void *out, const void *inp, size_t n, DropoutArgs drop);
+    void (*dropout_backward)(void *dinp, const void *dout, size_t n, DropoutArgs drop);  // dinp +=
+
+    // ---- cross-entropy over logits (N,V) with labels (N); label -100 is ignored -----
+    // Per active token: (1-eps) * nll + eps * (-sum_j log p_j) / V  (HF LabelSmoother).
+    // Returns the SUM over active tokens (the caller divides by the global count of
+    // label tokens). If dlogits != NULL: dlogits = dloss * d(sum)/dlogits (overwrites;
+    // rows of ignored tokens are zeroed). dlogits may alias logits.
+    double (*crossentropy_forward_backward)(void *dlogits, const void *logits, const int *labels, int N, int V,
+                                            float label_smoothing, float dloss);
+
+    // ---- optimizer building blocks (fp32 state) ---------------------------------------
+    // sum of squares of g (n) as double, for the global gradient norm
+    double (*sumsq)(const void *g, size_t n);
+    // torch.optim.AdamW on one contiguous range: g_eff = grad * grad_scale;
+    // param *= 1 - lr*wd; m,v updated; param -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
+    // step counts from 1.
+    void (*adamw_update)(float *param, const void *grad, float *m, float *v, size_t n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, float grad_scale, int step);
+} Backend;
+
+// The fp32 CPU reference backend (kernels/cpu/backend_cpu.c).
+const Backend *backend_cpu(void);
+
+// Bucket of relative position (key - query), as HF T5Attention._relative_position_bucket,
+// including its float32 rounding. Shared by every backend's position bias.
+int t5_relative_position_bucket(int relative_position, int bidirectional, int num_buckets, int max_distance);

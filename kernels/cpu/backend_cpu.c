@@ -1,0 +1,35 @@
+// kernels/cpu/backend_cpu.c: the fp32 CPU reference backend, one Backend struct whose
+// entries are the cpu_* functions of this directory (see cpu_ops.h).
+#include "cpu_ops.h"
+
+static const Backend cpu_backend = {
+    .name = "cpu",
+    .act_dtype = DTYPE_F32,
+    .alloc = cpu_memory_alloc,
+    .free = cpu_memory_free,
+    .zero = cpu_memory_zero,
+    .to_device = cpu_memory_to_device,
+    .to_host = cpu_memory_to_host,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
+    .position_bias_forward = cpu_position_bias_forward,
+    .position_bias_backward = cpu_position_bias_backward,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .ffn_act_forward = cpu_ffn_act_forward,
+    .ffn_act_backward = cpu_ffn_act_backward,
+    .add = cpu_elementwise_add,
+    .axpy = cpu_elementwise_axpy,
+    .scale = cpu_elementwise_scale,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
+    .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
+    .sumsq = cpu_optimizer_sumsq,
+    .adamw_update = cpu_optimizer_adamw_update,
+};
+
+const Backend *backend_cpu(void) { return &cpu_backend; }

@@ -1,0 +1,73 @@
+// kernels/cpu/cpu_ops.h: the fp32 CPU reference ops, one declaration per Backend entry
+// (kernels/backend.h says what each computes and its conventions). backend_cpu.c puts
+// them into the Backend struct; tests may call them directly.
+//
+// Determinism: every output element is computed by one thread in a fixed order, so
+// results do not depend on the number of OpenMP threads.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../backend.h"
+
+// memory.c
+void *cpu_memory_alloc(size_t bytes);
+void cpu_memory_free(void *p);
+void cpu_memory_zero(void *p, size_t bytes);
+void cpu_memory_to_device(void *dst, const void *host_src, size_t bytes);
+void cpu_memory_to_host(void *host_dst, const void *src, size_t bytes);
+
+// embedding.c
+void cpu_embedding_forward(void *out, const int *ids, const void *table, int N, int D);
+void cpu_embedding_backward(void *dtable, const void *dout, const int *ids, int N, int D);
+
+// rmsnorm.c
+void cpu_rmsnorm_forward(void *out, float *rstd, const void *inp, const void *weight, int N, int D, float eps);
+void cpu_rmsnorm_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
+                          const float *rstd, int N, int D);
+
+// matmul.c
+void cpu_matmul_forward(void *out, const void *inp, const void *weight, int N, int I, int O);
+void cpu_matmul_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight, int N,
+                         int I, int O);
+
+// position_bias.c (t5_relative_position_bucket is declared in backend.h)
+void cpu_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int q_offset, int num_buckets,
+                               int max_distance, int bidirectional);
+void cpu_position_bias_backward(void *dtable, const void *dbias, int Tq, int Tk, int H, int q_offset,
+                                int num_buckets, int max_distance, int bidirectional);
+
+// attention.c
+void cpu_attention_forward(void *out, void *att, const void *q, const void *k, const void *v, const void *bias,
+                           const int *key_mask, int B, int Tq, int Tk, int H, int dk, int causal, int q_offset,
+                           DropoutArgs drop);
+void cpu_attention_backward(void *dq, void *dkey, void *dv, void *dbias, const void *dout, const void *att,
+                            const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int dk,
+                            DropoutArgs drop);
+
+// ffn_act.c
+void cpu_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act);
+void cpu_ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
+                          Activation act);
+
+// elementwise.c
+void cpu_elementwise_add(void *out, const void *a, const void *b, size_t n);
+void cpu_elementwise_axpy(void *y, const void *x, float alpha, size_t n);
+void cpu_elementwise_scale(void *out, const void *inp, float alpha, size_t n);
+void cpu_dropout_forward(void *out, const void *inp, size_t n, DropoutArgs drop);
+void cpu_dropout_backward(void *dinp, const void *dout, size_t n, DropoutArgs drop);
+// The counter-based dropout RNG, shared by every dropout of the CPU backend (and the
+// definition a GPU twin must reproduce): a uniform float in [0,1) that is a pure function
+// of (seed, index); element `index` is kept when u >= p, and a kept value is multiplied
+// by cpu_dropout_scale(p).
+float cpu_dropout_uniform(uint64_t seed, uint64_t index);
+float cpu_dropout_scale(float p);
+
+// crossentropy.c
+double cpu_crossentropy_forward_backward(void *dlogits, const void *logits, const int *labels, int N, int V,
+                                         float label_smoothing, float dloss);
+
+// optimizer.c
+double cpu_optimizer_sumsq(const void *g, size_t n);
+void cpu_optimizer_adamw_update(float *param, const void *grad, float *m, float *v, size_t n, float lr, float beta1,
+                                float beta2, float eps, float weight_decay, float grad_scale, int step);

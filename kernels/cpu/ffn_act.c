@@ -1,0 +1,86 @@
+// kernels/cpu/ffn_act.c: feed-forward activations, plain out = act(a) or gated
+// out = act(a) * b (T5 1.1 / FLAN "gated-gelu": act(wi_0 x) * wi_1 x).
+//   a, b, out (n)
+// The forward formulas follow torch's CPU kernels / HF's activation modules operation
+// by operation in fp32:
+//   relu      max(x, 0)                   (gradient 0 at x = 0, as torch's threshold_backward)
+//   gelu      0.5 * x * (1 + erf(x / sqrt2))           nn.functional.gelu
+//   gelu_new  0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))   NewGELUActivation
+//   silu      x / (1 + exp(-x))                        nn.functional.silu
+#include <math.h>
+
+#include "../../common/check.h"
+#include "cpu_ops.h"
+
+#define SQRT_2_OVER_PI 0.7978845608028654   // sqrt(2/pi)
+#define INV_SQRT_2PI 0.3989422804014327     // 1/sqrt(2 pi)
+#define SQRT_HALF 0.7071067811865476        // 1/sqrt(2), M_SQRT1_2 in torch
+#define GELU_NEW_C 0.044715f
+
+static inline float act_value(float x, Activation act) {
+    switch (act) {
+    case ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case ACT_GELU: return 0.5f * x * (1.0f + erff(x * (float)SQRT_HALF));
+    case ACT_GELU_NEW: {
+        float inner = (float)SQRT_2_OVER_PI * (x + GELU_NEW_C * (x * x * x));
+        return 0.5f * x * (1.0f + tanhf(inner));
+    }
+    case ACT_SILU: return x / (1.0f + expf(-x));
+    }
+    return 0.0f;  // unreachable: checked by act_check
+}
+
+static inline float act_derivative(float x, Activation act) {
+    switch (act) {
+    case ACT_RELU: return x > 0.0f ? 1.0f : 0.0f;
+    case ACT_GELU: {
+        float cdf = 0.5f * (1.0f + erff(x * (float)SQRT_HALF));
+        float pdf = (float)INV_SQRT_2PI * expf(-0.5f * x * x);
+        return cdf + x * pdf;
+    }
+    case ACT_GELU_NEW: {
+        float x2 = x * x;
+        float t = tanhf((float)SQRT_2_OVER_PI * (x + GELU_NEW_C * x2 * x));
+        float dinner = (float)SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_NEW_C * x2);
+        return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
+    }
+    case ACT_SILU: {
+        float s = 1.0f / (1.0f + expf(-x));
+        return s * (1.0f + x * (1.0f - s));
+    }
+    }
+    return 0.0f;
+}
+
+static void act_check(Activation act) {
+    if (act != ACT_RELU && act != ACT_GELU && act != ACT_GELU_NEW && act != ACT_SILU)
+        t5_fail("unknown feed-forward activation code %d (supported: relu, gelu, gelu_new, silu)", (int)act);
+}
+
+void cpu_ffn_act_forward(void *out_, const void *a_, const void *b_, size_t n, Activation act) {
+    float *out = out_;
+    const float *a = a_, *b = b_;
+    act_check(act);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float y = act_value(a[i], act);
+        out[i] = b ? y * b[i] : y;
+    }
+}
+
+// da += dout * act'(a) [* b];  db += dout * act(a)  (gated only)
+void cpu_ffn_act_backward(void *da_, void *db_, const void *dout_, const void *a_, const void *b_, size_t n,
+                          Activation act) {
+    float *da = da_, *db = db_;
+    const float *dout = dout_, *a = a_, *b = b_;
+    act_check(act);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = dout[i];
+        if (b) {
+            if (db) db[i] += g * act_value(a[i], act);
+            g *= b[i];
+        }
+        da[i] += g * act_derivative(a[i], act);
+    }
+}
