@@ -1,0 +1,28 @@
+// model/hf_dir.h: Hugging Face model directories in and out.
+// Load: config.json + model.safetensors (tied or untied head; shared.weight may be
+// stored as encoder.embed_tokens.weight / decoder.embed_tokens.weight instead) into a
+// flat fp32 buffer. Save: config.json + model.safetensors that
+// T5ForConditionalGeneration.from_pretrained loads.
+// Every problem (missing file, bad header, missing tensor, shape or dtype mismatch) is
+// a one-line error naming the file, the tensor, expected vs found.
+#pragma once
+#include "config.h"
+#include "params.h"
+#include "safetensors.h"
+
+// Resolve --model: a directory with config.json, or a preset name. Fills cfg and
+// returns 1 if there are weights to load (a directory), 0 for a bare preset.
+int hf_resolve_model(const char *model_arg, T5Config *cfg);
+
+// Untied head test: 1 when the file holds an lm_head.weight that differs from the
+// stored embedding (hub T5 1.1 / FLAN); an lm_head.weight equal to shared.weight, or the
+// only copy of the embedding, counts as tied (what transformers' tie_weights does).
+// Call it first, set cfg->untied_lm_head, build the layout, then hf_load_weights().
+int hf_probe_untied(const char *dir);
+// Load dir/model.safetensors (or a sharded model.safetensors.index.json) into params
+// (lay->total floats).
+void hf_load_weights(const char *dir, const T5Config *cfg, const ParamLayout *lay, float *params);
+
+// Save config.json + model.safetensors into dir (created if missing) with the tensors
+// in `dtype` (ST_F32, ST_F16 or ST_BF16).
+void hf_save_model(const char *dir, const T5Config *cfg, const ParamLayout *lay, const float *params, StDtype dtype);

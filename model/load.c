@@ -1,0 +1,29 @@
+// model/load.c: --model argument -> T5Model with parameters on the backend.
+#include "load.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "hf_dir.h"
+
+void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadOptions opt) {
+    T5Config cfg;
+    int has_weights = hf_resolve_model(model_arg, &cfg);
+    if (!has_weights && !opt.init_random)
+        t5_fail("--model \"%s\" is a preset with no local weights; pass a model directory, or --init random to "
+                "train from a random initialization", model_arg);
+    if (has_weights && !opt.init_random) cfg.untied_lm_head = hf_probe_untied(model_arg);
+    t5_init(m, &cfg, be);
+    float *host = mallocCheck(m->lay.total * sizeof(float));
+    if (has_weights && !opt.init_random) {
+        hf_load_weights(model_arg, &m->cfg, &m->lay, host);
+    } else {
+        fprintf(stderr, "NOTICE: %s: random initialization (seed %llu), not pretrained weights\n", model_arg,
+                opt.seed);
+        params_init_random(&m->cfg, &m->lay, host, opt.seed);
+    }
+    if (be->act_dtype != DTYPE_F32) t5_fail("model_load: backend %s needs a dtype conversion that is not built yet", be->name);
+    be->to_device(m->params, host, m->lay.total * sizeof(float));
+    free(host);
+}

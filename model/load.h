@@ -1,0 +1,12 @@
+// model/load.h: one call from a --model argument to a ready T5Model: resolve the
+// directory or preset, decide the head's tying from the weights file, build the
+// layout, and load (or randomly initialize) the parameters.
+#pragma once
+#include "t5.h"
+
+typedef struct {
+    int init_random;     // 1: random init (required for a preset name without weights)
+    unsigned long long seed;
+} ModelLoadOptions;
+
+void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadOptions opt);

@@ -1,0 +1,70 @@
+// model/params.h: the parameter layout. All parameters live in ONE flat buffer
+// (llm.c style); a tensor is an offset into it. The name table uses the exact
+// Hugging Face state-dict names, in HF state-dict order (which is also forward
+// order), so ZeRO partitions are contiguous ranges of that space (zero/partition.c).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef enum {
+    PARAM_EMBEDDING = 0,  // shared.weight (V,D)
+    PARAM_LINEAR,         // (O,I) projection weights, lm_head.weight
+    PARAM_NORM,           // RMS norm weights (D): no weight decay
+    PARAM_RELBIAS,        // relative_attention_bias.weight (num_buckets,H)
+} ParamKind;
+
+typedef struct {
+    char name[96];     // exact HF state-dict name
+    int ndim;          // 1 or 2
+    int64_t shape[2];  // HF (torch) shape
+    size_t offset;     // element offset into the flat buffer
+    size_t numel;
+    ParamKind kind;
+    int no_decay;      // 1: excluded from weight decay. HF Trainer excludes names matching
+                       // norm patterns and r"bias": the norm weights AND relative_attention_bias
+} ParamSpec;
+
+// Element offsets of one attention sublayer's tensors.
+typedef struct {
+    size_t q, k, v, o;   // q,k,v (H*dk, D); o (D, H*dk)
+    size_t ln;           // layer_norm.weight (D)
+    int has_relbias;     // first block of each stack only
+    size_t relbias;      // relative_attention_bias.weight (num_buckets, H)
+} AttnOffsets;
+
+typedef struct {
+    size_t wi;           // wi.weight, or wi_0.weight when gated (F, D)
+    size_t wi_1;         // gated only (F, D)
+    size_t wo;           // (D, F)
+    size_t ln;           // layer_norm.weight (D)
+} FfnOffsets;
+
+typedef struct {
+    AttnOffsets self;
+    AttnOffsets cross;   // decoder blocks only
+    FfnOffsets ffn;
+} BlockOffsets;
+
+typedef struct {
+    ParamSpec *specs;
+    int count;
+    size_t total;              // elements in the flat buffer
+    size_t shared;             // shared.weight (V, D)
+    size_t lm_head;            // lm_head.weight (V, D) when untied, else == shared
+    size_t enc_final_ln, dec_final_ln;
+    BlockOffsets *enc;         // (num_layers)
+    BlockOffsets *dec;         // (num_decoder_layers)
+} ParamLayout;
+
+// Build the layout for a config (allocates; free with params_free_layout).
+void params_build_layout(const T5Config *cfg, ParamLayout *lay);
+void params_free_layout(ParamLayout *lay);
+
+// Index of a tensor by HF name, or -1 if absent.
+int params_find(const ParamLayout *lay, const char *name);
+
+// Deterministic random init on the host, as HF's T5PreTrainedModel._init_weights
+// (normal with factor-scaled std; norms = 1) using our own seeded RNG.
+void params_init_random(const T5Config *cfg, const ParamLayout *lay, float *params, uint64_t seed);

@@ -1,0 +1,78 @@
+// model/safetensors.h: streaming reader and writer for the safetensors format
+// (8-byte little-endian header length, JSON header {name: {dtype, shape,
+// data_offsets}}, optional "__metadata__", then the raw tensor bytes).
+// The header is validated in full before any tensor is read: dtype known, shape
+// matches the byte range, ranges inside the file, in order, non-overlapping.
+// Tensors are read and written in chunks, so a file is never held in memory whole.
+// Writes go to "<path>.tmp" and are renamed into place on close: no half-written file.
+#pragma once
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { ST_F32 = 0, ST_F16, ST_BF16, ST_I64, ST_I32 } StDtype;
+
+#define ST_MAX_DIMS 8
+
+typedef struct {
+    char *name;
+    StDtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    uint64_t numel;
+    uint64_t begin, end;  // byte range relative to the data section
+} StTensor;
+
+typedef struct {
+    char *path;
+    FILE *f;
+    uint64_t data_start;  // file offset of the data section
+    StTensor *tensors;
+    int count;
+} StFile;
+
+// Open and validate. Any problem is a one-line error naming the file; exits non-zero.
+void st_open(StFile *st, const char *path);
+void st_close(StFile *st);
+// Tensor by name, or NULL.
+const StTensor *st_find(const StFile *st, const char *name);
+// Read a float tensor (F32/F16/BF16) converting to fp32 into dst (numel floats).
+void st_read_f32(const StFile *st, const StTensor *t, float *dst);
+// Read an integer tensor (I64/I32) converting to int32 into dst (numel ints); values
+// outside int32 are an error.
+void st_read_i32(const StFile *st, const StTensor *t, int32_t *dst);
+const char *st_dtype_name(StDtype d);
+int st_dtype_size(StDtype d);
+
+typedef struct {
+    const char *name;
+    StDtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+} StTensorDesc;
+
+typedef struct {
+    char *path, *tmp_path;
+    FILE *f;
+    const StTensorDesc *descs;
+    int count;
+    int next;              // index of the tensor being written
+    uint64_t written;      // bytes of tensor `next` written so far
+} StWriter;
+
+// Write the header for `count` tensors (data in that order); metadata_json may be NULL.
+// The writer keeps `descs` (and their names): they must stay alive until st_writer_close.
+// (else a JSON object of string values, e.g. {"format":"pt"}).
+void st_writer_open(StWriter *w, const char *path, const StTensorDesc *descs, int count, const char *metadata_json);
+// Append n fp32 values of the current tensor, converting to its dtype; may be called
+// several times per tensor (streaming). Moves to the next tensor when one is complete.
+void st_writer_write_f32(StWriter *w, const float *src, uint64_t n);
+// Same for integer tensors.
+void st_writer_write_i32(StWriter *w, const int32_t *src, uint64_t n);
+// Check that every tensor was written in full, flush, and rename into place.
+void st_writer_close(StWriter *w);
+
+// fp16 / bf16 conversions (round to nearest even), shared with the rest of the code.
+float st_f16_to_f32(uint16_t h);
+uint16_t st_f32_to_f16(float f);
+float st_bf16_to_f32(uint16_t h);
+uint16_t st_f32_to_bf16(float f);

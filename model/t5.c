@@ -1,0 +1,421 @@
+// model/t5.c: T5ForConditionalGeneration forward and backward as calls on the backend
+// interface (see t5.h). Mirrors transformers' modeling_t5.py:
+//   encoder: x = dropout(embed(ids)); per block: x += dropout(SelfAttn(norm(x)));
+//            x += dropout(FFN(norm(x))); out = dropout(final_norm(x))
+//   decoder: the same with causal self-attention and a cross-attention sublayer
+//            (no position bias) between self-attention and FFN
+//   head:    logits = (dropout(final_norm(x)) [* D^-0.5]) @ W^T, W = lm_head or shared
+// Position bias: computed from block 0's relative_attention_bias and shared by every
+// block of the stack.
+#include "t5.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "../kernels/dropout_rng.h"
+
+// ---------------------------------------------------------------------------------
+// dropout sites: each dropout call gets its own seed, a hash of (step seed, site)
+
+enum { SITE_EMBED = 0, SITE_ATT, SITE_ATT_OUT, SITE_FFN_HIDDEN, SITE_FFN_OUT, SITE_FINAL, SITE_COUNT };
+
+// stack: 0 encoder, 1 decoder; layer: block index (0 for stack-level sites);
+// sub: sublayer index within the block
+static DropoutArgs site_dropout(const T5Model *m, int stack, int layer, int sub, int site) {
+    DropoutArgs d;
+    d.p = m->dropout_p;
+    uint64_t id = ((((uint64_t)stack * 4096 + (uint64_t)layer) * 4 + (uint64_t)sub) * SITE_COUNT) + (uint64_t)site;
+    d.seed = dropout_rng_mix64(m->dropout_seed ^ dropout_rng_mix64(id + DROPOUT_RNG_GAMMA));
+    return d;
+}
+
+// ---------------------------------------------------------------------------------
+// init / memory plan
+
+static size_t dtype_size(Dtype d) { return d == DTYPE_F32 ? 4 : 2; }
+
+void t5_init(T5Model *m, const T5Config *cfg, const Backend *be) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->be = be;
+    m->elem = dtype_size(be->act_dtype);
+    params_build_layout(&m->cfg, &m->lay);
+    m->params = be->alloc(m->lay.total * m->elem);
+    m->grads = be->alloc(m->lay.total * m->elem);
+    m->dropout_p = cfg->dropout_rate;
+}
+
+void t5_free(T5Model *m) {
+    if (m->arena) m->be->free(m->arena);
+    if (m->params) m->be->free(m->params);
+    if (m->grads) m->be->free(m->grads);
+    free(m->enc_x);
+    free(m->dec_x);
+    free(m->enc);
+    free(m->dec);
+    params_free_layout(&m->lay);
+    memset(m, 0, sizeof *m);
+}
+
+// Bump allocator over the arena. With base == NULL it only measures.
+typedef struct {
+    char *base;
+    size_t used;
+} Bump;
+
+static void *bump_take(Bump *b, size_t bytes) {
+    size_t off = (b->used + 255) & ~(size_t)255;  // 256-byte alignment for GPU kernels
+    b->used = off + bytes;
+    return b->base ? (void *)(b->base + off) : NULL;
+}
+
+// Assign (or, with base NULL, measure) every activation buffer for (B,S,T).
+static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
+    const T5Config *c = &m->cfg;
+    Bump bp = {base, 0};
+    size_t e = m->elem;
+    size_t D = (size_t)c->d_model, HK = (size_t)t5_config_inner_dim(c), F = (size_t)c->d_ff;
+    size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size;
+    size_t nS = (size_t)B * S, nT = (size_t)B * T, nM = (size_t)B * (S > T ? S : T);
+    int L = c->num_layers, Ld = c->num_decoder_layers;
+
+    m->input_ids = bump_take(&bp, nS * sizeof(int));
+    m->attention_mask = bump_take(&bp, nS * sizeof(int));
+    m->dec_ids = bump_take(&bp, nT * sizeof(int));
+    m->labels = bump_take(&bp, nT * sizeof(int));
+    for (int i = 0; i <= L * 2; i++) m->enc_x[i] = bump_take(&bp, nS * D * e);
+    for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = bump_take(&bp, nT * D * e);
+    for (int l = 0; l < L + Ld; l++) {
+        int is_dec = l >= L;
+        BlockActs *a = is_dec ? &m->dec[l - L] : &m->enc[l];
+        size_t nq = is_dec ? nT : nS;
+        int Tq = is_dec ? T : S;
+        a->self.ln_out = bump_take(&bp, nq * D * e);
+        a->self.rstd = bump_take(&bp, nq * sizeof(float));
+        a->self.q = bump_take(&bp, nq * HK * e);
+        a->self.k = bump_take(&bp, nq * HK * e);
+        a->self.v = bump_take(&bp, nq * HK * e);
+        a->self.att = bump_take(&bp, (size_t)B * H * Tq * Tq * e);
+        a->self.ctx = bump_take(&bp, nq * HK * e);
+        if (is_dec) {
+            a->cross.ln_out = bump_take(&bp, nT * D * e);
+            a->cross.rstd = bump_take(&bp, nT * sizeof(float));
+            a->cross.q = bump_take(&bp, nT * HK * e);
+            a->cross.k = bump_take(&bp, nS * HK * e);
+            a->cross.v = bump_take(&bp, nS * HK * e);
+            a->cross.att = bump_take(&bp, (size_t)B * H * T * S * e);
+            a->cross.ctx = bump_take(&bp, nT * HK * e);
+        }
+        a->ffn.ln_out = bump_take(&bp, nq * D * e);
+        a->ffn.rstd = bump_take(&bp, nq * sizeof(float));
+        a->ffn.a = bump_take(&bp, nq * F * e);
+        a->ffn.b = c->is_gated ? bump_take(&bp, nq * F * e) : NULL;
+        a->ffn.h = bump_take(&bp, nq * F * e);
+    }
+    m->enc_bias = bump_take(&bp, H * S * S * e);
+    m->dec_bias = bump_take(&bp, H * T * T * e);
+    m->enc_final_rstd = bump_take(&bp, nS * sizeof(float));
+    m->dec_final_rstd = bump_take(&bp, nT * sizeof(float));
+    m->enc_final = bump_take(&bp, nS * D * e);
+    m->dec_final = bump_take(&bp, nT * D * e);
+    m->logits = bump_take(&bp, nT * V * e);
+    m->d_enc_x = bump_take(&bp, nS * D * e);
+    m->d_dec_x = bump_take(&bp, nT * D * e);
+    m->d_enc_final = bump_take(&bp, nS * D * e);
+    m->d_tmp_d = bump_take(&bp, nM * D * e);
+    m->d_ln = bump_take(&bp, nM * D * e);
+    m->d_ctx = bump_take(&bp, nM * HK * e);
+    m->d_q = bump_take(&bp, nM * HK * e);
+    m->d_k = bump_take(&bp, nM * HK * e);
+    m->d_v = bump_take(&bp, nM * HK * e);
+    m->d_h = bump_take(&bp, nM * F * e);
+    m->d_a = bump_take(&bp, nM * F * e);
+    m->d_b = bump_take(&bp, nM * F * e);
+    m->tmp_f = bump_take(&bp, nM * F * e);
+    m->d_enc_bias = bump_take(&bp, H * S * S * e);
+    m->d_dec_bias = bump_take(&bp, H * T * T * e);
+    m->dlogits = bump_take(&bp, nT * V * e);
+    return bp.used;
+}
+
+static void acts_alloc_tables(T5Model *m) {
+    if (m->enc_x) return;
+    m->enc_x = callocCheck((size_t)m->cfg.num_layers * 2 + 1, sizeof(void *));
+    m->dec_x = callocCheck((size_t)m->cfg.num_decoder_layers * 3 + 1, sizeof(void *));
+    m->enc = callocCheck((size_t)m->cfg.num_layers, sizeof(BlockActs));
+    m->dec = callocCheck((size_t)m->cfg.num_decoder_layers, sizeof(BlockActs));
+}
+
+size_t t5_activation_bytes(const T5Config *cfg, const Backend *be, int B, int S, int T) {
+    T5Model tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.cfg = *cfg;
+    tmp.elem = dtype_size(be->act_dtype);
+    acts_alloc_tables(&tmp);
+    size_t bytes = acts_layout(&tmp, NULL, B, S, T);
+    free(tmp.enc_x);
+    free(tmp.dec_x);
+    free(tmp.enc);
+    free(tmp.dec);
+    return bytes;
+}
+
+void t5_plan_activations(T5Model *m, int B, int S, int T) {
+    if (B <= 0 || S <= 0 || T <= 0) t5_fail("activation plan: batch %d, source length %d, target length %d must be positive", B, S, T);
+    acts_alloc_tables(m);
+    if (m->arena) m->be->free(m->arena);
+    m->arena_bytes = acts_layout(m, NULL, B, S, T);
+    m->arena = m->be->alloc(m->arena_bytes);
+    acts_layout(m, m->arena, B, S, T);
+    m->maxB = B;
+    m->maxS = S;
+    m->maxT = T;
+}
+
+void t5_zero_grads(T5Model *m) { m->be->zero(m->grads, m->lay.total * m->elem); }
+
+void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_start_id, int pad_id) {
+    for (int b = 0; b < B; b++) {
+        dec_ids[b * T] = decoder_start_id;
+        for (int t = 1; t < T; t++) {
+            int y = labels[b * T + t - 1];
+            dec_ids[b * T + t] = y == -100 ? pad_id : y;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// forward
+
+// HF multiplies by the python float model_dim**-0.5 (a double cast to fp32)
+static inline float head_scale(int D) { return (float)pow((double)D, -0.5); }
+
+// parameter pointer from an element offset
+static inline void *P(const T5Model *m, size_t off) { return (char *)m->params + off * m->elem; }
+static inline void *G(const T5Model *m, size_t off) { return (char *)m->grads + off * m->elem; }
+
+// One attention sublayer: x_out = x_in + dropout(o(attn(norm(x_in)))).
+// kv_src: NULL for self-attention (keys from the normed input), else the encoder output.
+// key_mask: (B,Tk) padding mask of the keys, or NULL.
+static void attn_sublayer_forward(T5Model *m, const AttnOffsets *w, AttnActs *a, const void *x_in, void *x_out,
+                                  int Tq, const void *kv_src, int Tk, const void *bias, const int *key_mask,
+                                  int causal, int stack, int layer, int sub) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    int B = m->B, D = c->d_model, HK = t5_config_inner_dim(c);
+    int nq = B * Tq, nk = B * Tk;
+    size_t nqD = (size_t)nq * D;
+    be->rmsnorm_forward(a->ln_out, a->rstd, x_in, P(m, w->ln), nq, D, c->layer_norm_epsilon);
+    const void *src = kv_src ? kv_src : a->ln_out;
+    be->matmul_forward(a->q, a->ln_out, P(m, w->q), nq, D, HK);
+    be->matmul_forward(a->k, src, P(m, w->k), nk, D, HK);
+    be->matmul_forward(a->v, src, P(m, w->v), nk, D, HK);
+    be->attention_forward(a->ctx, a->att, a->q, a->k, a->v, bias, key_mask, B, Tq, Tk, c->num_heads, c->d_kv, causal,
+                          0, site_dropout(m, stack, layer, sub, SITE_ATT));
+    // o projection into x_out, dropout in place, then the residual
+    be->matmul_forward(x_out, a->ctx, P(m, w->o), nq, HK, D);
+    be->dropout_forward(x_out, x_out, nqD, site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
+    be->add(x_out, x_out, x_in, nqD);
+}
+
+// One feed-forward sublayer: x_out = x_in + dropout(wo(dropout(act(wi x) [* wi_1 x]))), x = norm(x_in).
+static void ffn_sublayer_forward(T5Model *m, const FfnOffsets *w, FfnActs *a, const void *x_in, void *x_out, int Tq,
+                                 int stack, int layer, int sub) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    int n = m->B * Tq, D = c->d_model, F = c->d_ff;
+    size_t nF = (size_t)n * F, nD = (size_t)n * D;
+    be->rmsnorm_forward(a->ln_out, a->rstd, x_in, P(m, w->ln), n, D, c->layer_norm_epsilon);
+    be->matmul_forward(a->a, a->ln_out, P(m, w->wi), n, D, F);
+    if (c->is_gated) be->matmul_forward(a->b, a->ln_out, P(m, w->wi_1), n, D, F);
+    be->ffn_act_forward(a->h, a->a, c->is_gated ? a->b : NULL, nF, c->act);
+    // the dropped hidden state is regenerated from h in backward (tmp_f), not stored
+    be->dropout_forward(m->tmp_f, a->h, nF, site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN));
+    be->matmul_forward(x_out, m->tmp_f, P(m, w->wo), n, F, D);
+    be->dropout_forward(x_out, x_out, nD, site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
+    be->add(x_out, x_out, x_in, nD);
+}
+
+static void check_batch(const T5Model *m, const T5Batch *b) {
+    if (!m->arena) t5_fail("t5_forward: no activation plan (call t5_plan_activations first)");
+    if (b->B < 1 || b->S < 1 || b->T < 1 || b->B > m->maxB || b->S > m->maxS || b->T > m->maxT)
+        t5_fail("batch of shape B=%d S=%d T=%d does not fit the activation plan B<=%d S<=%d T<=%d", b->B, b->S, b->T,
+                m->maxB, m->maxS, m->maxT);
+    int V = m->cfg.vocab_size;
+    for (long i = 0; i < (long)b->B * b->S; i++)
+        if (b->input_ids[i] < 0 || b->input_ids[i] >= V)
+            t5_fail("input_ids[%ld] = %d is outside the vocabulary [0, %d)", i, b->input_ids[i], V);
+    for (long i = 0; i < (long)b->B * b->T; i++) {
+        if (b->decoder_input_ids[i] < 0 || b->decoder_input_ids[i] >= V)
+            t5_fail("decoder_input_ids[%ld] = %d is outside the vocabulary [0, %d)", i, b->decoder_input_ids[i], V);
+        if (b->labels[i] != -100 && (b->labels[i] < 0 || b->labels[i] >= V))
+            t5_fail("labels[%ld] = %d is outside the vocabulary [0, %d) and is not -100", i, b->labels[i], V);
+    }
+}
+
+double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens) {
+    check_batch(m, batch);
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int B = m->B = batch->B, S = m->S = batch->S, T = m->T = batch->T;
+    int D = c->d_model, H = c->num_heads, V = c->vocab_size;
+    size_t nS = (size_t)B * S, nT = (size_t)B * T;
+    be->to_device(m->input_ids, batch->input_ids, nS * sizeof(int));
+    be->to_device(m->attention_mask, batch->attention_mask, nS * sizeof(int));
+    be->to_device(m->dec_ids, batch->decoder_input_ids, nT * sizeof(int));
+    be->to_device(m->labels, batch->labels, nT * sizeof(int));
+    long count = 0;
+    for (size_t i = 0; i < nT; i++) count += batch->labels[i] != -100;
+    if (n_tokens) *n_tokens = count;
+
+    // ---- encoder ----
+    be->embedding_forward(m->enc_x[0], m->input_ids, P(m, L->shared), (int)nS, D);
+    be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
+    be->position_bias_forward(m->enc_bias, P(m, L->enc[0].self.relbias), S, S, H, 0,
+                              c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
+    for (int l = 0; l < c->num_layers; l++) {
+        attn_sublayer_forward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], m->enc_x[2 * l + 1], S, NULL, S,
+                              m->enc_bias, m->attention_mask, 0, 0, l, 0);
+        ffn_sublayer_forward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], m->enc_x[2 * l + 2], S, 0, l, 1);
+    }
+    be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], P(m, L->enc_final_ln), (int)nS,
+                        D, c->layer_norm_epsilon);
+    be->dropout_forward(m->enc_final, m->enc_final, nS * D, site_dropout(m, 0, 0, 0, SITE_FINAL));
+
+    // ---- decoder ----
+    be->embedding_forward(m->dec_x[0], m->dec_ids, P(m, L->shared), (int)nT, D);
+    be->dropout_forward(m->dec_x[0], m->dec_x[0], nT * D, site_dropout(m, 1, 0, 0, SITE_EMBED));
+    be->position_bias_forward(m->dec_bias, P(m, L->dec[0].self.relbias), T, T, H, 0,
+                              c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+    for (int l = 0; l < c->num_decoder_layers; l++) {
+        void **x = &m->dec_x[3 * l];
+        attn_sublayer_forward(m, &L->dec[l].self, &m->dec[l].self, x[0], x[1], T, NULL, T, m->dec_bias, NULL, 1, 1, l,
+                              0);
+        attn_sublayer_forward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], x[2], T, m->enc_final, S, NULL,
+                              m->attention_mask, 0, 1, l, 1);
+        ffn_sublayer_forward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], x[3], T, 1, l, 2);
+    }
+    be->rmsnorm_forward(m->dec_final, m->dec_final_rstd, m->dec_x[3 * c->num_decoder_layers], P(m, L->dec_final_ln),
+                        (int)nT, D, c->layer_norm_epsilon);
+    be->dropout_forward(m->dec_final, m->dec_final, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
+    if (c->scale_decoder_outputs) be->scale(m->dec_final, m->dec_final, head_scale(D), nT * D);
+
+    // ---- head + loss ----
+    be->matmul_forward(m->logits, m->dec_final, P(m, L->lm_head), (int)nT, D, V);
+    return be->crossentropy_forward_backward(NULL, m->logits, m->labels, (int)nT, V, label_smoothing, 0.0f);
+}
+
+// ---------------------------------------------------------------------------------
+// backward: each step reads the running residual gradient dx and ADDS the branch's
+// contribution into it (backend convention: backward ops accumulate).
+
+// dx: (B,Tq,D) gradient of x_out, becomes the gradient of x_in.
+// d_kv_src: gradient of the encoder output for cross-attention, else NULL.
+static void attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs *a, const void *x_in, void *dx,
+                                   int Tq, const void *kv_src, void *d_kv_src, int Tk, void *dbias, int stack,
+                                   int layer, int sub) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    int B = m->B, D = c->d_model, HK = t5_config_inner_dim(c);
+    int nq = B * Tq, nk = B * Tk;
+    size_t e = m->elem;
+    be->zero(m->d_tmp_d, (size_t)nq * D * e);
+    be->dropout_backward(m->d_tmp_d, dx, (size_t)nq * D, site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
+    be->zero(m->d_ctx, (size_t)nq * HK * e);
+    be->matmul_backward(m->d_ctx, G(m, w->o), m->d_tmp_d, a->ctx, P(m, w->o), nq, HK, D);
+    be->zero(m->d_q, (size_t)nq * HK * e);
+    be->zero(m->d_k, (size_t)nk * HK * e);
+    be->zero(m->d_v, (size_t)nk * HK * e);
+    be->attention_backward(m->d_q, m->d_k, m->d_v, dbias, m->d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
+                           c->d_kv, site_dropout(m, stack, layer, sub, SITE_ATT));
+    be->zero(m->d_ln, (size_t)nq * D * e);
+    be->matmul_backward(m->d_ln, G(m, w->q), m->d_q, a->ln_out, P(m, w->q), nq, D, HK);
+    const void *src = kv_src ? kv_src : a->ln_out;
+    void *dsrc = kv_src ? d_kv_src : m->d_ln;
+    be->matmul_backward(dsrc, G(m, w->k), m->d_k, src, P(m, w->k), nk, D, HK);
+    be->matmul_backward(dsrc, G(m, w->v), m->d_v, src, P(m, w->v), nk, D, HK);
+    be->rmsnorm_backward(dx, G(m, w->ln), m->d_ln, x_in, P(m, w->ln), a->rstd, nq, D);
+}
+
+static void ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a, const void *x_in, void *dx,
+                                  int Tq, int stack, int layer, int sub) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    int n = m->B * Tq, D = c->d_model, F = c->d_ff;
+    size_t nF = (size_t)n * F, nD = (size_t)n * D, e = m->elem;
+    DropoutArgs drop_h = site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN);
+    be->zero(m->d_tmp_d, nD * e);
+    be->dropout_backward(m->d_tmp_d, dx, nD, site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
+    be->dropout_forward(m->tmp_f, a->h, nF, drop_h);  // regenerate wo's input
+    be->zero(m->d_h, nF * e);
+    be->matmul_backward(m->d_h, G(m, w->wo), m->d_tmp_d, m->tmp_f, P(m, w->wo), n, F, D);
+    // tmp_f (the dropped hidden state) is no longer needed: reuse it for d(act output)
+    be->zero(m->tmp_f, nF * e);
+    be->dropout_backward(m->tmp_f, m->d_h, nF, drop_h);
+    be->zero(m->d_a, nF * e);
+    if (c->is_gated) be->zero(m->d_b, nF * e);
+    be->ffn_act_backward(m->d_a, c->is_gated ? m->d_b : NULL, m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);
+    be->zero(m->d_ln, nD * e);
+    be->matmul_backward(m->d_ln, G(m, w->wi), m->d_a, a->ln_out, P(m, w->wi), n, D, F);
+    if (c->is_gated) be->matmul_backward(m->d_ln, G(m, w->wi_1), m->d_b, a->ln_out, P(m, w->wi_1), n, D, F);
+    be->rmsnorm_backward(dx, G(m, w->ln), m->d_ln, x_in, P(m, w->ln), a->rstd, n, D);
+}
+
+void t5_backward(T5Model *m, float label_smoothing, float dloss) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int B = m->B, S = m->S, T = m->T, D = c->d_model, H = c->num_heads, V = c->vocab_size;
+    size_t nS = (size_t)B * S, nT = (size_t)B * T, e = m->elem;
+
+    // ---- head ----
+    be->crossentropy_forward_backward(m->dlogits, m->logits, m->labels, (int)nT, V, label_smoothing, dloss);
+    void *dx = m->d_dec_x;
+    be->zero(m->d_tmp_d, nT * D * e);
+    be->matmul_backward(m->d_tmp_d, G(m, L->lm_head), m->dlogits, m->dec_final, P(m, L->lm_head), (int)nT, D, V);
+    if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, head_scale(D), nT * D);
+    be->zero(m->d_ln, nT * D * e);
+    be->dropout_backward(m->d_ln, m->d_tmp_d, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
+    be->zero(dx, nT * D * e);
+    be->rmsnorm_backward(dx, G(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * c->num_decoder_layers],
+                         P(m, L->dec_final_ln), m->dec_final_rstd, (int)nT, D);
+
+    // ---- decoder ----
+    be->zero(m->d_enc_final, nS * D * e);
+    be->zero(m->d_dec_bias, (size_t)H * T * T * e);
+    for (int l = c->num_decoder_layers - 1; l >= 0; l--) {
+        void **x = &m->dec_x[3 * l];
+        ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dx, T, 1, l, 2);
+        attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dx, T, m->enc_final, m->d_enc_final, S,
+                               NULL, 1, l, 1);
+        attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dx, T, NULL, NULL, T, m->d_dec_bias, 1, l,
+                               0);
+    }
+    be->position_bias_backward(G(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
+                               c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+    be->zero(m->d_tmp_d, nT * D * e);
+    be->dropout_backward(m->d_tmp_d, dx, nT * D, site_dropout(m, 1, 0, 0, SITE_EMBED));
+    be->embedding_backward(G(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
+
+    // ---- encoder ----
+    dx = m->d_enc_x;
+    be->zero(m->d_ln, nS * D * e);
+    be->dropout_backward(m->d_ln, m->d_enc_final, nS * D, site_dropout(m, 0, 0, 0, SITE_FINAL));
+    be->zero(dx, nS * D * e);
+    be->rmsnorm_backward(dx, G(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * c->num_layers], P(m, L->enc_final_ln),
+                         m->enc_final_rstd, (int)nS, D);
+    be->zero(m->d_enc_bias, (size_t)H * S * S * e);
+    for (int l = c->num_layers - 1; l >= 0; l--) {
+        ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], dx, S, 0, l, 1);
+        attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], dx, S, NULL, NULL, S,
+                               m->d_enc_bias, 0, l, 0);
+    }
+    be->position_bias_backward(G(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
+                               c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
+    be->zero(m->d_tmp_d, nS * D * e);
+    be->dropout_backward(m->d_tmp_d, dx, nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
+    be->embedding_backward(G(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
+}

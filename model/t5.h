@@ -1,0 +1,108 @@
+// model/t5.h: T5ForConditionalGeneration forward and backward, described once as calls
+// on the backend interface (kernels/backend.h). The same code drives the CPU reference
+// and the CUDA backend.
+//
+// Memory: parameters and gradients are one flat allocation each (model/params.h);
+// activations live in one arena planned for a maximum (B, S, T) before the first step
+// (t5_plan_activations), so the peak is known up front. A batch may be smaller than the
+// plan in every dimension; buffers are then used as if they had the batch's shape.
+//
+// Letters: B batch, S source (encoder) length, T target (decoder) length, D d_model,
+// HK = num_heads*d_kv (inner attention width), H heads, F d_ff, V vocab.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/backend.h"
+#include "config.h"
+#include "params.h"
+
+// One batch on the host, int32, row-major.
+typedef struct {
+    int B, S, T;
+    const int *input_ids;          // (B,S) source ids, pad 0 after </s>
+    const int *attention_mask;     // (B,S) 1 = token, 0 = padding
+    const int *decoder_input_ids;  // (B,T) labels shifted right (t5_shift_right)
+    const int *labels;             // (B,T) target ids, -100 = ignored
+} T5Batch;
+
+// Saved activations of one attention sublayer (self or cross).
+typedef struct {
+    void *ln_out;  // (B,Tq,D) rmsnorm output
+    float *rstd;   // (B*Tq)
+    void *q;       // (B,Tq,HK)
+    void *k, *v;   // (B,Tk,HK)
+    void *att;     // (B,H,Tq,Tk) softmax probabilities
+    void *ctx;     // (B,Tq,HK) attention output, input of the o projection
+} AttnActs;
+
+// Saved activations of one feed-forward sublayer.
+typedef struct {
+    void *ln_out;  // (B,T,D)
+    float *rstd;   // (B*T)
+    void *a;       // (B,T,F) wi (or wi_0) output
+    void *b;       // (B,T,F) wi_1 output (gated only)
+    void *h;       // (B,T,F) act(a) [* b], before dropout
+} FfnActs;
+
+typedef struct {
+    AttnActs self, cross;  // cross: decoder blocks only
+    FfnActs ffn;
+} BlockActs;
+
+typedef struct {
+    T5Config cfg;
+    ParamLayout lay;
+    const Backend *be;
+    size_t elem;     // bytes per element of act_dtype
+    void *params;    // (lay.total) in act dtype on the backend
+    void *grads;     // (lay.total)
+
+    // ---- activation plan (maximum shapes) ----
+    int maxB, maxS, maxT;
+    void *arena;          // one allocation holding everything below
+    size_t arena_bytes;
+    int *input_ids, *attention_mask, *dec_ids, *labels;  // (B,S) (B,S) (B,T) (B,T) device copies
+    void **enc_x;         // (num_layers*2+1) residual stream (B,S,D): input of each sublayer, then the last output
+    void **dec_x;         // (num_decoder_layers*3+1) (B,T,D)
+    BlockActs *enc, *dec;
+    void *enc_bias;       // (H,S,S) encoder position bias
+    void *dec_bias;       // (H,T,T) decoder position bias (causal bucketing)
+    float *enc_final_rstd, *dec_final_rstd;  // (B*S), (B*T)
+    void *enc_final;      // (B,S,D) encoder output (after final norm and dropout)
+    void *dec_final;      // (B,T,D) decoder output, after final norm and dropout, scaled: the LM head input
+    void *logits;         // (B,T,V)
+    // backward scratch
+    void *d_enc_x, *d_dec_x;        // (B,S,D), (B,T,D) running residual gradient
+    void *d_enc_final;              // (B,S,D) gradient of the encoder output (from cross-attention)
+    void *d_tmp_d;                  // (B,max(S,T),D)
+    void *d_ln;                     // (B,max(S,T),D)
+    void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK)
+    void *d_h, *d_a, *d_b, *tmp_f;  // (B,max(S,T),F)
+    void *d_enc_bias, *d_dec_bias;  // (H,S,S), (H,T,T)
+    void *dlogits;                  // (B,T,V)
+
+    // ---- per-batch state ----
+    int B, S, T;
+    uint64_t dropout_seed;  // set per micro-step by the trainer; masks derive from it
+    float dropout_p;        // usually cfg.dropout_rate; 0 = off (eval, tests)
+} T5Model;
+
+// Build layout, allocate params and grads (zeroed) on the backend.
+void t5_init(T5Model *m, const T5Config *cfg, const Backend *be);
+void t5_free(T5Model *m);
+// Bytes the activation arena needs for (B,S,T); the planner's single source of truth.
+size_t t5_activation_bytes(const T5Config *cfg, const Backend *be, int B, int S, int T);
+// Allocate the activation arena for batches up to (B,S,T).
+void t5_plan_activations(T5Model *m, int B, int S, int T);
+
+// Forward pass. Leaves logits in m->logits and returns the loss SUM over label tokens
+// (label smoothing as HF LabelSmoother); *n_tokens gets the count of labels != -100.
+double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens);
+// Backward pass of the last forward: grads += d(loss_sum * dloss)/dparams. Pass
+// dloss = 1 / (label tokens of the whole global batch) for HF's mean loss.
+void t5_backward(T5Model *m, float label_smoothing, float dloss);
+void t5_zero_grads(T5Model *m);
+
+// decoder_input_ids from labels: shift right, decoder_start first, -100 -> pad.
+void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_start_id, int pad_id);

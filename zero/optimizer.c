@@ -1,0 +1,53 @@
+// zero/optimizer.c: AdamW over ranges of the flat parameter space (see optimizer.h).
+#include "optimizer.h"
+
+#include <math.h>
+
+#include "../common/check.h"
+
+AdamWConfig adamw_default_config(void) {
+    AdamWConfig c = {.lr = 5e-5f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f,
+                     .max_grad_norm = 1.0f};
+    return c;
+}
+
+void adamw_init(AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end) {
+    opt->cfg = cfg;
+    opt->begin = begin;
+    opt->end = end;
+    opt->step = 0;
+    opt->m = be->alloc((end - begin) * sizeof(float));
+    opt->v = be->alloc((end - begin) * sizeof(float));
+}
+
+void adamw_free(AdamW *opt, const Backend *be) {
+    be->free(opt->m);
+    be->free(opt->v);
+    opt->m = opt->v = NULL;
+}
+
+double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_size, size_t begin, size_t end) {
+    return be->sumsq((const char *)grads + begin * elem_size, end - begin);
+}
+
+float optimizer_clip_coef(double grad_norm, float max_grad_norm) {
+    if (max_grad_norm <= 0) return 1.0f;
+    // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.0, in fp32
+    float coef = max_grad_norm / ((float)grad_norm + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
+}
+
+void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *params, const void *grads,
+                size_t elem_size, float lr, float grad_scale) {
+    opt->step++;
+    for (int i = 0; i < lay->count; i++) {
+        const ParamSpec *p = &lay->specs[i];
+        size_t lo = p->offset > opt->begin ? p->offset : opt->begin;
+        size_t hi = p->offset + p->numel < opt->end ? p->offset + p->numel : opt->end;
+        if (lo >= hi) continue;
+        float wd = p->no_decay ? 0.0f : opt->cfg.weight_decay;
+        be->adamw_update(params + lo, (const char *)grads + lo * elem_size, opt->m + (lo - opt->begin),
+                         opt->v + (lo - opt->begin), hi - lo, lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd,
+                         grad_scale, opt->step);
+    }
+}

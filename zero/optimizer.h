@@ -1,0 +1,44 @@
+// zero/optimizer.h: AdamW over the flat parameter space, as HF Trainer runs
+// torch.optim.AdamW: weight decay on every tensor except those the layout marks
+// no_decay (norm weights), global-norm gradient clipping with the pre-clip norm
+// reported. Works on any contiguous range [begin, end) of the flat space, so a ZeRO
+// rank updates just its partition (zero/partition.c decides the range).
+// Optimizer state is fp32 and lives wherever the partition's placement says (GPU,
+// host, NVMe later); this file only does the math through the backend.
+#pragma once
+#include <stddef.h>
+
+#include "../kernels/backend.h"
+#include "../model/params.h"
+
+typedef struct {
+    float lr;            // base learning rate (the schedule scales it)
+    float beta1, beta2;  // HF defaults 0.9, 0.999
+    float eps;           // HF default 1e-8
+    float weight_decay;  // HF default 0.0
+    float max_grad_norm; // HF default 1.0; <= 0 disables clipping
+} AdamWConfig;
+
+typedef struct {
+    AdamWConfig cfg;
+    size_t begin, end;   // owned range of the flat parameter space (elements)
+    float *m, *v;        // (end - begin) fp32 moments on the backend
+    int step;            // optimizer steps taken (for bias correction)
+} AdamW;
+
+AdamWConfig adamw_default_config(void);
+// Allocate zeroed moments for the range [begin, end).
+void adamw_init(AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end);
+void adamw_free(AdamW *opt, const Backend *be);
+
+// Global L2 norm of grads over [begin, end) squared (add across ranks before sqrt).
+double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_size, size_t begin, size_t end);
+// torch.nn.utils.clip_grad_norm_: coefficient min(1, max_norm / (norm + 1e-6)).
+float optimizer_clip_coef(double grad_norm, float max_grad_norm);
+
+// One AdamW update of the owned range. params and grads point at the START of the
+// flat buffers (fp32 params on the CPU backend); grad_scale multiplies every gradient
+// first (clip coefficient, loss-scale unscaling). The range is split at tensor
+// boundaries so each tensor gets its own weight decay.
+void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *params, const void *grads,
+                size_t elem_size, float lr, float grad_scale);
