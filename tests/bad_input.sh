@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# tests/bad_input.sh: `train_t5 info --model X` on broken model directories, under the
+# AddressSanitizer build. Each bad input must end with exit code 1 (not a signal, not a
+# sanitizer report) and ONE stderr line "error: ..." (optionally a second "HINT: ..."
+# line) that names the offending file, key or tensor. Valid tiny models must load.
+# The models are written by plain python3 (no torch): safetensors by hand.
+#   TRAIN_T5=path/to/binary tests/bad_input.sh    (default ./build-asan/train_t5)
+set -u
+cd "$(dirname "$0")/.." || exit 1
+BIN=${TRAIN_T5:-./build-asan/train_t5}
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "OK     $1"; }
+notok() { fail=$((fail + 1)); echo "NOT OK $1"; }
+finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
+
+if [ ! -x "$BIN" ]; then
+  notok "$BIN is not built (make test builds it with AddressSanitizer)"
+  finish
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+  notok "python3 is needed to write the test models"
+  finish
+fi
+T=$(mktemp -d /tmp/t5_bad_input.XXXXXX) || exit 1
+trap 'rm -rf "$T"' EXIT
+
+# ---- write the models ---------------------------------------------------------------
+python3 - "$T" <<'PY' || { notok "python3 could not write the test models"; finish; }
+import json, os, struct, sys
+
+root = sys.argv[1]
+# Tiny T5: V=32, D=8, dk=4, H=3 (inner 12 != D), F=16, 2 encoder + 2 decoder blocks.
+BASE = {"vocab_size": 32, "d_model": 8, "d_kv": 4, "d_ff": 16, "num_layers": 2, "num_decoder_layers": 2,
+        "num_heads": 3, "relative_attention_num_buckets": 8, "relative_attention_max_distance": 20,
+        "feed_forward_proj": "relu", "tie_word_embeddings": True, "model_type": "t5"}
+
+def layout(cfg, untied):
+    V, D, dk, H, F = cfg["vocab_size"], cfg["d_model"], cfg["d_kv"], cfg["num_heads"], cfg["d_ff"]
+    I, NB = H * dk, cfg["relative_attention_num_buckets"]
+    gated = cfg["feed_forward_proj"].startswith("gated-")
+    t = [("shared.weight", [V, D])]
+    def attn(p, rel):
+        t.extend([(p + ".q.weight", [I, D]), (p + ".k.weight", [I, D]), (p + ".v.weight", [I, D]),
+                  (p + ".o.weight", [D, I])])
+        if rel:
+            t.append((p + ".relative_attention_bias.weight", [NB, H]))
+    def ffn(p):
+        if gated:
+            t.extend([(p + ".DenseReluDense.wi_0.weight", [F, D]), (p + ".DenseReluDense.wi_1.weight", [F, D])])
+        else:
+            t.append((p + ".DenseReluDense.wi.weight", [F, D]))
+        t.extend([(p + ".DenseReluDense.wo.weight", [D, F]), (p + ".layer_norm.weight", [D])])
+    for i in range(cfg["num_layers"]):
+        attn(f"encoder.block.{i}.layer.0.SelfAttention", i == 0)
+        t.append((f"encoder.block.{i}.layer.0.layer_norm.weight", [D]))
+        ffn(f"encoder.block.{i}.layer.1")
+    t.append(("encoder.final_layer_norm.weight", [D]))
+    for i in range(cfg["num_decoder_layers"]):
+        attn(f"decoder.block.{i}.layer.0.SelfAttention", i == 0)
+        t.append((f"decoder.block.{i}.layer.0.layer_norm.weight", [D]))
+        attn(f"decoder.block.{i}.layer.1.EncDecAttention", False)
+        t.append((f"decoder.block.{i}.layer.1.layer_norm.weight", [D]))
+        ffn(f"decoder.block.{i}.layer.2")
+    t.append(("decoder.final_layer_norm.weight", [D]))
+    if untied:
+        t.append(("lm_head.weight", [V, D]))
+    return t
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+def st_bytes(tensors, dtype_of=lambda n: "F32", header_edit=None, len_delta=0):
+    """tensors: [(name, shape)]; values are small distinct floats."""
+    hdr, data, off = {"__metadata__": {"format": "pt"}}, bytearray(), 0
+    for k, (name, shape) in enumerate(tensors):
+        dt = dtype_of(name)
+        size = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8}[dt]
+        n = numel(shape)
+        if dt == "F32":
+            data += struct.pack("<%df" % n, *[0.01 * ((k * 7 + j) % 50 - 25) for j in range(n)])
+        else:
+            data += bytes(n * size)
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + n * size]}
+        off += n * size
+    if header_edit:
+        header_edit(hdr)
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h) + len_delta) + h + bytes(data)
+
+def model(name, cfg=BASE, untied=False, config_text=None, tensors=None, blob=None, write_config=True):
+    d = os.path.join(root, name)
+    os.makedirs(d)
+    if write_config:
+        with open(os.path.join(d, "config.json"), "w") as f:
+            f.write(config_text if config_text is not None else json.dumps(cfg, indent=2))
+    if tensors is None:
+        tensors = layout(cfg, untied)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(blob if blob is not None else st_bytes(tensors))
+    return d
+
+good = layout(BASE, False)
+model("good")
+with open(os.path.join(root, "good.count"), "w") as f:
+    f.write(str(sum(numel(s) for _, s in good)))
+flan = dict(BASE, feed_forward_proj="gated-gelu", tie_word_embeddings=False)
+model("good_untied", cfg=flan, untied=True)
+with open(os.path.join(root, "good_untied.count"), "w") as f:
+    f.write(str(sum(numel(s) for _, s in layout(flan, True))))
+# Sharded: two shards plus model.safetensors.index.json.
+d = os.path.join(root, "good_sharded")
+os.makedirs(d)
+with open(os.path.join(d, "config.json"), "w") as f:
+    json.dump(BASE, f)
+half = len(good) // 2
+wm = {}
+for s, part in enumerate([good[:half], good[half:]]):
+    fn = f"model-0000{s + 1}-of-00002.safetensors"
+    with open(os.path.join(d, fn), "wb") as f:
+        f.write(st_bytes(part))
+    wm.update({n: fn for n, _ in part})
+with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+    json.dump({"metadata": {"total_size": 0}, "weight_map": wm}, f)
+
+# config.json problems
+model("no_config", write_config=False)
+model("malformed_config", config_text='{"vocab_size": 32, "d_model": 8,')
+model("missing_key", cfg={k: v for k, v in BASE.items() if k != "d_model"}, tensors=good)
+model("wrong_type", cfg=dict(BASE, d_model="abc"), tensors=good)
+model("negative_dim", cfg=dict(BASE, d_ff=-16), tensors=good)
+model("bad_ffn", cfg=dict(BASE, feed_forward_proj="gated-swish"), tensors=good)
+model("bad_dropout", cfg=dict(BASE, dropout_rate=1.5), tensors=good)
+model("empty_config", config_text="")
+# model.safetensors problems
+full = st_bytes(good)
+model("truncated", blob=full[:-7])
+model("header_too_long", blob=struct.pack("<Q", len(full) + 100) + full[8:])
+model("header_not_json", blob=struct.pack("<Q", 16) + b"this is not json" + bytes(64))
+model("tiny_file", blob=b"\x01\x02\x03")
+model("empty_file", blob=b"")
+def to_f64(h):
+    t = h["encoder.block.0.layer.0.SelfAttention.k.weight"]
+    t["dtype"] = "F64"
+    t["shape"] = [6, 8]  # 48 elements * 8 bytes = the same 384 bytes
+model("unknown_dtype", blob=st_bytes(good, header_edit=to_f64))
+def bad_offsets(h):
+    h["decoder.block.1.layer.2.DenseReluDense.wo.weight"]["shape"] = [8, 15]
+model("bad_offsets", blob=st_bytes(good, header_edit=bad_offsets))
+def gap(h):
+    h["encoder.final_layer_norm.weight"]["data_offsets"][0] += 4
+model("offsets_gap", blob=st_bytes(good, header_edit=gap))
+model("missing_tensor", tensors=[t for t in good if t[0] != "decoder.block.1.layer.0.SelfAttention.q.weight"])
+model("shape_mismatch", tensors=[(n, [16, 8] if n == "encoder.block.1.layer.1.DenseReluDense.wo.weight" else s)
+                                 for n, s in good])
+model("unknown_tensor", tensors=good + [("model.decoder.layers.0.fc1.weight", [8, 8])])
+# tie_word_embeddings false but no lm_head.weight (as transformers 5 saves): the head is shared.weight
+model("untied_cfg_tied_file", cfg=flan, tensors=layout(flan, False))
+with open(os.path.join(root, "untied_cfg_tied_file.count"), "w") as f:
+    f.write(str(sum(numel(s) for _, s in layout(flan, False))))
+model("bart_config", cfg=dict(BASE, model_type="bart"), tensors=good)
+PY
+
+# ---- run ---------------------------------------------------------------------------------
+# ASan also runs LeakSanitizer at exit; an error exit leaves allocations behind by design
+# (the process ends), so leak checking is off for the error cases and on for valid models.
+run() { # run ENV_ASAN_OPTIONS ARGS... (the train_t5 command line)
+  local opts=$1; shift
+  ASAN_OPTIONS=$opts UBSAN_OPTIONS=print_stacktrace=1 "$BIN" "$@" >"$T/out" 2>"$T/err"
+  rc=$?
+}
+
+sanitizer_report() { grep -qE 'AddressSanitizer|LeakSanitizer|runtime error|UndefinedBehaviorSanitizer' "$T/err"; }
+
+expect_error() { # expect_error NAME MODEL_ARG NEEDLE   (runs: train_t5 info --model MODEL_ARG)
+  expect_error_cmd "$1" "$3" info --model "$2"
+}
+
+expect_error_cmd() { # expect_error_cmd NAME NEEDLE ARGS...
+  local name=$1 needle=$2 why=""
+  shift 2
+  run "detect_leaks=0" "$@"
+  local lines first second
+  lines=$(wc -l <"$T/err")
+  first=$(sed -n 1p "$T/err")
+  second=$(sed -n 2p "$T/err")
+  if [ "$rc" -ne 1 ]; then why="exit code $rc, want 1"
+  elif sanitizer_report; then why="sanitizer report"
+  elif [ "${first#error:}" = "$first" ]; then why="stderr does not start with \"error:\""
+  elif [ "$lines" -gt 2 ] || { [ "$lines" -eq 2 ] && [ "${second#HINT:}" = "$second" ]; }; then
+    why="stderr has $lines lines (want one error line, optionally a HINT line)"
+  elif ! grep -qF -- "$needle" "$T/err"; then why="message does not name \"$needle\""
+  fi
+  if [ -z "$why" ]; then
+    ok "$(printf '%-18s %s' "$name" "$first")"
+  else
+    notok "$name: $why"
+    sed -n '1,12s/^/       | /p' "$T/err"
+  fi
+}
+
+expect_ok() { # expect_ok NAME MODEL_ARG COUNT
+  local name=$1 arg=$2 count=$3 why=""
+  run "detect_leaks=1" info --model "$arg"
+  local grouped
+  grouped=$(printf "%'d" "$count" 2>/dev/null || echo "$count")
+  if [ "$rc" -ne 0 ]; then why="exit code $rc, want 0"
+  elif sanitizer_report; then why="sanitizer report"
+  elif ! grep -qE -- "(^|[^0-9,_])($count|${grouped//,/[,_]})([^0-9,_]|$)" "$T/out"; then
+    why="stdout does not show the parameter count $count"
+  fi
+  if [ -z "$why" ]; then
+    ok "$(printf '%-18s loads: %s' "$name" "$(tr '\n' ' ' <"$T/out" | cut -c1-100)")"
+  else
+    notok "$name: $why"
+    sed -n '1,12s/^/       | /p' "$T/err" "$T/out"
+  fi
+}
+
+expect_ok "valid tied" "$T/good" "$(cat "$T/good.count")"
+expect_ok "valid untied" "$T/good_untied" "$(cat "$T/good_untied.count")"
+expect_ok "valid sharded" "$T/good_sharded" "$(cat "$T/good.count")"
+expect_ok "tie=false, no lm_head" "$T/untied_cfg_tied_file" "$(cat "$T/untied_cfg_tied_file.count")"
+
+expect_error "no config.json" "$T/no_config" "config.json"
+expect_error "malformed config" "$T/malformed_config" "config.json"
+expect_error "empty config" "$T/empty_config" "config.json"
+expect_error "missing key" "$T/missing_key" '"d_model"'
+expect_error "wrong-typed key" "$T/wrong_type" '"d_model"'
+expect_error "negative d_ff" "$T/negative_dim" '"d_ff"'
+expect_error "bad ffn proj" "$T/bad_ffn" '"feed_forward_proj"'
+expect_error "bad dropout" "$T/bad_dropout" '"dropout_rate"'
+expect_error "model_type bart" "$T/bart_config" '"model_type"'
+expect_error "truncated st" "$T/truncated" "model.safetensors"
+expect_error "header too long" "$T/header_too_long" "model.safetensors"
+expect_error "header not JSON" "$T/header_not_json" "model.safetensors"
+expect_error "3-byte st" "$T/tiny_file" "model.safetensors"
+expect_error "empty st" "$T/empty_file" "model.safetensors"
+expect_error "unknown dtype" "$T/unknown_dtype" '"F64"'
+expect_error "bad data_offsets" "$T/bad_offsets" '"decoder.block.1.layer.2.DenseReluDense.wo.weight"'
+expect_error "offset off by 4" "$T/offsets_gap" '"encoder.final_layer_norm.weight"'
+expect_error "missing tensor" "$T/missing_tensor" '"decoder.block.1.layer.0.SelfAttention.q.weight"'
+expect_error "shape mismatch" "$T/shape_mismatch" '"encoder.block.1.layer.1.DenseReluDense.wo.weight"'
+expect_error "unknown tensor" "$T/unknown_tensor" '"model.decoder.layers.0.fc1.weight"'
+expect_error "unknown preset" "t5-tiny" '"t5-tiny"'
+expect_error "no such path" "$T/does/not/exist" "$T/does/not/exist"
+
+# ---- flags and batch files ---------------------------------------------------------------
+FIX=tests/fixtures/relu_tied
+expect_error_cmd "unknown flag" "--learning_rte" info --model "$T/good" --learning_rte 1e-3
+expect_error_cmd "bad flag value" "--steps" overfit --model "$T/good" --steps many
+expect_error_cmd "unknown command" '"trian"' trian --model "$T/good"
+expect_error_cmd "bad dtype" "--dtype" convert --model "$T/good" --output_dir "$T/conv" --dtype f8
+expect_error_cmd "preset, no --init" "--init random" info --model t5-small
+expect_error_cmd "batch not a file" "$T/nope.safetensors" loss --model "$T/good" --batch "$T/nope.safetensors"
+expect_error_cmd "batch w/o labels" '"input_ids"' loss --model "$T/good" --batch "$T/good/model.safetensors"
+expect_error_cmd "ids outside vocab" "reference.safetensors" loss --model "$T/good" --batch "$FIX/reference.safetensors"
+finish

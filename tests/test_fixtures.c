@@ -1,0 +1,178 @@
+// tests/test_fixtures.c: the whole model against Hugging Face transformers. For every
+// fixture variant made by tools/make_fixtures.py (tests/fixtures/*/): loss and logits
+// (1e-5 relative), every gradient tensor (1e-4, max abs diff / max abs), 3 AdamW steps
+// with clipping and a warmup schedule (per-step loss, grad_norm, lr; final parameters
+// within 1e-5), and the weight-decay parameter set. Run from the repository root.
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "../data/batch_file.h"
+#include "../model/load.h"
+#include "../model/safetensors.h"
+#include "../zero/step.h"
+#include "test.h"
+
+static const char *VARIANTS[] = {"relu_tied", "gated_noscale", "untied"};
+
+static double json_num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v)) t5_fail("reference.json: missing number \"%s\"", key);
+    return v->valuedouble;
+}
+
+static const char *json_str(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v)) t5_fail("reference.json: missing string \"%s\"", key);
+    return v->valuestring;
+}
+
+static float *read_ref(const StFile *st, const char *name, size_t want_numel) {
+    const StTensor *t = st_find(st, name);
+    if (!t) t5_fail("%s: missing reference tensor \"%s\"", st->path, name);
+    if (t->numel != want_numel)
+        t5_fail("%s: reference tensor \"%s\" has %llu elements, expected %zu", st->path, name,
+                (unsigned long long)t->numel, want_numel);
+    float *v = mallocCheck(want_numel * sizeof(float) + 1);
+    st_read_f32(st, t, v);
+    return v;
+}
+
+static int rel_ok(const char *what, double got, double want, double tol) {
+    double rel = fabs(got - want) / fmax(fabs(want), 1e-30);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%-60s got %.9g want %.9g rel %.2e (tol %.0e)", what, got, want, rel, tol);
+    return test_check(rel <= tol, buf);
+}
+
+static void run_variant(const char *variant) {
+    char dir[512], path[600], what[256];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", variant);
+    printf("--- fixture %s\n", variant);
+    snprintf(path, sizeof path, "%s/reference.json", dir);
+    char *text = read_text_file(path, NULL);
+    if (!text) t5_fail("%s: cannot open (run tools/make_fixtures.py)", path);
+    cJSON *ref = cJSON_Parse(text);
+    if (!ref) t5_fail("%s: malformed JSON", path);
+    float smoothing = (float)json_num(ref, "label_smoothing");
+
+    T5Model m;
+    ModelLoadOptions lo = {0};
+    model_load(&m, dir, backend_cpu(), lo);
+    m.dropout_p = 0.0f;
+    const ParamLayout *L = &m.lay;
+    snprintf(what, sizeof what, "%s: untied head as in reference.json", variant);
+    test_check(m.cfg.untied_lm_head == cJSON_IsTrue(cJSON_GetObjectItem(ref, "untied_lm_head")), what);
+
+    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+    StFile st;
+    st_open(&st, path);
+    BatchFile bf;
+    batch_file_load(&bf, path, m.cfg.vocab_size, m.cfg.decoder_start_token_id, m.cfg.pad_token_id);
+    T5Batch *b = &bf.batch;
+    int *shifted = mallocCheck((size_t)b->B * b->T * sizeof(int));
+    t5_shift_right(b->labels, shifted, b->B, b->T, m.cfg.decoder_start_token_id, m.cfg.pad_token_id);
+    snprintf(what, sizeof what, "%s: t5_shift_right(labels) == HF decoder_input_ids", variant);
+    test_check(!memcmp(shifted, b->decoder_input_ids, (size_t)b->B * b->T * sizeof(int)), what);
+    free(shifted);
+
+    // ---- forward ----
+    t5_plan_activations(&m, b->B, b->S, b->T);
+    long n = 0;
+    double nll = t5_forward(&m, b, 0.0f, &n) / (double)n;
+    double loss = t5_forward(&m, b, smoothing, &n) / (double)n;
+    float *want = read_ref(&st, "loss_nll", 1);
+    snprintf(what, sizeof what, "%s: loss_nll", variant);
+    rel_ok(what, nll, want[0], 1e-5);
+    free(want);
+    want = read_ref(&st, "loss", 1);
+    snprintf(what, sizeof what, "%s: loss (label_smoothing %g)", variant, smoothing);
+    rel_ok(what, loss, want[0], 1e-5);
+    free(want);
+    size_t nlog = (size_t)b->B * b->T * m.cfg.vocab_size;
+    want = read_ref(&st, "logits", nlog);
+    snprintf(what, sizeof what, "%s: logits", variant);
+    test_close(what, m.logits, want, nlog, 1e-5);
+    free(want);
+
+    // ---- backward: every gradient tensor ----
+    t5_zero_grads(&m);
+    t5_backward(&m, smoothing, (float)(1.0 / (double)n));
+    for (int i = 0; i < L->count; i++) {
+        const ParamSpec *p = &L->specs[i];
+        char name[160];
+        snprintf(name, sizeof name, "grad.%s", p->name);
+        want = read_ref(&st, name, p->numel);
+        snprintf(what, sizeof what, "%s: %s", variant, name);
+        test_close(what, (float *)m.grads + p->offset, want, p->numel, 1e-4);
+        free(want);
+    }
+
+    // ---- weight decay set: exactly HF Trainer's decay parameter names ----
+    const cJSON *decay = cJSON_GetObjectItem(ref, "decay_parameter_names");
+    int mismatch = 0, n_decay = 0;
+    for (int i = 0; i < L->count; i++) {
+        int in_hf = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, decay) if (cJSON_IsString(it) && !strcmp(it->valuestring, L->specs[i].name)) in_hf = 1;
+        if (in_hf == L->specs[i].no_decay) {
+            printf("  decay mismatch: %s (ours no_decay=%d)\n", L->specs[i].name, L->specs[i].no_decay);
+            mismatch++;
+        }
+        n_decay += !L->specs[i].no_decay;
+    }
+    snprintf(what, sizeof what, "%s: %d decayed tensors match HF's decay_parameter_names", variant, n_decay);
+    test_check(!mismatch && n_decay == cJSON_GetArraySize(decay), what);
+
+    // ---- 3 AdamW steps from the initial weights ----
+    t5_free(&m);
+    model_load(&m, dir, backend_cpu(), lo);
+    m.dropout_p = 0.0f;
+    t5_plan_activations(&m, b->B, b->S, b->T);
+    LrSchedule sched = {.base_lr = json_num(ref, "learning_rate"),
+                        .warmup_steps = (int)json_num(ref, "warmup_steps"),
+                        .total_steps = (int)json_num(ref, "num_training_steps")};
+    if (!lr_schedule_parse(json_str(ref, "lr_scheduler_type"), &sched.type))
+        t5_fail("reference.json: unknown lr_scheduler_type");
+    AdamWConfig oc = {.lr = (float)json_num(ref, "learning_rate"), .beta1 = (float)json_num(ref, "adam_beta1"),
+                      .beta2 = (float)json_num(ref, "adam_beta2"), .eps = (float)json_num(ref, "adam_epsilon"),
+                      .weight_decay = (float)json_num(ref, "weight_decay"),
+                      .max_grad_norm = (float)json_num(ref, "max_grad_norm")};
+    AdamW opt;
+    adamw_init(&opt, m.be, oc, 0, m.lay.total);
+    const cJSON *steps = cJSON_GetObjectItem(ref, "steps");
+    int clipped = 0;
+    for (int s = 0; s < cJSON_GetArraySize(steps); s++) {
+        const cJSON *rs = cJSON_GetArrayItem(steps, s);
+        StepResult r = zero_train_step(&m, &opt, &sched, b, 1, smoothing);
+        clipped += r.grad_norm > oc.max_grad_norm;
+        snprintf(what, sizeof what, "%s: step %d loss", variant, s + 1);
+        rel_ok(what, r.loss, json_num(rs, "loss"), 1e-5);
+        snprintf(what, sizeof what, "%s: step %d grad_norm (pre-clip)", variant, s + 1);
+        rel_ok(what, r.grad_norm, json_num(rs, "grad_norm"), 1e-5);
+        snprintf(what, sizeof what, "%s: step %d learning_rate", variant, s + 1);
+        rel_ok(what, r.lr, json_num(rs, "learning_rate"), 1e-6);
+    }
+    printf("  (%d of %d steps had the gradient clipped)\n", clipped, cJSON_GetArraySize(steps));
+    for (int i = 0; i < L->count; i++) {
+        const ParamSpec *p = &m.lay.specs[i];
+        char name[160];
+        snprintf(name, sizeof name, "final.%s", p->name);
+        want = read_ref(&st, name, p->numel);
+        snprintf(what, sizeof what, "%s: %s", variant, name);
+        test_close(what, (float *)m.params + p->offset, want, p->numel, 1e-5);
+        free(want);
+    }
+    adamw_free(&opt, m.be);
+    batch_file_free(&bf);
+    st_close(&st);
+    t5_free(&m);
+    cJSON_Delete(ref);
+    free(text);
+}
+
+int main(void) {
+    for (int i = 0; i < (int)(sizeof VARIANTS / sizeof VARIANTS[0]); i++) run_variant(VARIANTS[i]);
+    return test_summary();
+}
