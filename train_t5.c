@@ -22,7 +22,7 @@
 typedef struct {
     const char *model, *output_dir, *batch, *dtype, *init, *lr_scheduler_type;
     int seed, steps, warmup_steps, help;
-    float learning_rate, weight_decay, adam_beta1, adam_beta2, adam_epsilon, max_grad_norm, label_smoothing,
+    double learning_rate, weight_decay, adam_beta1, adam_beta2, adam_epsilon, max_grad_norm, label_smoothing,
         dropout_rate, warmup_ratio;
 } Args;
 

@@ -56,9 +56,9 @@ static void parse_value(const FlagSpec *f, const char *v, const char *command) {
         break;
     }
     case FLAG_FLOAT: {
-        float x = strtof(v, &end);
+        double x = strtod(v, &end);
         if (errno || !*v || *end) t5_fail("%s: --%s expects a number, found \"%s\"", command, f->name, v);
-        *(float *)f->dst = x;
+        *(double *)f->dst = x;
         break;
     }
     case FLAG_BOOL:

@@ -9,7 +9,7 @@ typedef enum { FLAG_STRING = 0, FLAG_INT, FLAG_FLOAT, FLAG_BOOL } FlagType;
 typedef struct {
     const char *name;   // without the leading "--"
     FlagType type;
-    void *dst;          // const char ** / int * / float * / int * (bool)
+    void *dst;          // const char ** / int * / double * / int * (bool)
     const char *help;
 } FlagSpec;
 
