@@ -13,11 +13,13 @@ NVCC    ?= nvcc
 OPT     ?= -O2 -g
 SAN     ?=
 CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP
-LDLIBS  := -lcjson -lm -fopenmp $(SAN)
+CXXFLAGS := $(OPT) $(SAN) -std=c++17 -Wall -Wextra -MMD -MP
+LDLIBS  := -lcjson -lsentencepiece -lstdc++ -lm -fopenmp $(SAN)
 ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined"
 
-LIB_DIRS := common model kernels/cpu zero data
+LIB_DIRS := common model kernels/cpu zero data trainer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+LIB_CXX  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 TEST_SRC := $(wildcard tests/test_*.c)
 
 # ---- feature detection: print what was found, never silently drop a feature -------
@@ -35,7 +37,7 @@ else
 endif
 
 BUILD ?= build
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps test test-asan test-gpu clean features demo
@@ -47,6 +49,10 @@ features:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/libt5.a: $(LIB_OBJ)
 	@rm -f $@
