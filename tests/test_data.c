@@ -1,0 +1,847 @@
+// tests/test_data.c: the data pipeline without a GPU: text readers (.source/.target
+// pairs, JSON lines, CRLF, first-N), prepare + open of .t5ds files against tokenize_t5,
+// the cache key, collation (truncation keeps </s>, padding, labels -100, decoder
+// inputs), the three samplers, `train_t5 prepare`, and every error path: corrupt
+// dataset files and bad text. Error paths exit the process, so each runs in a forked
+// child whose exit code and stderr are checked (as tests/test_io.c does): exit 1, one
+// "error:" line (plus an optional "HINT:" line) that names the file.
+#include <dirent.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/check.h"
+#include "../data/collate.h"
+#include "../data/dataset.h"
+#include "../data/prepare_cmd.h"
+#include "../data/sampler.h"
+#include "../data/spm.h"
+#include "../data/text_reader.h"
+#include "../data/tokenize.h"
+#include "test.h"
+
+#define SAMPLE "data/sample"
+#define SPIECE SAMPLE "/spiece.model"
+#define PREFIX "translate English to Romanian: "
+
+static char g_tmp[256];
+static Spm *g_spm;
+
+static char *tmp_path(const char *name) { return path_join(g_tmp, name); }
+
+static void rm_rf(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char *p = path_join(path, e->d_name);
+            rm_rf(p);
+            free(p);
+        }
+        if (d) closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopenCheck(path, "wb");
+    if (n) fwriteCheck(data, 1, n, f, path);
+    fcloseCheck(f, path);
+}
+static void write_text(const char *path, const char *text) { write_bytes(path, text, strlen(text)); }
+
+static unsigned char *read_bytes(const char *path, size_t *n) { return (unsigned char *)read_text_file(path, n); }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// ---- forked error checks ------------------------------------------------------------
+
+typedef void (*FailFn)(const void *arg);
+extern void __lsan_disable(void) __attribute__((weak));
+
+// Run fn(arg) in a child; pass if it exits with 1, stderr is one "error:" line (plus an
+// optional "HINT:" line) containing both needles (the file's name and what is wrong).
+static void expect_error(const char *what, FailFn fn, const void *arg, const char *needle1, const char *needle2) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        exit(2);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (__lsan_disable) __lsan_disable();  // the error exit leaves allocations by design
+        close(fds[0]);
+        dup2(fds[1], 2);
+        if (!freopen("/dev/null", "w", stdout)) _exit(3);
+        fn(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[4096];
+    size_t n = 0;
+    ssize_t r;
+    while ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+    buf[n] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
+    const char *second = strchr(buf, '\n');
+    int shape_ok = strncmp(buf, "error: ", 7) == 0 && n > 0 && buf[n - 1] == '\n' &&
+                   (lines == 1 || (lines == 2 && strncmp(second + 1, "HINT:", 5) == 0));
+    int ok = code == 1 && shape_ok && strstr(buf, needle1) && (!needle2 || strstr(buf, needle2));
+    char desc[1200];
+    char *nl = strchr(buf, '\n');
+    if (nl) *nl = '\0';
+    snprintf(desc, sizeof desc, "error: %-28s exit %d, %d line(s): %.600s", what, code, lines, buf);
+    test_check(ok, desc);
+    if (!ok) printf("       (wanted exit 1, one error line containing \"%s\" and \"%s\")\n", needle1, needle2 ? needle2 : "");
+}
+
+// ---- a hand-made .t5ds, written from the format description (docs/DATASET.md) --------
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+// seqs: 2*count sequences (source, target, source, ...), lens their lengths.
+static void write_t5ds(const char *path, uint32_t vocab, int count, const int32_t *const *seqs, const int *lens,
+                       int fix_checksum) {
+    uint64_t n_off = 2 * (uint64_t)count + 1, n_tok = 0;
+    for (int i = 0; i < 2 * count; i++) n_tok += (uint64_t)lens[i];
+    size_t bytes = 64 + 8 * n_off + 4 * n_tok;
+    unsigned char *buf = calloc(1, bytes);
+    memcpy(buf, "T5DS\r\n\x1a\n", 8);
+    uint32_t version = 1;
+    memcpy(buf + 8, &version, 4);
+    memcpy(buf + 12, &vocab, 4);
+    uint64_t c64 = (uint64_t)count;
+    memcpy(buf + 16, &c64, 8);
+    memcpy(buf + 24, &n_tok, 8);
+    uint64_t *off = (uint64_t *)(buf + 64);
+    int32_t *tok = (int32_t *)(buf + 64 + 8 * n_off);
+    off[0] = 0;
+    for (int i = 0; i < 2 * count; i++) {
+        memcpy(tok + off[i], seqs[i], (size_t)lens[i] * 4);
+        off[i + 1] = off[i] + (uint64_t)lens[i];
+    }
+    uint64_t h = fix_checksum ? fnv1a(0xcbf29ce484222325ULL, buf + 64, bytes - 64) : 12345;
+    memcpy(buf + 32, &h, 8);
+    write_bytes(path, buf, bytes);
+    free(buf);
+}
+
+// ---- readers --------------------------------------------------------------------------
+
+// Line `want` (1-based) of a file, without the newline, read independently of the reader.
+static char *nth_line(const char *path, long want) {
+    FILE *f = fopenCheck(path, "rb");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = 0;
+    for (long i = 0; i < want; i++) n = getline(&line, &cap, f);
+    fclose(f);
+    if (n > 0 && line[n - 1] == '\n') line[n - 1] = '\0';
+    return line;
+}
+
+static void test_reader_pairs(void) {
+    TextSpec spec = {.format = TEXT_PAIRS, .source_path = SAMPLE "/train.source", .target_path = SAMPLE "/train.target",
+                     .source_prefix = "", .max_examples = -1};
+    TextReader *r = text_reader_open(&spec);
+    long count = text_reader_count(r), n = 0, bad_line = 0;
+    char *s1 = nth_line(spec.source_path, 1), *t1 = nth_line(spec.target_path, 1);
+    char *s2000 = nth_line(spec.source_path, 2000), *t3009 = nth_line(spec.target_path, 3009);
+    int first_ok = 0, mid_ok = 0, last_ok = 0;
+    TextExample ex;
+    while (text_reader_next(r, &ex)) {
+        n++;
+        if (ex.line != n && !bad_line) bad_line = n;
+        if (n == 1) first_ok = !strcmp(ex.src, s1) && !strcmp(ex.tgt, t1) && ex.src_len == strlen(s1);
+        if (n == 2000) mid_ok = !strcmp(ex.src, s2000);
+        if (n == 3009) last_ok = !strcmp(ex.tgt, t3009) && ex.tgt_len == strlen(t3009);
+    }
+    text_reader_close(r);
+    char msg[256];
+    snprintf(msg, sizeof msg, "pairs: train has %ld examples (count %ld), want 3009", n, count);
+    test_check(n == 3009 && count == 3009 && !bad_line, msg);
+    test_check(first_ok && mid_ok && last_ok, "pairs: lines 1, 2000 and 3009 as in the files");
+    test_check(!strcmp(s1, "Welsh AMs worried about 'looking like muppets'") &&
+                   !strncmp(t1, "Membrii Adun\xc4\x83rii Na\xc8\x9bionale", 24),
+               "pairs: line 1 is \"Welsh AMs worried about 'looking like muppets'\" / \"Membrii Adunării Naționale...\"");
+    free(s1);
+    free(t1);
+    free(s2000);
+    free(t3009);
+
+    spec.max_examples = 25;
+    r = text_reader_open(&spec);
+    n = 0;
+    while (text_reader_next(r, &ex)) n++;
+    test_check(n == 25 && text_reader_count(r) == 25, "pairs: max_examples 25 gives the first 25");
+    text_reader_close(r);
+}
+
+static void test_reader_jsonl(void) {
+    TextSpec spec = {.format = TEXT_JSONL, .source_path = SAMPLE "/wmt16_sample.jsonl", .src_lang = "en",
+                     .tgt_lang = "ro", .source_prefix = "", .max_examples = -1};
+    TextReader *r = text_reader_open(&spec);
+    TextExample ex;
+    long n = 0;
+    int first_ok = 0;
+    while (text_reader_next(r, &ex)) {
+        n++;
+        if (n == 1)
+            first_ok = !strcmp(ex.src, "Membership of Parliament: see Minutes") &&
+                       !strcmp(ex.tgt, "Componen\xc5\xa3" "a Parlamentului: a se vedea procesul-verbal");
+    }
+    text_reader_close(r);
+    test_check(n == 10, "jsonl: the wmt16 sample has 10 examples");
+    test_check(first_ok, "jsonl: line 1 is {en: \"Membership of Parliament: see Minutes\", ro: \"Componenţa ...\"}");
+
+    // Escapes decode, other keys are ignored, languages swap.
+    char *p = tmp_path("esc.jsonl");
+    write_text(p, "{\"id\": 7, \"translation\": {\"ro\": \"a\\u0163b\", \"en\": \"say \\\"hi\\\"\"}}\r\n");
+    TextSpec s2 = {.format = TEXT_JSONL, .source_path = p, .src_lang = "ro", .tgt_lang = "en", .max_examples = -1};
+    r = text_reader_open(&s2);
+    int ok = text_reader_next(r, &ex) && !strcmp(ex.src, "a\xc5\xa3" "b") && !strcmp(ex.tgt, "say \"hi\"") &&
+             !text_reader_next(r, &ex);
+    text_reader_close(r);
+    test_check(ok, "jsonl: \\u escapes and \\\" decode, CRLF line, extra keys ignored");
+    free(p);
+}
+
+static void test_reader_crlf(void) {
+    char *s = tmp_path("crlf.source"), *t = tmp_path("crlf.target");
+    write_text(s, "one two\r\nthree\r\nlast line without newline");
+    write_text(t, "unu doi\r\ntrei\r\nultima");
+    TextSpec spec = {.format = TEXT_PAIRS, .source_path = s, .target_path = t, .max_examples = -1};
+    TextReader *r = text_reader_open(&spec);
+    TextExample ex;
+    int ok = text_reader_count(r) == 3;
+    ok &= text_reader_next(r, &ex) && !strcmp(ex.src, "one two") && ex.src_len == 7 && !strcmp(ex.tgt, "unu doi");
+    ok &= text_reader_next(r, &ex) && !strcmp(ex.src, "three") && ex.line == 2;
+    ok &= text_reader_next(r, &ex) && !strcmp(ex.src, "last line without newline") && !strcmp(ex.tgt, "ultima");
+    ok &= !text_reader_next(r, &ex);
+    text_reader_close(r);
+    test_check(ok, "pairs: CRLF stripped, a last line without newline is read");
+    free(s);
+    free(t);
+}
+
+// ---- prepare + open -----------------------------------------------------------------
+
+static void test_prepare_roundtrip(void) {
+    char *out = tmp_path("rt.t5ds");
+    TextSpec spec = {.format = TEXT_PAIRS, .source_path = SAMPLE "/train.source", .target_path = SAMPLE "/train.target",
+                     .source_prefix = PREFIX, .max_examples = 300};
+    dataset_prepare(&spec, g_spm, out);
+    char *tmp = tmp_path("rt.t5ds.tmp");
+    test_check(access(tmp, F_OK) != 0, "prepare: no .tmp file left after the rename");
+    free(tmp);
+    Dataset ds;
+    dataset_open(&ds, out);
+    char msg[256];
+    snprintf(msg, sizeof msg, "open: count %llu (want 300), vocab %u (want 32100), tokenizer hash matches",
+             (unsigned long long)ds.count, ds.vocab_size);
+    test_check(ds.count == 300 && ds.vocab_size == 32100 && ds.tokenizer_hash == spm_model_hash(g_spm), msg);
+
+    TextReader *r = text_reader_open(&spec);
+    TextExample ex;
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    long bad = -1, i = 0, eos_bad = 0;
+    while (text_reader_next(r, &ex)) {
+        const int32_t *src, *tgt;
+        int ls, lt;
+        dataset_example(&ds, (uint64_t)i, &src, &ls, &tgt, &lt);
+        int n = tokenize_t5(g_spm, PREFIX, ex.src, ex.src_len, &ids, &cap);
+        if (bad < 0 && (n != ls || memcmp(ids, src, (size_t)n * 4))) bad = i;
+        n = tokenize_t5(g_spm, "", ex.tgt, ex.tgt_len, &ids, &cap);
+        if (bad < 0 && (n != lt || memcmp(ids, tgt, (size_t)n * 4))) bad = i;
+        eos_bad += src[ls - 1] != 1 || tgt[lt - 1] != 1;
+        i++;
+    }
+    text_reader_close(r);
+    free(ids);
+    snprintf(msg, sizeof msg, "round trip: 300 examples equal tokenize_t5 (source with prefix) (first bad: %ld)", bad);
+    test_check(bad < 0 && i == 300, msg);
+    test_check(eos_bad == 0, "round trip: every source and target ends with </s> (1)");
+    // The prefix is really there: "translate English to Romanian: " + line 1 starts with the prefix's ids.
+    int32_t *pre = NULL;
+    size_t pcap = 0;
+    int np = spm_encode(g_spm, "translate English to Romanian:", 30, &pre, &pcap);
+    const int32_t *src, *tgt;
+    int ls, lt;
+    dataset_example(&ds, 0, &src, &ls, &tgt, &lt);
+    test_check(np > 0 && ls > np && !memcmp(pre, src, (size_t)np * 4), "round trip: sources start with the task prefix ids");
+    free(pre);
+    dataset_close(&ds);
+
+    // JSON lines, and the hand-made format (tests docs/DATASET.md independently).
+    TextSpec js = {.format = TEXT_JSONL, .source_path = SAMPLE "/wmt16_sample.jsonl", .src_lang = "en", .tgt_lang = "ro",
+                   .source_prefix = "", .max_examples = -1};
+    char *jout = tmp_path("js.t5ds");
+    dataset_prepare(&js, g_spm, jout);
+    dataset_open(&ds, jout);
+    ids = NULL;
+    cap = 0;
+    int n = tokenize_t5(g_spm, "", "Membership of Parliament: see Minutes", 37, &ids, &cap);
+    dataset_example(&ds, 0, &src, &ls, &tgt, &lt);
+    test_check(ds.count == 10 && n == ls && !memcmp(ids, src, (size_t)n * 4), "jsonl prepare: 10 examples, line 1 as tokenize_t5");
+    free(ids);
+    dataset_close(&ds);
+    free(jout);
+
+    // An empty split opens (the trainer decides whether that is an error).
+    char *es = tmp_path("empty.source"), *et = tmp_path("empty.target"), *eo = tmp_path("empty.t5ds");
+    write_text(es, "");
+    write_text(et, "");
+    TextSpec e = {.format = TEXT_PAIRS, .source_path = es, .target_path = et, .source_prefix = "", .max_examples = -1};
+    dataset_prepare(&e, g_spm, eo);
+    dataset_open(&ds, eo);
+    test_check(ds.count == 0 && ds.map_bytes == 72, "an empty split gives a 72-byte dataset that opens with count 0");
+    dataset_close(&ds);
+    free(es);
+    free(et);
+    free(eo);
+
+    // Timing: the whole train split.
+    spec.max_examples = -1;
+    double t0 = now_s();
+    dataset_prepare(&spec, g_spm, out);
+    double t1 = now_s();
+    dataset_open(&ds, out);
+    double t2 = now_s();
+    snprintf(msg, sizeof msg, "prepare all %llu train lines: %.3f s (open + validate %.3f s)",
+             (unsigned long long)ds.count, t1 - t0, t2 - t1);
+    test_check(ds.count == 3009, msg);
+    dataset_close(&ds);
+    free(out);
+}
+
+static void test_cache_path(void) {
+    TextSpec spec = {.format = TEXT_PAIRS, .source_path = SAMPLE "/val.source", .target_path = SAMPLE "/val.target",
+                     .source_prefix = PREFIX, .max_examples = -1};
+    char *a = dataset_cache_path("/tmp/cache", "val", &spec, g_spm), *b = dataset_cache_path("/tmp/cache", "val", &spec, g_spm);
+    spec.source_prefix = "";
+    char *c = dataset_cache_path("/tmp/cache", "val", &spec, g_spm);
+    spec.source_prefix = PREFIX;
+    spec.max_examples = 100;
+    char *d = dataset_cache_path("/tmp/cache", "val", &spec, g_spm);
+    int shape = strncmp(a, "/tmp/cache/val-", 15) == 0 && strlen(a) == 15 + 16 + 5 && !strcmp(a + 31, ".t5ds");
+    char msg[256];
+    snprintf(msg, sizeof msg, "cache path %s: stable, changes with prefix and max_examples", a);
+    test_check(shape && !strcmp(a, b) && strcmp(a, c) && strcmp(a, d) && strcmp(c, d), msg);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+}
+
+// ---- collate ----------------------------------------------------------------------------
+
+static int same(const int *got, const int *want, int n) {
+    for (int i = 0; i < n; i++)
+        if (got[i] != want[i]) return 0;
+    return 1;
+}
+
+static void test_collate(void) {
+    static const int32_t s0[] = {5, 6, 7, 1}, t0[] = {8, 1}, s1[] = {9, 1}, t1[] = {10, 11, 12, 13, 14, 1},
+                         s2[] = {20, 21, 22, 23, 24, 25, 1}, t2[] = {30, 1};
+    const int32_t *seqs[] = {s0, t0, s1, t1, s2, t2};
+    int lens[] = {4, 2, 2, 6, 7, 2};
+    char *p = tmp_path("hand.t5ds");
+    write_t5ds(p, 100, 3, seqs, lens, 1);
+    Dataset ds;
+    dataset_open(&ds, p);
+    test_check(ds.count == 3 && ds.vocab_size == 100, "hand-made .t5ds (written from docs/DATASET.md) opens");
+    Collated c = {0};
+
+    uint64_t i01[] = {0, 1};
+    collate_batch(&c, &ds, i01, 2, 10, 10, 1, 0, 0);
+    const T5Batch *b = &c.batch;
+    static const int in1[] = {5, 6, 7, 1, 9, 1, 0, 0}, m1[] = {1, 1, 1, 1, 1, 1, 0, 0},
+                     l1[] = {8, 1, -100, -100, -100, -100, 10, 11, 12, 13, 14, 1},
+                     d1[] = {0, 8, 1, 0, 0, 0, 0, 10, 11, 12, 13, 14};
+    test_check(b->B == 2 && b->S == 4 && b->T == 6, "collate [0,1]: B 2, S 4, T 6 (longest in the batch)");
+    test_check(same(b->input_ids, in1, 8) && same(b->attention_mask, m1, 8), "collate [0,1]: input_ids pad 0, attention_mask");
+    test_check(same(b->labels, l1, 12) && same(b->decoder_input_ids, d1, 12),
+               "collate [0,1]: labels -100 padded, decoder_input_ids shifted (start 0, -100 -> 0)");
+
+    uint64_t i20[] = {2, 0};
+    collate_batch(&c, &ds, i20, 2, 5, 3, 1, 0, 0);
+    static const int in2[] = {20, 21, 22, 23, 1, 5, 6, 7, 1, 0}, m2[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
+                     l2[] = {30, 1, 8, 1}, d2[] = {0, 30, 0, 8};
+    test_check(b->S == 5 && same(b->input_ids, in2, 10) && same(b->attention_mask, m2, 10),
+               "collate [2,0] max_source 5: [20 21 22 23 24 25 1] -> [20 21 22 23 1]");
+    test_check(b->T == 2 && same(b->labels, l2, 4) && same(b->decoder_input_ids, d2, 4), "collate [2,0] max_target 3: targets fit");
+
+    uint64_t i1[] = {1};
+    collate_batch(&c, &ds, i1, 1, 1, 4, 1, 0, 0);
+    static const int in3[] = {1}, l3[] = {10, 11, 12, 1}, d3[] = {0, 10, 11, 12};
+    test_check(b->S == 1 && same(b->input_ids, in3, 1) && b->T == 4 && same(b->labels, l3, 4) &&
+                   same(b->decoder_input_ids, d3, 4),
+               "collate max 1 / 4: source [1], target [10 11 12 1] (the last kept token is </s>)");
+
+    uint64_t all[] = {0, 1, 2, 2, 1, 0};
+    collate_batch(&c, &ds, all, 6, 128, 128, 1, 0, 0);
+    test_check(b->B == 6 && b->S == 7 && b->T == 6 && b->input_ids[2 * 7 + 6] == 1 && b->labels[5 * 6 + 1] == 1 &&
+                   b->labels[5 * 6 + 2] == -100,
+               "collate grows its buffers (B 1 -> 6) and stays exact");
+    collate_free(&c);
+    dataset_close(&ds);
+    free(p);
+
+    // The real train split at max length 32: rows match the untruncated tokens' first 31 then 1.
+    char *rp = tmp_path("rt.t5ds");
+    dataset_open(&ds, rp);
+    uint64_t idx[64];
+    for (int k = 0; k < 64; k++) idx[k] = (uint64_t)(k * 37);
+    Collated d = {0};
+    collate_batch(&d, &ds, idx, 64, 32, 24, 1, 0, 0);
+    int bad = 0, truncated = 0;
+    for (int k = 0; k < 64; k++) {
+        const int32_t *src, *tgt;
+        int ls, lt;
+        dataset_example(&ds, idx[k], &src, &ls, &tgt, &lt);
+        int ns = ls < 32 ? ls : 32, nt = lt < 24 ? lt : 24;
+        truncated += ls > 32;
+        const int *row = d.batch.input_ids + k * d.batch.S, *lab = d.batch.labels + k * d.batch.T;
+        for (int j = 0; j < ns - 1; j++) bad += row[j] != src[j];
+        bad += row[ns - 1] != 1;
+        for (int j = ns; j < d.batch.S; j++) bad += row[j] != 0 || d.batch.attention_mask[k * d.batch.S + j] != 0;
+        for (int j = 0; j < nt - 1; j++) bad += lab[j] != tgt[j];
+        bad += lab[nt - 1] != 1;
+        for (int j = nt; j < d.batch.T; j++) bad += lab[j] != -100;
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg, "collate 64 real examples at 32/24 (%d sources truncated): %d wrong entries", truncated, bad);
+    test_check(bad == 0 && truncated > 0 && d.batch.S == 32 && d.batch.T == 24, msg);
+    collate_free(&d);
+    dataset_close(&ds);
+    free(rp);
+}
+
+// ---- samplers -----------------------------------------------------------------------------
+
+static int is_perm(const uint64_t *o, uint64_t n) {
+    char *seen = calloc(n ? n : 1, 1);
+    int ok = 1;
+    for (uint64_t i = 0; i < n; i++) {
+        if (o[i] >= n || seen[o[i]]) ok = 0;
+        else seen[o[i]] = 1;
+    }
+    free(seen);
+    return ok;
+}
+
+static uint64_t src_len(const Dataset *ds, uint64_t i) { return ds->offsets[2 * i + 1] - ds->offsets[2 * i]; }
+
+// A dataset of n examples with pseudo-random source lengths 1..maxlen.
+static void make_len_dataset(const char *path, int n, int maxlen) {
+    const int32_t **seqs = malloc(sizeof(int32_t *) * 2 * (size_t)n);
+    int *lens = malloc(sizeof(int) * 2 * (size_t)n);
+    static int32_t ones[4096];
+    for (int i = 0; i < 4096; i++) ones[i] = 1;
+    uint32_t x = 12345;
+    for (int i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        seqs[2 * i] = ones;
+        lens[2 * i] = 1 + (int)((x >> 8) % (uint32_t)maxlen);
+        seqs[2 * i + 1] = ones;
+        lens[2 * i + 1] = 1;
+    }
+    write_t5ds(path, 32100, n, seqs, lens, 1);
+    free(seqs);
+    free(lens);
+}
+
+// Batch k of an order whose batches are all bs long except one short one (n % bs),
+// which the batch shuffle may have put anywhere: starts[] for the short batch at `shortb`.
+static int segment(uint64_t n, int bs, uint64_t shortb, uint64_t *starts) {
+    uint64_t nb = (n + (uint64_t)bs - 1) / (uint64_t)bs, r = n % (uint64_t)bs, pos = 0;
+    for (uint64_t k = 0; k < nb; k++) {
+        starts[k] = pos;
+        pos += r && k == shortb ? r : (uint64_t)bs;
+    }
+    starts[nb] = n;
+    return (int)nb;
+}
+
+static int batches_descending(const Dataset *ds, const uint64_t *o, const uint64_t *starts, int nb) {
+    for (int k = 0; k < nb; k++)
+        for (uint64_t i = starts[k] + 1; i < starts[k + 1]; i++)
+            if (src_len(ds, o[i]) > src_len(ds, o[i - 1])) return 0;
+    return 1;
+}
+
+// For the one-chunk case (n <= 50*bs): the batches are consecutive slices of one sorted
+// list, so the length ranges of any two batches do not interleave.
+static int batches_disjoint(const Dataset *ds, const uint64_t *o, const uint64_t *starts, int nb) {
+    for (int s = 0; s < nb; s++)
+        for (int t = s + 1; t < nb; t++) {
+            uint64_t smax = src_len(ds, o[starts[s]]), smin = src_len(ds, o[starts[s + 1] - 1]);
+            uint64_t tmax = src_len(ds, o[starts[t]]), tmin = src_len(ds, o[starts[t + 1] - 1]);
+            if (!(smin >= tmax || tmin >= smax)) return 0;
+        }
+    return 1;
+}
+
+static void check_sortish(const Dataset *ds, int bs, const char *label) {
+    uint64_t n = ds->count, nb = (n + (uint64_t)bs - 1) / (uint64_t)bs;
+    uint64_t *a = malloc(n * 8), *b = malloc(n * 8), *c = malloc(n * 8), *starts = malloc((nb + 1) * 8);
+    sampler_epoch_order(SAMPLER_SORTISH, ds, 42, 0, bs, a);
+    sampler_epoch_order(SAMPLER_SORTISH, ds, 42, 0, bs, b);
+    sampler_epoch_order(SAMPLER_SORTISH, ds, 42, 1, bs, c);
+    uint64_t maxlen = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (src_len(ds, i) > maxlen) maxlen = src_len(ds, i);
+    int one_chunk = n <= 50 * (uint64_t)bs;
+    // Find where the short batch went: a segmentation under which every batch descends
+    // (and, for one chunk, batch ranges do not interleave).
+    int desc = 0, disjoint = 0, shuffled = 0;
+    for (uint64_t k = 0; k < nb && !(desc && (disjoint || !one_chunk)); k++) {
+        segment(n, bs, k, starts);
+        desc = batches_descending(ds, a, starts, (int)nb);
+        disjoint = desc && one_chunk && batches_disjoint(ds, a, starts, (int)nb);
+    }
+    if (disjoint) {  // ...and the batches after the first are shuffled, not left in order
+        shuffled = nb < 4;
+        for (uint64_t s = 2; s < nb; s++) shuffled |= src_len(ds, a[starts[s]]) > src_len(ds, a[starts[s - 1]]);
+    }
+    char msg[256];
+    snprintf(msg, sizeof msg, "sortish %s: a permutation, deterministic, differs across epochs", label);
+    test_check(is_perm(a, n) && !memcmp(a, b, n * 8) && memcmp(a, c, n * 8), msg);
+    snprintf(msg, sizeof msg, "sortish %s: the first batch starts with the longest source (%llu tokens)", label,
+             (unsigned long long)maxlen);
+    test_check(src_len(ds, a[0]) == maxlen, msg);
+    snprintf(msg, sizeof msg, "sortish %s: every batch of %d is in descending source length", label, bs);
+    test_check(desc, msg);
+    if (one_chunk) {
+        snprintf(msg, sizeof msg, "sortish %s: one chunk sorted descending, cut into batches, batches shuffled", label);
+        test_check(disjoint && shuffled, msg);
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(starts);
+}
+
+static void test_samplers(void) {
+    char *p = tmp_path("lens.t5ds");
+    make_len_dataset(p, 1037, 200);
+    Dataset ds;
+    dataset_open(&ds, p);
+    uint64_t n = ds.count;
+    uint64_t *a = malloc(n * 8), *b = malloc(n * 8), *c = malloc(n * 8), *d = malloc(n * 8);
+    sampler_epoch_order(SAMPLER_SEQUENTIAL, &ds, 7, 3, 8, a);
+    int seq = 1;
+    for (uint64_t i = 0; i < n; i++) seq &= a[i] == i;
+    test_check(seq, "sequential: 0, 1, 2, ...");
+    sampler_epoch_order(SAMPLER_RANDOM, &ds, 7, 0, 8, a);
+    sampler_epoch_order(SAMPLER_RANDOM, &ds, 7, 0, 8, b);
+    sampler_epoch_order(SAMPLER_RANDOM, &ds, 7, 1, 8, c);
+    sampler_epoch_order(SAMPLER_RANDOM, &ds, 8, 0, 8, d);
+    uint64_t fixed = 0;
+    for (uint64_t i = 0; i < n; i++) fixed += a[i] == i;
+    test_check(is_perm(a, n) && is_perm(c, n), "random: a permutation of 0..n-1");
+    test_check(!memcmp(a, b, n * 8), "random: the same (seed, epoch) gives the same order");
+    test_check(memcmp(a, c, n * 8) && memcmp(a, d, n * 8), "random: another epoch or seed gives another order");
+    char msg[128];
+    snprintf(msg, sizeof msg, "random: shuffled (%llu of %llu in place)", (unsigned long long)fixed, (unsigned long long)n);
+    test_check(fixed < 10, msg);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+
+    check_sortish(&ds, 8, "n 1037 bs 8 (3 chunks)");
+    check_sortish(&ds, 32, "n 1037 bs 32 (1 chunk)");
+    check_sortish(&ds, 2000, "n 1037 bs 2000 (1 batch)");
+    dataset_close(&ds);
+
+    // Ties keep the permutation's order and the sampler still works with all lengths equal.
+    make_len_dataset(p, 100, 1);
+    dataset_open(&ds, p);
+    a = malloc(100 * 8);
+    sampler_epoch_order(SAMPLER_SORTISH, &ds, 1, 0, 7, a);
+    test_check(is_perm(a, 100), "sortish with all lengths equal: a permutation");
+    free(a);
+    dataset_close(&ds);
+
+    // Uniformity: where example 0 lands over 5000 epochs of a 10-example dataset.
+    make_len_dataset(p, 10, 5);
+    dataset_open(&ds, p);
+    int hist[10] = {0};
+    uint64_t o[10];
+    for (int e = 0; e < 5000; e++) {
+        sampler_epoch_order(SAMPLER_RANDOM, &ds, 3, e, 1, o);
+        for (int i = 0; i < 10; i++)
+            if (o[i] == 0) hist[i]++;
+    }
+    int lo = 5000, hi = 0;
+    for (int i = 0; i < 10; i++) {
+        if (hist[i] < lo) lo = hist[i];
+        if (hist[i] > hi) hi = hist[i];
+    }
+    snprintf(msg, sizeof msg, "random: example 0's position over 5000 epochs is uniform (counts %d..%d, expect ~500)", lo, hi);
+    test_check(lo > 400 && hi < 600, msg);
+    dataset_close(&ds);
+
+    SamplerType t;
+    test_check(sampler_parse("sortish", &t) && t == SAMPLER_SORTISH && sampler_parse("random", &t) &&
+                   t == SAMPLER_RANDOM && sampler_parse("sequential", &t) && t == SAMPLER_SEQUENTIAL &&
+                   !sampler_parse("sorted", &t) && !strcmp(sampler_name(SAMPLER_SORTISH), "sortish"),
+               "sampler_parse / sampler_name");
+    free(p);
+}
+
+// ---- prepare command ------------------------------------------------------------------------
+
+static void test_prepare_cmd(void) {
+    char *dir = tmp_path("data"), *out = tmp_path("prepared");
+    mkdir(dir, 0755);
+    char *s = path_join(dir, "train.source"), *t = path_join(dir, "train.target");
+    char *vs = path_join(dir, "val.source"), *vt = path_join(dir, "val.target");
+    write_text(s, "Hello world.\nHow are you?\nGood.\n");
+    write_text(t, "Salut lume.\nCe faci?\nBine.\n");
+    write_text(vs, "One.\n");
+    write_text(vt, "Unu.\n");
+    char *argv[] = {"train_t5", "prepare", "--data_dir", dir, "--tokenizer_name", SAMPLE, "--task", "translation_en_to_ro",
+                    "--n_train", "2", "--output_dir", out};
+    int rc = prepare_main(12, argv);
+    char *tr = path_join(out, "train.t5ds"), *va = path_join(out, "val.t5ds"), *te = path_join(out, "test.t5ds");
+    Dataset a, b;
+    dataset_open(&a, tr);
+    dataset_open(&b, va);
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    int n = tokenize_t5(g_spm, PREFIX, "How are you?", 12, &ids, &cap);
+    const int32_t *src, *tgt;
+    int ls, lt;
+    dataset_example(&a, 1, &src, &ls, &tgt, &lt);
+    test_check(rc == 0 && a.count == 2 && b.count == 1 && access(te, F_OK) != 0 && n == ls && !memcmp(ids, src, 4 * (size_t)n),
+               "prepare --data_dir --n_train 2: train.t5ds (2, with the task prefix), val.t5ds (1), no test.t5ds");
+    free(ids);
+    dataset_close(&a);
+    dataset_close(&b);
+
+    char *argv2[] = {"prepare", "--train_file", SAMPLE "/wmt16_sample.jsonl", "--tokenizer_name", SPIECE, "--task",
+                     "translation_en_to_ro", "--output_dir", out};
+    rc = prepare_main(9, argv2);
+    dataset_open(&a, tr);
+    test_check(rc == 0 && a.count == 10, "prepare --train_file (JSON lines, languages from --task): 10 examples");
+    dataset_close(&a);
+    free(dir);
+    free(out);
+    free(s);
+    free(t);
+    free(vs);
+    free(vt);
+    free(tr);
+    free(va);
+    free(te);
+}
+
+// ---- errors ---------------------------------------------------------------------------------
+
+static void fail_open(const void *arg) {
+    Dataset ds;
+    dataset_open(&ds, (const char *)arg);
+}
+
+static void fail_prepare(const void *arg) {
+    char *out = tmp_path("fail.t5ds");
+    dataset_prepare((const TextSpec *)arg, g_spm, out);
+}
+
+static void fail_prepare_cmd(const void *arg) {
+    char **argv = (char **)arg;
+    int argc = 0;
+    while (argv[argc]) argc++;
+    prepare_main(argc, argv);
+}
+
+static void corrupt_copy(const char *src, const char *dst, long at, const void *bytes, size_t n, long truncate_by) {
+    size_t len;
+    unsigned char *buf = read_bytes(src, &len);
+    if (at >= 0) memcpy(buf + at, bytes, n);
+    write_bytes(dst, buf, len - (size_t)truncate_by);
+    free(buf);
+}
+
+static void test_dataset_errors(void) {
+    char *good = tmp_path("js.t5ds");  // from the round trip: 10 examples
+    char *p = tmp_path("bad.t5ds");
+    uint32_t v2 = 2;
+    corrupt_copy(good, p, 0, "GGUF", 4, 0);
+    expect_error("open: wrong magic", fail_open, p, p, "not a train_t5 dataset");
+    corrupt_copy(good, p, 8, &v2, 4, 0);
+    expect_error("open: version 2", fail_open, p, p, "version 2");
+    corrupt_copy(good, p, -1, NULL, 0, 4);
+    expect_error("open: truncated by 4 bytes", fail_open, p, p, "truncated");
+    unsigned char z = 0x7f;
+    corrupt_copy(good, p, 64 + 8 * 21 + 5, &z, 1, 0);
+    expect_error("open: one byte changed", fail_open, p, p, "corrupt");
+    expect_error("open: checksum message", fail_open, p, p, "delete it and run train_t5 prepare again");
+    write_text(p, "T5DS");
+    expect_error("open: 4-byte file", fail_open, p, p, "too small");
+    char *missing = tmp_path("missing.t5ds");
+    expect_error("open: missing file", fail_open, missing, missing, "cannot open");
+    free(missing);
+
+    // Valid checksums but bad content: only a buggy writer makes these.
+    static const int32_t ok[] = {5, 1}, big[] = {5, 100, 1};
+    const int32_t *seqs[] = {ok, ok, big, ok};
+    int lens[] = {2, 2, 3, 2};
+    write_t5ds(p, 100, 2, seqs, lens, 1);
+    expect_error("open: token id 100 of vocab 100", fail_open, p, p, "outside the vocabulary [0, 100)");
+    int lens0[] = {2, 0, 3, 4};
+    const int32_t *seqs0[] = {ok, ok, ok, ok};
+    static const int32_t four[] = {5, 6, 7, 1};
+    seqs0[3] = four;
+    seqs0[2] = big;
+    write_t5ds(p, 1000, 2, seqs0, lens0, 1);
+    expect_error("open: empty target (offsets)", fail_open, p, p, "offsets not increasing");
+    write_t5ds(p, 1000, 2, seqs, lens, 0);
+    expect_error("open: wrong header checksum", fail_open, p, p, "corrupt");
+    free(p);
+    free(good);
+}
+
+static void test_text_errors(void) {
+    char *s = tmp_path("e.source"), *t = tmp_path("e.target"), *j = tmp_path("e.jsonl");
+    char needle[512];
+    TextSpec pairs = {.format = TEXT_PAIRS, .source_path = s, .target_path = t, .source_prefix = "", .max_examples = -1};
+    TextSpec jl = {.format = TEXT_JSONL, .source_path = j, .src_lang = "en", .tgt_lang = "ro", .source_prefix = "",
+                   .max_examples = -1};
+
+    unlink(s);
+    write_text(t, "x\n");
+    expect_error("text: missing .source", fail_prepare, &pairs, s, "cannot open");
+
+    write_text(s, "a\nb\nc\n");
+    write_text(t, "a\nb\n");
+    expect_error("text: 3 vs 2 lines", fail_prepare, &pairs, "has 3 lines", "has 2");
+    expect_error("text: mismatch names the target", fail_prepare, &pairs, t, "translation of line i");
+
+    write_text(s, "a\n\nc\n");
+    write_text(t, "a\nb\nc\n");
+    snprintf(needle, sizeof needle, "%s:2: empty line", s);
+    expect_error("text: empty source line 2", fail_prepare, &pairs, needle, "misaligned");
+    char *leftover = tmp_path("fail.t5ds.tmp");
+    test_check(access(leftover, F_OK) != 0, "a failed prepare leaves no .tmp file");
+    free(leftover);
+
+    write_text(s, "a\nb\nc");
+    write_text(t, "a\r\n\r\nc");
+    snprintf(needle, sizeof needle, "%s:2: empty line", t);
+    expect_error("text: CRLF-only target line 2", fail_prepare, &pairs, needle, NULL);
+
+    write_text(s, "good\nab\xff" "cd\n");
+    write_text(t, "bun\nab\n");
+    snprintf(needle, sizeof needle, "%s:2: invalid UTF-8 at byte 2", s);
+    expect_error("text: invalid UTF-8", fail_prepare, &pairs, needle, NULL);
+    write_text(s, "good\n\xc3\xa9t\xc3\n");
+    snprintf(needle, sizeof needle, "%s:2: invalid UTF-8 at byte 3", s);
+    expect_error("text: truncated UTF-8 sequence", fail_prepare, &pairs, needle, NULL);
+
+    // max_examples stops before a bad line: only the first N are read.
+    pairs.max_examples = 1;
+    write_text(s, "good\n\n");
+    write_text(t, "bun\n\n");
+    char *out = tmp_path("first1.t5ds");
+    dataset_prepare(&pairs, g_spm, out);
+    Dataset ds;
+    dataset_open(&ds, out);
+    test_check(ds.count == 1, "max_examples 1 reads only line 1 (a bad line 2 is never seen)");
+    dataset_close(&ds);
+    free(out);
+    pairs.max_examples = -1;
+
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}}\n{\"translation\": {\"en\": \"a\", \"ro\": }}\n");
+    snprintf(needle, sizeof needle, "%s:2: malformed JSON", j);
+    expect_error("jsonl: malformed line 2", fail_prepare, &jl, needle, NULL);
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}} x\n");
+    snprintf(needle, sizeof needle, "%s:1: extra text", j);
+    expect_error("jsonl: trailing text", fail_prepare, &jl, needle, NULL);
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"de\": \"b\"}}\n");
+    snprintf(needle, sizeof needle, "%s:1: \"translation\" has no key \"ro\"", j);
+    expect_error("jsonl: missing language key", fail_prepare, &jl, needle, "(it has: \"en\", \"de\")");
+    write_text(j, "{\"en\": \"a\", \"ro\": \"b\"}\n");
+    snprintf(needle, sizeof needle, "%s:1: no \"translation\" object", j);
+    expect_error("jsonl: no translation", fail_prepare, &jl, needle, "keys: \"en\", \"ro\"");
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": 5}}\n");
+    expect_error("jsonl: number value", fail_prepare, &jl, j, "is a number; it must be a string");
+    write_text(j, "{\"translation\": {\"en\": \"\", \"ro\": \"b\"}}\n");
+    expect_error("jsonl: empty string", fail_prepare, &jl, j, "empty string");
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}}\n\n");
+    snprintf(needle, sizeof needle, "%s:2: empty line", j);
+    expect_error("jsonl: blank line", fail_prepare, &jl, needle, NULL);
+    write_text(j, "{\"translation\": {\"en\": \"a\xff\", \"ro\": \"b\"}}\n");
+    snprintf(needle, sizeof needle, "%s:1: invalid UTF-8", j);
+    expect_error("jsonl: invalid UTF-8", fail_prepare, &jl, needle, NULL);
+    unlink(j);
+    expect_error("jsonl: missing file", fail_prepare, &jl, j, "cannot open");
+
+    char *o = tmp_path("prep_err");
+    char *a1[] = {"prepare", "--data_dir", SAMPLE, "--tokenizer_name", SAMPLE, "--task", "translation_en_to_xx",
+                  "--output_dir", o, NULL};
+    expect_error("prepare: unknown task", fail_prepare_cmd, a1, "translation_en_to_xx", "en, ro, de, fr");
+    char *a2[] = {"prepare", "--data_dir", SAMPLE, "--output_dir", o, NULL};
+    expect_error("prepare: no tokenizer", fail_prepare_cmd, a2, "--tokenizer_name", "required");
+    char *a3[] = {"prepare", "--train_file", SAMPLE "/wmt16_sample.jsonl", "--tokenizer_name", SPIECE, "--output_dir", o,
+                  NULL};
+    expect_error("prepare: JSON lines, no languages", fail_prepare_cmd, a3, "--source_lang", "--target_lang");
+    char *a4[] = {"prepare", "--data_dir", g_tmp, "--tokenizer_name", SPIECE, "--output_dir", o, NULL};
+    expect_error("prepare: no splits in --data_dir", fail_prepare_cmd, a4, g_tmp, "train.source");
+    free(o);
+    free(s);
+    free(t);
+    free(j);
+}
+
+int main(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/t5_test_data_XXXXXX");
+    if (!mkdtemp(g_tmp)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    g_spm = spm_load(SPIECE);
+    test_reader_pairs();
+    test_reader_jsonl();
+    test_reader_crlf();
+    test_prepare_roundtrip();
+    test_cache_path();
+    test_collate();
+    test_samplers();
+    test_prepare_cmd();
+    test_dataset_errors();
+    test_text_errors();
+    spm_free(g_spm);
+    rm_rf(g_tmp);
+    return test_summary();
+}
