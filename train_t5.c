@@ -13,8 +13,11 @@
 #include "common/check.h"
 #include "common/flags.h"
 #include "data/batch_file.h"
+#include "data/prepare_cmd.h"
 #include "model/hf_dir.h"
 #include "model/load.h"
+#include "trainer/args.h"
+#include "trainer/trainer.h"
 #include "zero/step.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -140,7 +143,9 @@ static int cmd_overfit(Args *a) {
 }
 
 static void usage(void) {
-    printf("usage: train_t5 COMMAND [flags]\n"
+    printf("usage: train_t5 --model M --output_dir D --do_train [--data_dir DIR] [HF Trainer flags]  \n"
+           "       train_t5 COMMAND [flags]\n"
+           "  prepare  --data_dir D --tokenizer_name F --output_dir O   tokenize text into .t5ds datasets\n"
            "  info     --model M                      print the model's config and parameter count\n"
            "  convert  --model M --output_dir D       save as a Hugging Face directory [--dtype f32|f16|bf16]\n"
            "  loss     --model M --batch F            loss of a batch file [--label_smoothing x]\n"
@@ -151,6 +156,10 @@ static void usage(void) {
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage();
+        if (argc >= 2) {
+            printf("\ntraining flags (HF Trainer names):\n");
+            train_args_print_help();
+        }
         return argc < 2;
     }
     const char *cmd = argv[1];
@@ -176,9 +185,9 @@ int main(int argc, char **argv) {
         {"dropout_rate", FLAG_FLOAT, &a.dropout_rate, "override the config's dropout"},
         {"help", FLAG_BOOL, &a.help, "this help"},
     };
-    if (strncmp(cmd, "--", 2) == 0)
-        t5_fail("fine-tuning from text (train_t5 --model ... --do_train) is not built yet; available commands: "
-                "info, convert, loss, overfit (see train_t5 --help)");
+    if (strncmp(cmd, "--", 2) == 0) return trainer_main(argc, argv, 1);  // the HF Trainer form
+    if (!strcmp(cmd, "train")) return trainer_main(argc, argv, 2);
+    if (!strcmp(cmd, "prepare")) return prepare_main(argc - 1, argv + 1);
     flags_parse(argc, argv, 2, specs, COUNT(specs), cmd);
     if (a.help) {
         usage();
@@ -189,8 +198,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "convert")) return cmd_convert(&a);
     if (!strcmp(cmd, "loss")) return cmd_loss(&a);
     if (!strcmp(cmd, "overfit")) return cmd_overfit(&a);
-    const char *cmds[] = {"info", "convert", "loss", "overfit"};
+    const char *cmds[] = {"info", "convert", "loss", "overfit", "train", "prepare"};
     const char *near = flags_closest(cmd, cmds, COUNT(cmds));
     if (near) t5_fail("unknown command \"%s\" (did you mean %s?)", cmd, near);
-    t5_fail("unknown command \"%s\" (commands: info, convert, loss, overfit)", cmd);
+    t5_fail("unknown command \"%s\" (commands: train, prepare, info, convert, loss, overfit)", cmd);
 }

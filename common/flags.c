@@ -24,6 +24,11 @@ static int edit_distance(const char *a, const char *b) {
     return d[la][lb];
 }
 
+static int close_enough(const char *word, int d) {
+    int len = (int)strlen(word);
+    return d <= (len < 6 ? 2 : len / 3);
+}
+
 const char *flags_closest(const char *word, const char *const *names, int n) {
     const char *best = NULL;
     int bestd = 1 << 30;
@@ -34,8 +39,22 @@ const char *flags_closest(const char *word, const char *const *names, int n) {
             best = names[i];
         }
     }
-    int len = (int)strlen(word);
-    return bestd <= (len < 6 ? 2 : len / 3) ? best : NULL;
+    return close_enough(word, bestd) ? best : NULL;
+}
+
+// "--a", or "--a or --b" when several names are equally close; "" when none is close.
+static void flags_suggest(const char *word, const char *const *names, int n, char *out, size_t cap) {
+    int bestd = 1 << 30;
+    for (int i = 0; i < n; i++) {
+        int dd = edit_distance(word, names[i]);
+        if (dd < bestd) bestd = dd;
+    }
+    out[0] = '\0';
+    if (!close_enough(word, bestd)) return;
+    size_t k = 0;
+    for (int i = 0; i < n && k < cap; i++)
+        if (edit_distance(word, names[i]) == bestd)
+            k += (size_t)snprintf(out + k, cap - k, "%s--%s", k ? " or " : "", names[i]);
 }
 
 static int is_bool_word(const char *s) {
@@ -86,8 +105,9 @@ void flags_parse(int argc, char **argv, int start, const FlagSpec *specs, int n,
             const char *names[256];
             int m = n < 256 ? n : 256;
             for (int k = 0; k < m; k++) names[k] = specs[k].name;
-            const char *near = flags_closest(name, names, m);
-            if (near) t5_fail("%s: unknown flag --%s (did you mean --%s?)", command, name, near);
+            char near[256];
+            flags_suggest(name, names, m, near, sizeof near);
+            if (near[0]) t5_fail("%s: unknown flag --%s (did you mean %s?)", command, name, near);
             t5_fail("%s: unknown flag --%s (see %s --help)", command, name, command);
         }
         if (f->type == FLAG_BOOL && !eq) {

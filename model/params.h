@@ -22,6 +22,7 @@ typedef struct {
     size_t offset;     // element offset into the flat buffer
     size_t numel;
     ParamKind kind;
+    int frozen;        // 1: not trained (--freeze_embeds): no update, not in the gradient norm
     int no_decay;      // 1: excluded from weight decay. HF Trainer excludes names matching
                        // norm patterns and r"bias": the norm weights AND relative_attention_bias
 } ParamSpec;

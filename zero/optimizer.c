@@ -30,6 +30,18 @@ double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_si
     return be->sumsq((const char *)grads + begin * elem_size, end - begin);
 }
 
+double optimizer_grad_sumsq_layout(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
+                                   size_t begin, size_t end) {
+    double s = 0;
+    for (int i = 0; i < lay->count; i++) {
+        const ParamSpec *p = &lay->specs[i];
+        size_t lo = p->offset > begin ? p->offset : begin;
+        size_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
+        if (lo < hi && !p->frozen) s += optimizer_grad_sumsq(be, grads, elem_size, lo, hi);
+    }
+    return s;
+}
+
 float optimizer_clip_coef(double grad_norm, float max_grad_norm) {
     if (max_grad_norm <= 0) return 1.0f;
     // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.0, in fp32
@@ -44,7 +56,7 @@ void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *pa
         const ParamSpec *p = &lay->specs[i];
         size_t lo = p->offset > opt->begin ? p->offset : opt->begin;
         size_t hi = p->offset + p->numel < opt->end ? p->offset + p->numel : opt->end;
-        if (lo >= hi) continue;
+        if (lo >= hi || p->frozen) continue;
         float wd = p->no_decay ? 0.0f : opt->cfg.weight_decay;
         be->adamw_update(params + lo, (const char *)grads + lo * elem_size, opt->m + (lo - opt->begin),
                          opt->v + (lo - opt->begin), hi - lo, lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd,

@@ -33,6 +33,10 @@ void adamw_free(AdamW *opt, const Backend *be);
 
 // Global L2 norm of grads over [begin, end) squared (add across ranks before sqrt).
 double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_size, size_t begin, size_t end);
+// Same over the non-frozen tensors of the layout, clipped to [begin, end) (what torch
+// sees: frozen parameters have no .grad).
+double optimizer_grad_sumsq_layout(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
+                                   size_t begin, size_t end);
 // torch.nn.utils.clip_grad_norm_: coefficient min(1, max_norm / (norm + 1e-6)).
 float optimizer_clip_coef(double grad_norm, float max_grad_norm);
 

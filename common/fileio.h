@@ -1,0 +1,27 @@
+// common/fileio.h: files that are never half-written. An AtomicFile writes to
+// "<path>.tmp" and renames it into place on commit (after fflush + fsync), so a crash
+// or an error exit leaves either the old file or none, never a truncated one.
+// Also: mkdir -p, whole-file copy, and JSON documents saved atomically.
+#pragma once
+#include <stdio.h>
+
+typedef struct {
+    char *path, *tmp_path;
+    FILE *f;
+} AtomicFile;
+
+FILE *atomic_open(AtomicFile *af, const char *path);
+void atomic_commit(AtomicFile *af);   // flush, fsync, close, rename; errors exit
+
+// mkdir -p; errors exit with the path and reason.
+void mkdir_p(const char *dir);
+// 1 if path is a directory holding at least one entry (other than . and ..).
+int dir_is_nonempty(const char *dir);
+int path_is_dir(const char *path);
+int path_exists(const char *path);
+// Copy src to dst atomically.
+void file_copy_atomic(const char *src, const char *dst);
+
+struct cJSON;
+// Print a cJSON document (formatted, 2-space indent as HF writes) atomically.
+void json_save_atomic(const struct cJSON *root, const char *path);

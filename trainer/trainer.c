@@ -1,0 +1,437 @@
+// trainer/trainer.c: the HF Trainer loop (see trainer.h and docs/TRAINER.md).
+//
+// Step arithmetic, as transformers' Trainer._inner_training_loop:
+//   micro-batches per epoch  M = ceil(N / (B * world))        (no drop_last)
+//   steps per epoch          S = ceil(M / GA)                  (the last step of an epoch may
+//                                                              hold fewer micro-batches)
+//   total steps              max_steps, or ceil(num_train_epochs * S)
+//   logged epoch             epoch + (micro-batches done in the epoch) / M
+// The sampler's order is global: micro-batch k of an epoch is order[k*B*world ...];
+// rank r takes the r-th slice of B examples of it, so a step sees the same examples
+// whatever the world size (one rank today; ZeRO ranks next).
+#include "trainer.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "../common/fileio.h"
+#include "../data/collate.h"
+#include "../data/sampler.h"
+#include "../data/splits.h"
+#include "../model/hf_dir.h"
+#include "../model/load.h"
+#include "../zero/step.h"
+#include "args.h"
+#include "progress.h"
+
+typedef struct {
+    TrainArgs a;
+    DataArgs data;
+    T5Model m;
+    Spm *spm;
+    char *spm_path;
+    cJSON *log_history;  // trainer_state.json's log_history
+    cJSON *results;      // all_results.json
+    int global_step, total_steps, steps_per_epoch, num_epochs;
+    double total_flos;   // HF's estimate: 6 * input tokens * non-embedding parameters
+    double epoch;        // fractional epoch of the last step
+    Progress prog;
+} Run;
+
+// ---------------------------------------------------------------------------------
+// set-up
+
+static char *resolve_spm_path(const TrainArgs *a) {
+    const char *src = a->tokenizer_name;
+    if (!src) {
+        if (!path_is_dir(a->model))
+            t5_fail("--model %s is a preset without a directory: pass --tokenizer_name (a spiece.model file, e.g. "
+                    "data/sample/spiece.model)", a->model);
+        src = a->model;
+    }
+    char *p = path_is_dir(src) ? path_join(src, "spiece.model") : path_join("", src);
+    if (!path_exists(p))
+        t5_fail("%s: no SentencePiece model there%s; HINT: pass --tokenizer_name FILE (e.g. data/sample/spiece.model)", p,
+                a->tokenizer_name ? "" : " (the model directory has no spiece.model)");
+    return p;
+}
+
+static void prepare_output_dir(const TrainArgs *a) {
+    if (a->do_train && dir_is_nonempty(a->output_dir) && !a->overwrite_output_dir)
+        t5_fail("--output_dir %s already exists and is not empty; use --overwrite_output_dir to write over it",
+                a->output_dir);
+    mkdir_p(a->output_dir);
+}
+
+static void apply_freeze_embeds(T5Model *m) {
+    // finetune_trainer.py's freeze_embeds: the shared embedding (and with it a tied head)
+    for (int i = 0; i < m->lay.count; i++)
+        if (m->lay.specs[i].kind == PARAM_EMBEDDING) m->lay.specs[i].frozen = 1;
+}
+
+static void check_vocab(const Run *r, const Dataset *ds) {
+    if (ds->tokenizer_hash != spm_model_hash(r->spm))
+        t5_fail("%s: tokenized with another SentencePiece model than %s; HINT: run train_t5 prepare again with "
+                "--tokenizer_name %s", ds->path, r->spm_path, r->spm_path);
+    if ((int)ds->vocab_size > r->m.cfg.vocab_size)
+        t5_fail("%s: tokenized with a vocabulary of %u ids but the model has %d; HINT: use the model's own spiece.model",
+                ds->path, ds->vocab_size, r->m.cfg.vocab_size);
+}
+
+// ---------------------------------------------------------------------------------
+// logging
+
+static void log_entry(Run *r, cJSON *entry, int print) {
+    cJSON_AddItemToArray(r->log_history, entry);
+    if (!print) return;
+    char *text = cJSON_PrintUnformatted(entry);
+    progress_log(&r->prog, text);
+    cJSON_free(text);
+}
+
+static void save_trainer_state(const Run *r, const char *dir) {
+    cJSON *st = cJSON_CreateObject();
+    cJSON_AddNullToObject(st, "best_global_step");
+    cJSON_AddNullToObject(st, "best_metric");
+    cJSON_AddNullToObject(st, "best_model_checkpoint");
+    cJSON_AddNumberToObject(st, "epoch", r->epoch);
+    cJSON_AddNumberToObject(st, "eval_steps", r->a.eval_steps > 0 ? r->a.eval_steps : r->a.logging_steps);
+    cJSON_AddNumberToObject(st, "global_step", r->global_step);
+    cJSON_AddFalseToObject(st, "is_hyper_param_search");
+    cJSON_AddTrueToObject(st, "is_local_process_zero");
+    cJSON_AddTrueToObject(st, "is_world_process_zero");
+    cJSON_AddItemReferenceToObject(st, "log_history", r->log_history);
+    cJSON_AddNumberToObject(st, "logging_steps", r->a.logging_steps);
+    cJSON_AddNumberToObject(st, "max_steps", r->total_steps);
+    cJSON_AddNumberToObject(st, "num_input_tokens_seen", 0);
+    cJSON_AddNumberToObject(st, "num_train_epochs", r->num_epochs);
+    cJSON_AddNumberToObject(st, "save_steps", r->a.save_steps);
+    cJSON_AddNumberToObject(st, "total_flos", r->total_flos);
+    cJSON_AddNumberToObject(st, "train_batch_size", r->a.per_device_train_batch_size);
+    cJSON_AddNullToObject(st, "trial_name");
+    cJSON_AddNullToObject(st, "trial_params");
+    char *path = path_join(dir, "trainer_state.json");
+    json_save_atomic(st, path);
+    free(path);
+    cJSON_Delete(st);
+}
+
+// Write PREFIX_results.json with the metrics object (and merge it into all_results).
+static void save_metrics(Run *r, const char *split, cJSON *metrics) {
+    char name[64];
+    snprintf(name, sizeof name, "%s_results.json", split);
+    char *path = path_join(r->a.output_dir, name);
+    json_save_atomic(metrics, path);
+    free(path);
+    cJSON *it;
+    cJSON_ArrayForEach(it, metrics) {
+        cJSON_DeleteItemFromObject(r->results, it->string);
+        cJSON_AddItemToObject(r->results, it->string, cJSON_Duplicate(it, 1));
+    }
+    path = path_join(r->a.output_dir, "all_results.json");
+    json_save_atomic(r->results, path);
+    free(path);
+    printf("***** %s metrics *****\n", split);
+    cJSON_ArrayForEach(it, metrics) printf("  %-28s = %.6g\n", it->string, it->valuedouble);
+    fflush(stdout);
+}
+
+static void save_model(Run *r, const char *dir) {
+    mkdir_p(dir);
+    hf_save_model(dir, &r->m.cfg, &r->m.lay, r->m.params, ST_F32);
+    char *dst = path_join(dir, "spiece.model");
+    file_copy_atomic(r->spm_path, dst);
+    free(dst);
+}
+
+// ---------------------------------------------------------------------------------
+// evaluation loss (generation is the evaluation issue's)
+
+// HF's evaluation_loop: per batch the mean loss (label smoothing included when set),
+// repeated batch-size times, then the mean over samples.
+static cJSON *evaluate_loss(Run *r, const Dataset *ds, const char *prefix) {
+    const TrainArgs *a = &r->a;
+    T5Model *m = &r->m;
+    float saved_p = m->dropout_p;
+    m->dropout_p = 0.0f;
+    double t0 = now_seconds(), weighted = 0;
+    int B = a->per_device_eval_batch_size;
+    long n = (long)ds->count, batches = 0;
+    uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
+    Collated c = {0};
+    for (long start = 0; start < n; start += B, batches++) {
+        int nb = (int)(n - start < B ? n - start : B);
+        for (int i = 0; i < nb; i++) idx[i] = (uint64_t)(start + i);
+        collate_batch(&c, ds, idx, nb, a->max_source_length, a->max_target_length, m->cfg.eos_token_id,
+                      m->cfg.pad_token_id, m->cfg.decoder_start_token_id);
+        long ntok = 0;
+        double sum = t5_forward(m, &c.batch, (float)a->label_smoothing_factor, &ntok);
+        if (ntok > 0) weighted += sum / (double)ntok * nb;
+    }
+    double rt = now_seconds() - t0;
+    m->dropout_p = saved_p;
+    free(idx);
+    collate_free(&c);
+    cJSON *met = cJSON_CreateObject();
+    char key[64];
+    snprintf(key, sizeof key, "%s_loss", prefix);
+    cJSON_AddNumberToObject(met, key, weighted / (double)n);
+    snprintf(key, sizeof key, "%s_runtime", prefix);
+    cJSON_AddNumberToObject(met, key, rt);
+    snprintf(key, sizeof key, "%s_samples_per_second", prefix);
+    cJSON_AddNumberToObject(met, key, rt > 0 ? n / rt : 0);
+    snprintf(key, sizeof key, "%s_steps_per_second", prefix);
+    cJSON_AddNumberToObject(met, key, rt > 0 ? batches / rt : 0);
+    return met;
+}
+
+// ---------------------------------------------------------------------------------
+// training
+
+// The activation arena is sized once for the largest batch the run can see.
+static void plan_batches(Run *r, const Dataset *const sets[SPLIT_COUNT]) {
+    const TrainArgs *a = &r->a;
+    int maxS = 1, maxT = 1;
+    for (int k = 0; k < SPLIT_COUNT; k++) {
+        if (!sets[k]) continue;
+        for (uint64_t i = 0; i < sets[k]->count; i++) {
+            const int32_t *s, *t;
+            int ls, lt;
+            dataset_example(sets[k], i, &s, &ls, &t, &lt);
+            if (ls > maxS) maxS = ls;
+            if (lt > maxT) maxT = lt;
+        }
+    }
+    if (maxS > a->max_source_length) maxS = a->max_source_length;
+    if (maxT > a->max_target_length) maxT = a->max_target_length;
+    int B = 1;
+    if (sets[SPLIT_TRAIN] && a->per_device_train_batch_size > B) B = a->per_device_train_batch_size;
+    if ((sets[SPLIT_VAL] || sets[SPLIT_TEST]) && a->per_device_eval_batch_size > B) B = a->per_device_eval_batch_size;
+    t5_plan_activations(&r->m, B, maxS, maxT);
+    printf("activation plan: batch %d, source %d, target %d tokens: %.1f MiB\n", B, maxS, maxT,
+           r->m.arena_bytes / 1048576.0);
+}
+
+static int should_eval(const Run *r, int epoch_end) {
+    const char *s = r->a.eval_strategy;
+    if (!strcmp(s, "steps")) return !epoch_end && r->global_step % r->a.eval_steps == 0;
+    if (!strcmp(s, "epoch")) return epoch_end;
+    return 0;
+}
+
+static int should_save(const Run *r, int epoch_end) {
+    const char *s = r->a.save_strategy;
+    if (!strcmp(s, "steps")) return !epoch_end && r->global_step % r->a.save_steps == 0 && r->global_step < r->total_steps;
+    if (!strcmp(s, "epoch")) return epoch_end && r->global_step < r->total_steps;
+    return 0;
+}
+
+static void run_eval_during_training(Run *r, const Dataset *val) {
+    cJSON *met = evaluate_loss(r, val, "eval");
+    cJSON_AddNumberToObject(met, "epoch", r->epoch);
+    cJSON_AddNumberToObject(met, "step", r->global_step);
+    log_entry(r, met, 1);
+}
+
+static void save_checkpoint(Run *r) {
+    char name[64];
+    snprintf(name, sizeof name, "checkpoint-%d", r->global_step);
+    char *dir = path_join(r->a.output_dir, name);
+    save_model(r, dir);
+    save_trainer_state(r, dir);
+    free(dir);
+}
+
+static void train(Run *r, const Dataset *ds, const Dataset *val) {
+    const TrainArgs *a = &r->a;
+    T5Model *m = &r->m;
+    const int world = 1, rank = 0;
+    const int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
+    const long N = (long)ds->count;
+    const long micro_per_epoch = (N + (long)B * world - 1) / ((long)B * world);
+    r->steps_per_epoch = (int)((micro_per_epoch + GA - 1) / GA);
+    if (r->steps_per_epoch < 1) r->steps_per_epoch = 1;
+    if (a->max_steps > 0) {
+        r->total_steps = a->max_steps;
+        r->num_epochs = (a->max_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;
+    } else {
+        r->total_steps = (int)ceil(a->num_train_epochs * r->steps_per_epoch);
+        r->num_epochs = (int)ceil(a->num_train_epochs);
+    }
+    SamplerType sampler;
+    if (!sampler_parse(a->sampler, &sampler))
+        t5_fail("--sampler \"%s\": expected random, sequential or sortish", a->sampler);
+
+    LrSchedule sched = {.base_lr = a->learning_rate, .total_steps = r->total_steps};
+    if (!lr_schedule_parse(a->lr_scheduler_type, &sched.type))
+        t5_fail("--lr_scheduler_type \"%s\": expected linear, constant, constant_with_warmup or cosine",
+                a->lr_scheduler_type);
+    sched.warmup_steps = lr_schedule_warmup_steps(a->warmup_steps, a->warmup_ratio, r->total_steps);
+    AdamWConfig oc = {.lr = (float)a->learning_rate, .beta1 = (float)a->adam_beta1, .beta2 = (float)a->adam_beta2,
+                      .eps = (float)a->adam_epsilon, .weight_decay = (float)a->weight_decay,
+                      .max_grad_norm = (float)a->max_grad_norm};
+    AdamW opt;
+    adamw_init(&opt, m->be, oc, 0, m->lay.total);
+
+    printf("***** Running training *****\n");
+    printf("  Num examples = %ld\n  Num epochs = %d\n  Instantaneous batch size per device = %d\n", N, r->num_epochs, B);
+    printf("  Total train batch size (w. parallel & accumulation) = %d\n", B * world * GA);
+    printf("  Gradient accumulation steps = %d\n  Total optimization steps = %d\n", GA, r->total_steps);
+    printf("  Number of trainable parameters = %zu\n", m->lay.total);
+    fflush(stdout);
+
+    // HF's floating_point_ops counts parameters outside nn.Embedding modules: not
+    // shared.weight (nor a tied head) and not the relative attention bias tables
+    size_t nonembed = 0;
+    for (int i = 0; i < m->lay.count; i++)
+        if (m->lay.specs[i].kind != PARAM_EMBEDDING && m->lay.specs[i].kind != PARAM_RELBIAS)
+            nonembed += m->lay.specs[i].numel;
+    uint64_t *order = mallocCheck((size_t)N * sizeof(uint64_t));
+    Collated *coll = callocCheck((size_t)GA, sizeof(Collated));
+    T5Batch *micro = callocCheck((size_t)GA, sizeof(T5Batch));
+    uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
+    progress_init(&r->prog, r->total_steps);
+    double t0 = now_seconds(), loss_since_log = 0, loss_total = 0;
+    int steps_since_log = 0;
+    long samples = 0;
+    for (int epoch = 0; epoch < r->num_epochs && r->global_step < r->total_steps; epoch++) {
+        sampler_epoch_order(sampler, ds, (uint64_t)a->seed, epoch, B * world, order);
+        long k = 0;  // micro-batch index in the epoch
+        while (k < micro_per_epoch && r->global_step < r->total_steps) {
+            int n_micro = 0;
+            for (; n_micro < GA && k < micro_per_epoch; n_micro++, k++) {
+                long start = k * B * world + (long)rank * B;
+                int nb = (int)(N - start < B ? N - start : B);
+                for (int i = 0; i < nb; i++) idx[i] = order[start + i];
+                collate_batch(&coll[n_micro], ds, idx, nb, a->max_source_length, a->max_target_length,
+                              m->cfg.eos_token_id, m->cfg.pad_token_id, m->cfg.decoder_start_token_id);
+                micro[n_micro] = coll[n_micro].batch;
+                samples += nb;
+                r->total_flos += 6.0 * nb * micro[n_micro].S * (double)nonembed;
+            }
+            m->dropout_seed = (uint64_t)a->seed * 0x100000001B3ULL + (uint64_t)r->global_step;
+            StepResult sr = zero_train_step(m, &opt, &sched, micro, n_micro, (float)a->label_smoothing_factor);
+            r->global_step++;
+            r->epoch = epoch + (double)k / (double)micro_per_epoch;
+            loss_since_log += sr.loss;
+            loss_total += sr.loss;
+            steps_since_log++;
+            progress_step(&r->prog, r->global_step, sr.loss, samples);
+            int epoch_end = k == micro_per_epoch;
+            if (r->global_step % a->logging_steps == 0) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddNumberToObject(e, "epoch", r->epoch);
+                cJSON_AddNumberToObject(e, "grad_norm", sr.grad_norm);
+                cJSON_AddNumberToObject(e, "learning_rate", sr.lr);  // the lr this update used, as HF 5.17 logs
+                cJSON_AddNumberToObject(e, "loss", loss_since_log / steps_since_log);
+                cJSON_AddNumberToObject(e, "step", r->global_step);
+                log_entry(r, e, 1);
+                loss_since_log = 0;
+                steps_since_log = 0;
+            }
+            if (val && (should_eval(r, 0) || (epoch_end && should_eval(r, 1)))) run_eval_during_training(r, val);
+            if (should_save(r, 0) || (epoch_end && should_save(r, 1))) save_checkpoint(r);
+        }
+    }
+    progress_done(&r->prog);
+    double rt = now_seconds() - t0;
+    // HF: samples = max_steps * total batch when max_steps is set, else epochs * N
+    double n_samples = a->max_steps > 0 ? (double)r->total_steps * B * world * GA : a->num_train_epochs * N;
+    cJSON *met = cJSON_CreateObject();
+    cJSON_AddNumberToObject(met, "epoch", r->epoch);
+    cJSON_AddNumberToObject(met, "total_flos", r->total_flos);
+    cJSON_AddNumberToObject(met, "train_loss", loss_total / (r->global_step ? r->global_step : 1));
+    cJSON_AddNumberToObject(met, "train_runtime", rt);
+    cJSON_AddNumberToObject(met, "train_samples_per_second", rt > 0 ? n_samples / rt : 0);
+    cJSON_AddNumberToObject(met, "train_steps_per_second", rt > 0 ? r->global_step / rt : 0);
+    cJSON *entry = cJSON_Duplicate(met, 1);
+    cJSON_AddNumberToObject(entry, "step", r->global_step);
+    log_entry(r, entry, 0);
+    save_model(r, r->a.output_dir);
+    save_metrics(r, "train", met);
+    cJSON_Delete(met);
+    save_trainer_state(r, r->a.output_dir);
+    for (int i = 0; i < GA; i++) collate_free(&coll[i]);
+    free(coll);
+    free(micro);
+    free(idx);
+    free(order);
+    adamw_free(&opt, m->be);
+}
+
+// ---------------------------------------------------------------------------------
+
+int trainer_main(int argc, char **argv, int start) {
+    Run r;
+    memset(&r, 0, sizeof r);
+    r.a = train_args_default();
+    train_args_parse(&r.a, argc, argv, start);
+    TrainArgs *a = &r.a;
+    if (a->help) {
+        train_args_print_help();
+        return 0;
+    }
+    r.data = (DataArgs){.data_dir = a->data_dir, .train_file = a->train_file, .validation_file = a->validation_file,
+                        .test_file = a->test_file, .source_lang = a->source_lang, .target_lang = a->target_lang,
+                        .task = a->task, .source_prefix = a->source_prefix,
+                        .n = {a->n_train, a->n_val, a->n_test}};
+    // everything that can be checked before the first byte is written, is
+    (void)data_source_prefix(&r.data);
+    r.spm_path = resolve_spm_path(a);
+    if (a->deepspeed)
+        fprintf(stderr, "NOTICE: --deepspeed %s is valid JSON, but ZeRO is not built yet: its settings are NOT applied "
+                        "(one rank, plain fp32 AdamW)\n", a->deepspeed);
+    prepare_output_dir(a);
+    r.spm = spm_load(r.spm_path);
+    ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
+    model_load(&r.m, a->model, backend_cpu(), lo);
+    if (a->dropout_rate >= 0) r.m.cfg.dropout_rate = r.m.dropout_p = (float)a->dropout_rate;
+    if (a->freeze_embeds) apply_freeze_embeds(&r.m);
+    r.log_history = cJSON_CreateArray();
+    r.results = cJSON_CreateObject();
+
+    Dataset train_ds = {0}, val_ds = {0}, test_ds = {0};
+    int has_val = a->do_eval || strcmp(a->eval_strategy, "no") != 0;
+    if (a->do_train) data_open_split(&r.data, SPLIT_TRAIN, r.spm, a->cache_dir, &train_ds);
+    if (has_val) data_open_split(&r.data, SPLIT_VAL, r.spm, a->cache_dir, &val_ds);
+    if (a->do_predict) data_open_split(&r.data, SPLIT_TEST, r.spm, a->cache_dir, &test_ds);
+    if (a->do_train) {
+        check_vocab(&r, &train_ds);
+        long global = (long)a->per_device_train_batch_size;
+        if ((long)train_ds.count < global)
+            t5_fail("%s: %llu training examples, fewer than one batch (%ld); HINT: lower --per_device_train_batch_size",
+                    train_ds.path, (unsigned long long)train_ds.count, global);
+    }
+    if (has_val) check_vocab(&r, &val_ds);
+    if (a->do_predict) check_vocab(&r, &test_ds);
+    const Dataset *const used[SPLIT_COUNT] = {a->do_train ? &train_ds : NULL, has_val ? &val_ds : NULL,
+                                               a->do_predict ? &test_ds : NULL};
+    plan_batches(&r, used);
+    if (a->do_train) train(&r, &train_ds, has_val ? &val_ds : NULL);
+    if (a->do_eval) {
+        cJSON *met = evaluate_loss(&r, &val_ds, "eval");
+        cJSON_AddNumberToObject(met, "epoch", r.epoch);
+        cJSON_AddNumberToObject(met, "eval_samples", (double)val_ds.count);
+        save_metrics(&r, "eval", met);
+        cJSON_Delete(met);
+    }
+    if (a->do_predict) {
+        cJSON *met = evaluate_loss(&r, &test_ds, "predict");
+        cJSON_AddNumberToObject(met, "predict_samples", (double)test_ds.count);
+        save_metrics(&r, "predict", met);
+        cJSON_Delete(met);
+    }
+    if (a->do_train) dataset_close(&train_ds);
+    if (has_val) dataset_close(&val_ds);
+    if (a->do_predict) dataset_close(&test_ds);
+    cJSON_Delete(r.log_history);
+    cJSON_Delete(r.results);
+    spm_free(r.spm);
+    free(r.spm_path);
+    t5_free(&r.m);
+    return 0;
+}
