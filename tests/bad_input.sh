@@ -259,4 +259,65 @@ expect_error_cmd "preset, no --init" "--init random" info --model t5-small
 expect_error_cmd "batch not a file" "$T/nope.safetensors" loss --model "$T/good" --batch "$T/nope.safetensors"
 expect_error_cmd "batch w/o labels" '"input_ids"' loss --model "$T/good" --batch "$T/good/model.safetensors"
 expect_error_cmd "ids outside vocab" "reference.safetensors" loss --model "$T/good" --batch "$FIX/reference.safetensors"
+# ---- the trainer: data, prepared datasets, flags; nothing written to --output_dir ----------
+TM=tests/fixtures/trainer_model
+TOK=data/sample/spiece.model
+mkdir -p "$T/d_ok" "$T/d_mis" "$T/d_empty" "$T/d_utf8" "$T/d_small" "$T/busy"
+head -n 8 data/sample/train.source >"$T/d_ok/train.source"; head -n 8 data/sample/train.target >"$T/d_ok/train.target"
+head -n 8 data/sample/train.source >"$T/d_mis/train.source"; head -n 7 data/sample/train.target >"$T/d_mis/train.target"
+printf 'Hello world.\n\nThird line.\n' >"$T/d_empty/train.source"; printf 'Salut.\nDoi.\nTrei.\n' >"$T/d_empty/train.target"
+printf 'Hello \xc3\x28 world.\nFine.\n' >"$T/d_utf8/train.source"; printf 'Salut.\nBine.\n' >"$T/d_utf8/train.target"
+head -n 2 data/sample/train.source >"$T/d_small/train.source"; head -n 2 data/sample/train.target >"$T/d_small/train.target"
+printf '{"translation": {"en": "Hi.", "ro": "Salut."}}\n{"translation": {"en": "Bye."\n' >"$T/bad.jsonl"
+printf '{"translation": {"en": "Hi.", "de": "Hallo."}}\n' >"$T/nokey.jsonl"
+echo "keep" >"$T/busy/file.txt"
+echo '{"zero_optimization": {"stage": 2,}' >"$T/bad_ds.json"
+ASAN_OPTIONS=detect_leaks=0 "$BIN" prepare --data_dir "$T/d_ok" --tokenizer_name "$TOK" --output_dir "$T/prep" >/dev/null 2>&1
+for kind in magic version truncated checksum; do
+  mkdir -p "$T/p_$kind"
+  python3 - "$T/prep/train.t5ds" "$T/p_$kind/train.t5ds" "$kind" <<'PY'
+import sys, struct
+src, dst, kind = sys.argv[1:]
+b = bytearray(open(src, "rb").read())
+if kind == "magic": b[0:4] = b"XXXX"
+elif kind == "version": b[8:12] = struct.pack("<I", 99)
+elif kind == "truncated": b = b[:-10]
+elif kind == "checksum": b[-1] ^= 0x01
+open(dst, "wb").write(bytes(b))
+PY
+done
+
+n_out=0
+expect_train_error() { # NAME NEEDLE TRAINER-ARGS...  (adds --model/--tokenizer/--output_dir; checks output_dir stays empty)
+  local name=$1 needle=$2; shift 2
+  n_out=$((n_out + 1))
+  local out="$T/out$n_out"
+  expect_error_cmd "$name" "$needle" --model "$TM" --tokenizer_name "$TOK" --cache_dir "$T/cache" \
+    --output_dir "$out" --max_steps 2 --per_device_train_batch_size 4 "$@"
+  if [ -d "$out" ] && [ -n "$(find "$out" -type f)" ]; then
+    notok "$name: --output_dir $out has files after the error: $(find "$out" -type f | head -3 | tr '\n' ' ')"
+  fi
+}
+expect_train_error "fp16 with bf16" "--bf16" --do_train --data_dir "$T/d_ok" --fp16 --bf16
+expect_train_error "max_steps 0" "--max_steps" --do_train --data_dir "$T/d_ok" --max_steps 0
+expect_train_error "no data flag" "--data_dir" --do_train
+expect_train_error "missing data dir" "$T/nodata" --do_train --data_dir "$T/nodata"
+expect_train_error "misaligned lines" "train.target" --do_train --data_dir "$T/d_mis"
+expect_train_error "empty line" "train.source:2" --do_train --data_dir "$T/d_empty"
+expect_train_error "invalid UTF-8" "train.source" --do_train --data_dir "$T/d_utf8"
+expect_train_error "malformed JSON line" "bad.jsonl" --do_train --train_file "$T/bad.jsonl"
+expect_train_error "JSON line w/o lang" "nokey.jsonl" --do_train --train_file "$T/nokey.jsonl"
+expect_train_error "t5ds wrong magic" "p_magic/train.t5ds" --do_train --data_dir "$T/p_magic"
+expect_train_error "t5ds wrong version" "p_version/train.t5ds" --do_train --data_dir "$T/p_version"
+expect_train_error "t5ds truncated" "p_truncated/train.t5ds" --do_train --data_dir "$T/p_truncated"
+expect_train_error "t5ds bad checksum" "p_checksum/train.t5ds" --do_train --data_dir "$T/p_checksum"
+expect_train_error "smaller than batch" "fewer than one batch" --do_train --data_dir "$T/d_small"
+expect_train_error "unknown train flag" "--per_device_train_batch_size" --do_train --data_dir "$T/d_ok" --per_device_train_bach_size 4
+expect_train_error "unknown task" "--task" --do_train --data_dir "$T/d_ok" --task translation_en_to_xx
+expect_train_error "device cuda" "--device cuda" --do_train --data_dir "$T/d_ok" --device cuda
+expect_train_error "bad deepspeed JSON" "bad_ds.json" --do_train --data_dir "$T/d_ok" --deepspeed "$T/bad_ds.json"
+expect_train_error "label smoothing 1" "--label_smoothing_factor" --do_train --data_dir "$T/d_ok" --label_smoothing 1.5
+expect_error_cmd "non-empty output_dir" "--overwrite_output_dir" --model "$TM" --tokenizer_name "$TOK" --do_train \
+  --data_dir "$T/d_ok" --output_dir "$T/busy"
+[ "$(ls "$T/busy")" = "file.txt" ] || notok "non-empty output_dir: its contents changed"
 finish
