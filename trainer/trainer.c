@@ -314,7 +314,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 r->total_flos += 6.0 * nb * micro[n_micro].S * (double)nonembed;
             }
             m->dropout_seed = (uint64_t)a->seed * 0x100000001B3ULL + (uint64_t)r->global_step;
-            StepResult sr = zero_train_step(m, &opt, &sched, micro, n_micro, (float)a->label_smoothing_factor);
+            StepResult sr = zero_train_step(m, &opt, &sched, NULL, micro, n_micro, (float)a->label_smoothing_factor);
             r->global_step++;
             r->epoch = epoch + (double)k / (double)micro_per_epoch;
             loss_since_log += sr.loss;

@@ -5,33 +5,55 @@
 
 #include "../common/check.h"
 
-StepResult zero_train_step(T5Model *m, AdamW *opt, const LrSchedule *sched, const T5Batch *micro, int n_micro,
-                           float label_smoothing) {
-    StepResult r = {0};
-    if (m->be->act_dtype != DTYPE_F32) t5_fail("zero_train_step: only fp32 parameters on this path so far");
-    // the loss is normalized by the label tokens of the whole step (HF's
-    // num_items_in_batch, which its LabelSmoother honours), so split micro-batches
-    // give the same gradient as one big batch. HF 5.17 WITHOUT label smoothing sums
-    // the micro-batches' own means instead (T5's loss ignores num_items_in_batch and
-    // the Trainer skips the division by the accumulation steps): a bug we do not copy
+double zero_step_accumulate(T5Model *m, const T5Batch *micro, int n_micro, float label_smoothing, double loss_scale,
+                            long *n_tokens) {
+    // The loss is normalized by the label tokens of the whole step (HF's
+    // num_items_in_batch, which its LabelSmoother honours), so split micro-batches give
+    // the same gradient as one big batch. HF 5.17 WITHOUT label smoothing sums the
+    // micro-batches' own means instead (T5's loss ignores num_items_in_batch and the
+    // Trainer skips the division by the accumulation steps): a bug we do not copy
     // (docs/TRAINER.md).
     long total = 0;
     for (int i = 0; i < n_micro; i++)
         for (long k = 0; k < (long)micro[i].B * micro[i].T; k++) total += micro[i].labels[k] != -100;
-    if (total == 0) t5_fail("zero_train_step: the step has no label tokens (every label is -100)");
+    if (total == 0) t5_fail("training step: the step has no label tokens (every label is -100)");
     double loss = 0;
     for (int i = 0; i < n_micro; i++) {
         long n_tok = 0;
-        double sum = t5_forward(m, &micro[i], label_smoothing, &n_tok);
-        loss += sum / (double)total;
-        t5_backward(m, label_smoothing, (float)(1.0 / (double)total));
+        loss += t5_forward(m, &micro[i], label_smoothing, &n_tok) / (double)total;
+        t5_backward(m, label_smoothing, (float)(loss_scale / (double)total));
     }
-    r.loss = loss;
-    r.n_tokens = total;
-    r.grad_norm = sqrt(optimizer_grad_sumsq_layout(m->be, &m->lay, m->grads, m->elem, 0, m->lay.total));
+    *n_tokens = total;
+    return loss;
+}
+
+StepResult zero_step_apply(T5Model *m, AdamW *opt, const LrSchedule *sched, LossScaler *scaler) {
+    if (m->be->act_dtype != DTYPE_F32) t5_fail("zero_step_apply: only fp32 parameters on this path so far");
+    StepResult r = {0};
+    double scale = scaler ? scaler->cur_scale : 1.0;
+    r.loss_scale = scale;
+    r.grad_norm = sqrt(optimizer_grad_sumsq_layout(m->be, &m->lay, m->grads, m->elem, 0, m->lay.total)) / scale;
+    if (!isfinite(r.grad_norm)) {
+        r.skipped = 1;
+        if (scaler) loss_scaler_update(scaler, 1);
+        else t5_fail("training step %d: the gradient norm is %g (inf/nan); HINT: lower --learning_rate", opt->step + 1, r.grad_norm);
+        t5_zero_grads(m);
+        return r;
+    }
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
-    adamw_step(opt, m->be, &m->lay, (float *)m->params, m->grads, m->elem, (float)r.lr, coef);
+    adamw_step(opt, m->be, &m->lay, (float *)m->params, m->grads, m->elem, (float)r.lr, (float)(coef / scale));
+    if (scaler) loss_scaler_update(scaler, 0);
     t5_zero_grads(m);
+    return r;
+}
+
+StepResult zero_train_step(T5Model *m, AdamW *opt, const LrSchedule *sched, LossScaler *scaler, const T5Batch *micro,
+                           int n_micro, float label_smoothing) {
+    long n_tok = 0;
+    double loss = zero_step_accumulate(m, micro, n_micro, label_smoothing, scaler ? scaler->cur_scale : 1.0, &n_tok);
+    StepResult r = zero_step_apply(m, opt, sched, scaler);
+    r.loss = loss;
+    r.n_tokens = n_tok;
     return r;
 }

@@ -1,21 +1,32 @@
-// zero/step.h: one optimizer step as HF Trainer takes it, on one rank:
-//   for each micro-batch: forward, backward with dloss = 1 / (label tokens of the
-//   whole step), so the accumulated gradient is that of the mean loss over the step;
-//   grad_norm = global L2 norm (pre-clip, reported); clip; lr = schedule(step);
-//   AdamW update; zero the gradients.
-// This is ZeRO stage 0 on a world of one rank; the stages (zero/stage*.c, later)
-// insert their reduce-scatter / all-gather between these same phases.
+// zero/step.h: one optimizer step as HF Trainer (+ DeepSpeed's fp16 loss scaler) takes
+// it, on one rank, in two phases so that ZeRO stages can put their communication between
+// them (reduce gradients after accumulate; all-gather parameters after apply):
+//   accumulate: for each micro-batch forward, backward with dloss = scale / (label tokens
+//               of the whole step): the gradient of scale * the mean loss over the step
+//   apply:      grad_norm = global L2 norm / scale (pre-clip, reported); an inf/nan norm
+//               is an overflow: the step is skipped (no update, no lr-schedule advance,
+//               as DeepSpeed) and the scaler reacts; else clip, lr = schedule(step),
+//               AdamW with gradients unscaled and clipped in one multiply; zero grads.
 #pragma once
 #include "../model/t5.h"
+#include "loss_scaler.h"
 #include "lr_schedule.h"
 #include "optimizer.h"
 
 typedef struct {
-    double loss;       // mean loss over the step's label tokens
-    double grad_norm;  // before clipping
-    double lr;         // the learning rate used by this update
-    long n_tokens;     // label tokens in the step
+    double loss;        // mean loss over the step's label tokens (unscaled)
+    double grad_norm;   // before clipping, unscaled; inf/nan on overflow
+    double lr;          // the learning rate this update used (0 when skipped)
+    double loss_scale;  // the scale this step ran with
+    long n_tokens;      // label tokens in the step
+    int skipped;        // 1: overflow, the update was skipped
 } StepResult;
 
-StepResult zero_train_step(T5Model *m, AdamW *opt, const LrSchedule *sched, const T5Batch *micro, int n_micro,
-                           float label_smoothing);
+// Phase 1. Returns the step's mean loss; *n_tokens = label tokens of the step.
+double zero_step_accumulate(T5Model *m, const T5Batch *micro, int n_micro, float label_smoothing, double loss_scale,
+                            long *n_tokens);
+// Phase 2. scaler may be NULL (no scaling).
+StepResult zero_step_apply(T5Model *m, AdamW *opt, const LrSchedule *sched, LossScaler *scaler);
+// Both phases.
+StepResult zero_train_step(T5Model *m, AdamW *opt, const LrSchedule *sched, LossScaler *scaler, const T5Batch *micro,
+                           int n_micro, float label_smoothing);
