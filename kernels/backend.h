@@ -48,6 +48,10 @@ typedef struct Backend {
     void (*zero)(void *p, size_t bytes);
     void (*to_device)(void *dst, const void *host_src, size_t bytes);
     void (*to_host)(void *host_dst, const void *src, size_t bytes);
+    // bytes currently allocated through alloc, and the peak since start (the planner and
+    // --max_gpu_memory use these; the CPU backend counts too, for the ZeRO memory tests)
+    size_t (*mem_in_use)(void);
+    size_t (*mem_peak)(void);
 
     // ---- embedding: out (N,D) = table (V,D)[ids (N)] ---------------------------------
     void (*embedding_forward)(void *out, const int *ids, const void *table, int N, int D);
@@ -112,11 +116,13 @@ typedef struct Backend {
     // ---- optimizer building blocks (fp32 state) ---------------------------------------
     // sum of squares of g (n) as double, for the global gradient norm
     double (*sumsq)(const void *g, size_t n);
-    // torch.optim.AdamW on one contiguous range: g_eff = grad * grad_scale;
-    // param *= 1 - lr*wd; m,v updated; param -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
-    // step counts from 1.
-    void (*adamw_update)(float *param, const void *grad, float *m, float *v, size_t n, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, float grad_scale, int step);
+    // torch.optim.AdamW on one contiguous range of fp32 master weights: g_eff = grad *
+    // grad_scale (grad in act_dtype); master *= 1 - lr*wd; m,v updated; master -= lr/bc1 *
+    // m / (sqrt(v)/sqrt(bc2) + eps). step counts from 1. param_out (act_dtype, may be
+    // NULL): receives the updated master rounded to act_dtype (the 16-bit compute copy of
+    // mixed precision); NULL when the master IS the parameter (fp32 training).
+    void (*adamw_update)(float *master, void *param_out, const void *grad, float *m, float *v, size_t n, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step);
 } Backend;
 
 // The fp32 CPU reference backend (kernels/cpu/backend_cpu.c).

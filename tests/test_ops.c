@@ -911,7 +911,7 @@ static void test_adamw_case(float wd, float grad_scale) {
     for (int i = 0; i < N; i++) rp[i] = p[i];
     for (int step = 1; step <= STEPS; step++) {
         float *g = rand_array(N, 1.0f);
-        be->adamw_update(p, g, m, v, N, lr, b1, b2, eps, wd, grad_scale, step);
+        be->adamw_update(p, NULL, g, m, v, N, lr, b1, b2, eps, wd, grad_scale, step);
         double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
         for (int i = 0; i < N; i++) {
             double gi = (double)g[i] * grad_scale;

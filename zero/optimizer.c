@@ -58,7 +58,7 @@ void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *pa
         size_t hi = p->offset + p->numel < opt->end ? p->offset + p->numel : opt->end;
         if (lo >= hi || p->frozen) continue;
         float wd = p->no_decay ? 0.0f : opt->cfg.weight_decay;
-        be->adamw_update(params + lo, (const char *)grads + lo * elem_size, opt->m + (lo - opt->begin),
+        be->adamw_update(params + lo, NULL, (const char *)grads + lo * elem_size, opt->m + (lo - opt->begin),
                          opt->v + (lo - opt->begin), hi - lo, lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd,
                          grad_scale, opt->step);
     }

@@ -16,6 +16,8 @@ void cpu_memory_free(void *p);
 void cpu_memory_zero(void *p, size_t bytes);
 void cpu_memory_to_device(void *dst, const void *host_src, size_t bytes);
 void cpu_memory_to_host(void *host_dst, const void *src, size_t bytes);
+size_t cpu_memory_in_use(void);
+size_t cpu_memory_peak(void);
 
 // embedding.c
 void cpu_embedding_forward(void *out, const int *ids, const void *table, int N, int D);
@@ -69,5 +71,5 @@ double cpu_crossentropy_forward_backward(void *dlogits, const void *logits, cons
 
 // optimizer.c
 double cpu_optimizer_sumsq(const void *g, size_t n);
-void cpu_optimizer_adamw_update(float *param, const void *grad, float *m, float *v, size_t n, float lr, float beta1,
+void cpu_optimizer_adamw_update(float *param, void *param_out, const void *grad, float *m, float *v, size_t n, float lr, float beta1,
                                 float beta2, float eps, float weight_decay, float grad_scale, int step);

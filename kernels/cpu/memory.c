@@ -6,9 +6,30 @@
 #include "../../common/check.h"
 #include "cpu_ops.h"
 
-void *cpu_memory_alloc(size_t bytes) { return callocCheck(1, bytes); }
+// Every block carries a 64-byte header holding its size, so the backend can count the
+// bytes in use and the peak (backend.h mem_in_use / mem_peak) like the CUDA allocator.
+#define HEADER 64
+static size_t in_use = 0, peak = 0;
 
-void cpu_memory_free(void *p) { free(p); }
+void *cpu_memory_alloc(size_t bytes) {
+    char *block = callocCheck(1, bytes + HEADER);
+    memcpy(block, &bytes, sizeof bytes);
+    in_use += bytes;
+    if (in_use > peak) peak = in_use;
+    return block + HEADER;
+}
+
+void cpu_memory_free(void *p) {
+    if (!p) return;
+    char *block = (char *)p - HEADER;
+    size_t bytes;
+    memcpy(&bytes, block, sizeof bytes);
+    in_use -= bytes;
+    free(block);
+}
+
+size_t cpu_memory_in_use(void) { return in_use; }
+size_t cpu_memory_peak(void) { return peak; }
 
 void cpu_memory_zero(void *p, size_t bytes) {
     if (bytes) memset(p, 0, bytes);

@@ -4,6 +4,7 @@
 //                 decoupled weight decay) on one contiguous range.
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../common/check.h"
 #include "cpu_ops.h"
@@ -41,7 +42,7 @@ double cpu_optimizer_sumsq(const void *g_, size_t n) {
 // Here lr, betas and eps arrive as floats (torch keeps them as doubles), so scalars can
 // differ from torch's by the fp32 rounding of the hyperparameters themselves.
 // (torch's AVX2 lerp uses a fused multiply-add; its scalar path, followed here, does not.)
-void cpu_optimizer_adamw_update(float *param, const void *grad_, float *m, float *v, size_t n, float lr, float beta1,
+void cpu_optimizer_adamw_update(float *param, void *param_out_, const void *grad_, float *m, float *v, size_t n, float lr, float beta1,
                                 float beta2, float eps, float weight_decay, float grad_scale, int step) {
     const float *grad = grad_;
     if (step < 1) t5_fail("adamw_update: optimizer step %d, but steps count from 1", step);
@@ -67,4 +68,7 @@ void cpu_optimizer_adamw_update(float *param, const void *grad_, float *m, float
         m[i] = mi;
         v[i] = vi;
     }
+    // fp32 backend: the parameter is the master itself; a separate fp32 copy is kept exact
+    float *param_out = param_out_;
+    if (param_out && param_out != param) memcpy(param_out, param, n * sizeof(float));
 }
