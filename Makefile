@@ -15,7 +15,7 @@ SAN     ?=
 CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP
 CXXFLAGS := $(OPT) $(SAN) -std=c++17 -Wall -Wextra -MMD -MP
 LDLIBS  := -lcjson -lsentencepiece -lstdc++ -lm -fopenmp $(SAN)
-ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined"
+ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined" HAVE_NVCC=0
 
 LIB_DIRS := common model kernels/cpu zero data trainer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
@@ -23,21 +23,29 @@ LIB_CXX  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 TEST_SRC := $(wildcard tests/test_*.c)
 
 # ---- feature detection: print what was found, never silently drop a feature -------
+CUDA_HOME ?= /usr/local/cuda
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 CUDA_SRC  := $(wildcard kernels/cuda/*.cu)
+NVCCFLAGS := -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -Wall --expt-relaxed-constexpr \
+             -MMD -MP -lineinfo
 ifeq ($(HAVE_NVCC),1)
   ifneq ($(CUDA_SRC),)
-    FEATURES += cuda
-    CFLAGS   += -DT5_HAVE_CUDA
+    FEATURES += cuda(sm_90a)
+    CFLAGS   += -DT5_HAVE_CUDA -I$(CUDA_HOME)/include
+    LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt -lpthread
   else
     FEATURE_NOTES += "nvcc found, but kernels/cuda/ has no kernels yet: CPU backend only"
   endif
 else
-  FEATURE_NOTES += "nvcc not found: CPU backend only"
+  CUDA_SRC :=
+  FEATURE_NOTES += "nvcc not found: CPU backend only (--device cuda will say so)"
 endif
+FEATURES += cpu(fp32) sentencepiece cjson
 
 BUILD ?= build
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o) $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
+GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
+GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests-gpu/%)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps test test-asan test-gpu clean features demo
@@ -53,6 +61,14 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/tests-gpu/%: tests/gpu/%.c $(BUILD)/libt5.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libt5.a -o $@ $(LDLIBS)
 
 $(BUILD)/libt5.a: $(LIB_OBJ)
 	@rm -f $@
@@ -84,6 +100,8 @@ deps:
 # ---- tests ------------------------------------------------------------------------
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN)
+	@if nvidia-smi -L >/dev/null 2>&1; then echo "NOTICE: a GPU is present: make test-gpu runs the CUDA tests"; \
+	 else echo "NOTICE: no GPU here: the CUDA tests (make test-gpu) are skipped"; fi
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
 	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh
 
@@ -94,8 +112,9 @@ test-asan: deps
 build-asan/train_t5: $(BUILD)/obj/train_t5.o $(BUILD)/libt5.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-test-gpu:
-	@echo "make test-gpu: the CUDA backend does not exist yet (issue 5); nothing to run"; exit 1
+test-gpu: all $(GPU_TEST_BIN)
+	@[ -n "$(CUDA_SRC)" ] || { echo "error: make test-gpu needs nvcc and kernels/cuda/*.cu"; exit 1; }
+	@tests/run_tests.sh $(GPU_TEST_BIN)
 
 clean:
 	rm -rf build build-asan train_t5

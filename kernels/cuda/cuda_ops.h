@@ -1,0 +1,74 @@
+// kernels/cuda/cuda_ops.h: the CUDA backend's ops, callable from C. Each takes the
+// activation dtype first (DTYPE_F32, DTYPE_BF16, DTYPE_F16) and otherwise the arguments
+// of the matching Backend entry in kernels/backend.h, with the same semantics (backward
+// ops ADD into their gradients; elementwise ops allow in-place use; dropout masks from
+// kernels/dropout_rng.h). backend_cuda.cu binds them into one Backend per dtype.
+// All math accumulates in fp32. Every launch goes to the backend's stream
+// (cuda_stream()); the only host synchronizations are in the ops that return a host
+// value (crossentropy, sumsq) and in to_host.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- context (memory.cu) ---------------------------------------------------------
+void cuda_init(int device);                  // select the device, create stream and handles
+void *cuda_stream(void);                     // cudaStream_t
+void cuda_set_memory_cap(size_t bytes);      // 0 = no cap; alloc beyond it fails with a hint
+void *cuda_alloc(size_t bytes);              // zeroed; fails loudly (file/line/hint)
+void cuda_free(void *p);
+void cuda_zero(void *p, size_t bytes);
+void cuda_to_device(void *dst, const void *host_src, size_t bytes);
+void cuda_to_host(void *host_dst, const void *src, size_t bytes);
+size_t cuda_mem_in_use(void);
+size_t cuda_mem_peak(void);
+void cuda_synchronize(void);
+
+// ---- pointwise / reductions (embedding.cu, rmsnorm.cu, position_bias.cu, ffn_act.cu,
+// elementwise.cu, crossentropy.cu, optimizer.cu) -------------------------------------
+void cuda_embedding_forward(Dtype dt, void *out, const int *ids, const void *table, int N, int D);
+void cuda_embedding_backward(Dtype dt, void *dtable, const void *dout, const int *ids, int N, int D);
+void cuda_rmsnorm_forward(Dtype dt, void *out, float *rstd, const void *inp, const void *weight, int N, int D,
+                          float eps);
+void cuda_rmsnorm_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
+                           const void *weight, const float *rstd, int N, int D);
+void cuda_position_bias_forward(Dtype dt, void *bias, const void *table, int Tq, int Tk, int H, int q_offset,
+                                int num_buckets, int max_distance, int bidirectional);
+void cuda_position_bias_backward(Dtype dt, void *dtable, const void *dbias, int Tq, int Tk, int H, int q_offset,
+                                 int num_buckets, int max_distance, int bidirectional);
+void cuda_ffn_act_forward(Dtype dt, void *out, const void *a, const void *b, size_t n, Activation act);
+void cuda_ffn_act_backward(Dtype dt, void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
+                           Activation act);
+void cuda_add(Dtype dt, void *out, const void *a, const void *b, size_t n);
+void cuda_axpy(Dtype dt, void *y, const void *x, float alpha, size_t n);
+void cuda_scale(Dtype dt, void *out, const void *inp, float alpha, size_t n);
+void cuda_dropout_forward(Dtype dt, void *out, const void *inp, size_t n, DropoutArgs drop);
+void cuda_dropout_backward(Dtype dt, void *dinp, const void *dout, size_t n, DropoutArgs drop);
+double cuda_crossentropy_forward_backward(Dtype dt, void *dlogits, const void *logits, const int *labels, int N,
+                                          int V, float label_smoothing, float dloss);
+double cuda_sumsq(Dtype dt, const void *g, size_t n);
+void cuda_adamw_update(Dtype dt, float *master, void *param_out, const void *grad, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step);
+
+// ---- matrix products and attention (matmul.cu, attention.cu) -----------------------
+void cuda_matmul_forward(Dtype dt, void *out, const void *inp, const void *weight, int N, int I, int O);
+void cuda_matmul_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
+                          int N, int I, int O);
+void cuda_attention_forward(Dtype dt, void *out, void *att, const void *q, const void *k, const void *v,
+                            const void *bias, const int *key_mask, int B, int Tq, int Tk, int H, int d_kv,
+                            int causal, int q_offset, DropoutArgs drop);
+void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
+                             const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
+                             DropoutArgs drop);
+
+// The Backend for a dtype (backend_cuda.cu). cuda_init must have been called.
+const Backend *backend_cuda(Dtype dt);
+
+#ifdef __cplusplus
+}
+#endif
