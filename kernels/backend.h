@@ -80,13 +80,17 @@ typedef struct Backend {
     // ---- attention (T5: no 1/sqrt(dk) scaling) ---------------------------------------
     // A row whose keys are all masked gets att = 0 and out = 0 (HF would spread it
     // uniformly; T5 batches never have such rows: every sequence has its </s>).
-    // q (B,Tq,H*dk), k and v (B,Tk,H*dk), bias (H,Tq,Tk) shared by the batch or NULL,
-    // key_mask (B,Tk) 1 = attend / 0 = padding, or NULL; causal masks key j > q_offset+i.
+    // q (B,Tq,H*dk), k and v (B,kv_rows,H*dk) of which the first Tk rows of each batch
+    // entry are the keys (kv_rows >= Tk; kv_rows == Tk for dense tensors, kv_rows = the
+    // capacity of a generation KV cache, model/generate.c), bias (H,Tq,Tk) shared by the
+    // batch or NULL, key_mask (B,kv_rows) 1 = attend / 0 = padding (first Tk used), or
+    // NULL; causal masks key j > q_offset+i.
     // att (B,H,Tq,Tk) receives the softmax probabilities (before dropout) for backward;
     // out (B,Tq,H*dk) = dropout(att) @ v.
+    // (kv_rows was added for generation; attention_backward stays dense, kv_rows == Tk.)
     void (*attention_forward)(void *out, void *att, const void *q, const void *k, const void *v, const void *bias,
-                              const int *key_mask, int B, int Tq, int Tk, int H, int d_kv, int causal, int q_offset,
-                              DropoutArgs drop);
+                              const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int d_kv, int causal,
+                              int q_offset, DropoutArgs drop);
     // dq, dk, dv += ...; dbias (H,Tq,Tk) += sum over the batch (dbias may be NULL).
     void (*attention_backward)(void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
                                const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
@@ -97,6 +101,13 @@ typedef struct Backend {
     // da += dout * act'(a) [* b]; db += dout * act(a) (gated only)
     void (*ffn_act_backward)(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
                              Activation act);
+
+    // ---- row copies (generation: KV-cache writes, beam reordering, per-beam copies) ----
+    // For i < n: dst row (dst_rows ? dst_rows[i] : i) = src row (src_rows ? src_rows[i] : i),
+    // a row being row_elems elements of act_dtype: a gather, a scatter, or both at once.
+    // dst_rows / src_rows are HOST int arrays (a GPU backend uploads them); dst and src
+    // must not overlap, and no dst row may be written twice.
+    void (*copy_rows)(void *dst, const int *dst_rows, const void *src, const int *src_rows, int n, size_t row_elems);
 
     // ---- elementwise -----------------------------------------------------------------
     void (*add)(void *out, const void *a, const void *b, size_t n);          // out = a + b

@@ -116,7 +116,8 @@ static void test_backend_struct(void) {
         (const void *)be->rmsnorm_forward, (const void *)be->rmsnorm_backward, (const void *)be->matmul_forward,
         (const void *)be->matmul_backward, (const void *)be->position_bias_forward,
         (const void *)be->position_bias_backward, (const void *)be->attention_forward,
-        (const void *)be->attention_backward, (const void *)be->ffn_act_forward, (const void *)be->ffn_act_backward,
+        (const void *)be->attention_backward, (const void *)be->copy_rows, (const void *)be->ffn_act_forward,
+        (const void *)be->ffn_act_backward,
         (const void *)be->add, (const void *)be->axpy, (const void *)be->scale, (const void *)be->dropout_forward,
         (const void *)be->dropout_backward, (const void *)be->crossentropy_forward_backward,
         (const void *)be->sumsq, (const void *)be->adamw_update,
@@ -457,8 +458,8 @@ typedef struct {
 } AttCtx;
 static double att_loss(void *c_) {
     AttCtx *c = c_;
-    be->attention_forward(c->out, c->att, c->q, c->k, c->v, c->bias, c->key_mask, c->B, c->Tq, c->Tk, c->H, c->dk,
-                          c->causal, c->q_offset, c->drop);
+    be->attention_forward(c->out, c->att, c->q, c->k, c->v, c->bias, c->key_mask, c->B, c->Tq, c->Tk, c->Tk, c->H,
+                          c->dk, c->causal, c->q_offset, c->drop);
     return dot_double(c->out, c->R, (size_t)c->B * c->Tq * c->H * c->dk);
 }
 
@@ -607,17 +608,68 @@ static void test_attention_q_offset_rows(void) {
     float *v = rand_array((size_t)B * T * HD, 1.0f), *bias = rand_array((size_t)H * T * T, 1.0f);
     float *out = zeros_array((size_t)B * T * HD), *att = zeros_array((size_t)B * H * T * T);
     DropoutArgs nodrop = {0.0f, 0};
-    be->attention_forward(out, att, q, k, v, bias, NULL, B, T, T, H, DK, 1, 0, nodrop);
+    be->attention_forward(out, att, q, k, v, bias, NULL, B, T, T, T, H, DK, 1, 0, nodrop);
     float *q2 = malloc((size_t)B * TQ * HD * sizeof(float)), *bias2 = malloc((size_t)H * TQ * T * sizeof(float));
     for (int b = 0; b < B; b++) memcpy(q2 + (size_t)b * TQ * HD, q + ((size_t)b * T + OFF) * HD, TQ * HD * sizeof(float));
     for (int h = 0; h < H; h++) memcpy(bias2 + (size_t)h * TQ * T, bias + ((size_t)h * T + OFF) * T, TQ * T * sizeof(float));
     float *out2 = zeros_array((size_t)B * TQ * HD), *att2 = zeros_array((size_t)B * H * TQ * T);
-    be->attention_forward(out2, att2, q2, k, v, bias2, NULL, B, TQ, T, H, DK, 1, OFF, nodrop);
+    be->attention_forward(out2, att2, q2, k, v, bias2, NULL, B, TQ, T, T, H, DK, 1, OFF, nodrop);
     int same = 1;
     for (int b = 0; b < B; b++)
         same &= !memcmp(out2 + (size_t)b * TQ * HD, out + ((size_t)b * T + OFF) * HD, TQ * HD * sizeof(float));
     test_check(same, "attention_forward causal with q_offset 4 = rows 4.. of the q_offset 0 call (bitwise)");
     free(q), free(k), free(v), free(bias), free(out), free(att), free(q2), free(bias2), free(out2), free(att2);
+}
+
+// A KV cache: k, v and key_mask with kv_rows > Tk rows per batch entry (the rows past Tk
+// hold garbage that must not be read) give bitwise the dense call's results.
+static void test_attention_kv_rows(int use_mask) {
+    enum { B = 3, H = 3, DK = 5, TQ = 2, TK = 6, CAP = 9, OFF = 4 };
+    size_t HD = H * DK;
+    float *q = rand_array((size_t)B * TQ * HD, 1.0f), *k = rand_array((size_t)B * TK * HD, 1.0f);
+    float *v = rand_array((size_t)B * TK * HD, 1.0f), *bias = rand_array((size_t)H * TQ * TK, 1.0f);
+    float *kc = rand_array((size_t)B * CAP * HD, 100.0f), *vc = rand_array((size_t)B * CAP * HD, 100.0f);
+    int mask[B * TK], maskc[B * CAP];
+    for (int b = 0; b < B; b++) {
+        memcpy(kc + (size_t)b * CAP * HD, k + (size_t)b * TK * HD, TK * HD * sizeof(float));
+        memcpy(vc + (size_t)b * CAP * HD, v + (size_t)b * TK * HD, TK * HD * sizeof(float));
+        for (int j = 0; j < CAP; j++) maskc[b * CAP + j] = j < TK ? (j != b) : 0;  // a hole per row
+        for (int j = 0; j < TK; j++) mask[b * TK + j] = maskc[b * CAP + j];
+    }
+    float *out = zeros_array((size_t)B * TQ * HD), *att = zeros_array((size_t)B * H * TQ * TK);
+    float *out2 = zeros_array((size_t)B * TQ * HD), *att2 = zeros_array((size_t)B * H * TQ * TK);
+    DropoutArgs nodrop = {0.0f, 0};
+    be->attention_forward(out, att, q, k, v, bias, use_mask ? mask : NULL, B, TQ, TK, TK, H, DK, 1, OFF, nodrop);
+    be->attention_forward(out2, att2, q, kc, vc, bias, use_mask ? maskc : NULL, B, TQ, TK, CAP, H, DK, 1, OFF,
+                          nodrop);
+    char what[200];
+    snprintf(what, sizeof what, "attention_forward kv_rows %d > Tk %d%s = the dense call (bitwise out and att)", CAP,
+             TK, use_mask ? " with key_mask (B,kv_rows)" : "");
+    test_check(!memcmp(out, out2, (size_t)B * TQ * HD * sizeof(float)) &&
+                   !memcmp(att, att2, (size_t)B * H * TQ * TK * sizeof(float)),
+               what);
+    free(q), free(k), free(v), free(bias), free(kc), free(vc), free(out), free(att), free(out2), free(att2);
+}
+
+// copy_rows: gather, scatter, both, and the identity, against plain loops.
+static void test_copy_rows(void) {
+    enum { NS = 7, ND = 9, N = 5, E = 13 };
+    float *src = rand_array((size_t)NS * E, 1.0f);
+    const int gather[N] = {6, 0, 0, 3, 5}, scatter[N] = {8, 1, 4, 0, 7};
+    const int *dsts[4] = {NULL, scatter, NULL, scatter}, *srcs[4] = {NULL, NULL, gather, gather};
+    const char *names[4] = {"identity", "scatter", "gather", "gather+scatter"};
+    for (int c = 0; c < 4; c++) {
+        float *got = rand_array((size_t)ND * E, 1.0f), *want = copy_array(got, (size_t)ND * E);
+        be->copy_rows(got, dsts[c], src, srcs[c], N, E);
+        for (int i = 0; i < N; i++)
+            memcpy(want + (size_t)(dsts[c] ? dsts[c][i] : i) * E, src + (size_t)(srcs[c] ? srcs[c][i] : i) * E,
+                   E * sizeof(float));
+        char what[120];
+        snprintf(what, sizeof what, "copy_rows %s: the named rows copied, the others untouched", names[c]);
+        check_bitwise(what, got, want, (size_t)ND * E * sizeof(float));
+        free(got), free(want);
+    }
+    free(src);
 }
 
 static void test_attention(void) {
@@ -631,6 +683,8 @@ static void test_attention(void) {
     test_attention_case("causal+bias+dropout 0.3", 2, 7, 7, 0, 0, 1, 1, 0, 0.3f);
     test_attention_case("one batch row fully masked", 2, 7, 11, 1, 1, 1, 0, 0, 0.0f);
     test_attention_q_offset_rows();
+    test_attention_kv_rows(0);
+    test_attention_kv_rows(1);
 }
 
 // ---- ffn activation ----------------------------------------------------------------------
@@ -947,6 +1001,7 @@ int main(void) {
     test_bucket();
     test_position_bias();
     test_attention();
+    test_copy_rows();
     test_ffn_act();
     test_elementwise();
     test_dropout();

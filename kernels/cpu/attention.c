@@ -1,5 +1,6 @@
 // kernels/cpu/attention.c: T5 multi-head attention core (after the q/k/v projections).
 //   q (B,Tq,H*dk), k and v (B,Tk,H*dk): head h occupies columns h*dk .. h*dk+dk-1
+//   (forward: k, v and key_mask have kv_rows >= Tk rows per batch entry, a KV cache)
 //   scores[b,h,i,j] = q_i . k_j (no 1/sqrt(dk) scaling in T5) + bias[h,i,j]
 //   att (B,H,Tq,Tk) = softmax_j(scores) with masked keys at probability exactly 0
 //   out (B,Tq,H*dk) = dropout(att) @ v   (dropout index = flattened (b,h,i,j))
@@ -15,19 +16,21 @@
 #include "../../common/check.h"
 #include "cpu_ops.h"
 
-static inline int attention_key_masked(const int *key_mask, int b, int Tk, int j, int causal, int qpos) {
-    return (key_mask && key_mask[(size_t)b * Tk + j] == 0) || (causal && j > qpos);
+// key_mask has `rows` entries per batch entry (kv_rows in forward)
+static inline int attention_key_masked(const int *key_mask, int b, int rows, int j, int causal, int qpos) {
+    return (key_mask && key_mask[(size_t)b * rows + j] == 0) || (causal && j > qpos);
 }
 
 void cpu_attention_forward(void *out_, void *att_, const void *q_, const void *k_, const void *v_, const void *bias_,
-                           const int *key_mask, int B, int Tq, int Tk, int H, int dk, int causal, int q_offset,
-                           DropoutArgs drop) {
+                           const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int dk, int causal,
+                           int q_offset, DropoutArgs drop) {
     float *out = out_, *att = att_;
     const float *q = q_, *k = k_, *v = v_, *bias = bias_;
     const size_t HD = (size_t)H * dk;
     const int dropping = drop.p != 0.0f;
     const float drop_scale = dropping ? cpu_dropout_scale(drop.p) : 1.0f;
     if (!(drop.p >= 0.0f && drop.p <= 1.0f)) t5_fail("attention dropout probability %g is outside [0, 1]", drop.p);
+    if (kv_rows < Tk) t5_fail("attention_forward: kv_rows %d is smaller than the key length %d", kv_rows, Tk);
 #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
@@ -42,8 +45,8 @@ void cpu_attention_forward(void *out_, void *att_, const void *q_, const void *k
                 float mx = -INFINITY;
                 int any = 0;
                 for (int j = 0; j < Tk; j++) {
-                    if (attention_key_masked(key_mask, b, Tk, j, causal, qpos)) continue;
-                    const float *kj = k + ((size_t)b * Tk + j) * HD + (size_t)h * dk;
+                    if (attention_key_masked(key_mask, b, kv_rows, j, causal, qpos)) continue;
+                    const float *kj = k + ((size_t)b * kv_rows + j) * HD + (size_t)h * dk;
                     float s = 0.0f;
                     for (int d = 0; d < dk; d++) s += qi[d] * kj[d];
                     if (brow) s += brow[j];
@@ -59,7 +62,7 @@ void cpu_attention_forward(void *out_, void *att_, const void *q_, const void *k
                 // softmax as torch's CPU kernel: exp(s - max), then times 1/sum
                 float sum = 0.0f;
                 for (int j = 0; j < Tk; j++) {
-                    if (attention_key_masked(key_mask, b, Tk, j, causal, qpos)) {
+                    if (attention_key_masked(key_mask, b, kv_rows, j, causal, qpos)) {
                         p[j] = 0.0f;
                     } else {
                         p[j] = expf(p[j] - mx);
@@ -72,7 +75,7 @@ void cpu_attention_forward(void *out_, void *att_, const void *q_, const void *k
                 for (int j = 0; j < Tk; j++) {
                     float pj = p[j];
                     if (dropping) pj = cpu_dropout_uniform(drop.seed, row + j) >= drop.p ? pj * drop_scale : 0.0f;
-                    const float *vj = v + ((size_t)b * Tk + j) * HD + (size_t)h * dk;
+                    const float *vj = v + ((size_t)b * kv_rows + j) * HD + (size_t)h * dk;
                     for (int d = 0; d < dk; d++) o[d] += pj * vj[d];
                 }
             }

@@ -41,11 +41,14 @@ void cpu_position_bias_backward(void *dtable, const void *dbias, int Tq, int Tk,
 
 // attention.c
 void cpu_attention_forward(void *out, void *att, const void *q, const void *k, const void *v, const void *bias,
-                           const int *key_mask, int B, int Tq, int Tk, int H, int dk, int causal, int q_offset,
-                           DropoutArgs drop);
+                           const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int dk, int causal,
+                           int q_offset, DropoutArgs drop);
 void cpu_attention_backward(void *dq, void *dkey, void *dv, void *dbias, const void *dout, const void *att,
                             const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int dk,
                             DropoutArgs drop);
+
+// memory.c (row copies)
+void cpu_copy_rows(void *dst, const int *dst_rows, const void *src, const int *src_rows, int n, size_t row_elems);
 
 // ffn_act.c
 void cpu_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act);

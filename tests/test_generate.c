@@ -1,0 +1,257 @@
+// tests/test_generate.c: generation (model/generate.c) against Hugging Face transformers.
+// For every fixture made by tools/make_generate_fixture.py (tests/fixtures/generate_*/):
+//   - t5_generate for each case (greedy, beam search with several num_beams, length
+//     penalties, early stopping, max_length cuts) equals HF model.generate token for token,
+//     including the width HF returns and its filler;
+//   - the beam-search path with num_beams 1 equals greedy;
+//   - the KV-cache decoder step reproduces the full (non-cached) t5_forward logits for
+//     teacher-forced sequences, with the per-beam encoder copies and a beam reorder in
+//     the middle (relative 1e-5): the cache checked independently of the search;
+// and generate_topk reproduces torch.topk's CPU order of equal values
+// (tests/fixtures/generate_topk). Run from the repository root.
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/check.h"
+#include "../model/generate.h"
+#include "../model/load.h"
+#include "../model/safetensors.h"
+#include "test.h"
+
+static const char *MODELS[] = {"relu", "gated"};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static cJSON *load_json(const char *path) {
+    char *text = read_text_file(path, NULL);
+    if (!text) t5_fail("%s: cannot open (run tools/make_generate_fixture.py)", path);
+    cJSON *j = cJSON_Parse(text);
+    if (!j) t5_fail("%s: malformed JSON", path);
+    free(text);
+    return j;
+}
+
+static const cJSON *json_get(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) t5_fail("reference.json: missing \"%s\"", key);
+    return v;
+}
+
+static int *read_ids(const StFile *st, const char *name, int *rows, int *cols) {
+    const StTensor *t = st_find(st, name);
+    if (!t || t->ndim != 2) t5_fail("%s: missing 2-d tensor \"%s\"", st->path, name);
+    *rows = (int)t->shape[0];
+    *cols = (int)t->shape[1];
+    int *v = mallocCheck(t->numel * sizeof(int));
+    st_read_i32(st, t, v);
+    return v;
+}
+
+// HF's rows (a list of lists, all of one width) against ours (B, max_length) with `width`.
+static void compare_case(const char *model, const char *name, const cJSON *want, const int *got, int width, int B,
+                         int Lmax, double secs) {
+    char what[300];
+    int want_w = cJSON_GetArraySize(cJSON_GetArrayItem(want, 0));
+    int bad_row = -1, bad_pos = -1, bad_got = 0, bad_want = 0;
+    if (cJSON_GetArraySize(want) != B) t5_fail("%s %s: reference has %d rows, batch %d", model, name, cJSON_GetArraySize(want), B);
+    for (int b = 0; b < B && bad_row < 0; b++) {
+        const cJSON *row = cJSON_GetArrayItem(want, b);
+        for (int j = 0; j < want_w && j < Lmax; j++) {
+            int w = cJSON_GetArrayItem(row, j)->valueint, g = got[(size_t)b * Lmax + j];
+            if (w != g) {
+                bad_row = b, bad_pos = j, bad_got = g, bad_want = w;
+                break;
+            }
+        }
+    }
+    if (bad_row >= 0)
+        snprintf(what, sizeof what, "%s %-18s first difference row %d position %d: ours %d, HF %d (%.3f s)", model,
+                 name, bad_row, bad_pos, bad_got, bad_want, secs);
+    else if (width != want_w)
+        snprintf(what, sizeof what, "%s %-18s same tokens but width %d, HF %d (%.3f s)", model, name, width, want_w,
+                 secs);
+    else
+        snprintf(what, sizeof what, "%s %-18s %d rows x %d tokens equal HF generate (%.3f s)", model, name, B,
+                 want_w, secs);
+    test_check(bad_row < 0 && width == want_w, what);
+}
+
+// KV-cache steps vs the full forward. Forward batch: 2B rows, row 2b+j = source b with the
+// decoder sequence of HF's greedy row (b+j) % B. Decoder: B items x 2 beams on the same rows;
+// halfway, the two beams of each item swap caches (a reorder), and each row continues with
+// the sequence its cache came from.
+static void check_cache_vs_forward(T5Model *m, const char *model, const int *ids, const int *mask, int B, int S,
+                                   const cJSON *greedy) {
+    int W = cJSON_GetArraySize(cJSON_GetArrayItem(greedy, 0)), V = m->cfg.vocab_size, R = 2 * B;
+    int *src = mallocCheck((size_t)R * S * sizeof(int)), *msk = mallocCheck((size_t)R * S * sizeof(int));
+    int *dec = mallocCheck((size_t)R * W * sizeof(int)), *labels = mallocCheck((size_t)R * W * sizeof(int));
+    for (int r = 0; r < R; r++) {
+        memcpy(src + (size_t)r * S, ids + (size_t)(r / 2) * S, (size_t)S * sizeof(int));
+        memcpy(msk + (size_t)r * S, mask + (size_t)(r / 2) * S, (size_t)S * sizeof(int));
+        const cJSON *row = cJSON_GetArrayItem(greedy, (r / 2 + r % 2) % B);
+        for (int t = 0; t < W; t++) {
+            dec[(size_t)r * W + t] = cJSON_GetArrayItem(row, t)->valueint;
+            labels[(size_t)r * W + t] = -100;
+        }
+    }
+    T5Batch batch = {R, S, W, src, msk, dec, labels};
+    float saved_p = m->dropout_p;
+    m->dropout_p = 0.0f;
+    t5_forward(m, &batch, 0.0f, NULL);
+    m->dropout_p = saved_p;
+    size_t nlog = (size_t)R * W * V;
+    float *full = mallocCheck(nlog * sizeof(float));
+    m->be->to_host(full, m->logits, nlog * sizeof(float));
+
+    T5Decoder d;
+    t5_decoder_init(&d, m, B, 2, S, W + 1);
+    t5_decoder_encode(&d, ids, mask);
+    int follows[64], tokens[64], swap[64];
+    if (R > 64) t5_fail("test: batch too large");
+    for (int r = 0; r < R; r++) follows[r] = r;
+    double maxdiff = 0, maxref = 0;
+    int reordered_at = W / 2;
+    for (int t = 0; t < W; t++) {
+        if (t == reordered_at) {
+            int nf[64];
+            for (int r = 0; r < R; r++) swap[r] = r ^ 1;
+            t5_decoder_reorder(&d, swap);
+            for (int r = 0; r < R; r++) nf[r] = follows[swap[r]];
+            memcpy(follows, nf, sizeof nf);
+        }
+        for (int r = 0; r < R; r++) tokens[r] = dec[(size_t)follows[r] * W + t];
+        const float *lg = t5_decoder_step(&d, tokens);
+        for (int r = 0; r < R; r++)
+            for (int v = 0; v < V; v++) {
+                double want = full[((size_t)follows[r] * W + t) * V + v], got = lg[(size_t)r * V + v];
+                if (fabs(got - want) > maxdiff) maxdiff = fabs(got - want);
+                if (fabs(want) > maxref) maxref = fabs(want);
+            }
+    }
+    char what[300];
+    snprintf(what, sizeof what,
+             "%s KV-cache steps = full forward logits, %d rows x %d positions, reorder at %d: max abs %.2e rel %.2e "
+             "(tol 1e-5)",
+             model, R, W, reordered_at, maxdiff, maxdiff / maxref);
+    test_check(maxdiff / maxref <= 1e-5, what);
+    t5_decoder_free(&d);
+    free(src), free(msk), free(dec), free(labels), free(full);
+}
+
+static void run_model(const char *model) {
+    char dir[256], path[320];
+    snprintf(dir, sizeof dir, "tests/fixtures/generate_%s", model);
+    printf("--- fixture %s\n", dir);
+    snprintf(path, sizeof path, "%s/reference.json", dir);
+    cJSON *ref = load_json(path);
+    T5Model m;
+    ModelLoadOptions lo = {0};
+    model_load(&m, dir, backend_cpu(), lo);
+    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+    StFile st;
+    st_open(&st, path);
+    int B, S, B2, S2;
+    int *ids = read_ids(&st, "input_ids", &B, &S), *mask = read_ids(&st, "attention_mask", &B2, &S2);
+    if (B != B2 || S != S2) t5_fail("%s: input_ids and attention_mask shapes differ", path);
+    const cJSON *cases = json_get(ref, "cases");
+    int maxL = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cases) if (json_get(c, "max_length")->valueint > maxL) maxL = json_get(c, "max_length")->valueint;
+    t5_plan_activations(&m, 2 * B, S, maxL);
+
+    int *out = mallocCheck((size_t)B * maxL * sizeof(int)), *out_len = mallocCheck((size_t)B * sizeof(int));
+    int *greedy = mallocCheck((size_t)B * maxL * sizeof(int)), greedy_len[64], greedy_w = 0, greedy_L = 0;
+    const cJSON *greedy_ref = NULL;
+    double total = 0;
+    cJSON_ArrayForEach(c, cases) {
+        const char *name = json_get(c, "name")->valuestring;
+        GenerateConfig gc = {json_get(c, "num_beams")->valueint, json_get(c, "max_length")->valueint,
+                             (float)json_get(c, "length_penalty")->valuedouble,
+                             cJSON_IsTrue(json_get(c, "early_stopping"))};
+        double t0 = now_s();
+        int width = t5_generate(&m, ids, mask, B, S, &gc, out, out_len);
+        double secs = now_s() - t0;
+        total += secs;
+        compare_case(model, name, json_get(c, "sequences"), out, width, B, gc.max_length, secs);
+        if (!strcmp(name, "greedy")) {
+            greedy_ref = json_get(c, "sequences");
+            greedy_w = width, greedy_L = gc.max_length;
+            memcpy(greedy, out, (size_t)B * gc.max_length * sizeof(int));
+            memcpy(greedy_len, out_len, (size_t)B * sizeof(int));
+        }
+    }
+    printf("  C generation of all %d cases: %.3f s\n", cJSON_GetArraySize(cases), total);
+    if (!greedy_ref) t5_fail("%s: no \"greedy\" case", dir);
+
+    // the beam-search path with one beam is greedy search
+    GenerateConfig one = {1, greedy_L, 1.0f, 0};
+    int width = t5_generate_beam(&m, ids, mask, B, S, &one, out, out_len);
+    int same = width == greedy_w;
+    for (int b = 0; b < B; b++) {
+        same &= out_len[b] == greedy_len[b];
+        for (int j = 0; j < greedy_len[b] && same; j++) same &= out[(size_t)b * greedy_L + j] == greedy[(size_t)b * greedy_L + j];
+    }
+    char what[200];
+    snprintf(what, sizeof what, "%s beam search with num_beams 1 = greedy (rows up to eos, lengths, width %d)", model,
+             width);
+    test_check(same, what);
+
+    check_cache_vs_forward(&m, model, ids, mask, B, S, greedy_ref);
+
+    free(out), free(out_len), free(greedy), free(ids), free(mask);
+    st_close(&st);
+    t5_free(&m);
+    cJSON_Delete(ref);
+}
+
+// generate_topk against torch.topk on tie-heavy vectors (both of torch's CPU paths).
+static void run_topk(void) {
+    printf("--- fixture tests/fixtures/generate_topk\n");
+    cJSON *ref = load_json("tests/fixtures/generate_topk/reference.json");
+    const cJSON *c;
+    int n_cases = 0, n_partial = 0, n_unstable = 0, bad = -1;
+    cJSON_ArrayForEach(c, json_get(ref, "cases")) {
+        const cJSON *xs = json_get(c, "x"), *want = json_get(c, "indices");
+        int n = cJSON_GetArraySize(xs), k = json_get(c, "k")->valueint;
+        float *x = mallocCheck((size_t)n * sizeof(float));
+        int *idx = mallocCheck((size_t)k * sizeof(int));
+        for (int i = 0; i < n; i++) x[i] = (float)cJSON_GetArrayItem(xs, i)->valuedouble;
+        generate_topk(x, n, k, idx, NULL);
+        int unstable = 0;
+        for (int j = 0; j < k; j++) {
+            int w = cJSON_GetArrayItem(want, j)->valueint;
+            if (idx[j] != w && bad < 0) bad = n_cases;
+            // a stable order would list equal values by increasing index
+            if (j > 0) {
+                int p = cJSON_GetArrayItem(want, j - 1)->valueint;
+                if (x[p] == x[w] && p > w) unstable = 1;
+            }
+        }
+        n_unstable += unstable;
+        n_partial += (long)k * 64 <= n;
+        n_cases++;
+        free(x), free(idx);
+    }
+    char what[300];
+    snprintf(what, sizeof what,
+             "generate_topk = torch.topk indices on %d tie-heavy cases (%d via partial_sort, %d via nth_element)%s",
+             n_cases, n_partial, n_cases - n_partial, bad >= 0 ? " FIRST MISMATCH below" : "");
+    test_check(bad < 0, what);
+    if (bad >= 0) printf("  first mismatching case: %d\n", bad);
+    snprintf(what, sizeof what, "torch.topk on the CPU is not stable: %d of %d cases order equal values otherwise",
+             n_unstable, n_cases);
+    test_check(n_unstable > 0, what);
+    cJSON_Delete(ref);
+}
+
+int main(void) {
+    run_topk();
+    for (int i = 0; i < (int)(sizeof MODELS / sizeof MODELS[0]); i++) run_model(MODELS[i]);
+    return test_summary();
+}
