@@ -23,7 +23,18 @@ void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadO
                 opt.seed);
         params_init_random(&m->cfg, &m->lay, host, opt.seed);
     }
-    if (be->act_dtype != DTYPE_F32) t5_fail("model_load: backend %s needs a dtype conversion that is not built yet", be->name);
-    be->to_device(m->params, host, m->lay.total * sizeof(float));
+    size_t n = m->lay.total;
+    if (be->act_dtype == DTYPE_F32) {
+        be->to_device(m->params, host, n * sizeof(float));
+    } else {
+        // mixed precision: fp32 master weights for the optimizer, a 16-bit copy to compute with
+        m->master = be->alloc(n * sizeof(float));
+        be->to_device(m->master, host, n * sizeof(float));
+        uint16_t *half = mallocCheck(n * sizeof(uint16_t));
+        for (size_t i = 0; i < n; i++)
+            half[i] = be->act_dtype == DTYPE_BF16 ? st_f32_to_bf16(host[i]) : st_f32_to_f16(host[i]);
+        be->to_device(m->params, half, n * sizeof(uint16_t));
+        free(half);
+    }
     free(host);
 }

@@ -47,7 +47,12 @@ void t5_init(T5Model *m, const T5Config *cfg, const Backend *be) {
     m->dropout_p = cfg->dropout_rate;
 }
 
+void t5_params_to_host(const T5Model *m, float *host) {
+    m->be->to_host(host, t5_master_weights(m), m->lay.total * sizeof(float));
+}
+
 void t5_free(T5Model *m) {
+    if (m->master) m->be->free(m->master);
     if (m->arena) m->be->free(m->arena);
     if (m->params) m->be->free(m->params);
     if (m->grads) m->be->free(m->grads);
@@ -85,11 +90,21 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->attention_mask = bump_take(&bp, nS * sizeof(int));
     m->dec_ids = bump_take(&bp, nT * sizeof(int));
     m->labels = bump_take(&bp, nT * sizeof(int));
-    for (int i = 0; i <= L * 2; i++) m->enc_x[i] = bump_take(&bp, nS * D * e);
-    for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = bump_take(&bp, nT * D * e);
+    // Gradient checkpointing keeps only the residual stream at block boundaries; the
+    // sublayer outputs inside a block and the block's saved activations live in ONE
+    // shared set per stack, recomputed block by block in backward.
+    int ckpt = m->gradient_checkpointing;
+    void *enc_mid = ckpt ? bump_take(&bp, nS * D * e) : NULL;
+    void *dec_mid[2] = {ckpt ? bump_take(&bp, nT * D * e) : NULL, ckpt ? bump_take(&bp, nT * D * e) : NULL};
+    for (int i = 0; i <= L * 2; i++) m->enc_x[i] = ckpt && i % 2 ? enc_mid : bump_take(&bp, nS * D * e);
+    for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(&bp, nT * D * e);
     for (int l = 0; l < L + Ld; l++) {
         int is_dec = l >= L;
         BlockActs *a = is_dec ? &m->dec[l - L] : &m->enc[l];
+        if (ckpt && l != 0 && l != L) {  // share block 0's (encoder) or block L's (decoder) buffers
+            *a = is_dec ? m->dec[0] : m->enc[0];
+            continue;
+        }
         size_t nq = is_dec ? nT : nS;
         int Tq = is_dec ? T : S;
         a->self.ln_out = bump_take(&bp, nq * D * e);
@@ -112,7 +127,6 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
         a->ffn.rstd = bump_take(&bp, nq * sizeof(float));
         a->ffn.a = bump_take(&bp, nq * F * e);
         a->ffn.b = c->is_gated ? bump_take(&bp, nq * F * e) : NULL;
-        a->ffn.h = bump_take(&bp, nq * F * e);
     }
     m->enc_bias = bump_take(&bp, H * S * S * e);
     m->dec_bias = bump_take(&bp, H * T * T * e);
@@ -136,7 +150,6 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->tmp_f = bump_take(&bp, nM * F * e);
     m->d_enc_bias = bump_take(&bp, H * S * S * e);
     m->d_dec_bias = bump_take(&bp, H * T * T * e);
-    m->dlogits = bump_take(&bp, nT * V * e);
     return bp.used;
 }
 
@@ -148,11 +161,12 @@ static void acts_alloc_tables(T5Model *m) {
     m->dec = callocCheck((size_t)m->cfg.num_decoder_layers, sizeof(BlockActs));
 }
 
-size_t t5_activation_bytes(const T5Config *cfg, const Backend *be, int B, int S, int T) {
+size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing) {
     T5Model tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.cfg = *cfg;
-    tmp.elem = dtype_size(be->act_dtype);
+    tmp.gradient_checkpointing = gradient_checkpointing;
+    tmp.elem = dtype_size(act_dtype);
     acts_alloc_tables(&tmp);
     size_t bytes = acts_layout(&tmp, NULL, B, S, T);
     free(tmp.enc_x);
@@ -212,8 +226,8 @@ static void attn_sublayer_forward(T5Model *m, const AttnOffsets *w, AttnActs *a,
     be->matmul_forward(a->q, a->ln_out, P(m, w->q), nq, D, HK);
     be->matmul_forward(a->k, src, P(m, w->k), nk, D, HK);
     be->matmul_forward(a->v, src, P(m, w->v), nk, D, HK);
-    be->attention_forward(a->ctx, a->att, a->q, a->k, a->v, bias, key_mask, B, Tq, Tk, c->num_heads, c->d_kv, causal,
-                          0, site_dropout(m, stack, layer, sub, SITE_ATT));
+    be->attention_forward(a->ctx, a->att, a->q, a->k, a->v, bias, key_mask, B, Tq, Tk, Tk, c->num_heads, c->d_kv,
+                          causal, 0, site_dropout(m, stack, layer, sub, SITE_ATT));
     // o projection into x_out, dropout in place, then the residual
     be->matmul_forward(x_out, a->ctx, P(m, w->o), nq, HK, D);
     be->dropout_forward(x_out, x_out, nqD, site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
@@ -230,9 +244,9 @@ static void ffn_sublayer_forward(T5Model *m, const FfnOffsets *w, FfnActs *a, co
     be->rmsnorm_forward(a->ln_out, a->rstd, x_in, P(m, w->ln), n, D, c->layer_norm_epsilon);
     be->matmul_forward(a->a, a->ln_out, P(m, w->wi), n, D, F);
     if (c->is_gated) be->matmul_forward(a->b, a->ln_out, P(m, w->wi_1), n, D, F);
-    be->ffn_act_forward(a->h, a->a, c->is_gated ? a->b : NULL, nF, c->act);
-    // the dropped hidden state is regenerated from h in backward (tmp_f), not stored
-    be->dropout_forward(m->tmp_f, a->h, nF, site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN));
+    // the hidden state act(a) [* b] is not stored: backward regenerates it from a (and b)
+    be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);
+    be->dropout_forward(m->tmp_f, m->tmp_f, nF, site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN));
     be->matmul_forward(x_out, m->tmp_f, P(m, w->wo), n, F, D);
     be->dropout_forward(x_out, x_out, nD, site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
     be->add(x_out, x_out, x_in, nD);
@@ -255,6 +269,44 @@ static void check_batch(const T5Model *m, const T5Batch *b) {
     }
 }
 
+// Encoder stack over the device copies m->input_ids / m->attention_mask for (m->B, m->S);
+// leaves the encoder output in m->enc_final. Shared by t5_forward and generation.
+// One encoder block: enc_x[2l] -> enc_x[2l+2] (also the recompute of checkpointing).
+static void enc_block_forward(T5Model *m, int l) {
+    const ParamLayout *L = &m->lay;
+    int S = m->S;
+    attn_sublayer_forward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], m->enc_x[2 * l + 1], S, NULL, S,
+                          m->enc_bias, m->attention_mask, 0, 0, l, 0);
+    ffn_sublayer_forward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], m->enc_x[2 * l + 2], S, 0, l, 1);
+}
+
+// One decoder block: dec_x[3l] -> dec_x[3l+3].
+static void dec_block_forward(T5Model *m, int l) {
+    const ParamLayout *L = &m->lay;
+    int S = m->S, T = m->T;
+    void **x = &m->dec_x[3 * l];
+    attn_sublayer_forward(m, &L->dec[l].self, &m->dec[l].self, x[0], x[1], T, NULL, T, m->dec_bias, NULL, 1, 1, l, 0);
+    attn_sublayer_forward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], x[2], T, m->enc_final, S, NULL,
+                          m->attention_mask, 0, 1, l, 1);
+    ffn_sublayer_forward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], x[3], T, 1, l, 2);
+}
+
+void t5_encoder_forward(T5Model *m) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int S = m->S, D = c->d_model, H = c->num_heads;
+    size_t nS = (size_t)m->B * S;
+    be->embedding_forward(m->enc_x[0], m->input_ids, P(m, L->shared), (int)nS, D);
+    be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
+    be->position_bias_forward(m->enc_bias, P(m, L->enc[0].self.relbias), S, S, H, 0,
+                              c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
+    for (int l = 0; l < c->num_layers; l++) enc_block_forward(m, l);
+    be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], P(m, L->enc_final_ln), (int)nS,
+                        D, c->layer_norm_epsilon);
+    be->dropout_forward(m->enc_final, m->enc_final, nS * D, site_dropout(m, 0, 0, 0, SITE_FINAL));
+}
+
 double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens) {
     check_batch(m, batch);
     const Backend *be = m->be;
@@ -271,33 +323,14 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
     for (size_t i = 0; i < nT; i++) count += batch->labels[i] != -100;
     if (n_tokens) *n_tokens = count;
 
-    // ---- encoder ----
-    be->embedding_forward(m->enc_x[0], m->input_ids, P(m, L->shared), (int)nS, D);
-    be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
-    be->position_bias_forward(m->enc_bias, P(m, L->enc[0].self.relbias), S, S, H, 0,
-                              c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
-    for (int l = 0; l < c->num_layers; l++) {
-        attn_sublayer_forward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], m->enc_x[2 * l + 1], S, NULL, S,
-                              m->enc_bias, m->attention_mask, 0, 0, l, 0);
-        ffn_sublayer_forward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], m->enc_x[2 * l + 2], S, 0, l, 1);
-    }
-    be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], P(m, L->enc_final_ln), (int)nS,
-                        D, c->layer_norm_epsilon);
-    be->dropout_forward(m->enc_final, m->enc_final, nS * D, site_dropout(m, 0, 0, 0, SITE_FINAL));
+    t5_encoder_forward(m);
 
     // ---- decoder ----
     be->embedding_forward(m->dec_x[0], m->dec_ids, P(m, L->shared), (int)nT, D);
     be->dropout_forward(m->dec_x[0], m->dec_x[0], nT * D, site_dropout(m, 1, 0, 0, SITE_EMBED));
     be->position_bias_forward(m->dec_bias, P(m, L->dec[0].self.relbias), T, T, H, 0,
                               c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
-    for (int l = 0; l < c->num_decoder_layers; l++) {
-        void **x = &m->dec_x[3 * l];
-        attn_sublayer_forward(m, &L->dec[l].self, &m->dec[l].self, x[0], x[1], T, NULL, T, m->dec_bias, NULL, 1, 1, l,
-                              0);
-        attn_sublayer_forward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], x[2], T, m->enc_final, S, NULL,
-                              m->attention_mask, 0, 1, l, 1);
-        ffn_sublayer_forward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], x[3], T, 1, l, 2);
-    }
+    for (int l = 0; l < c->num_decoder_layers; l++) dec_block_forward(m, l);
     be->rmsnorm_forward(m->dec_final, m->dec_final_rstd, m->dec_x[3 * c->num_decoder_layers], P(m, L->dec_final_ln),
                         (int)nT, D, c->layer_norm_epsilon);
     be->dropout_forward(m->dec_final, m->dec_final, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
@@ -349,7 +382,8 @@ static void ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs
     DropoutArgs drop_h = site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN);
     be->zero(m->d_tmp_d, nD * e);
     be->dropout_backward(m->d_tmp_d, dx, nD, site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
-    be->dropout_forward(m->tmp_f, a->h, nF, drop_h);  // regenerate wo's input
+    be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);  // regenerate wo's input
+    be->dropout_forward(m->tmp_f, m->tmp_f, nF, drop_h);
     be->zero(m->d_h, nF * e);
     be->matmul_backward(m->d_h, G(m, w->wo), m->d_tmp_d, m->tmp_f, P(m, w->wo), n, F, D);
     // tmp_f (the dropped hidden state) is no longer needed: reuse it for d(act output)
@@ -372,10 +406,11 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
     size_t nS = (size_t)B * S, nT = (size_t)B * T, e = m->elem;
 
     // ---- head ----
-    be->crossentropy_forward_backward(m->dlogits, m->logits, m->labels, (int)nT, V, label_smoothing, dloss);
+    // dlogits overwrite the logits in place (B*T*V is the largest activation)
+    be->crossentropy_forward_backward(m->logits, m->logits, m->labels, (int)nT, V, label_smoothing, dloss);
     void *dx = m->d_dec_x;
     be->zero(m->d_tmp_d, nT * D * e);
-    be->matmul_backward(m->d_tmp_d, G(m, L->lm_head), m->dlogits, m->dec_final, P(m, L->lm_head), (int)nT, D, V);
+    be->matmul_backward(m->d_tmp_d, G(m, L->lm_head), m->logits, m->dec_final, P(m, L->lm_head), (int)nT, D, V);
     if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, head_scale(D), nT * D);
     be->zero(m->d_ln, nT * D * e);
     be->dropout_backward(m->d_ln, m->d_tmp_d, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
@@ -388,6 +423,7 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
     be->zero(m->d_dec_bias, (size_t)H * T * T * e);
     for (int l = c->num_decoder_layers - 1; l >= 0; l--) {
         void **x = &m->dec_x[3 * l];
+        if (m->gradient_checkpointing) dec_block_forward(m, l);
         ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dx, T, 1, l, 2);
         attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dx, T, m->enc_final, m->d_enc_final, S,
                                NULL, 1, l, 1);
@@ -409,6 +445,7 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
                          m->enc_final_rstd, (int)nS, D);
     be->zero(m->d_enc_bias, (size_t)H * S * S * e);
     for (int l = c->num_layers - 1; l >= 0; l--) {
+        if (m->gradient_checkpointing) enc_block_forward(m, l);
         ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], dx, S, 0, l, 1);
         attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], dx, S, NULL, NULL, S,
                                m->d_enc_bias, 0, l, 0);

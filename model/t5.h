@@ -42,7 +42,6 @@ typedef struct {
     float *rstd;   // (B*T)
     void *a;       // (B,T,F) wi (or wi_0) output
     void *b;       // (B,T,F) wi_1 output (gated only)
-    void *h;       // (B,T,F) act(a) [* b], before dropout
 } FfnActs;
 
 typedef struct {
@@ -57,6 +56,7 @@ typedef struct {
     size_t elem;     // bytes per element of act_dtype
     void *params;    // (lay.total) in act dtype on the backend
     void *grads;     // (lay.total)
+    float *master;   // (lay.total) fp32 master weights when act dtype is 16-bit, else NULL (params are fp32)
 
     // ---- activation plan (maximum shapes) ----
     int maxB, maxS, maxT;
@@ -80,29 +80,37 @@ typedef struct {
     void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK)
     void *d_h, *d_a, *d_b, *tmp_f;  // (B,max(S,T),F)
     void *d_enc_bias, *d_dec_bias;  // (H,S,S), (H,T,T)
-    void *dlogits;                  // (B,T,V)
 
     // ---- per-batch state ----
     int B, S, T;
     uint64_t dropout_seed;  // set per micro-step by the trainer; masks derive from it
     float dropout_p;        // usually cfg.dropout_rate; 0 = off (eval, tests)
+    int gradient_checkpointing;  // set before t5_plan_activations: keep block inputs only, recompute
 } T5Model;
 
 // Build layout, allocate params and grads (zeroed) on the backend.
 void t5_init(T5Model *m, const T5Config *cfg, const Backend *be);
 void t5_free(T5Model *m);
 // Bytes the activation arena needs for (B,S,T); the planner's single source of truth.
-size_t t5_activation_bytes(const T5Config *cfg, const Backend *be, int B, int S, int T);
+size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing);
 // Allocate the activation arena for batches up to (B,S,T).
 void t5_plan_activations(T5Model *m, int B, int S, int T);
 
 // Forward pass. Leaves logits in m->logits and returns the loss SUM over label tokens
 // (label smoothing as HF LabelSmoother); *n_tokens gets the count of labels != -100.
 double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens);
+// The encoder part of t5_forward, for generation (model/generate.c): runs the encoder
+// on m->input_ids / m->attention_mask (device copies, already uploaded) with the shape
+// (m->B, m->S) and leaves its output in m->enc_final (B,S,D).
+void t5_encoder_forward(T5Model *m);
 // Backward pass of the last forward: grads += d(loss_sum * dloss)/dparams. Pass
 // dloss = 1 / (label tokens of the whole global batch) for HF's mean loss.
 void t5_backward(T5Model *m, float label_smoothing, float dloss);
 void t5_zero_grads(T5Model *m);
+// fp32 weights on the host (from master, or params when fp32), lay.total floats.
+void t5_params_to_host(const T5Model *m, float *host);
+// The fp32 weights the optimizer updates: master, or params when they are fp32.
+static inline float *t5_master_weights(const T5Model *m) { return m->master ? m->master : (float *)m->params; }
 
 // decoder_input_ids from labels: shift right, decoder_start first, -100 -> pad.
 void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_start_id, int pad_id);

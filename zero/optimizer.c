@@ -49,8 +49,8 @@ float optimizer_clip_coef(double grad_norm, float max_grad_norm) {
     return coef < 1.0f ? coef : 1.0f;
 }
 
-void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *params, const void *grads,
-                size_t elem_size, float lr, float grad_scale) {
+void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *master, void *param_out,
+                const void *grads, size_t elem_size, float lr, float grad_scale) {
     opt->step++;
     for (int i = 0; i < lay->count; i++) {
         const ParamSpec *p = &lay->specs[i];
@@ -58,7 +58,7 @@ void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *pa
         size_t hi = p->offset + p->numel < opt->end ? p->offset + p->numel : opt->end;
         if (lo >= hi || p->frozen) continue;
         float wd = p->no_decay ? 0.0f : opt->cfg.weight_decay;
-        be->adamw_update(params + lo, NULL, (const char *)grads + lo * elem_size, opt->m + (lo - opt->begin),
+        be->adamw_update(master + lo, param_out ? (char *)param_out + lo * elem_size : NULL, (const char *)grads + lo * elem_size, opt->m + (lo - opt->begin),
                          opt->v + (lo - opt->begin), hi - lo, lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd,
                          grad_scale, opt->step);
     }

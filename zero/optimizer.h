@@ -40,9 +40,11 @@ double optimizer_grad_sumsq_layout(const Backend *be, const ParamLayout *lay, co
 // torch.nn.utils.clip_grad_norm_: coefficient min(1, max_norm / (norm + 1e-6)).
 float optimizer_clip_coef(double grad_norm, float max_grad_norm);
 
-// One AdamW update of the owned range. params and grads point at the START of the
-// flat buffers (fp32 params on the CPU backend); grad_scale multiplies every gradient
+// One AdamW update of the owned range. Pointers are to the START of the flat buffers;
+// grad_scale multiplies every gradient
 // first (clip coefficient, loss-scale unscaling). The range is split at tensor
 // boundaries so each tensor gets its own weight decay.
-void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *params, const void *grads,
-                size_t elem_size, float lr, float grad_scale);
+// master: fp32 weights (start of the flat buffer); param_out: the act-dtype compute copy
+// to refresh (start of its flat buffer), or NULL when master is the parameter itself.
+void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *master, void *param_out,
+                const void *grads, size_t elem_size, float lr, float grad_scale);

@@ -28,7 +28,6 @@ double zero_step_accumulate(T5Model *m, const T5Batch *micro, int n_micro, float
 }
 
 StepResult zero_step_apply(T5Model *m, AdamW *opt, const LrSchedule *sched, LossScaler *scaler) {
-    if (m->be->act_dtype != DTYPE_F32) t5_fail("zero_step_apply: only fp32 parameters on this path so far");
     StepResult r = {0};
     double scale = scaler ? scaler->cur_scale : 1.0;
     r.loss_scale = scale;
@@ -42,7 +41,7 @@ StepResult zero_step_apply(T5Model *m, AdamW *opt, const LrSchedule *sched, Loss
     }
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
-    adamw_step(opt, m->be, &m->lay, (float *)m->params, m->grads, m->elem, (float)r.lr, (float)(coef / scale));
+    adamw_step(opt, m->be, &m->lay, t5_master_weights(m), m->master ? m->params : NULL, m->grads, m->elem, (float)r.lr, (float)(coef / scale));
     if (scaler) loss_scaler_update(scaler, 0);
     t5_zero_grads(m);
     return r;

@@ -1,0 +1,45 @@
+// zero/planner.c: memory plan and model FLOPs (see planner.h).
+#include "planner.h"
+
+#include <stdio.h>
+
+#include "../model/params.h"
+#include "../model/t5.h"
+
+MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing) {
+    MemPlan p = {0};
+    ParamLayout lay;
+    params_build_layout(cfg, &lay);
+    size_t n = lay.total, e = act_dtype == DTYPE_F32 ? 4 : 2;
+    params_free_layout(&lay);
+    p.params = n * e;
+    p.grads = n * e;
+    p.master = e == 4 ? 0 : n * 4;
+    p.moments = 2 * n * 4;
+    p.activations = t5_activation_bytes(cfg, act_dtype, B, S, T, gradient_checkpointing);
+    // attention scratch: permuted q,k,v,out and their gradients, probabilities with
+    // dropout, the dS buffer; embedding-gradient sort; 32 MiB GEMM workspace
+    size_t HK = (size_t)cfg->num_heads * cfg->d_kv, M = (size_t)(S > T ? S : T);
+    p.workspace = (size_t)B * M * HK * e * 8 + (size_t)B * cfg->num_heads * M * M * e * 2 +
+                  (size_t)B * M * 16 + ((size_t)32 << 20);
+    p.total = p.params + p.grads + p.master + p.moments + p.activations + p.workspace;
+    return p;
+}
+
+void planner_print(const MemPlan *p, double cap_gib) {
+    const double G = 1073741824.0;
+    printf("memory plan (GiB): params %.2f  grads %.2f  master %.2f  adam m+v %.2f  activations %.2f  "
+           "workspace %.2f  = total %.2f", p->params / G, p->grads / G, p->master / G, p->moments / G,
+           p->activations / G, p->workspace / G, p->total / G);
+    if (cap_gib > 0) printf("  (cap %.1f)", cap_gib);
+    printf("\n");
+}
+
+double planner_flops_per_sample(const T5Config *c, int S, int T) {
+    double D = c->d_model, HK = (double)c->num_heads * c->d_kv, F = c->d_ff, V = c->vocab_size;
+    double ffn = (c->is_gated ? 3.0 : 2.0) * D * F;
+    double enc_layer = 4.0 * D * HK + ffn, dec_layer = 8.0 * D * HK + ffn;
+    double fwd = 2.0 * (c->num_layers * enc_layer * S + (c->num_decoder_layers * dec_layer + V * D) * T);
+    fwd += c->num_layers * 4.0 * S * S * HK + c->num_decoder_layers * 4.0 * ((double)T * T + (double)T * S) * HK;
+    return 3.0 * fwd;
+}

@@ -1,0 +1,27 @@
+// zero/planner.h: the memory plan. Every byte train_t5 allocates on the device is
+// predicted here before the first step, so a run that cannot fit stops with the figures
+// and the cheapest change that would fit, instead of failing halfway (DESIGN.md: "memory
+// is a plan"). `train_t5 estimate` (ZeRO issue) will print the same table per stage,
+// world size and offload; today: one rank, stage 0.
+#pragma once
+#include <stddef.h>
+
+#include "../kernels/backend.h"
+#include "../model/config.h"
+
+typedef struct {
+    size_t params;       // compute copy (act dtype)
+    size_t grads;        // act dtype
+    size_t master;       // fp32 master weights (16-bit training only)
+    size_t moments;      // AdamW m and v, fp32
+    size_t activations;  // the activation arena (model/t5.c plan)
+    size_t workspace;    // kernel scratch (attention permutes, GEMM workspace, sort buffers)
+    size_t total;
+} MemPlan;
+
+// B: micro-batch, S/T: source/target lengths; act_bytes: 4 (fp32) or 2 (bf16/fp16).
+MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing);
+// Print the plan as a table (GiB), with the cap if any.
+void planner_print(const MemPlan *p, double cap_gib);
+// Model FLOPs per training sample (DESIGN.md formula: 3 x forward).
+double planner_flops_per_sample(const T5Config *cfg, int S, int T);
