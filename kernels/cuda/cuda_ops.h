@@ -60,8 +60,8 @@ void cuda_matmul_forward(Dtype dt, void *out, const void *inp, const void *weigh
 void cuda_matmul_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
                           int N, int I, int O);
 void cuda_attention_forward(Dtype dt, void *out, void *att, const void *q, const void *k, const void *v,
-                            const void *bias, const int *key_mask, int B, int Tq, int Tk, int H, int d_kv,
-                            int causal, int q_offset, DropoutArgs drop);
+                            const void *bias, const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H,
+                            int d_kv, int causal, int q_offset, DropoutArgs drop);
 void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
                              const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
                              DropoutArgs drop);

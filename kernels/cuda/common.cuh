@@ -1,0 +1,246 @@
+// kernels/cuda/common.cuh: what every kernels/cuda/*.cu shares: checked CUDA / cuBLAS
+// calls (file, line, the failing statement, a HINT), dtype load/store with fp32 math,
+// 16-byte vector access, warp/block reductions, the dtype dispatch, and the pointwise
+// kernel skeleton (grid-stride over 16-byte packs with a scalar tail).
+//
+// Element types T: float, __nv_bfloat16, __half. Math is fp32; conversions to 16 bits
+// round to nearest even (__float2bfloat16_rn / __float2half_rn).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+// backend.h and check.h are C headers without extern "C" guards: declare them with C
+// linkage here, before cuda_ops.h includes backend.h again (#pragma once).
+extern "C" {
+#include "../../common/check.h"
+#include "../backend.h"
+}
+#include "context.cuh"
+#include "cuda_ops.h"
+
+#define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+
+// ---- checked calls ---------------------------------------------------------------------
+
+static inline const char *cuda_error_hint(cudaError_t err) {
+    switch (err) {
+    case cudaErrorMemoryAllocation:
+        return "the GPU is out of memory: lower the batch size, use a ZeRO stage or offload, or check "
+               "nvidia-smi for other processes on this GPU";
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+        return "no usable CUDA GPU: check nvidia-smi, the driver version and CUDA_VISIBLE_DEVICES, or run "
+               "with --device cpu";
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorInvalidDeviceFunction:
+        return "this build holds sm_90a (Hopper) code only: rebuild with nvcc -gencode for this GPU";
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+        return "a kernel faulted (launches are asynchronous: the culprit may be an earlier one); rerun with "
+               "CUDA_LAUNCH_BLOCKING=1 or under compute-sanitizer to find it";
+    case cudaErrorInvalidConfiguration:
+        return "a kernel launch had an invalid grid or block (a dimension 0 or too large): check the tensor "
+               "shapes passed to this op";
+    default:
+        return "rerun with CUDA_LAUNCH_BLOCKING=1 (errors of asynchronous launches surface at a later call) or "
+               "under compute-sanitizer";
+    }
+}
+
+static inline void cuda_check(cudaError_t err, const char *stmt, const char *file, int line) {
+    if (err == cudaSuccess) return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "CUDA error %s (%s) in %s", cudaGetErrorName(err), cudaGetErrorString(err), stmt);
+    t5_die(file, line, msg, cuda_error_hint(err));
+}
+
+static inline void cublas_check(cublasStatus_t st, const char *stmt, const char *file, int line) {
+    if (st == CUBLAS_STATUS_SUCCESS) return;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "cuBLAS error %s (%s) in %s", cublasLtGetStatusName(st), cublasLtGetStatusString(st),
+             stmt);
+    t5_die(file, line, msg,
+           st == CUBLAS_STATUS_NOT_SUPPORTED
+               ? "cuBLASLt has no algorithm for this shape / dtype / layout: report the shapes"
+               : "check the matrix shapes and leading dimensions; rerun with CUBLASLT_LOG_LEVEL=5 for cuBLASLt's "
+                 "own log");
+}
+
+#define cudaCheck(call) cuda_check((call), #call, __FILE__, __LINE__)
+#define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
+// After every kernel launch: catches bad launch configurations at once (cheap: no sync).
+#define cudaLaunchCheck() cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+static inline cudaStream_t t5_stream(void) { return (cudaStream_t)cuda_stream(); }
+
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+// Blocks for a grid-stride loop over `items` with `threads` per block: enough to cover
+// the work once, at most 16 resident-ish blocks per multiprocessor.
+static inline unsigned grid_stride_blocks(size_t items, int threads) {
+    size_t want = CEIL_DIV(items, (size_t)threads);
+    size_t cap = (size_t)cuda_sm_count() * 16;
+    if (want > cap) want = cap;
+    return (unsigned)(want > 0 ? want : 1);
+}
+
+// ---- dtypes ------------------------------------------------------------------------------
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+
+// x rounded to T and back (identity for float): HF's intermediate .to(dtype) steps.
+template <typename T> __device__ __forceinline__ float round_to(float x) { return to_float(from_float<T>(x)); }
+
+// Elements of T per 16-byte access.
+template <typename T> constexpr int pack_of() { return (int)(16 / sizeof(T)); }
+
+template <int BYTES> struct RawOf;
+template <> struct RawOf<2> { typedef unsigned short type; };
+template <> struct RawOf<4> { typedef unsigned int type; };
+template <> struct RawOf<8> { typedef uint2 type; };
+template <> struct RawOf<16> { typedef uint4 type; };
+
+// Load V consecutive elements at p (aligned to V*sizeof(T) when that is <= 16 bytes, else
+// to 16 bytes) as floats. V*sizeof(T) is 2, 4, 8 or a multiple of 16.
+template <typename T, int V> __device__ __forceinline__ void load_vec(float (&f)[V], const T *p) {
+    constexpr int BYTES = V * (int)sizeof(T);
+    if constexpr (V == 1) {
+        f[0] = to_float(*p);
+    } else if constexpr (BYTES <= 16) {
+        typedef typename RawOf<BYTES>::type R;
+        alignas(16) T t[V];
+        *reinterpret_cast<R *>(t) = *reinterpret_cast<const R *>(p);
+#pragma unroll
+        for (int k = 0; k < V; k++) f[k] = to_float(t[k]);
+    } else {
+        static_assert(BYTES % 16 == 0, "vector width must be a multiple of 16 bytes");
+        constexpr int P = 16 / (int)sizeof(T);
+#pragma unroll
+        for (int c = 0; c < BYTES / 16; c++) {
+            alignas(16) T t[P];
+            *reinterpret_cast<uint4 *>(t) = reinterpret_cast<const uint4 *>(p)[c];
+#pragma unroll
+            for (int k = 0; k < P; k++) f[c * P + k] = to_float(t[k]);
+        }
+    }
+}
+
+// Store V floats at p as T (rounded to nearest even); alignment as load_vec.
+template <typename T, int V> __device__ __forceinline__ void store_vec(T *p, const float (&f)[V]) {
+    constexpr int BYTES = V * (int)sizeof(T);
+    if constexpr (V == 1) {
+        *p = from_float<T>(f[0]);
+    } else if constexpr (BYTES <= 16) {
+        typedef typename RawOf<BYTES>::type R;
+        alignas(16) T t[V];
+#pragma unroll
+        for (int k = 0; k < V; k++) t[k] = from_float<T>(f[k]);
+        *reinterpret_cast<R *>(p) = *reinterpret_cast<const R *>(t);
+    } else {
+        static_assert(BYTES % 16 == 0, "vector width must be a multiple of 16 bytes");
+        constexpr int P = 16 / (int)sizeof(T);
+#pragma unroll
+        for (int c = 0; c < BYTES / 16; c++) {
+            alignas(16) T t[P];
+#pragma unroll
+            for (int k = 0; k < P; k++) t[k] = from_float<T>(f[c * P + k]);
+            reinterpret_cast<uint4 *>(p)[c] = *reinterpret_cast<const uint4 *>(t);
+        }
+    }
+}
+
+// ---- reductions (fixed shuffle trees: deterministic) --------------------------------------
+
+template <typename R> __device__ __forceinline__ R warp_sum(R v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the block; every thread gets the result. blockDim.x a multiple of 32 (<= 1024);
+// every thread of the block must call it (it contains __syncthreads). Safe to call
+// repeatedly: the leading barrier keeps a previous call's readers ahead of new writes.
+template <typename R> __device__ __forceinline__ R block_sum(R v) {
+    __shared__ R partial[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < nwarps ? partial[lane] : (R)0);
+}
+
+// Threads for a one-block-per-row kernel touching `packs` vector accesses per row:
+// a multiple of 32, at most max_threads.
+static inline int row_block_threads(int packs, int max_threads) {
+    int t = CEIL_DIV(packs, 32) * 32;
+    if (t < 32) t = 32;
+    return t > max_threads ? max_threads : t;
+}
+
+// ---- dtype dispatch -------------------------------------------------------------------------
+
+static inline void dtype_unknown(Dtype dt, const char *fn) {
+    t5_fail("%s: unknown dtype code %d (supported: fp32, fp16, bf16)", fn, (int)dt);
+}
+
+// Calls FN<T>(args...) for the T of dt.
+#define DISPATCH_DTYPE(dt, FN, ...)                                  \
+    do {                                                             \
+        switch (dt) {                                                \
+        case DTYPE_F32: FN<float>(__VA_ARGS__); break;               \
+        case DTYPE_BF16: FN<__nv_bfloat16>(__VA_ARGS__); break;      \
+        case DTYPE_F16: FN<__half>(__VA_ARGS__); break;              \
+        default: dtype_unknown(dt, __func__);                        \
+        }                                                            \
+    } while (0)
+
+// ---- pointwise skeleton ---------------------------------------------------------------------
+// F has `template <int V> __device__ void apply(size_t i) const` handling elements
+// i .. i+V-1 (V = 1 or the 16-byte pack); F is passed by value (pointers and scalars).
+
+template <int V, typename F> __global__ void pointwise_kernel(F f, size_t n) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t nv = n / V;
+    for (size_t p = t; p < nv; p += stride) f.template apply<V>(p * V);
+    if constexpr (V > 1)
+        for (size_t i = nv * V + t; i < n; i += stride) f.template apply<1>(i);
+}
+
+// Packs of 16 bytes of T when every pointer the functor touches is 16-byte aligned
+// (`aligned`), single elements otherwise.
+template <typename T, typename F> static void launch_pointwise(const F &f, size_t n, bool aligned) {
+    if (n == 0) return;
+    const int threads = 256;
+    constexpr int V = pack_of<T>();
+    if (aligned) {
+        pointwise_kernel<V><<<grid_stride_blocks(CEIL_DIV(n, (size_t)V), threads), threads, 0, t5_stream()>>>(f, n);
+    } else {
+        pointwise_kernel<1><<<grid_stride_blocks(n, threads), threads, 0, t5_stream()>>>(f, n);
+    }
+    cudaLaunchCheck();
+}

@@ -1,0 +1,138 @@
+// kernels/cuda/elementwise.cu: add, axpy, scale, dropout forward/backward.
+// Pointwise over 16-byte packs (common.cuh), in-place allowed. The fp32 operations use
+// the _rn intrinsics so that no multiply-add is contracted: for T = float the results
+// are bitwise those of kernels/cpu/elementwise.c. Dropout draws the mask of element i
+// from dropout_rng_uniform(seed, i) (kernels/dropout_rng.h, shared with the CPU), keeps
+// it when u >= p and scales kept values by dropout_rng_scale(p); p == 0 never touches
+// the RNG (forward: a copy, backward: dinp += dout).
+#include "../dropout_rng.h"
+#include "common.cuh"
+
+template <typename T> struct AddF {
+    T *out;
+    const T *a, *b;
+    template <int V> __device__ void apply(size_t i) const {
+        float x[V], y[V];
+        load_vec<T, V>(x, a + i);
+        load_vec<T, V>(y, b + i);
+#pragma unroll
+        for (int k = 0; k < V; k++) x[k] = __fadd_rn(x[k], y[k]);
+        store_vec<T, V>(out + i, x);
+    }
+};
+
+template <typename T> struct AxpyF {
+    T *y;
+    const T *x;
+    float alpha;
+    template <int V> __device__ void apply(size_t i) const {
+        float yv[V], xv[V];
+        load_vec<T, V>(yv, y + i);
+        load_vec<T, V>(xv, x + i);
+#pragma unroll
+        for (int k = 0; k < V; k++) yv[k] = __fadd_rn(yv[k], __fmul_rn(alpha, xv[k]));
+        store_vec<T, V>(y + i, yv);
+    }
+};
+
+template <typename T> struct ScaleF {
+    T *out;
+    const T *inp;
+    float alpha;
+    template <int V> __device__ void apply(size_t i) const {
+        float x[V];
+        load_vec<T, V>(x, inp + i);
+#pragma unroll
+        for (int k = 0; k < V; k++) x[k] = __fmul_rn(alpha, x[k]);
+        store_vec<T, V>(out + i, x);
+    }
+};
+
+template <typename T> struct DropoutF {
+    T *out;
+    const T *inp;
+    float p, scale;
+    uint64_t seed;
+    template <int V> __device__ void apply(size_t i) const {
+        float x[V];
+        load_vec<T, V>(x, inp + i);
+#pragma unroll
+        for (int k = 0; k < V; k++) x[k] = dropout_rng_uniform(seed, i + k) >= p ? __fmul_rn(x[k], scale) : 0.0f;
+        store_vec<T, V>(out + i, x);
+    }
+};
+
+template <typename T> struct DropoutBackwardF {
+    T *dinp;
+    const T *dout;
+    float p, scale;
+    uint64_t seed;
+    template <int V> __device__ void apply(size_t i) const {
+        float d[V], g[V];
+        load_vec<T, V>(d, dinp + i);
+        load_vec<T, V>(g, dout + i);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            if (dropout_rng_uniform(seed, i + k) >= p) d[k] = __fadd_rn(d[k], __fmul_rn(g[k], scale));
+        store_vec<T, V>(dinp + i, d);  // dropped elements are rewritten unchanged (exact round trip)
+    }
+};
+
+static void dropout_check_p(float p) {
+    if (!(p >= 0.0f && p <= 1.0f)) t5_fail("dropout probability %g is outside [0, 1]; set dropout_rate in [0, 1)", p);
+}
+
+template <typename T> static void add(void *out, const void *a, const void *b, size_t n) {
+    AddF<T> f{(T *)out, (const T *)a, (const T *)b};
+    launch_pointwise<T>(f, n, aligned16(out) && aligned16(a) && aligned16(b));
+}
+
+template <typename T> static void axpy(void *y, const void *x, float alpha, size_t n) {
+    AxpyF<T> f{(T *)y, (const T *)x, alpha};
+    launch_pointwise<T>(f, n, aligned16(y) && aligned16(x));
+}
+
+template <typename T> static void scale(void *out, const void *inp, float alpha, size_t n) {
+    ScaleF<T> f{(T *)out, (const T *)inp, alpha};
+    launch_pointwise<T>(f, n, aligned16(out) && aligned16(inp));
+}
+
+template <typename T> static void dropout_forward(void *out, const void *inp, size_t n, DropoutArgs drop) {
+    dropout_check_p(drop.p);
+    if (drop.p == 0.0f) {
+        if (out != inp && n) cudaCheck(cudaMemcpyAsync(out, inp, n * sizeof(T), cudaMemcpyDeviceToDevice, t5_stream()));
+        return;
+    }
+    DropoutF<T> f{(T *)out, (const T *)inp, drop.p, dropout_rng_scale(drop.p), drop.seed};
+    launch_pointwise<T>(f, n, aligned16(out) && aligned16(inp));
+}
+
+template <typename T> static void dropout_backward(void *dinp, const void *dout, size_t n, DropoutArgs drop) {
+    dropout_check_p(drop.p);
+    if (drop.p == 0.0f) {
+        add<T>(dinp, dinp, dout, n);
+        return;
+    }
+    DropoutBackwardF<T> f{(T *)dinp, (const T *)dout, drop.p, dropout_rng_scale(drop.p), drop.seed};
+    launch_pointwise<T>(f, n, aligned16(dinp) && aligned16(dout));
+}
+
+extern "C" void cuda_add(Dtype dt, void *out, const void *a, const void *b, size_t n) {
+    DISPATCH_DTYPE(dt, add, out, a, b, n);
+}
+
+extern "C" void cuda_axpy(Dtype dt, void *y, const void *x, float alpha, size_t n) {
+    DISPATCH_DTYPE(dt, axpy, y, x, alpha, n);
+}
+
+extern "C" void cuda_scale(Dtype dt, void *out, const void *inp, float alpha, size_t n) {
+    DISPATCH_DTYPE(dt, scale, out, inp, alpha, n);
+}
+
+extern "C" void cuda_dropout_forward(Dtype dt, void *out, const void *inp, size_t n, DropoutArgs drop) {
+    DISPATCH_DTYPE(dt, dropout_forward, out, inp, n, drop);
+}
+
+extern "C" void cuda_dropout_backward(Dtype dt, void *dinp, const void *dout, size_t n, DropoutArgs drop) {
+    DISPATCH_DTYPE(dt, dropout_backward, dinp, dout, n, drop);
+}

@@ -1,0 +1,140 @@
+// kernels/cuda/ffn_act.cu: feed-forward activations, plain out = act(a) or gated
+// out = act(a) * b, and their backward; the formulas of kernels/cpu/ffn_act.c in fp32:
+//   relu      max(x, 0)                   (gradient 0 at x = 0)
+//   gelu      0.5 * x * (1 + erf(x / sqrt2))
+//   gelu_new  0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+//   silu      x / (1 + exp(-x))
+// Gated forward with a 16-bit T rounds act(a) to T before the product, as HF does
+// (hidden_gelu = act(wi_0 x) is a bf16/fp16 tensor, then hidden_gelu * hidden_linear).
+// Backward (da += dout * act'(a) [* b], db += dout * act(a)) follows the CPU order of
+// operations in fp32. Pointwise: 16-byte packs, in-place allowed.
+#include "common.cuh"
+
+#define SQRT_2_OVER_PI 0.7978845608028654
+#define INV_SQRT_2PI 0.3989422804014327
+#define SQRT_HALF 0.7071067811865476
+#define GELU_NEW_C 0.044715f
+
+template <int ACT> __device__ __forceinline__ float act_value(float x) {
+    if constexpr (ACT == ACT_RELU) {
+        return x > 0.0f ? x : 0.0f;
+    } else if constexpr (ACT == ACT_GELU) {
+        return 0.5f * x * (1.0f + erff(x * (float)SQRT_HALF));
+    } else if constexpr (ACT == ACT_GELU_NEW) {
+        const float inner = (float)SQRT_2_OVER_PI * (x + GELU_NEW_C * (x * x * x));
+        return 0.5f * x * (1.0f + tanhf(inner));
+    } else {
+        return x / (1.0f + expf(-x));
+    }
+}
+
+template <int ACT> __device__ __forceinline__ float act_derivative(float x) {
+    if constexpr (ACT == ACT_RELU) {
+        return x > 0.0f ? 1.0f : 0.0f;
+    } else if constexpr (ACT == ACT_GELU) {
+        const float cdf = 0.5f * (1.0f + erff(x * (float)SQRT_HALF));
+        const float pdf = (float)INV_SQRT_2PI * expf(-0.5f * x * x);
+        return cdf + x * pdf;
+    } else if constexpr (ACT == ACT_GELU_NEW) {
+        const float x2 = x * x;
+        const float t = tanhf((float)SQRT_2_OVER_PI * (x + GELU_NEW_C * x2 * x));
+        const float dinner = (float)SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_NEW_C * x2);
+        return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * dinner;
+    } else {
+        const float s = 1.0f / (1.0f + expf(-x));
+        return s * (1.0f + x * (1.0f - s));
+    }
+}
+
+template <typename T, int ACT> struct ActForward {
+    T *out;
+    const T *a, *b;  // b NULL: plain
+    template <int V> __device__ void apply(size_t i) const {
+        float x[V], y[V];
+        load_vec<T, V>(x, a + i);
+        if (b) {
+            float g[V];
+            load_vec<T, V>(g, b + i);
+#pragma unroll
+            for (int k = 0; k < V; k++) y[k] = round_to<T>(act_value<ACT>(x[k])) * g[k];
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++) y[k] = act_value<ACT>(x[k]);
+        }
+        store_vec<T, V>(out + i, y);
+    }
+};
+
+template <typename T, int ACT> struct ActBackward {
+    T *da, *db;  // db may be NULL (gated: skip it)
+    const T *dout, *a, *b;
+    template <int V> __device__ void apply(size_t i) const {
+        float g[V], x[V], dx[V];
+        load_vec<T, V>(g, dout + i);
+        load_vec<T, V>(x, a + i);
+        load_vec<T, V>(dx, da + i);
+        if (b) {
+            float bv[V];
+            load_vec<T, V>(bv, b + i);
+            if (db) {
+                float dbv[V];
+                load_vec<T, V>(dbv, db + i);
+#pragma unroll
+                for (int k = 0; k < V; k++) dbv[k] += g[k] * act_value<ACT>(x[k]);
+                store_vec<T, V>(db + i, dbv);
+            }
+#pragma unroll
+            for (int k = 0; k < V; k++) g[k] *= bv[k];
+        }
+#pragma unroll
+        for (int k = 0; k < V; k++) dx[k] += g[k] * act_derivative<ACT>(x[k]);
+        store_vec<T, V>(da + i, dx);
+    }
+};
+
+static void act_check(Activation act) {
+    if (act != ACT_RELU && act != ACT_GELU && act != ACT_GELU_NEW && act != ACT_SILU)
+        t5_fail("unknown feed-forward activation code %d (supported: relu, gelu, gelu_new, silu)", (int)act);
+}
+
+template <typename T, int ACT> static void ffn_act_forward_t(void *out, const void *a, const void *b, size_t n) {
+    ActForward<T, ACT> f{(T *)out, (const T *)a, (const T *)b};
+    launch_pointwise<T>(f, n, aligned16(out) && aligned16(a) && aligned16(b));
+}
+
+template <typename T, int ACT>
+static void ffn_act_backward_t(void *da, void *db, const void *dout, const void *a, const void *b, size_t n) {
+    ActBackward<T, ACT> f{(T *)da, (T *)db, (const T *)dout, (const T *)a, (const T *)b};
+    launch_pointwise<T>(f, n, aligned16(da) && aligned16(db) && aligned16(dout) && aligned16(a) && aligned16(b));
+}
+
+template <typename T> static void ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act) {
+    act_check(act);
+    switch (act) {
+    case ACT_RELU: ffn_act_forward_t<T, ACT_RELU>(out, a, b, n); break;
+    case ACT_GELU: ffn_act_forward_t<T, ACT_GELU>(out, a, b, n); break;
+    case ACT_GELU_NEW: ffn_act_forward_t<T, ACT_GELU_NEW>(out, a, b, n); break;
+    case ACT_SILU: ffn_act_forward_t<T, ACT_SILU>(out, a, b, n); break;
+    }
+}
+
+template <typename T>
+static void ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
+                             Activation act) {
+    act_check(act);
+    switch (act) {
+    case ACT_RELU: ffn_act_backward_t<T, ACT_RELU>(da, db, dout, a, b, n); break;
+    case ACT_GELU: ffn_act_backward_t<T, ACT_GELU>(da, db, dout, a, b, n); break;
+    case ACT_GELU_NEW: ffn_act_backward_t<T, ACT_GELU_NEW>(da, db, dout, a, b, n); break;
+    case ACT_SILU: ffn_act_backward_t<T, ACT_SILU>(da, db, dout, a, b, n); break;
+    }
+}
+
+extern "C" void cuda_ffn_act_forward(Dtype dt, void *out, const void *a, const void *b, size_t n, Activation act) {
+    DISPATCH_DTYPE(dt, ffn_act_forward, out, a, b, n, act);
+}
+
+extern "C" void cuda_ffn_act_backward(Dtype dt, void *da, void *db, const void *dout, const void *a, const void *b,
+                                      size_t n, Activation act) {
+    DISPATCH_DTYPE(dt, ffn_act_backward, da, db, dout, a, b, n, act);
+}

@@ -1,0 +1,314 @@
+// kernels/cuda/matmul.cu: the linear layer on cuBLASLt, and the strided-batched GEMM
+// that attention.cu builds on.
+//
+// Everything is row-major for the caller; cuBLASLt is column-major. A row-major (R,C)
+// matrix is a column-major (C,R) one with the same leading dimension, so each product is
+// issued transposed (C^T = B^T A^T) and nothing is copied. The three linear products:
+//   forward  out (N,O)  = inp (N,I) @ W^T   -> col-major m=O n=N k=I: A=W (T, lda I),  B=inp (N, ldb I),  C ldc O
+//   dinp     (N,I)     += dout (N,O) @ W    -> m=I n=N k=O:           A=W (N, lda I),  B=dout (N, ldb O), C ldc I
+//   dweight  (O,I)     += dout^T @ inp      -> m=I n=O k=N:           A=inp (N, lda I), B=dout (T, ldb O), C ldc I
+// Accumulation is fp32 (CUBLAS_COMPUTE_32F) for every dtype, and fp32 inputs get plain
+// fp32 (not TF32), so fp32 results match the CPU reference to rounding. Backward adds
+// with beta = 1. The workspace is the context's (context.cuh); every call is on the stream.
+//
+// Descriptors and the heuristic's algorithm are cached per (dtype, transposes, shape,
+// leading dimensions, batch strides, pointer alignment, beta): the heuristic runs once
+// per distinct product. Where cuBLASLt offers no algorithm (odd leading dimensions in
+// 16-bit types can do that) a simple tiled kernel computes the product instead and a
+// one-time NOTICE names the shape, so a slow path is never silent.
+//
+// Environment (diagnostics): T5_GEMM_VERBOSE=1 prints each plan's algorithm (tile,
+// split-K, reduction scheme, workspace) when it is made; T5_GEMM_FALLBACK=1 runs every
+// product on the simple kernel (tests/gpu runs its checks once that way too).
+//
+// Determinism: a given product always runs the same cached algorithm with the same
+// workspace on one stream, and cuBLASLt is bitwise reproducible run to run for a fixed
+// algorithm on one GPU model (cuBLAS "Results reproducibility").
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+
+static size_t dtype_bytes(Dtype dt) { return dt == DTYPE_F32 ? 4 : 2; }
+
+static cudaDataType_t dtype_cuda(Dtype dt) {
+    switch (dt) {
+        case DTYPE_F32: return CUDA_R_32F;
+        case DTYPE_BF16: return CUDA_R_16BF;
+        case DTYPE_F16: return CUDA_R_16F;
+    }
+    t5_fail("cuda matmul: unknown dtype code %d (supported: fp32, fp16, bf16)", (int)dt);
+}
+
+// Read once: T5_GEMM_VERBOSE, T5_GEMM_FALLBACK (see the header comment).
+static int gemm_env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+static int gemm_verbose(void) {
+    static int flag = -1;
+    if (flag < 0) flag = gemm_env_flag("T5_GEMM_VERBOSE");
+    return flag;
+}
+static int gemm_force_fallback(void) {
+    static int flag = -1;
+    if (flag < 0) {
+        flag = gemm_env_flag("T5_GEMM_FALLBACK");
+        if (flag) fprintf(stderr, "NOTICE: T5_GEMM_FALLBACK is set: every GEMM runs on the simple CUDA kernel (slow)\n");
+    }
+    return flag;
+}
+
+static const char *dtype_name(Dtype dt) { return dt == DTYPE_F32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16"; }
+
+// Largest power of two (<= 256) dividing the address of every batch entry.
+static uint32_t alignment_of(const void *p, long long stride_bytes, int batch) {
+    uint64_t bits = (uint64_t)(uintptr_t)p | 256u;
+    if (batch > 1) bits |= (uint64_t)stride_bytes;
+    return (uint32_t)(bits & (~bits + 1));
+}
+
+// ---- the plan cache ---------------------------------------------------------------------
+typedef struct {
+    int dt, transa, transb, m, n, k, lda, ldb, ldc, batch, accumulate;
+    long long sa, sb, sc;
+    uint32_t align_a, align_b, align_c;
+} GemmKey;
+
+typedef struct {
+    GemmKey key;
+    int used;
+    int have_algo;  // 0: cuBLASLt has none for this key; the fallback kernel runs
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;  // bytes the algorithm needs
+} GemmPlan;
+
+enum { GEMM_PLAN_SLOTS = 256 };
+static GemmPlan gemm_plans[GEMM_PLAN_SLOTS];
+static int gemm_plan_next = 0;  // round-robin eviction once full
+
+static void gemm_plan_release(GemmPlan *p) {
+    if (!p->used) return;
+    cublasCheck(cublasLtMatmulDescDestroy(p->op));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(p->lc));
+    p->used = 0;
+}
+
+static cublasLtMatrixLayout_t gemm_layout(cudaDataType_t type, int rows, int cols, int ld, int batch,
+                                          long long stride) {
+    cublasLtMatrixLayout_t l;
+    cublasCheck(cublasLtMatrixLayoutCreate(&l, type, (uint64_t)rows, (uint64_t)cols, (int64_t)ld));
+    if (batch > 1) {
+        int32_t count = batch;
+        int64_t off = stride;
+        cublasCheck(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+        cublasCheck(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &off, sizeof off));
+    }
+    return l;
+}
+
+static GemmPlan *gemm_plan_get(const GemmKey *key) {
+    for (int i = 0; i < GEMM_PLAN_SLOTS; i++)
+        if (gemm_plans[i].used && memcmp(&gemm_plans[i].key, key, sizeof *key) == 0) return &gemm_plans[i];
+
+    GemmPlan *p = &gemm_plans[gemm_plan_next];
+    gemm_plan_next = (gemm_plan_next + 1) % GEMM_PLAN_SLOTS;
+    gemm_plan_release(p);
+    memset(p, 0, sizeof *p);
+    p->key = *key;
+
+    cudaDataType_t type = dtype_cuda((Dtype)key->dt);
+    cublasCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    p->la = key->transa ? gemm_layout(type, key->k, key->m, key->lda, key->batch, key->sa)
+                        : gemm_layout(type, key->m, key->k, key->lda, key->batch, key->sa);
+    p->lb = key->transb ? gemm_layout(type, key->n, key->k, key->ldb, key->batch, key->sb)
+                        : gemm_layout(type, key->k, key->n, key->ldb, key->batch, key->sb);
+    p->lc = gemm_layout(type, key->m, key->n, key->ldc, key->batch, key->sc);
+
+    size_t ws_bytes = 0;
+    (void)cuda_lt_workspace(&ws_bytes);
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = ws_bytes;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->align_a,
+                                               sizeof key->align_a));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->align_b,
+                                               sizeof key->align_b));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->align_c,
+                                               sizeof key->align_c));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_c,
+                                               sizeof key->align_c));
+    // split-K partial sums in fp32 only (never rounded to a 16-bit output type midway)
+    uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                                     sizeof reduction));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t st = gemm_force_fallback()
+                            ? CUBLAS_STATUS_NOT_SUPPORTED
+                            : cublasLtMatmulAlgoGetHeuristic(cuda_lt_handle(), p->op, p->la, p->lb, p->lc, p->lc,
+                                                             pref, 1, &res, &found);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+        p->have_algo = 1;
+        p->algo = res.algo;
+        p->workspace = res.workspaceSize;
+        if (gemm_verbose()) {
+            int id = 0, tile = 0, splitk = 0, stages = 0;
+            uint32_t scheme = 0;
+            size_t w = 0;
+            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
+                                                 &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                 sizeof scheme, &w);
+            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages,
+                                                 &w);
+            fprintf(stderr,
+                    "gemm plan: %s m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d beta=%d align=%u,%u,%u: algo %d "
+                    "tile %d stages %d splitK %d reduction %u workspace %zu waves %.2f\n",
+                    dtype_name((Dtype)key->dt), key->m, key->n, key->k, key->transa ? 'T' : 'N',
+                    key->transb ? 'T' : 'N', key->lda, key->ldb, key->ldc, key->batch, key->accumulate,
+                    key->align_a, key->align_b, key->align_c, id, tile, stages, splitk, scheme, p->workspace,
+                    res.wavesCount);
+        }
+    } else if (gemm_force_fallback()) {
+        if (gemm_verbose())
+            fprintf(stderr, "gemm plan: %s m=%d n=%d k=%d batch=%d: simple kernel (T5_GEMM_FALLBACK)\n",
+                    dtype_name((Dtype)key->dt), key->m, key->n, key->k, key->batch);
+    } else {
+        fprintf(stderr,
+                "NOTICE: cuBLASLt has no algorithm for %s GEMM m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d "
+                "(alignment %u,%u,%u bytes; status %s): using the simple CUDA kernel for this shape\n",
+                dtype_name((Dtype)key->dt), key->m, key->n, key->k, key->transa ? 'T' : 'N', key->transb ? 'T' : 'N',
+                key->lda, key->ldb, key->ldc, key->batch, key->align_a, key->align_b, key->align_c,
+                cublasLtGetStatusName(st));
+    }
+    p->used = 1;
+    return p;
+}
+
+// ---- fallback: a plain tiled GEMM (fp32 accumulation), column-major like cuBLASLt ------
+namespace {
+enum { FB_TILE = 16 };
+
+// C[r,c] (+)= sum_p opA(r,p) opB(p,c); one thread per element of C, K in tiles of 16.
+template <typename T>
+__global__ void gemm_fallback_kernel(T *C, const T *A, const T *B, int m, int n, int k, int lda, int ldb, int ldc,
+                                     long long sa, long long sb, long long sc, int transa, int transb,
+                                     int accumulate) {
+    __shared__ float As[FB_TILE][FB_TILE + 1], Bs[FB_TILE][FB_TILE + 1];
+    const int z = blockIdx.z;
+    A += z * sa;
+    B += z * sb;
+    C += z * sc;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int r = blockIdx.x * FB_TILE + tx, c = blockIdx.y * FB_TILE + ty;
+    float acc = 0.0f;
+    for (int p0 = 0; p0 < k; p0 += FB_TILE) {
+        // As[tx][ty] = opA(blockrow + tx, p0 + ty); Bs[tx][ty] = opB(p0 + tx, blockcol + ty)
+        int ar = blockIdx.x * FB_TILE + tx, ap = p0 + ty;
+        float av = 0.0f;
+        if (ar < m && ap < k) av = to_float(A[transa ? ap + (long long)ar * lda : ar + (long long)ap * lda]);
+        As[tx][ty] = av;
+        int bp = p0 + tx, bc = blockIdx.y * FB_TILE + ty;
+        float bv = 0.0f;
+        if (bp < k && bc < n) bv = to_float(B[transb ? bc + (long long)bp * ldb : bp + (long long)bc * ldb]);
+        Bs[tx][ty] = bv;
+        __syncthreads();
+        for (int q = 0; q < FB_TILE; q++) acc += As[tx][q] * Bs[q][ty];
+        __syncthreads();
+    }
+    if (r < m && c < n) {
+        T *dst = C + r + (long long)c * ldc;
+        *dst = from_float<T>(accumulate ? to_float(*dst) + acc : acc);
+    }
+}
+
+template <typename T>
+void gemm_fallback(const GemmKey *key, void *C, const void *A, const void *B) {
+    dim3 block(FB_TILE, FB_TILE);
+    dim3 grid((key->m + FB_TILE - 1) / FB_TILE, (key->n + FB_TILE - 1) / FB_TILE, key->batch);
+    if (key->batch > 65535) t5_fail("cuda matmul: batch %d exceeds the fallback kernel's grid limit", key->batch);
+    gemm_fallback_kernel<T><<<grid, block, 0, t5_stream()>>>(
+        (T *)C, (const T *)A, (const T *)B, key->m, key->n, key->k, key->lda, key->ldb, key->ldc, key->sa, key->sb,
+        key->sc, key->transa, key->transb, key->accumulate);
+    cudaLaunchCheck();
+}
+}  // namespace
+
+// ---- the one GEMM entry point -----------------------------------------------------------
+// Column-major, batched by strides (elements): C = op(A) op(B) + (accumulate ? C : 0)
+// with op(A) m x k, op(B) k x n, C m x n. All on cuda_stream().
+void cuda_gemm_strided(Dtype dt, int transa, int transb, int m, int n, int k, const void *A, int lda, long long sa,
+                       const void *B, int ldb, long long sb, void *C, int ldc, long long sc, int batch,
+                       int accumulate) {
+    if (m <= 0 || n <= 0 || batch <= 0) return;
+    if (k <= 0) {  // empty sum: C = 0 (or unchanged)
+        if (!accumulate) t5_fail("cuda gemm: k = %d with accumulate 0 is not supported", k);
+        return;
+    }
+    const long long es = (long long)dtype_bytes(dt);
+    GemmKey key;
+    memset(&key, 0, sizeof key);  // padding bytes take part in memcmp
+    key.dt = (int)dt;
+    key.transa = transa ? 1 : 0;
+    key.transb = transb ? 1 : 0;
+    key.m = m;
+    key.n = n;
+    key.k = k;
+    key.lda = lda;
+    key.ldb = ldb;
+    key.ldc = ldc;
+    key.batch = batch;
+    key.accumulate = accumulate ? 1 : 0;
+    key.sa = batch > 1 ? sa : 0;
+    key.sb = batch > 1 ? sb : 0;
+    key.sc = batch > 1 ? sc : 0;
+    key.align_a = alignment_of(A, key.sa * es, batch);
+    key.align_b = alignment_of(B, key.sb * es, batch);
+    key.align_c = alignment_of(C, key.sc * es, batch);
+    GemmPlan *p = gemm_plan_get(&key);
+    if (!p->have_algo) {
+        switch (dt) {
+            case DTYPE_F32: gemm_fallback<float>(&key, C, A, B); break;
+            case DTYPE_BF16: gemm_fallback<__nv_bfloat16>(&key, C, A, B); break;
+            case DTYPE_F16: gemm_fallback<__half>(&key, C, A, B); break;
+            default: dtype_unknown(dt, __func__);
+        }
+        return;
+    }
+    size_t ws_bytes = 0;
+    void *ws = cuda_lt_workspace(&ws_bytes);
+    if (p->workspace > ws_bytes)
+        t5_fail("cuda matmul: the cached algorithm needs %zu workspace bytes, the context has %zu", p->workspace,
+                ws_bytes);
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasCheck(cublasLtMatmul(cuda_lt_handle(), p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc,
+                               &p->algo, ws, ws_bytes, t5_stream()));
+}
+
+// ---- the linear layer (cuda_ops.h) --------------------------------------------------------
+extern "C" void cuda_matmul_forward(Dtype dt, void *out, const void *inp, const void *weight, int N, int I, int O) {
+    if (N <= 0 || O <= 0) return;
+    if (I <= 0) {
+        cudaCheck(cudaMemsetAsync(out, 0, (size_t)N * O * dtype_bytes(dt), t5_stream()));
+        return;
+    }
+    cuda_gemm_strided(dt, 1, 0, O, N, I, weight, I, 0, inp, I, 0, out, O, 0, 1, 0);
+}
+
+extern "C" void cuda_matmul_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
+                                     const void *weight, int N, int I, int O) {
+    if (dinp) cuda_gemm_strided(dt, 0, 0, I, N, O, weight, I, 0, dout, O, 0, dinp, I, 0, 1, 1);
+    if (dweight) cuda_gemm_strided(dt, 0, 1, I, O, N, inp, I, 0, dout, O, 0, dweight, I, 0, 1, 1);
+}

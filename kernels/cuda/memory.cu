@@ -1,0 +1,228 @@
+// kernels/cuda/memory.cu: the CUDA backend's context and allocator.
+//   cuda_init      device, the one non-blocking stream of every op, the cuBLASLt handle and
+//                  its 32 MiB workspace (context.cuh hands them to matmul.cu)
+//   cuda_alloc     cudaMalloc + zeroing on the stream; bytes in use and peak are counted
+//                  per pointer (a host-side map), and --max_gpu_memory (cuda_set_memory_cap)
+//                  is enforced here, before cudaMalloc, so a capped run fails the way a
+//                  smaller GPU would, with the figures in the message.
+//   copies         to_device is ordered on the stream and returns with the caller's buffer
+//                  free to reuse: an upload of up to 1 MiB (ids, labels, masks, row lists)
+//                  is copied into a slot of a pinned staging ring and sent asynchronously
+//                  (a slot is reused only after its previous copy's event has completed);
+//                  a larger one (set-up: weights) is copied directly and waited for.
+//                  to_host waits for the stream.
+// The workspace and every op's lazily grown scratch come from cuda_alloc, so the counts
+// cover all device memory the backend holds (the CUDA context itself excepted).
+#include <string.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "common.cuh"
+
+#define LT_WORKSPACE_BYTES ((size_t)32 << 20)
+#define STAGE_SLOTS 8
+#define STAGE_SLOT_BYTES ((size_t)1 << 20)
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static struct {
+    int initialized;
+    int device;
+    int sm_count;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_workspace;
+    char *stage;                      // STAGE_SLOTS x STAGE_SLOT_BYTES pinned host memory
+    cudaEvent_t stage_done[STAGE_SLOTS];  // recorded after each slot's copy
+    unsigned stage_next;
+} ctx;
+static std::mutex stage_mutex;
+
+static std::mutex mem_mutex;  // the allocator may be used from several host threads
+static std::unordered_map<void *, size_t> *live_blocks;  // pointer -> requested bytes
+static size_t mem_in_use, mem_peak, mem_cap;
+
+static void require_init(const char *fn, const char *file, int line) {
+    if (ctx.initialized) return;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s called before cuda_init", fn);
+    t5_die(file, line, msg, "call cuda_init(device) once before any other CUDA backend function (a bug in the caller)");
+}
+
+// "24.00" for large figures, 3 significant digits for small ones (a test's 1 MiB cap).
+static const char *gib_str(char *buf, size_t len, size_t bytes) {
+    double g = (double)bytes / GIB;
+    snprintf(buf, len, g >= 0.01 || bytes == 0 ? "%.2f" : "%.3g", g);
+    return buf;
+}
+
+extern "C" void cuda_init(int device) {
+    if (ctx.initialized) {
+        if (device == ctx.device) return;
+        char msg[256];
+        snprintf(msg, sizeof msg, "cuda_init(%d) after cuda_init(%d): one device per process", device, ctx.device);
+        t5_die(__FILE__, __LINE__, msg, "run one process per GPU (--num_gpus N spawns them)");
+    }
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "no CUDA device found (%s)",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices visible");
+        t5_die(__FILE__, __LINE__, msg,
+               "check nvidia-smi, the driver and CUDA_VISIBLE_DEVICES, or run with --device cpu");
+    }
+    if (device < 0 || device >= count) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "CUDA device %d requested, but %d device(s) are visible", device, count);
+        t5_die(__FILE__, __LINE__, msg, "pick a device in [0, count) or check CUDA_VISIBLE_DEVICES");
+    }
+    cudaCheck(cudaSetDevice(device));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+    if (prop.major != 9 || prop.minor != 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "device %d is %s (compute capability %d.%d), but this build holds sm_90a code only",
+                 device, prop.name, prop.major, prop.minor);
+        t5_die(__FILE__, __LINE__, msg,
+               "run on a Hopper GPU (H100/H200), or rebuild with NVCCFLAGS -gencode for this GPU's architecture");
+    }
+    ctx.device = device;
+    ctx.sm_count = prop.multiProcessorCount;
+    cudaCheck(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+    cublasCheck(cublasLtCreate(&ctx.lt));
+    cudaCheck(cudaHostAlloc((void **)&ctx.stage, STAGE_SLOTS * STAGE_SLOT_BYTES, cudaHostAllocDefault));
+    for (int i = 0; i < STAGE_SLOTS; i++) {
+        cudaCheck(cudaEventCreateWithFlags(&ctx.stage_done[i], cudaEventDisableTiming));
+        cudaCheck(cudaEventRecord(ctx.stage_done[i], ctx.stream));  // every slot starts free
+    }
+    {
+        std::lock_guard<std::mutex> lock(mem_mutex);
+        if (!live_blocks) live_blocks = new std::unordered_map<void *, size_t>();
+    }
+    ctx.initialized = 1;
+    ctx.lt_workspace = cuda_alloc(LT_WORKSPACE_BYTES);
+}
+
+extern "C" void *cuda_stream(void) {
+    require_init("cuda_stream", __FILE__, __LINE__);
+    return (void *)ctx.stream;
+}
+
+cublasLtHandle_t cuda_lt_handle(void) {
+    require_init("cuda_lt_handle", __FILE__, __LINE__);
+    return ctx.lt;
+}
+
+void *cuda_lt_workspace(size_t *bytes) {
+    require_init("cuda_lt_workspace", __FILE__, __LINE__);
+    if (bytes) *bytes = LT_WORKSPACE_BYTES;
+    return ctx.lt_workspace;
+}
+
+int cuda_sm_count(void) {
+    require_init("cuda_sm_count", __FILE__, __LINE__);
+    return ctx.sm_count;
+}
+
+extern "C" void cuda_set_memory_cap(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mem_mutex);
+    mem_cap = bytes;
+}
+
+extern "C" void *cuda_alloc(size_t bytes) {
+    require_init("cuda_alloc", __FILE__, __LINE__);
+    std::lock_guard<std::mutex> lock(mem_mutex);
+    char a[32], b[32], c[32], msg[512];
+    if (mem_cap && (bytes > mem_cap || mem_in_use > mem_cap - bytes)) {
+        snprintf(msg, sizeof msg,
+                 "GPU memory cap of %s GiB exceeded: %s GiB in use + %s GiB requested (--max_gpu_memory)",
+                 gib_str(a, sizeof a, mem_cap), gib_str(b, sizeof b, mem_in_use), gib_str(c, sizeof c, bytes));
+        t5_die(__FILE__, __LINE__, msg,
+               "raise --max_gpu_memory, lower --per_device_train_batch_size, or use a ZeRO stage / offload; "
+               "`train_t5 estimate` shows what fits");
+    }
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);  // a real, distinct pointer even for 0 bytes
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();  // an allocation error is not sticky: clear it and go on to report
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        char d[32], e[32];
+        snprintf(msg, sizeof msg,
+                 "cudaMalloc of %zu bytes (%s GiB) failed: %s; %s GiB in use through cuda_alloc, device has %s of "
+                 "%s GiB free",
+                 bytes, gib_str(a, sizeof a, bytes), cudaGetErrorString(err), gib_str(b, sizeof b, mem_in_use),
+                 gib_str(d, sizeof d, free_b), gib_str(e, sizeof e, total_b));
+        t5_die(__FILE__, __LINE__, msg,
+               "the GPU is out of memory: lower --per_device_train_batch_size, use a ZeRO stage / offload, or check "
+               "nvidia-smi for other processes on this GPU");
+    }
+    if (bytes) cudaCheck(cudaMemsetAsync(p, 0, bytes, ctx.stream));
+    (*live_blocks)[p] = bytes;
+    mem_in_use += bytes;
+    if (mem_in_use > mem_peak) mem_peak = mem_in_use;
+    return p;
+}
+
+extern "C" void cuda_free(void *p) {
+    if (!p) return;
+    require_init("cuda_free", __FILE__, __LINE__);
+    {
+        std::lock_guard<std::mutex> lock(mem_mutex);
+        auto it = live_blocks->find(p);
+        if (it == live_blocks->end()) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "cuda_free(%p): not a live pointer from cuda_alloc", p);
+            t5_die(__FILE__, __LINE__, msg, "a double free or a pointer from elsewhere (a bug in the caller)");
+        }
+        mem_in_use -= it->second;
+        live_blocks->erase(it);
+    }
+    cudaCheck(cudaFree(p));  // synchronizes the device: frees are rare (set-up, scratch growth)
+}
+
+extern "C" void cuda_zero(void *p, size_t bytes) {
+    if (!bytes) return;
+    require_init("cuda_zero", __FILE__, __LINE__);
+    cudaCheck(cudaMemsetAsync(p, 0, bytes, ctx.stream));
+}
+
+extern "C" void cuda_to_device(void *dst, const void *host_src, size_t bytes) {
+    if (!bytes) return;
+    require_init("cuda_to_device", __FILE__, __LINE__);
+    if (bytes > STAGE_SLOT_BYTES) {
+        cudaCheck(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx.stream));
+        cudaCheck(cudaStreamSynchronize(ctx.stream));
+        return;
+    }
+    std::lock_guard<std::mutex> lock(stage_mutex);
+    const unsigned slot = ctx.stage_next++ % STAGE_SLOTS;
+    char *buf = ctx.stage + (size_t)slot * STAGE_SLOT_BYTES;
+    cudaCheck(cudaEventSynchronize(ctx.stage_done[slot]));  // the slot's previous copy has run
+    memcpy(buf, host_src, bytes);
+    cudaCheck(cudaMemcpyAsync(dst, buf, bytes, cudaMemcpyHostToDevice, ctx.stream));
+    cudaCheck(cudaEventRecord(ctx.stage_done[slot], ctx.stream));
+}
+
+extern "C" void cuda_to_host(void *host_dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    require_init("cuda_to_host", __FILE__, __LINE__);
+    cudaCheck(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream));
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+}
+
+extern "C" size_t cuda_mem_in_use(void) {
+    std::lock_guard<std::mutex> lock(mem_mutex);
+    return mem_in_use;
+}
+
+extern "C" size_t cuda_mem_peak(void) {
+    std::lock_guard<std::mutex> lock(mem_mutex);
+    return mem_peak;
+}
+
+extern "C" void cuda_synchronize(void) {
+    require_init("cuda_synchronize", __FILE__, __LINE__);
+    cudaCheck(cudaStreamSynchronize(ctx.stream));
+}

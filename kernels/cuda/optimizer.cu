@@ -1,0 +1,145 @@
+// kernels/cuda/optimizer.cu: optimizer building blocks on fp32 state
+// (kernels/cpu/optimizer.c is the reference).
+//   sumsq         sum of g^2 as double, deterministic in two passes: a fixed grid (from n
+//                 alone) of blocks, each thread summing 16-byte packs (fp32 within a pack,
+//                 double across packs), a double block sum per block; then one block sums
+//                 the block sums in order. One copy to the host.
+//   adamw_update  torch.optim.AdamW step with the CPU's host-side scalar precomputation in
+//                 double and the same fp32 operations per element, written with _rn
+//                 intrinsics so that nothing is contracted into a multiply-add: master, m
+//                 and v are bitwise those of the CPU reference (sqrtf and / are IEEE in
+//                 both). param_out (when not NULL) receives T(master).
+#include <math.h>
+
+#include "common.cuh"
+
+#define SUMSQ_THREADS 256
+#define SUMSQ_MAX_BLOCKS 1024
+
+template <typename T, int V>
+__global__ void __launch_bounds__(SUMSQ_THREADS) sumsq_partial_kernel(double *partial, const T *g, size_t n) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t nv = n / V;
+    double acc = 0.0;
+    for (size_t p = t; p < nv; p += stride) {
+        float f[V];
+        load_vec<T, V>(f, g + p * V);
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < V; k++) s += f[k] * f[k];
+        acc += (double)s;
+    }
+    for (size_t i = nv * V + t; i < n; i += stride) {
+        const float f = to_float(g[i]);
+        acc += (double)(f * f);
+    }
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void sumsq_final_kernel(double *out, const double *partial, int G) {
+    double s = 0.0;
+    for (int i = threadIdx.x; i < G; i += blockDim.x) s += partial[i];
+    s = block_sum(s);
+    if (threadIdx.x == 0) *out = s;
+}
+
+static double *sumsq_scratch;  // [0] result, [1 ..] block sums
+
+template <typename T> static double sumsq(const void *g, size_t n) {
+    if (n == 0) return 0.0;
+    if (!sumsq_scratch) sumsq_scratch = (double *)cuda_alloc((1 + SUMSQ_MAX_BLOCKS) * sizeof(double));
+    constexpr int P = pack_of<T>();
+    const int V = aligned16(g) ? P : 1;
+    size_t blocks = CEIL_DIV(CEIL_DIV(n, (size_t)V), (size_t)SUMSQ_THREADS);
+    const int G = (int)(blocks < SUMSQ_MAX_BLOCKS ? blocks : SUMSQ_MAX_BLOCKS);
+    cudaStream_t st = t5_stream();
+    if (V == P)
+        sumsq_partial_kernel<T, P><<<G, SUMSQ_THREADS, 0, st>>>(sumsq_scratch + 1, (const T *)g, n);
+    else
+        sumsq_partial_kernel<T, 1><<<G, SUMSQ_THREADS, 0, st>>>(sumsq_scratch + 1, (const T *)g, n);
+    cudaLaunchCheck();
+    sumsq_final_kernel<<<1, 1024, 0, st>>>(sumsq_scratch, sumsq_scratch + 1, G);
+    cudaLaunchCheck();
+    double h;
+    cuda_to_host(&h, sumsq_scratch, sizeof h);
+    return h;
+}
+
+template <typename T> struct AdamWF {
+    float *master, *m, *v;
+    T *param_out;  // NULL: none
+    const T *grad;
+    float grad_scale, decay, w1, one_minus_w1, beta2, w2, bc2_sqrt, eps, neg_step_size;
+    int do_decay, small_w1;
+    template <int V> __device__ void apply(size_t i) const {
+        float g[V], p[V], mi[V], vi[V];
+        load_vec<T, V>(g, grad + i);
+        load_vec<float, V>(p, master + i);
+        load_vec<float, V>(mi, m + i);
+        load_vec<float, V>(vi, v + i);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const float gk = __fmul_rn(g[k], grad_scale);
+            float pk = do_decay ? __fmul_rn(p[k], decay) : p[k];
+            float mk = small_w1 ? __fadd_rn(mi[k], __fmul_rn(w1, __fsub_rn(gk, mi[k])))
+                                : __fsub_rn(gk, __fmul_rn(__fsub_rn(gk, mi[k]), one_minus_w1));
+            float vk = __fadd_rn(__fmul_rn(vi[k], beta2), __fmul_rn(__fmul_rn(w2, gk), gk));
+            const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vk), bc2_sqrt), eps);
+            p[k] = __fadd_rn(pk, __fdiv_rn(__fmul_rn(neg_step_size, mk), denom));
+            mi[k] = mk;
+            vi[k] = vk;
+        }
+        store_vec<float, V>(master + i, p);
+        store_vec<float, V>(m + i, mi);
+        store_vec<float, V>(v + i, vi);
+        if (param_out) store_vec<T, V>(param_out + i, p);
+    }
+};
+
+template <typename T>
+static void adamw_update(float *master, void *param_out, const void *grad, float *m, float *v, size_t n, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
+    if (step < 1) t5_fail("adamw_update: optimizer step %d, but steps count from 1", step);
+    // the scalars exactly as kernels/cpu/optimizer.c computes them
+    const double bc1 = 1.0 - pow((double)beta1, step);
+    const double bc2 = 1.0 - pow((double)beta2, step);
+    AdamWF<T> f;
+    f.master = master;
+    f.m = m;
+    f.v = v;
+    f.param_out = (T *)param_out;
+    f.grad = (const T *)grad;
+    f.grad_scale = grad_scale;
+    f.decay = (float)(1.0 - (double)lr * (double)weight_decay);
+    f.w1 = (float)(1.0 - (double)beta1);
+    f.one_minus_w1 = 1.0f - f.w1;
+    f.beta2 = beta2;
+    f.w2 = (float)(1.0 - (double)beta2);
+    f.bc2_sqrt = (float)sqrt(bc2);
+    f.eps = eps;
+    f.neg_step_size = (float)(-((double)lr / bc1));
+    f.do_decay = weight_decay != 0.0f;
+    f.small_w1 = fabsf(f.w1) < 0.5f;
+    const bool aligned =
+        aligned16(master) && aligned16(m) && aligned16(v) && aligned16(grad) && aligned16(param_out);
+    launch_pointwise<T>(f, n, aligned);
+}
+
+extern "C" double cuda_sumsq(Dtype dt, const void *g, size_t n) {
+    switch (dt) {
+    case DTYPE_F32: return sumsq<float>(g, n);
+    case DTYPE_BF16: return sumsq<__nv_bfloat16>(g, n);
+    case DTYPE_F16: return sumsq<__half>(g, n);
+    default: dtype_unknown(dt, __func__);
+    }
+    return 0.0;
+}
+
+extern "C" void cuda_adamw_update(Dtype dt, float *master, void *param_out, const void *grad, float *m, float *v,
+                                  size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                  float grad_scale, int step) {
+    DISPATCH_DTYPE(dt, adamw_update, master, param_out, grad, m, v, n, lr, beta1, beta2, eps, weight_decay,
+                   grad_scale, step);
+}

@@ -1,0 +1,195 @@
+// kernels/cuda/rmsnorm.cu: T5's RMS norm (HF T5LayerNorm): no mean, no bias.
+//   forward   rstd (N) = 1/sqrtf(mean(x^2) + eps) (fp32), out = weight * T(x * rstd):
+//             HF multiplies in fp32, converts to the weight's dtype when that is 16-bit,
+//             then multiplies by the weight; for T = float this is kernels/cpu/rmsnorm.c.
+//             One block per row, 16-byte packs, the row re-read from L1/L2 for the output.
+//   backward  dinp += r * (w*g - xhat * mean(w*g*xhat)), xhat = x*r in fp32;
+//             dweight += sum over rows of g * xhat, deterministically: block b owns the
+//             fixed row range [b*R, (b+1)*R) (R from N alone), sums its rows per column
+//             in shared memory (each column owned by one thread), writes one fp32 partial
+//             row; a second kernel sums the partials in block order and adds into dweight.
+#include "common.cuh"
+
+#define RMS_MAX_THREADS 256
+#define RMS_MAX_PARTIALS 1024  // fp32 partial rows of dweight (blocks of the backward)
+#define RMS_DW_GROUPS 32       // row groups of the dweight kernel (its blockDim.y)
+#define RMS_MIN_ROWS 8
+
+// ---- forward ----------------------------------------------------------------------------------
+
+template <typename T, int V>
+__global__ void __launch_bounds__(RMS_MAX_THREADS)
+    rmsnorm_forward_kernel(T *out, float *rstd, const T *inp, const T *weight, int D, float eps) {
+    const size_t n = blockIdx.x;
+    const T *x = inp + n * D;
+    T *y = out + n * D;
+    float ss = 0.0f;
+    for (int c = threadIdx.x * V; c < D; c += blockDim.x * V) {
+        float f[V];
+        load_vec<T, V>(f, x + c);
+#pragma unroll
+        for (int k = 0; k < V; k++) ss += f[k] * f[k];
+    }
+    ss = block_sum(ss);
+    const float r = 1.0f / sqrtf(ss / (float)D + eps);
+    if (threadIdx.x == 0) rstd[n] = r;
+    for (int c = threadIdx.x * V; c < D; c += blockDim.x * V) {
+        float f[V], w[V], o[V];
+        load_vec<T, V>(f, x + c);
+        load_vec<T, V>(w, weight + c);
+#pragma unroll
+        for (int k = 0; k < V; k++) o[k] = w[k] * round_to<T>(f[k] * r);
+        store_vec<T, V>(y + c, o);
+    }
+}
+
+template <typename T>
+static void rmsnorm_forward(void *out, float *rstd, const void *inp, const void *weight, int N, int D, float eps) {
+    if (N <= 0 || D <= 0) return;
+    constexpr int P = pack_of<T>();
+    const bool vec = D % P == 0 && aligned16(out) && aligned16(inp) && aligned16(weight);
+    const int threads = row_block_threads(vec ? D / P : D, RMS_MAX_THREADS);
+    if (vec)
+        rmsnorm_forward_kernel<T, P>
+            <<<N, threads, 0, t5_stream()>>>((T *)out, rstd, (const T *)inp, (const T *)weight, D, eps);
+    else
+        rmsnorm_forward_kernel<T, 1>
+            <<<N, threads, 0, t5_stream()>>>((T *)out, rstd, (const T *)inp, (const T *)weight, D, eps);
+    cudaLaunchCheck();
+}
+
+// ---- backward ---------------------------------------------------------------------------------
+
+// Block b: rows [b*R, min(N, (b+1)*R)). Shared acc (D floats) laid out [k][pack] so that
+// consecutive threads touch consecutive words. partial (gridDim.x, D).
+template <typename T, int V>
+__global__ void __launch_bounds__(RMS_MAX_THREADS)
+    rmsnorm_backward_kernel(T *dinp, float *partial, const T *dout, const T *inp, const T *weight,
+                            const float *rstd, int N, int D, int R) {
+    extern __shared__ float acc[];
+    const int P = D / V;  // packs per row (D % V == 0 by the launch)
+    for (int p = threadIdx.x; p < P; p += blockDim.x)
+#pragma unroll
+        for (int k = 0; k < V; k++) acc[k * P + p] = 0.0f;
+    const int n0 = blockIdx.x * R, n1 = min(N, n0 + R);
+    for (int n = n0; n < n1; n++) {
+        const T *x = inp + (size_t)n * D, *g = dout + (size_t)n * D;
+        T *dx = dinp + (size_t)n * D;
+        const float r = rstd[n];
+        float dot = 0.0f;
+        for (int p = threadIdx.x; p < P; p += blockDim.x) {
+            float xf[V], gf[V], wf[V];
+            load_vec<T, V>(xf, x + p * V);
+            load_vec<T, V>(gf, g + p * V);
+            load_vec<T, V>(wf, weight + p * V);
+#pragma unroll
+            for (int k = 0; k < V; k++) dot += wf[k] * gf[k] * (xf[k] * r);
+        }
+        dot = block_sum(dot);
+        const float mean_dot = dot / (float)D;
+        for (int p = threadIdx.x; p < P; p += blockDim.x) {
+            float xf[V], gf[V], wf[V], d[V];
+            load_vec<T, V>(xf, x + p * V);
+            load_vec<T, V>(gf, g + p * V);
+            load_vec<T, V>(wf, weight + p * V);
+            load_vec<T, V>(d, dx + p * V);
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                const float xhat = xf[k] * r;
+                d[k] += r * (wf[k] * gf[k] - xhat * mean_dot);
+                acc[k * P + p] += gf[k] * xhat;
+            }
+            store_vec<T, V>(dx + p * V, d);
+        }
+    }
+    float *dst = partial + (size_t)blockIdx.x * D;
+    for (int p = threadIdx.x; p < P; p += blockDim.x)
+#pragma unroll
+        for (int k = 0; k < V; k++) dst[p * V + k] = acc[k * P + p];
+}
+
+// dweight[c] += sum over b of partial[b, c], in a fixed order. block (32, RMS_DW_GROUPS):
+// thread (tx, ty) sums b = ty, ty+GROUPS, ... for column c = blockIdx.x*32 + tx; then
+// ty 0 sums the GROUPS sums in order.
+template <typename T>
+__global__ void rmsnorm_dweight_kernel(T *dweight, const float *partial, int G, int D) {
+    __shared__ float s[RMS_DW_GROUPS][33];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    float a = 0.0f;
+    if (c < D) {
+#pragma unroll 8
+        for (int b = threadIdx.y; b < G; b += RMS_DW_GROUPS) a += partial[(size_t)b * D + c];
+    }
+    s[threadIdx.y][threadIdx.x] = a;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= D) return;
+    float t = s[0][threadIdx.x];
+#pragma unroll
+    for (int y = 1; y < RMS_DW_GROUPS; y++) t += s[y][threadIdx.x];
+    dweight[c] = from_float<T>(to_float(dweight[c]) + t);
+}
+
+static float *rms_partial;
+static size_t rms_partial_bytes;
+
+template <typename T, int V>
+static void rmsnorm_backward_launch(T *dinp, float *partial, const T *dout, const T *inp, const T *weight,
+                                    const float *rstd, int N, int D, int R, int G) {
+    const int threads = row_block_threads(D / V, RMS_MAX_THREADS);
+    const size_t smem = (size_t)D * sizeof(float);
+    // Up to 48 KiB per block (static + dynamic) without opting in; block_sum's static
+    // shared array needs a few hundred bytes of it. Per instantiation (the attribute is
+    // per kernel).
+    const size_t static_reserve = 1024;
+    static size_t smem_opted = (48 << 10) - static_reserve;
+    if (smem > smem_opted) {
+        int dev = 0, max_optin = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        if (smem + static_reserve > (size_t)max_optin)
+            t5_fail("rmsnorm_backward: d_model %d needs %zu bytes of shared memory, the GPU allows %d per block", D,
+                    smem + static_reserve, max_optin);
+        cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_kernel<T, V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem));
+        smem_opted = smem;
+    }
+    rmsnorm_backward_kernel<T, V><<<G, threads, smem, t5_stream()>>>(dinp, partial, dout, inp, weight, rstd, N, D, R);
+    cudaLaunchCheck();
+}
+
+template <typename T>
+static void rmsnorm_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
+                             const float *rstd, int N, int D) {
+    if (N <= 0 || D <= 0) return;
+    // Rows per block from N alone, so the summation order never depends on the device.
+    int R = CEIL_DIV(N, RMS_MAX_PARTIALS);
+    if (R < RMS_MIN_ROWS) R = RMS_MIN_ROWS;
+    const int G = CEIL_DIV(N, R);
+    const size_t need = (size_t)G * D * sizeof(float);
+    if (need > rms_partial_bytes) {
+        cuda_free(rms_partial);
+        rms_partial = (float *)cuda_alloc(need);
+        rms_partial_bytes = need;
+    }
+    constexpr int P = pack_of<T>();
+    const bool vec = D % P == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
+    if (vec)
+        rmsnorm_backward_launch<T, P>((T *)dinp, rms_partial, (const T *)dout, (const T *)inp, (const T *)weight, rstd,
+                                      N, D, R, G);
+    else
+        rmsnorm_backward_launch<T, 1>((T *)dinp, rms_partial, (const T *)dout, (const T *)inp, (const T *)weight, rstd,
+                                      N, D, R, G);
+    rmsnorm_dweight_kernel<T>
+        <<<CEIL_DIV(D, 32), dim3(32, RMS_DW_GROUPS), 0, t5_stream()>>>((T *)dweight, rms_partial, G, D);
+    cudaLaunchCheck();
+}
+
+extern "C" void cuda_rmsnorm_forward(Dtype dt, void *out, float *rstd, const void *inp, const void *weight, int N,
+                                     int D, float eps) {
+    DISPATCH_DTYPE(dt, rmsnorm_forward, out, rstd, inp, weight, N, D, eps);
+}
+
+extern "C" void cuda_rmsnorm_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
+                                      const void *weight, const float *rstd, int N, int D) {
+    DISPATCH_DTYPE(dt, rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd, N, D);
+}
