@@ -8,6 +8,7 @@
 
 #include "../common/check.h"
 #include "../common/flags.h"
+#include "device.h"
 
 TrainArgs train_args_default(void) {
     TrainArgs a;
@@ -99,6 +100,8 @@ TrainArgs train_args_default(void) {
     {"device", FLAG_STRING, &a->device, "cpu or cuda"},                                                             \
     {"fp16", FLAG_BOOL, &a->fp16, "fp16 mixed precision with dynamic loss scaling (cuda)"},                       \
     {"bf16", FLAG_BOOL, &a->bf16, "bf16 mixed precision (cuda)"},                                                  \
+    {"max_gpu_memory", FLAG_FLOAT, &a->max_gpu_memory, "cap on GPU memory in GiB (emulate a smaller card)"},     \
+    {"gradient_checkpointing", FLAG_BOOL, &a->gradient_checkpointing, "recompute block activations in backward"},\
     {"deepspeed", FLAG_STRING, &a->deepspeed, "DeepSpeed JSON config"},                                            \
     {"help", FLAG_BOOL, &a->help, "this help"},
 
@@ -197,10 +200,12 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     // ---- device and precision ----
     if (strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
         t5_fail("--device \"%s\": expected cpu or cuda", a->device);
-    if (!strcmp(a->device, "cuda"))
-        t5_fail("--device cuda: the CUDA backend is not built yet (it is the next issue after evaluation); use --device cpu");
-    if (a->fp16 || a->bf16)
-        t5_fail("--%s: mixed precision needs the CUDA backend (not built yet); the CPU backend is fp32 only",
-                a->fp16 ? "fp16" : "bf16");
+    if ((a->fp16 || a->bf16) && strcmp(a->device, "cuda") != 0)
+        t5_fail("--%s needs --device cuda: the CPU backend is the fp32 reference", a->fp16 ? "fp16" : "bf16");
+    if (a->max_gpu_memory < 0) t5_fail("--max_gpu_memory %g: must be > 0 GiB", a->max_gpu_memory);
+    if (a->max_gpu_memory > 0 && strcmp(a->device, "cuda") != 0) t5_fail("--max_gpu_memory needs --device cuda");
+    if (!strcmp(a->device, "cuda") && !device_cuda_built())
+        t5_fail("--device cuda: this train_t5 was built without CUDA (nvcc not found at build time; see make's "
+                "feature line)");
     if (a->deepspeed) validate_deepspeed_json(a->deepspeed);
 }

@@ -48,6 +48,8 @@ typedef struct {
     // ---- hardware and precision ----
     const char *device;           // cpu|cuda
     int fp16, bf16;
+    double max_gpu_memory;        // GiB cap on everything train_t5 allocates on the GPU (0: none)
+    int gradient_checkpointing;   // recompute each block's activations in backward
     const char *deepspeed;        // DeepSpeed JSON config path
 
     int help;

@@ -24,8 +24,10 @@
 #include "../data/splits.h"
 #include "../model/hf_dir.h"
 #include "../model/load.h"
+#include "../zero/planner.h"
 #include "../zero/step.h"
 #include "args.h"
+#include "device.h"
 #include "progress.h"
 
 typedef struct {
@@ -142,7 +144,10 @@ static void save_metrics(Run *r, const char *split, cJSON *metrics) {
 
 static void save_model(Run *r, const char *dir) {
     mkdir_p(dir);
-    hf_save_model(dir, &r->m.cfg, &r->m.lay, r->m.params, ST_F32);
+    float *host = mallocCheck(r->m.lay.total * sizeof(float));
+    t5_params_to_host(&r->m, host);  // the fp32 (master) weights, whatever the compute dtype
+    hf_save_model(dir, &r->m.cfg, &r->m.lay, host, ST_F32);
+    free(host);
     char *dst = path_join(dir, "spiece.model");
     file_copy_atomic(r->spm_path, dst);
     free(dst);
@@ -211,9 +216,16 @@ static void plan_batches(Run *r, const Dataset *const sets[SPLIT_COUNT]) {
     int B = 1;
     if (sets[SPLIT_TRAIN] && a->per_device_train_batch_size > B) B = a->per_device_train_batch_size;
     if ((sets[SPLIT_VAL] || sets[SPLIT_TEST]) && a->per_device_eval_batch_size > B) B = a->per_device_eval_batch_size;
+    MemPlan plan = planner_memory(&r->m.cfg, r->m.be->act_dtype, B, maxS, maxT, a->gradient_checkpointing);
+    printf("largest batch: %d x (source %d, target %d tokens); ", B, maxS, maxT);
+    planner_print(&plan, a->max_gpu_memory);
+    if (a->max_gpu_memory > 0 && plan.total > (size_t)(a->max_gpu_memory * 1073741824.0))
+        t5_fail("the run needs %.2f GiB on the GPU (activations %.2f GiB for batch %d) but --max_gpu_memory is %.1f "
+                "GiB; HINT: %s", plan.total / 1073741824.0, plan.activations / 1073741824.0, B, a->max_gpu_memory,
+                a->gradient_checkpointing ? "lower --per_device_train_batch_size (and raise --gradient_accumulation_steps)"
+                                          : "add --gradient_checkpointing, or lower --per_device_train_batch_size");
+    r->m.gradient_checkpointing = a->gradient_checkpointing;
     t5_plan_activations(&r->m, B, maxS, maxT);
-    printf("activation plan: batch %d, source %d, target %d tokens: %.1f MiB\n", B, maxS, maxT,
-           r->m.arena_bytes / 1048576.0);
 }
 
 static int should_eval(const Run *r, int epoch_end) {
@@ -276,6 +288,9 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                       .max_grad_norm = (float)a->max_grad_norm};
     AdamW opt;
     adamw_init(&opt, m->be, oc, 0, m->lay.total);
+    // fp16: DeepSpeed's dynamic loss scaler with its defaults (initial_scale_power 16,
+    // loss_scale_window 1000, hysteresis 2, min_loss_scale 1); others: no scaling
+    LossScaler scaler = a->fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
 
     printf("***** Running training *****\n");
     printf("  Num examples = %ld\n  Num epochs = %d\n  Instantaneous batch size per device = %d\n", N, r->num_epochs, B);
@@ -314,7 +329,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 r->total_flos += 6.0 * nb * micro[n_micro].S * (double)nonembed;
             }
             m->dropout_seed = (uint64_t)a->seed * 0x100000001B3ULL + (uint64_t)r->global_step;
-            StepResult sr = zero_train_step(m, &opt, &sched, NULL, micro, n_micro, (float)a->label_smoothing_factor);
+            StepResult sr = zero_train_step(m, &opt, &sched, &scaler, micro, n_micro, (float)a->label_smoothing_factor);
             r->global_step++;
             r->epoch = epoch + (double)k / (double)micro_per_epoch;
             loss_since_log += sr.loss;
@@ -329,6 +344,10 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 cJSON_AddNumberToObject(e, "learning_rate", sr.lr);  // the lr this update used, as HF 5.17 logs
                 cJSON_AddNumberToObject(e, "loss", loss_since_log / steps_since_log);
                 cJSON_AddNumberToObject(e, "step", r->global_step);
+                if (a->fp16) {
+                    cJSON_AddNumberToObject(e, "loss_scale", sr.loss_scale);
+                    cJSON_AddNumberToObject(e, "skipped_steps", (double)scaler.skipped_steps);
+                }
                 log_entry(r, e, 1);
                 loss_since_log = 0;
                 steps_since_log = 0;
@@ -348,6 +367,8 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     cJSON_AddNumberToObject(met, "train_runtime", rt);
     cJSON_AddNumberToObject(met, "train_samples_per_second", rt > 0 ? n_samples / rt : 0);
     cJSON_AddNumberToObject(met, "train_steps_per_second", rt > 0 ? r->global_step / rt : 0);
+    if (strncmp(m->be->name, "cuda", 4) == 0)
+        cJSON_AddNumberToObject(met, "train_peak_gpu_memory_gib", m->be->mem_peak() / 1073741824.0);
     cJSON *entry = cJSON_Duplicate(met, 1);
     cJSON_AddNumberToObject(entry, "step", r->global_step);
     log_entry(r, entry, 0);
@@ -388,7 +409,8 @@ int trainer_main(int argc, char **argv, int start) {
     prepare_output_dir(a);
     r.spm = spm_load(r.spm_path);
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
-    model_load(&r.m, a->model, backend_cpu(), lo);
+    const Backend *be = device_backend(a->device, a->bf16, a->fp16, a->max_gpu_memory);
+    model_load(&r.m, a->model, be, lo);
     if (a->dropout_rate >= 0) r.m.cfg.dropout_rate = r.m.dropout_p = (float)a->dropout_rate;
     if (a->freeze_embeds) apply_freeze_embeds(&r.m);
     r.log_history = cJSON_CreateArray();

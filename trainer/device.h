@@ -1,0 +1,13 @@
+// trainer/device.h: --device / --bf16 / --fp16 / --max_gpu_memory -> a Backend.
+// cpu: the fp32 reference backend. cuda: the CUDA backend in fp32, bf16 or fp16
+// (16-bit = mixed precision: fp32 master weights and moments, 16-bit compute), present
+// when the binary was built with nvcc (the Makefile says so); asking for it otherwise is
+// an error, never a silent fall-back to the CPU.
+#pragma once
+#include "../kernels/backend.h"
+
+int device_cuda_built(void);
+// Select and initialize. max_gpu_memory_gib <= 0: no cap.
+const Backend *device_backend(const char *device, int bf16, int fp16, double max_gpu_memory_gib);
+// Synchronize the device (for timing); no-op on the CPU.
+void device_synchronize(const Backend *be);
