@@ -127,7 +127,8 @@ clean:
 DEMO_FLAGS := --model data/sample/t5-demo --init random --tokenizer_name data/sample/spiece.model \
   --data_dir data/sample --task translation_en_to_ro --max_source_length 64 --max_target_length 64 \
   --per_device_train_batch_size 16 --per_device_eval_batch_size 32 --learning_rate 2e-3 --warmup_steps 10 \
-  --max_steps 120 --logging_steps 10 --sampler sortish --n_val 200 --do_train --do_eval \
+  --max_steps 120 --logging_steps 10 --sampler sortish --n_val 100 --do_train --do_eval \
+  --predict_with_generate --generation_num_beams 4 --generation_max_length 32 \
   --output_dir out/demo --overwrite_output_dir
 demo: deps all
 	./train_t5 $(DEMO_FLAGS)

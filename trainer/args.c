@@ -37,6 +37,9 @@ TrainArgs train_args_default(void) {
     a.eval_strategy = "no";
     a.save_strategy = "steps";
     a.device = "cpu";
+    a.generation_max_length = -1;
+    a.generation_num_beams = 1;
+    a.length_penalty = 1.0;
     return a;
 }
 
@@ -91,6 +94,14 @@ TrainArgs train_args_default(void) {
     {"seed", FLAG_INT, &a->seed, "seed for init, sampling and dropout (42)"},                                      \
     {"label_smoothing_factor", FLAG_FLOAT, &a->label_smoothing_factor, "label smoothing epsilon (0)"},             \
     {"label_smoothing", FLAG_FLOAT, &a->label_smoothing_factor, "alias of --label_smoothing_factor"},              \
+    {"predict_with_generate", FLAG_BOOL, &a->predict_with_generate, "generate in eval/predict: BLEU, chrF, gen_len"},\
+    {"generation_max_length", FLAG_INT, &a->generation_max_length, "generate up to N tokens incl. the start (-1: max_target_length)"},\
+    {"val_max_target_length", FLAG_INT, &a->generation_max_length, "alias of --generation_max_length"},             \
+    {"generation_num_beams", FLAG_INT, &a->generation_num_beams, "beam search width (1: greedy)"},                 \
+    {"num_beams", FLAG_INT, &a->generation_num_beams, "alias of --generation_num_beams"},                          \
+    {"eval_beams", FLAG_INT, &a->generation_num_beams, "alias of --generation_num_beams (finetune_trainer)"},       \
+    {"length_penalty", FLAG_FLOAT, &a->length_penalty, "beam search length penalty (1.0)"},                         \
+    {"early_stopping", FLAG_BOOL, &a->early_stopping, "beam search stops when num_beams hypotheses are done"},      \
     {"logging_steps", FLAG_INT, &a->logging_steps, "log every N steps (500)"},                                     \
     {"eval_steps", FLAG_INT, &a->eval_steps, "evaluate every N steps (with --eval_strategy steps)"},               \
     {"eval_strategy", FLAG_STRING, &a->eval_strategy, "no (default), steps, epoch"},                               \
@@ -174,6 +185,11 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (a->dropout_rate >= 1) t5_fail("--dropout_rate %g: must be in [0, 1)", a->dropout_rate);
     if (a->max_source_length < 2) t5_fail("--max_source_length %d: must be >= 2 (one token plus </s>)", a->max_source_length);
     if (a->max_target_length < 2) t5_fail("--max_target_length %d: must be >= 2 (one token plus </s>)", a->max_target_length);
+    if (a->generation_max_length == -1) a->generation_max_length = a->max_target_length;
+    if (a->generation_max_length < 2)
+        t5_fail("--generation_max_length %d: must be >= 2 (the start token plus one)", a->generation_max_length);
+    if (a->generation_num_beams < 1 || a->generation_num_beams > 64)
+        t5_fail("--generation_num_beams %d: must be in [1, 64]", a->generation_num_beams);
     if (a->logging_steps < 1) t5_fail("--logging_steps %d: must be >= 1", a->logging_steps);
     if (a->save_steps < 1) t5_fail("--save_steps %d: must be >= 1", a->save_steps);
     if (a->n_train == 0 || a->n_val == 0 || a->n_test == 0)

@@ -40,6 +40,13 @@ typedef struct {
     int seed;
     double label_smoothing_factor;
 
+    // ---- generation in evaluation (Seq2SeqTrainingArguments) ----
+    int predict_with_generate;    // eval/predict generate, then BLEU, chrF and gen_len
+    int generation_max_length;    // counts the decoder start token; -1: max_target_length
+    int generation_num_beams;     // 1: greedy
+    double length_penalty;        // beam search (HF generation default 1.0)
+    int early_stopping;           // beam search (HF generation default false)
+
     // ---- logging / saving / evaluation ----
     int logging_steps, eval_steps, save_steps;
     const char *eval_strategy;    // no|steps|epoch
