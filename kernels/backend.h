@@ -115,6 +115,11 @@ typedef struct Backend {
     void (*scale)(void *out, const void *inp, float alpha, size_t n);        // out = alpha * inp
     void (*dropout_forward)(void *out, const void *inp, size_t n, DropoutArgs drop);
     void (*dropout_backward)(void *dinp, const void *dout, size_t n, DropoutArgs drop);  // dinp +=
+    // HF T5Block's fp16 guard, applied to each sublayer's output when act_dtype is fp16:
+    // if any element of x (n) is +-inf, clamp all of x to +-(65504 - 1000), else to
+    // +-65504 (a no-op for finite values). Other dtypes: no-op. Backward treats it as the
+    // identity (it only changes values that were already inf).
+    void (*clamp_fp16_overflow)(void *x, size_t n);
 
     // ---- cross-entropy over logits (N,V) with labels (N); label -100 is ignored -----
     // Per active token: (1-eps) * nll + eps * (-sum_j log p_j) / V  (HF LabelSmoother).

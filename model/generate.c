@@ -418,6 +418,7 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
                               c->d_kv, 1, t, nodrop);
         be->matmul_forward(d->y, d->ctx, PRM(m, w->self.o), N, HK, D);
         be->add(d->x, d->y, d->x, nD);  // sublayer output + residual, the operand order of t5.c
+        if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);  // HF T5Block's fp16 guard
         // cross-attention over the encoder output
         be->rmsnorm_forward(d->ln, d->rstd, d->x, PRM(m, w->cross.ln), N, D, eps);
         be->matmul_forward(d->q, d->ln, PRM(m, w->cross.q), N, D, HK);
@@ -425,6 +426,7 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
                               c->d_kv, 0, 0, nodrop);
         be->matmul_forward(d->y, d->ctx, PRM(m, w->cross.o), N, HK, D);
         be->add(d->x, d->y, d->x, nD);
+        if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);
         // feed-forward
         be->rmsnorm_forward(d->ln, d->rstd, d->x, PRM(m, w->ffn.ln), N, D, eps);
         be->matmul_forward(d->ffa, d->ln, PRM(m, w->ffn.wi), N, D, F);
@@ -432,6 +434,7 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
         be->ffn_act_forward(d->ffh, d->ffa, c->is_gated ? d->ffb : NULL, nF, c->act);
         be->matmul_forward(d->y, d->ffh, PRM(m, w->ffn.wo), N, F, D);
         be->add(d->x, d->y, d->x, nD);
+        if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);
     }
     be->rmsnorm_forward(d->ln, d->rstd, d->x, PRM(m, L->dec_final_ln), N, D, eps);
     if (c->scale_decoder_outputs) be->scale(d->ln, d->ln, head_scale(D), nD);

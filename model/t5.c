@@ -232,6 +232,7 @@ static void attn_sublayer_forward(T5Model *m, const AttnOffsets *w, AttnActs *a,
     be->matmul_forward(x_out, a->ctx, P(m, w->o), nq, HK, D);
     be->dropout_forward(x_out, x_out, nqD, site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
     be->add(x_out, x_out, x_in, nqD);
+    if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nqD);  // HF T5Block's fp16 guard
 }
 
 // One feed-forward sublayer: x_out = x_in + dropout(wo(dropout(act(wi x) [* wi_1 x]))), x = norm(x_in).
@@ -250,6 +251,7 @@ static void ffn_sublayer_forward(T5Model *m, const FfnOffsets *w, FfnActs *a, co
     be->matmul_forward(x_out, m->tmp_f, P(m, w->wo), n, F, D);
     be->dropout_forward(x_out, x_out, nD, site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
     be->add(x_out, x_out, x_in, nD);
+    if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nD);  // HF T5Block's fp16 guard
 }
 
 static void check_batch(const T5Model *m, const T5Batch *b) {

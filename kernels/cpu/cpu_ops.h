@@ -66,6 +66,7 @@ void cpu_dropout_backward(void *dinp, const void *dout, size_t n, DropoutArgs dr
 // of (seed, index); element `index` is kept when u >= p, and a kept value is multiplied
 // by cpu_dropout_scale(p).
 float cpu_dropout_uniform(uint64_t seed, uint64_t index);
+void cpu_clamp_fp16_overflow(void *x, size_t n);  // fp32 backend: a no-op
 float cpu_dropout_scale(float p);
 
 // crossentropy.c

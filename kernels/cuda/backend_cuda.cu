@@ -129,6 +129,7 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
     static void SFX##_dropout_backward(void *dinp, const void *dout, size_t n, DropoutArgs drop) {                \
         cuda_dropout_backward(DT, dinp, dout, n, drop);                                                           \
     }                                                                                                             \
+    static void SFX##_clamp_fp16_overflow(void *x, size_t n) { cuda_clamp_fp16_overflow(DT, x, n); }               \
     static double SFX##_crossentropy_forward_backward(void *dlogits, const void *logits, const int *labels,       \
                                                       int N, int V, float label_smoothing, float dloss) {         \
         return cuda_crossentropy_forward_backward(DT, dlogits, logits, labels, N, V, label_smoothing, dloss);     \
@@ -168,6 +169,7 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         .scale = SFX##_scale,                                                                                     \
         .dropout_forward = SFX##_dropout_forward,                                                                 \
         .dropout_backward = SFX##_dropout_backward,                                                               \
+        .clamp_fp16_overflow = SFX##_clamp_fp16_overflow,                                                         \
         .crossentropy_forward_backward = SFX##_crossentropy_forward_backward,                                     \
         .sumsq = SFX##_sumsq,                                                                                     \
         .adamw_update = SFX##_adamw_update,                                                                       \

@@ -49,6 +49,7 @@ void cuda_axpy(Dtype dt, void *y, const void *x, float alpha, size_t n);
 void cuda_scale(Dtype dt, void *out, const void *inp, float alpha, size_t n);
 void cuda_dropout_forward(Dtype dt, void *out, const void *inp, size_t n, DropoutArgs drop);
 void cuda_dropout_backward(Dtype dt, void *dinp, const void *dout, size_t n, DropoutArgs drop);
+void cuda_clamp_fp16_overflow(Dtype dt, void *x, size_t n);
 double cuda_crossentropy_forward_backward(Dtype dt, void *dlogits, const void *logits, const int *labels, int N,
                                           int V, float label_smoothing, float dloss);
 double cuda_sumsq(Dtype dt, const void *g, size_t n);

@@ -117,6 +117,39 @@ template <typename T> static void dropout_backward(void *dinp, const void *dout,
     launch_pointwise<T>(f, n, aligned16(dinp) && aligned16(dout));
 }
 
+// ---- HF T5Block's fp16 overflow guard (backend.h clamp_fp16_overflow) ----------------
+// Two launches and no host sync: the first sets a device flag when any element is inf,
+// the second clamps to +-(65504 - 1000) if the flag is set, else to +-65504 (finite
+// fp16 values are never beyond it, so only the flagged case changes anything).
+__global__ void fp16_any_inf_kernel(const __half *x, size_t n, int *flag) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        if (__hisinf(x[i])) {
+            *flag = 1;  // benign race: every writer writes 1
+            return;
+        }
+}
+
+__global__ void fp16_clamp_kernel(__half *x, size_t n, const int *flag) {
+    const float lim = *flag ? 65504.0f - 1000.0f : 65504.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = __half2float(x[i]);
+        if (v > lim) x[i] = __float2half(lim);
+        else if (v < -lim) x[i] = __float2half(-lim);
+    }
+}
+
+extern "C" void cuda_clamp_fp16_overflow(Dtype dt, void *x, size_t n) {
+    if (dt != DTYPE_F16 || n == 0) return;
+    static int *flag = NULL;  // one device int, allocated once
+    if (!flag) flag = (int *)cuda_alloc(sizeof(int));
+    cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), t5_stream()));
+    unsigned blocks = (unsigned)(n / 256 / 8 + 1 < 2048 ? n / 256 / 8 + 1 : 2048);
+    fp16_any_inf_kernel<<<blocks, 256, 0, t5_stream()>>>((const __half *)x, n, flag);
+    cudaLaunchCheck();
+    fp16_clamp_kernel<<<blocks, 256, 0, t5_stream()>>>((__half *)x, n, flag);
+    cudaLaunchCheck();
+}
+
 extern "C" void cuda_add(Dtype dt, void *out, const void *a, const void *b, size_t n) {
     DISPATCH_DTYPE(dt, add, out, a, b, n);
 }

@@ -144,7 +144,36 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
     test_check(n == 20 && worst <= tol, what);
 }
 
+// HF T5Block's fp16 guard: with an inf present everything is clamped to +-64504,
+// without one nothing changes.
+static void fp16_clamp(void) {
+    const Backend *be = device_backend("cuda", 0, 1, 0);
+    enum { N = 1000 };
+    uint16_t h[N], back[N];
+    for (int i = 0; i < N; i++) h[i] = st_f32_to_f16((float)(i - 500) * 131.0f);  // up to +-65500
+    void *d = be->alloc(sizeof h);
+    be->to_device(d, h, sizeof h);
+    be->clamp_fp16_overflow(d, N);
+    be->to_host(back, d, sizeof h);
+    test_check(!memcmp(h, back, sizeof h), "fp16 clamp: finite values untouched when no inf is present");
+    h[7] = 0x7C00;  // +inf
+    be->to_device(d, h, sizeof h);
+    be->clamp_fp16_overflow(d, N);
+    be->to_host(back, d, sizeof h);
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        float v = st_f16_to_f32(back[i]), want = st_f16_to_f32(h[i]);
+        if (i == 7) want = 64504.0f;
+        if (want > 64504.0f) want = 64504.0f;
+        if (want < -64504.0f) want = -64504.0f;
+        if (st_f16_to_f32(st_f32_to_f16(want)) != v) ok = 0;
+    }
+    test_check(ok, "fp16 clamp: with an inf, everything clamped to +-(65504 - 1000) as HF's T5Block");
+    be->free(d);
+}
+
 int main(void) {
+    fp16_clamp();
     fp32_against_hf("relu_tied", 0.1f);
     fp32_against_hf("gated_noscale", 0.0f);
     fp32_against_hf("untied", 0.1f);
