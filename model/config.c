@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/fileio.h"
 
 // Upper bounds that keep every size product far from overflow; all real T5s are far below.
 #define CFG_MAX_DIM (1 << 24)
@@ -347,9 +348,8 @@ static void json_escape(FILE *f, const char *s) {
 }
 
 void t5_config_save_json(const T5Config *c, const char *path) {
-    char *tmp = mallocCheck(strlen(path) + 5);
-    sprintf(tmp, "%s.tmp", path);
-    FILE *f = fopenCheck(tmp, "wb");
+    AtomicFile af;
+    FILE *f = atomic_open(&af, path);
     char drop[32], eps[32], factor[32];
     format_float(c->dropout_rate, drop, sizeof drop);
     format_float(c->layer_norm_epsilon, eps, sizeof eps);
@@ -384,17 +384,6 @@ void t5_config_save_json(const T5Config *c, const char *path) {
     fprintf(f, "  \"use_cache\": true,\n");
     fprintf(f, "  \"vocab_size\": %d\n", c->vocab_size);
     fprintf(f, "}\n");
-    if (fflush(f) != 0 || ferror(f)) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "writing '%s' failed: %s", tmp, strerror(errno));
-        t5_die(__FILE__, __LINE__, msg, "check free disk space and permissions");
-    }
-    fsync(fileno(f));
-    fcloseCheck(f, tmp);
-    if (rename(tmp, path) != 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", tmp, path, strerror(errno));
-        t5_die(__FILE__, __LINE__, msg, "check permissions of the output directory");
-    }
-    free(tmp);
+    if (ferror(f)) t5_fail("writing '%s' failed: %s", af.tmp_path, strerror(errno));
+    atomic_commit(&af);
 }

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "../common/check.h"
+#include "../common/fileio.h"
 
 #define SINGLE_FILE "model.safetensors"
 #define INDEX_FILE "model.safetensors.index.json"
@@ -28,11 +29,6 @@ static int is_file(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
-static int is_dir(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
 static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
     size_t k = (size_t)snprintf(out, cap, "[");
     for (int i = 0; i < ndim && k < cap; i++)
@@ -177,7 +173,7 @@ static const StTensor *find_shared(const Weights *w, const StFile **file) {
 // ---- public API ---------------------------------------------------------------------------
 
 int hf_resolve_model(const char *model_arg, T5Config *cfg) {
-    if (is_dir(model_arg)) {
+    if (path_is_dir(model_arg)) {
         char *cfg_path = path_join(model_arg, "config.json");
         if (is_file(cfg_path)) {
             t5_config_load_json(cfg_path, cfg);
@@ -289,22 +285,6 @@ void hf_load_weights(const char *dir, const T5Config *cfg, const ParamLayout *la
     free(src);
     free(srcf);
     weights_close(&w);
-}
-
-static void mkdir_p(const char *dir) {
-    char *p = strdup(dir);
-    if (!p) t5_die(__FILE__, __LINE__, "out of host memory", NULL);
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == '\0') {
-            char c = *s;
-            *s = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) t5_fail("%s: cannot create directory (%s)", p, strerror(errno));
-            *s = c;
-            if (!c) break;
-        }
-    }
-    if (!is_dir(dir)) t5_fail("%s: exists and is not a directory", dir);
-    free(p);
 }
 
 void hf_save_model(const char *dir, const T5Config *cfg, const ParamLayout *lay, const float *params, StDtype dtype) {

@@ -434,15 +434,11 @@ void st_writer_open(StWriter *w, const char *path, const StTensorDesc *descs, in
     text_put(&h, "}");
     while (h.len % 8) text_put(&h, " ");  // pad with spaces to 8 bytes, as the reference writer does
 
-    w->path = strdup(path);
-    w->tmp_path = mallocCheck(strlen(path) + 5);
-    if (!w->path) t5_die(__FILE__, __LINE__, "out of host memory", NULL);
-    sprintf(w->tmp_path, "%s.tmp", path);
-    w->f = fopenCheck(w->tmp_path, "wb");
+    w->f = atomic_open(&w->file, path);
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-    fwriteCheck(lenbuf, 1, 8, w->f, w->tmp_path);
-    fwriteCheck(h.s, 1, h.len, w->f, w->tmp_path);
+    fwriteCheck(lenbuf, 1, 8, w->f, w->file.tmp_path);
+    fwriteCheck(h.s, 1, h.len, w->f, w->file.tmp_path);
     free(h.s);
     w->descs = descs;
     w->count = count;
@@ -465,7 +461,7 @@ static void writer_write(StWriter *w, const void *src, uint64_t n, int src_is_fl
     while (done < n) {
         writer_advance(w);
         if (w->next >= w->count)
-            t5_die(__FILE__, __LINE__, "st_writer: more values written than the tensors hold", w->path);
+            t5_die(__FILE__, __LINE__, "st_writer: more values written than the tensors hold", w->file.path);
         const StTensorDesc *d = &w->descs[w->next];
         if (is_float_dtype(d->dtype) != src_is_float)
             t5_die(__FILE__, __LINE__,
@@ -474,7 +470,7 @@ static void writer_write(StWriter *w, const void *src, uint64_t n, int src_is_fl
         int isz = st_dtype_size(d->dtype);
         uint64_t left = (desc_bytes(d) - w->written) / (uint64_t)isz, take = n - done < left ? n - done : left;
         if (d->dtype == ST_F32 || d->dtype == ST_I32) {  // same bytes as the source
-            fwriteCheck((const char *)src + done * 4, 4, (size_t)take, w->f, w->tmp_path);
+            fwriteCheck((const char *)src + done * 4, 4, (size_t)take, w->f, w->file.tmp_path);
         } else {
             if (!buf) buf = mallocCheck(ST_CHUNK_BYTES);
             uint64_t per = ST_CHUNK_BYTES / (uint64_t)isz;
@@ -491,7 +487,7 @@ static void writer_write(StWriter *w, const void *src, uint64_t n, int src_is_fl
                     else
                         for (uint64_t j = 0; j < m; j++) o[j] = st_f32_to_bf16(s[j]);
                 }
-                fwriteCheck(buf, (size_t)isz, (size_t)m, w->f, w->tmp_path);
+                fwriteCheck(buf, (size_t)isz, (size_t)m, w->f, w->file.tmp_path);
             }
         }
         w->written += take * (uint64_t)isz;
@@ -513,18 +509,6 @@ void st_writer_close(StWriter *w) {
                  (unsigned long long)desc_bytes(&w->descs[w->next]));
         t5_die(__FILE__, __LINE__, msg, "every tensor must be written in full before closing");
     }
-    if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "flushing '%s' failed: %s", w->tmp_path, strerror(errno));
-        t5_die(__FILE__, __LINE__, msg, "check free disk space");
-    }
-    fcloseCheck(w->f, w->tmp_path);
-    if (rename(w->tmp_path, w->path) != 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", w->tmp_path, w->path, strerror(errno));
-        t5_die(__FILE__, __LINE__, msg, "check permissions of the output directory");
-    }
-    free(w->path);
-    free(w->tmp_path);
+    atomic_commit(&w->file);
     memset(w, 0, sizeof *w);
 }

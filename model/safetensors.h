@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../common/fileio.h"
+
 typedef enum { ST_F32 = 0, ST_F16, ST_BF16, ST_I64, ST_I32 } StDtype;
 
 #define ST_MAX_DIMS 8
@@ -51,7 +53,7 @@ typedef struct {
 } StTensorDesc;
 
 typedef struct {
-    char *path, *tmp_path;
+    AtomicFile file;       // written to "<path>.tmp", renamed on close (common/fileio.h)
     FILE *f;
     const StTensorDesc *descs;
     int count;

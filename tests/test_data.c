@@ -22,6 +22,7 @@
 #include "../data/text_reader.h"
 #include "../data/tokenize.h"
 #include "test.h"
+#include "test_fork.h"
 
 #define SAMPLE "data/sample"
 #define SPIECE SAMPLE "/spiece.model"
@@ -68,51 +69,8 @@ static double now_s(void) {
 
 // ---- forked error checks ------------------------------------------------------------
 
-typedef void (*FailFn)(const void *arg);
-extern void __lsan_disable(void) __attribute__((weak));
-
-// Run fn(arg) in a child; pass if it exits with 1, stderr is one "error:" line (plus an
-// optional "HINT:" line) containing both needles (the file's name and what is wrong).
-static void expect_error(const char *what, FailFn fn, const void *arg, const char *needle1, const char *needle2) {
-    int fds[2];
-    if (pipe(fds) != 0) {
-        perror("pipe");
-        exit(2);
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (__lsan_disable) __lsan_disable();  // the error exit leaves allocations by design
-        close(fds[0]);
-        dup2(fds[1], 2);
-        if (!freopen("/dev/null", "w", stdout)) _exit(3);
-        fn(arg);
-        _exit(0);
-    }
-    close(fds[1]);
-    char buf[4096];
-    size_t n = 0;
-    ssize_t r;
-    while ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
-    buf[n] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    int lines = 0;
-    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
-    const char *second = strchr(buf, '\n');
-    int shape_ok = strncmp(buf, "error: ", 7) == 0 && n > 0 && buf[n - 1] == '\n' &&
-                   (lines == 1 || (lines == 2 && strncmp(second + 1, "HINT:", 5) == 0));
-    int ok = code == 1 && shape_ok && strstr(buf, needle1) && (!needle2 || strstr(buf, needle2));
-    char desc[1200];
-    char *nl = strchr(buf, '\n');
-    if (nl) *nl = '\0';
-    snprintf(desc, sizeof desc, "error: %-28s exit %d, %d line(s): %.600s", what, code, lines, buf);
-    test_check(ok, desc);
-    if (!ok) printf("       (wanted exit 1, one error line containing \"%s\" and \"%s\")\n", needle1, needle2 ? needle2 : "");
-}
+// forked error checks: tests/test_fork.h
+#define expect_error test_expect_error
 
 // ---- a hand-made .t5ds, written from the format description (docs/DATASET.md) --------
 

@@ -18,6 +18,7 @@
 #include "../data/tokenize.h"
 #include "../data/utf8.h"
 #include "test.h"
+#include "test_fork.h"
 
 #define MODEL_PATH "data/sample/spiece.model"
 #define FIX "tests/fixtures/"
@@ -96,50 +97,9 @@ static void print_ids(const char *label, const int32_t *ids, int n) {
 
 // ---- forked error checks (the pattern of tests/test_io.c) -----------------------------------
 
-typedef void (*FailFn)(const void *arg);
-extern void __lsan_disable(void) __attribute__((weak));
-
-// Run fn(arg) in a child; pass if it exits with 1, stderr is one "error:" line (plus an
-// optional "HINT:" line) and contains `needle`.
+// forked error checks: tests/test_fork.h
 static void expect_error(const char *what, FailFn fn, const void *arg, const char *needle) {
-    int fds[2];
-    if (pipe(fds) != 0) {
-        perror("pipe");
-        exit(2);
-    }
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (__lsan_disable) __lsan_disable();
-        close(fds[0]);
-        dup2(fds[1], 2);
-        if (!freopen("/dev/null", "w", stdout)) _exit(3);
-        fn(arg);
-        _exit(0);
-    }
-    close(fds[1]);
-    char buf[4096];
-    size_t n = 0;
-    ssize_t r;
-    while ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
-    buf[n] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    int lines = 0;
-    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
-    const char *second = strchr(buf, '\n');
-    int shape_ok = strncmp(buf, "error: ", 7) == 0 && n > 0 && buf[n - 1] == '\n' &&
-                   (lines == 1 || (lines == 2 && strncmp(second + 1, "HINT:", 5) == 0));
-    int ok = code == 1 && shape_ok && strstr(buf, needle) != NULL;
-    char desc[1024];
-    char *nl = strchr(buf, '\n');
-    if (nl) *nl = '\0';
-    snprintf(desc, sizeof desc, "error: %-28s exit %d, %d line(s): %.400s", what, code, lines, buf);
-    test_check(ok, desc);
-    if (!ok) printf("       (wanted exit 1, one error line containing \"%s\")\n", needle);
+    test_expect_error(what, fn, arg, needle, NULL);
 }
 
 static void load_fn(const void *arg) { spm_load((const char *)arg); }
