@@ -172,12 +172,48 @@ static void compare_run(const char *run, const char *tmp) {
     cJSON_Delete(state);
 }
 
+// --freeze_embeds (finetune_trainer.py): shared.weight, and with it the tied head, stays
+// exactly as loaded while the other weights train.
+static void freeze_embeds(const char *tmp) {
+    char out[512], cmd[2048], path[600];
+    snprintf(out, sizeof out, "%s/freeze", tmp);
+    snprintf(cmd, sizeof cmd,
+             "./train_t5 --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
+             "--data_dir tests/fixtures/trainer_data --max_steps 2 --per_device_train_batch_size 4 --learning_rate 1e-2 "
+             "--freeze_embeds --do_train --output_dir '%s' --cache_dir '%s/cache' > '%s.log' 2>&1", out, tmp, out);
+    if (!test_check(system(cmd) == 0, "freeze_embeds: ./train_t5 exits 0")) return;
+    StFile a, b;
+    st_open(&a, "tests/fixtures/trainer_model/model.safetensors");
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    st_open(&b, path);
+    const char *names[2] = {"shared.weight", "encoder.block.0.layer.0.SelfAttention.q.weight"};
+    for (int k = 0; k < 2; k++) {
+        const StTensor *ta = st_find(&a, names[k]), *tb = st_find(&b, names[k]);
+        if (!ta || !tb || ta->numel != tb->numel) {
+            test_check(0, "freeze_embeds: tensors present");
+            continue;
+        }
+        float *x = mallocCheck(ta->numel * sizeof(float)), *y = mallocCheck(ta->numel * sizeof(float));
+        st_read_f32(&a, ta, x);
+        st_read_f32(&b, tb, y);
+        int same = !memcmp(x, y, ta->numel * sizeof(float));
+        char what[200];
+        snprintf(what, sizeof what, "freeze_embeds: %s %s", names[k], k == 0 ? "unchanged" : "trained (changed)");
+        test_check(k == 0 ? same : !same, what);
+        free(x);
+        free(y);
+    }
+    st_close(&a);
+    st_close(&b);
+}
+
 int main(void) {
     if (access("./train_t5", X_OK) != 0) t5_fail("./train_t5 not built; run make first");
     char tmp[] = "/tmp/t5_test_trainer.XXXXXX";
     if (!mkdtemp(tmp)) t5_fail("mkdtemp failed");
     const char *runs[] = {"main", "padded", "ga1", "nosmooth"};
     for (int i = 0; i < 4; i++) compare_run(runs[i], tmp);
+    freeze_embeds(tmp);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) printf("could not remove %s\n", tmp);
