@@ -466,7 +466,7 @@ int trainer_main(int argc, char **argv, int start) {
     (void)data_source_prefix(&r.data);
     r.spm_path = resolve_spm_path(a);
     if (a->deepspeed)
-        fprintf(stderr, "NOTICE: --deepspeed %s is valid JSON, but ZeRO is not built yet: its settings are NOT applied "
+        fprintf(stderr, "NOTICE: --deepspeed %s passes the DeepSpeed schema, but ZeRO is not built yet: its settings are NOT applied "
                         "(one rank, plain fp32 AdamW)\n", a->deepspeed);
     prepare_output_dir(a);
     r.spm = spm_load(r.spm_path);
