@@ -467,7 +467,7 @@ int trainer_main(int argc, char **argv, int start) {
     r.spm_path = resolve_spm_path(a);
     if (a->deepspeed)
         fprintf(stderr, "NOTICE: --deepspeed %s passes the DeepSpeed schema, but ZeRO is not built yet: its settings are NOT applied "
-                        "(one rank, plain fp32 AdamW)\n", a->deepspeed);
+                        "(one rank; batch, optimizer and precision from the flags)\n", a->deepspeed);
     prepare_output_dir(a);
     r.spm = spm_load(r.spm_path);
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
