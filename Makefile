@@ -14,7 +14,10 @@ OPT     ?= -O2 -g
 SAN     ?=
 CFLAGS  := $(OPT) $(SAN) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP
 CXXFLAGS := $(OPT) $(SAN) -std=c++17 -Wall -Wextra -MMD -MP
-LDLIBS  := -lcjson -lsentencepiece -lstdc++ -lm -fopenmp $(SAN)
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+CFLAGS  += $(MPI_CFLAGS)
+LDLIBS  := -lcjson -lsentencepiece -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
 ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined" HAVE_NVCC=0
 
 LIB_DIRS := common model kernels/cpu zero data trainer
@@ -40,7 +43,7 @@ else
   CUDA_SRC :=
   FEATURE_NOTES += "nvcc not found: CPU backend only (--device cuda will say so)"
 endif
-FEATURES += cpu(fp32) sentencepiece cjson
+FEATURES += cpu(fp32) sentencepiece cjson $(if $(MPI_LIBS),mpi,)
 
 BUILD ?= build
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o) $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
@@ -130,5 +133,6 @@ DEMO_FLAGS := --model data/sample/t5-demo --init random --tokenizer_name data/sa
   --max_steps 120 --logging_steps 10 --sampler sortish --n_val 100 --do_train --do_eval \
   --predict_with_generate --generation_num_beams 4 --generation_max_length 32 \
   --output_dir out/demo --overwrite_output_dir
-demo: deps all
+demo: deps
+	@$(MAKE) --no-print-directory all
 	./train_t5 $(DEMO_FLAGS)

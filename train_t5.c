@@ -133,7 +133,7 @@ static int cmd_overfit(Args *a) {
     adamw_init(&opt, m.be, oc, 0, m.lay.total);
     for (int s = 0; s < a->steps; s++) {
         m.dropout_seed = (unsigned long long)a->seed * 1000003ULL + (unsigned long long)s;
-        StepResult r = zero_train_step(&m, &opt, &sched, NULL, &bf.batch, 1, a->label_smoothing);
+        StepResult r = zero_train_step(&m, NULL, &opt, &sched, NULL, &bf.batch, 1, a->label_smoothing);
         printf("step %d loss %.9g grad_norm %.9g learning_rate %.9g\n", s + 1, r.loss, r.grad_norm, r.lr);
     }
     hf_save_model(a->output_dir, &m.cfg, &m.lay, m.params, parse_dtype(a->dtype));

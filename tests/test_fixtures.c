@@ -167,7 +167,7 @@ static void run_variant(const char *variant) {
     int clipped = 0;
     for (int s = 0; s < cJSON_GetArraySize(steps); s++) {
         const cJSON *rs = cJSON_GetArrayItem(steps, s);
-        StepResult r = zero_train_step(&m, &opt, &sched, NULL, b, 1, smoothing);
+        StepResult r = zero_train_step(&m, NULL, &opt, &sched, NULL, b, 1, smoothing);
         clipped += r.grad_norm > oc.max_grad_norm;
         snprintf(what, sizeof what, "%s: step %d loss", variant, s + 1);
         rel_ok(what, r.loss, json_num(rs, "loss"), 1e-5);

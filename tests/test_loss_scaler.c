@@ -102,9 +102,9 @@ static void test_skipped_step(void) {
     memcpy(before, m.params, bytes);
 
     long n = 0;
-    zero_step_accumulate(&m, &bf.batch, 1, 0.0f, sc.cur_scale, &n);
+    zero_step_accumulate(&m, NULL, &bf.batch, 1, 0.0f, sc.cur_scale, &n);
     ((float *)m.grads)[m.lay.specs[5].offset + 3] = INFINITY;  // one inf anywhere
-    StepResult r = zero_step_apply(&m, &opt, &sched, &sc);
+    StepResult r = zero_step_apply(&m, NULL, &opt, &sched, &sc);
     test_check(r.skipped == 1, "injected inf: the step is reported as skipped");
     test_check(!memcmp(before, m.params, bytes), "injected inf: parameters unchanged");
     test_check(opt.step == 0, "injected inf: optimizer step count unchanged (lr schedule not advanced)");
@@ -115,7 +115,7 @@ static void test_skipped_step(void) {
     test_check(zero_check == 0, "injected inf: gradients cleared for the next step");
 
     // a clean step: applied with the first lr of the schedule, unscaled gradients
-    r = zero_train_step(&m, &opt, &sched, &sc, &bf.batch, 1, 0.0f);
+    r = zero_train_step(&m, NULL, &opt, &sched, &sc, &bf.batch, 1, 0.0f);
     test_check(!r.skipped && opt.step == 1 && r.lr == 1e-2, "clean step after the skip: applied with lr(step 0)");
     float *scaled = mallocCheck(bytes);
     memcpy(scaled, m.params, bytes);
@@ -128,7 +128,7 @@ static void test_skipped_step(void) {
     t5_plan_activations(&ref, bf.batch.B, bf.batch.S, bf.batch.T);
     AdamW opt2;
     adamw_init(&opt2, ref.be, oc, 0, ref.lay.total);
-    StepResult r2 = zero_train_step(&ref, &opt2, &sched, NULL, &bf.batch, 1, 0.0f);
+    StepResult r2 = zero_train_step(&ref, NULL, &opt2, &sched, NULL, &bf.batch, 1, 0.0f);
     char what[200];
     snprintf(what, sizeof what, "grad_norm with scale 1024 = without (%.9g vs %.9g)", r.grad_norm, r2.grad_norm);
     test_check(fabs(r.grad_norm - r2.grad_norm) <= 1e-6 * r2.grad_norm, what);

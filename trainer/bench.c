@@ -141,7 +141,7 @@ int bench_main(int argc, char **argv, int start) {
             t0 = now_seconds();
         }
         m.dropout_seed = (uint64_t)s;
-        StepResult r = zero_train_step(&m, &opt, &sched, &scaler, &batch, 1, 0.0f);
+        StepResult r = zero_train_step(&m, NULL, &opt, &sched, &scaler, &batch, 1, 0.0f);
         loss = r.loss;
         skipped += r.skipped;
     }

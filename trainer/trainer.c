@@ -26,6 +26,7 @@
 #include "../model/hf_dir.h"
 #include "../model/generate.h"
 #include "../model/load.h"
+#include "../zero/comm.h"
 #include "../zero/planner.h"
 #include "../zero/step.h"
 #include "args.h"
@@ -44,7 +45,10 @@ typedef struct {
     double total_flos;   // HF's estimate: 6 * input tokens * non-embedding parameters
     double epoch;        // fractional epoch of the last step
     Progress prog;
+    Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
 } Run;
+
+static int is_main(const Run *r) { return r->comm.rank == 0; }
 
 // ---------------------------------------------------------------------------------
 // set-up
@@ -91,13 +95,14 @@ static void check_vocab(const Run *r, const Dataset *ds) {
 
 static void log_entry(Run *r, cJSON *entry, int print) {
     cJSON_AddItemToArray(r->log_history, entry);
-    if (!print) return;
+    if (!print || !is_main(r)) return;
     char *text = cJSON_PrintUnformatted(entry);
     progress_log(&r->prog, text);
     cJSON_free(text);
 }
 
 static void save_trainer_state(const Run *r, const char *dir) {
+    if (!is_main(r)) return;
     cJSON *st = cJSON_CreateObject();
     cJSON_AddNullToObject(st, "best_global_step");
     cJSON_AddNullToObject(st, "best_metric");
@@ -126,6 +131,7 @@ static void save_trainer_state(const Run *r, const char *dir) {
 
 // Write PREFIX_results.json with the metrics object (and merge it into all_results).
 static void save_metrics(Run *r, const char *split, cJSON *metrics) {
+    if (!is_main(r)) return;
     char name[64];
     snprintf(name, sizeof name, "%s_results.json", split);
     char *path = path_join(r->a.output_dir, name);
@@ -145,6 +151,7 @@ static void save_metrics(Run *r, const char *split, cJSON *metrics) {
 }
 
 static void save_model(Run *r, const char *dir) {
+    if (!is_main(r)) return;
     mkdir_p(dir);
     float *host = mallocCheck(r->m.lay.total * sizeof(float));
     t5_params_to_host(&r->m, host);  // the fp32 (master) weights, whatever the compute dtype
@@ -195,7 +202,7 @@ static cJSON *evaluate(Run *r, const Dataset *ds, const char *prefix, const char
     bleu_stats_init(&bleu);
     chrf_stats_init(&chrf);
     AtomicFile af;
-    FILE *pf = predictions_path ? atomic_open(&af, predictions_path) : NULL;
+    FILE *pf = predictions_path && is_main(r) ? atomic_open(&af, predictions_path) : NULL;
     Collated c = {0};
     for (long start = 0; start < n; start += B, batches++) {
         int nb = (int)(n - start < B ? n - start : B);
@@ -279,8 +286,10 @@ static void plan_batches(Run *r, const Dataset *const sets[SPLIT_COUNT]) {
     if (sets[SPLIT_TRAIN] && a->per_device_train_batch_size > B) B = a->per_device_train_batch_size;
     if ((sets[SPLIT_VAL] || sets[SPLIT_TEST]) && a->per_device_eval_batch_size > B) B = a->per_device_eval_batch_size;
     MemPlan plan = planner_memory(&r->m.cfg, r->m.be->act_dtype, B, maxS, maxT, a->gradient_checkpointing);
-    printf("largest batch: %d x (source %d, target %d tokens); ", B, maxS, maxT);
-    planner_print(&plan, a->max_gpu_memory);
+    if (is_main(r)) {
+        printf("largest batch: %d x (source %d, target %d tokens); ", B, maxS, maxT);
+        planner_print(&plan, a->max_gpu_memory);
+    }
     if (a->max_gpu_memory > 0 && plan.total > (size_t)(a->max_gpu_memory * 1073741824.0))
         t5_fail("the run needs %.2f GiB on the GPU (activations %.2f GiB for batch %d) but --max_gpu_memory is %.1f "
                 "GiB; HINT: %s", plan.total / 1073741824.0, plan.activations / 1073741824.0, B, a->max_gpu_memory,
@@ -323,7 +332,7 @@ static void save_checkpoint(Run *r) {
 static void train(Run *r, const Dataset *ds, const Dataset *val) {
     const TrainArgs *a = &r->a;
     T5Model *m = &r->m;
-    const int world = 1, rank = 0;
+    const int world = r->comm.world, rank = r->comm.rank;
     const int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
     const long N = (long)ds->count;
     const long micro_per_epoch = (N + (long)B * world - 1) / ((long)B * world);
@@ -354,12 +363,14 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     // loss_scale_window 1000, hysteresis 2, min_loss_scale 1); others: no scaling
     LossScaler scaler = a->fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
 
-    printf("***** Running training *****\n");
+    if (is_main(r)) printf("***** Running training *****  (%d rank%s)\n", world, world > 1 ? "s" : "");
+    if (is_main(r)) {
     printf("  Num examples = %ld\n  Num epochs = %d\n  Instantaneous batch size per device = %d\n", N, r->num_epochs, B);
     printf("  Total train batch size (w. parallel & accumulation) = %d\n", B * world * GA);
     printf("  Gradient accumulation steps = %d\n  Total optimization steps = %d\n", GA, r->total_steps);
     printf("  Number of trainable parameters = %zu\n", m->lay.total);
     fflush(stdout);
+    }
 
     // HF's floating_point_ops counts parameters outside nn.Embedding modules: not
     // shared.weight (nor a tied head) and not the relative attention bias tables
@@ -372,6 +383,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     T5Batch *micro = callocCheck((size_t)GA, sizeof(T5Batch));
     uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
     progress_init(&r->prog, r->total_steps);
+    if (!is_main(r)) r->prog.is_tty = 0;
     double t0 = now_seconds(), loss_since_log = 0, loss_total = 0;
     int steps_since_log = 0;
     long samples = 0;
@@ -387,17 +399,17 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 collate_batch(&coll[n_micro], ds, idx, nb, a->max_source_length, a->max_target_length,
                               m->cfg.eos_token_id, m->cfg.pad_token_id, m->cfg.decoder_start_token_id);
                 micro[n_micro] = coll[n_micro].batch;
-                samples += nb;
+                samples += nb * world;  // every rank's slice of the global micro-batch
                 r->total_flos += 6.0 * nb * micro[n_micro].S * (double)nonembed;
             }
             m->dropout_seed = (uint64_t)a->seed * 0x100000001B3ULL + (uint64_t)r->global_step;
-            StepResult sr = zero_train_step(m, &opt, &sched, &scaler, micro, n_micro, (float)a->label_smoothing_factor);
+            StepResult sr = zero_train_step(m, &r->comm, &opt, &sched, &scaler, micro, n_micro, (float)a->label_smoothing_factor);
             r->global_step++;
             r->epoch = epoch + (double)k / (double)micro_per_epoch;
             loss_since_log += sr.loss;
             loss_total += sr.loss;
             steps_since_log++;
-            progress_step(&r->prog, r->global_step, sr.loss, samples);
+            if (is_main(r)) progress_step(&r->prog, r->global_step, sr.loss, samples);
             int epoch_end = k == micro_per_epoch;
             if (r->global_step % a->logging_steps == 0) {
                 cJSON *e = cJSON_CreateObject();
@@ -465,10 +477,11 @@ int trainer_main(int argc, char **argv, int start) {
     // everything that can be checked before the first byte is written, is
     (void)data_source_prefix(&r.data);
     r.spm_path = resolve_spm_path(a);
-    if (a->deepspeed)
+    comm_init(&r.comm);
+    if (a->deepspeed && is_main(&r))
         fprintf(stderr, "NOTICE: --deepspeed %s passes the DeepSpeed schema, but ZeRO is not built yet: its settings are NOT applied "
                         "(one rank; batch, optimizer and precision from the flags)\n", a->deepspeed);
-    prepare_output_dir(a);
+    if (is_main(&r)) prepare_output_dir(a);
     r.spm = spm_load(r.spm_path);
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
     const Backend *be = device_backend(a->device, a->bf16, a->fp16, a->max_gpu_memory);
@@ -480,9 +493,15 @@ int trainer_main(int argc, char **argv, int start) {
 
     Dataset train_ds = {0}, val_ds = {0}, test_ds = {0};
     int has_val = a->do_eval || strcmp(a->eval_strategy, "no") != 0;
-    if (a->do_train) data_open_split(&r.data, SPLIT_TRAIN, r.spm, a->cache_dir, &train_ds);
-    if (has_val) data_open_split(&r.data, SPLIT_VAL, r.spm, a->cache_dir, &val_ds);
-    if (a->do_predict) data_open_split(&r.data, SPLIT_TEST, r.spm, a->cache_dir, &test_ds);
+    // rank 0 tokenizes into the cache first; the others then map the same files
+    for (int pass = 0; pass < 2; pass++) {
+        if ((pass == 0) == is_main(&r)) {
+            if (a->do_train) data_open_split(&r.data, SPLIT_TRAIN, r.spm, a->cache_dir, &train_ds);
+            if (has_val) data_open_split(&r.data, SPLIT_VAL, r.spm, a->cache_dir, &val_ds);
+            if (a->do_predict) data_open_split(&r.data, SPLIT_TEST, r.spm, a->cache_dir, &test_ds);
+        }
+        if (pass == 0) comm_barrier(&r.comm);
+    }
     if (a->do_train) {
         check_vocab(&r, &train_ds);
         long global = (long)a->per_device_train_batch_size;
@@ -519,5 +538,6 @@ int trainer_main(int argc, char **argv, int start) {
     spm_free(r.spm);
     free(r.spm_path);
     t5_free(&r.m);
+    comm_finalize(&r.comm);
     return 0;
 }

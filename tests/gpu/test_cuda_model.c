@@ -128,7 +128,7 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
         LrSchedule sched = {.type = LR_CONSTANT, .base_lr = 3e-3, .total_steps = 20};
         LossScaler sc = run == 1 && fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
         for (int s = 0; s < 20 + 4 && applied[run] < 20; s++) {
-            StepResult r = zero_train_step(&m, &opt, &sched, &sc, &bf.batch, 1, 0.0f);
+            StepResult r = zero_train_step(&m, NULL, &opt, &sched, &sc, &bf.batch, 1, 0.0f);
             if (!r.skipped) losses[run][applied[run]++] = r.loss;
             if (run == 1) skipped += r.skipped;
         }
