@@ -19,6 +19,7 @@
 #include "model/load.h"
 #include "trainer/args.h"
 #include "trainer/bench.h"
+#include "trainer/estimate.h"
 #include "trainer/trainer.h"
 #include "zero/step.h"
 
@@ -150,6 +151,7 @@ static void usage(void) {
            "  prepare  --data_dir D --tokenizer_name F --output_dir O   tokenize text into .t5ds datasets\n"
            "  bleu     HYP_FILE REF_FILE              corpus BLEU and chrF exactly as sacreBLEU prints them\n"
            "  bench    --model t5-large --batch B --bf16 ...   training throughput on synthetic batches\n"
+           "  estimate --model t5-3b --world_size 2 --bf16 ...   per-rank memory for ZeRO stages 0-3\n"
            "  info     --model M                      print the model's config and parameter count\n"
            "  convert  --model M --output_dir D       save as a Hugging Face directory [--dtype f32|f16|bf16]\n"
            "  loss     --model M --batch F            loss of a batch file [--label_smoothing x]\n"
@@ -194,6 +196,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "prepare")) return prepare_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bleu")) return bleu_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return bench_main(argc, argv, 2);
+    if (!strcmp(cmd, "estimate")) return estimate_main(argc, argv, 2);
     flags_parse(argc, argv, 2, specs, COUNT(specs), cmd);
     if (a.help) {
         usage();
@@ -204,8 +207,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "convert")) return cmd_convert(&a);
     if (!strcmp(cmd, "loss")) return cmd_loss(&a);
     if (!strcmp(cmd, "overfit")) return cmd_overfit(&a);
-    const char *cmds[] = {"info", "convert", "loss", "overfit", "train", "prepare", "bleu", "bench"};
+    const char *cmds[] = {"info", "convert", "loss", "overfit", "train", "prepare", "bleu", "bench", "estimate"};
     const char *near = flags_closest(cmd, cmds, COUNT(cmds));
     if (near) t5_fail("unknown command \"%s\" (did you mean %s?)", cmd, near);
-    t5_fail("unknown command \"%s\" (commands: train, prepare, bleu, bench, info, convert, loss, overfit)", cmd);
+    t5_fail("unknown command \"%s\" (commands: train, prepare, bleu, bench, estimate, info, convert, loss, overfit)", cmd);
 }

@@ -26,6 +26,27 @@ MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T
     return p;
 }
 
+ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing,
+                             int stage, int world, int offload_optimizer) {
+    ZeroPlan z = {0};
+    z.gpu = planner_memory(cfg, act_dtype, B, S, T, gradient_checkpointing);
+    size_t e = act_dtype == DTYPE_F32 ? 4 : 2;
+    size_t n = z.gpu.params / e, part = (n + (size_t)world - 1) / (size_t)world;  // elements per rank
+    if (stage >= 1) {  // optimizer states: master weights and moments of the owned range only
+        z.gpu.master = z.gpu.master ? part * 4 : 0;
+        z.gpu.moments = 2 * part * 4;
+    }
+    if (stage >= 2) z.gpu.grads = part * e;
+    if (stage >= 3) z.gpu.params = part * e;
+    if (offload_optimizer) {
+        z.host = z.gpu.master + z.gpu.moments;
+        z.gpu.master = z.gpu.moments = 0;
+    }
+    z.gpu.total = z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments + z.gpu.activations + z.gpu.workspace;
+    z.comm_elems = world > 1 ? (stage >= 3 ? 3.0 : 2.0) * (double)n : 0.0;
+    return z;
+}
+
 void planner_print(const MemPlan *p, double cap_gib) {
     const double G = 1073741824.0;
     printf("memory plan (GiB): params %.2f  grads %.2f  master %.2f  adam m+v %.2f  activations %.2f  "

@@ -21,6 +21,22 @@ typedef struct {
 
 // B: micro-batch, S/T: source/target lengths; act_bytes: 4 (fp32) or 2 (bf16/fp16).
 MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing);
+// The same plan for one rank of a ZeRO run: stage 0-3 over `world` ranks, optimizer state
+// (fp32 master + moments) on the GPU or offloaded to host memory. What each stage
+// partitions (ZeRO paper, Rajbhandari et al. 2020, Figure 1, with K = 12 bytes of fp32
+// optimizer state per parameter in mixed precision, Psi = parameters, N = ranks):
+//   stage 0: 2Psi + 2Psi + K Psi            stage 1: 2Psi + 2Psi + K Psi / N
+//   stage 2: 2Psi + (2 + K) Psi / N         stage 3: (2 + 2 + K) Psi / N
+// Partitions are contiguous ranges of the flat parameter space, ceil(Psi / N) elements each.
+typedef struct {
+    MemPlan gpu;          // per rank, on the GPU (activations and workspace included)
+    size_t host;          // per rank, in host memory (offloaded optimizer state)
+    double comm_elems;    // elements each rank sends per step (2 Psi for stages 0-2, 3 Psi for stage 3)
+} ZeroPlan;
+ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing,
+                             int stage, int world, int offload_optimizer);
+// `train_t5 estimate`: the table for stages 0-3 (trainer/estimate.c prints it).
+
 // Print the plan as a table (GiB), with the cap if any.
 void planner_print(const MemPlan *p, double cap_gib);
 // Model FLOPs per training sample (DESIGN.md formula: 3 x forward).

@@ -1,0 +1,60 @@
+// tests/test_planner.c: the memory plan per ZeRO stage (zero/planner.c) against the ZeRO
+// paper's model-state formulas (2 + 2 + K bytes per parameter, K = 12, partitioned by
+// stage over N ranks), for t5-large and flan-t5-small at world sizes 1, 2, 3; and the
+// single-rank plan against what the allocator really takes for a tiny model (the arena is
+// the plan's activations, params/grads are the plan's bytes).
+#include <math.h>
+#include <string.h>
+
+#include "../model/hf_dir.h"
+#include "../model/load.h"
+#include "../zero/planner.h"
+#include "test.h"
+
+static void formulas(const char *name) {
+    T5Config cfg;
+    hf_resolve_model(name, &cfg);
+    for (int world = 1; world <= 3; world++) {
+        ZeroPlan z0 = planner_memory_zero(&cfg, DTYPE_BF16, 8, 64, 64, 0, 0, 1, 0);
+        double psi = (double)z0.gpu.params / 2, N = world;
+        for (int stage = 0; stage <= 3; stage++) {
+            ZeroPlan z = planner_memory_zero(&cfg, DTYPE_BF16, 8, 64, 64, 0, stage, world, 0);
+            double states = (double)(z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments);
+            double paper = stage == 0 ? 16 * psi : stage == 1 ? 4 * psi + 12 * psi / N
+                         : stage == 2 ? 2 * psi + 14 * psi / N : 16 * psi / N;
+            // partitions round up to ceil(psi/N) elements: at most 16 bytes x (N-1) more
+            char what[200];
+            snprintf(what, sizeof what, "%s stage %d, %d rank(s): model states %.0f B vs paper %.0f B", name, stage,
+                     world, states, paper);
+            test_check(states >= paper - 0.5 && states <= paper + 16.0 * (N - 1) + 0.5, what);
+            ZeroPlan off = planner_memory_zero(&cfg, DTYPE_BF16, 8, 64, 64, 0, stage, world, 1);
+            snprintf(what, sizeof what, "%s stage %d, %d rank(s): offload moves %.0f B of optimizer state to the host",
+                     name, stage, world, (double)off.host);
+            test_check(off.host == z.gpu.master + z.gpu.moments && off.gpu.master + off.gpu.moments == 0, what);
+        }
+    }
+}
+
+static void plan_vs_allocator(void) {
+    const Backend *be = backend_cpu();
+    size_t before = be->mem_in_use();
+    T5Model m;
+    ModelLoadOptions lo = {0};
+    model_load(&m, "tests/fixtures/relu_tied", be, lo);
+    t5_plan_activations(&m, 3, 13, 9);
+    size_t used = be->mem_in_use() - before;
+    MemPlan p = planner_memory(&m.cfg, DTYPE_F32, 3, 13, 9, 0);
+    char what[200];
+    snprintf(what, sizeof what, "fp32 plan params+grads+activations %zu B = allocator %zu B", p.params + p.grads +
+             p.activations, used);
+    test_check(used == p.params + p.grads + p.activations, what);
+    t5_free(&m);
+    test_check(be->mem_in_use() == before, "allocator back to its start after t5_free");
+}
+
+int main(void) {
+    formulas("t5-large");
+    formulas("google/flan-t5-small");
+    plan_vs_allocator();
+    return test_summary();
+}
