@@ -446,6 +446,7 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
     } else {  // HF: logits[:, -1, :].to(float32)
         be->to_host(d->logits_raw, d->logits, NV * m->elem);
         const uint16_t *r = d->logits_raw;
+#pragma omp parallel for schedule(static)
         for (size_t i = 0; i < NV; i++)
             d->logits_host[i] = be->act_dtype == DTYPE_BF16 ? st_bf16_to_f32(r[i]) : st_f16_to_f32(r[i]);
     }
@@ -616,6 +617,8 @@ static int beam_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *ou
     int cur_len = prompt;
     for (;;) {
         const float *logits = t5_decoder_step(d, tokens);
+        // rows are independent: threads over rows give the same bits as one thread
+#pragma omp parallel for schedule(static)
         for (int r = 0; r < N; r++) log_softmax_row(logp + (size_t)r * V, logits + (size_t)r * V, V);
         int all_hit = 1;
         // HF: topk_log_probs / ((cur_len + 1 - decoder_prompt_len) ** length_penalty), the
