@@ -23,6 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { DTYPE_F32 = 0, DTYPE_F16, DTYPE_BF16 } Dtype;
 
 typedef enum {
@@ -147,3 +151,7 @@ const Backend *backend_cpu(void);
 // Bucket of relative position (key - query), as HF T5Attention._relative_position_bucket,
 // including its float32 rounding. Shared by every backend's position bias.
 int t5_relative_position_bucket(int relative_position, int bidirectional, int num_buckets, int max_distance);
+
+#ifdef __cplusplus
+}
+#endif
