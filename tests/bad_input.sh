@@ -316,6 +316,9 @@ expect_train_error "unknown train flag" "--per_device_train_batch_size" --do_tra
 expect_train_error "unknown task" "--task" --do_train --data_dir "$T/d_ok" --task translation_en_to_xx
 expect_train_error "device cuda" "--device cuda" --do_train --data_dir "$T/d_ok" --device cuda
 expect_train_error "bad deepspeed JSON" "bad_ds.json" --do_train --data_dir "$T/d_ok" --deepspeed "$T/bad_ds.json"
+expect_train_error "deepspeed offload" "offload" --do_train --data_dir "$T/d_ok" --deepspeed configs/ds_config_zero2_offload.json
+echo '{"fp16": {"enabled": true}, "zero_optimization": {"stage": 0}}' >"$T/fp16_ds.json"
+expect_train_error "deepspeed fp16 on cpu" "--device cuda" --do_train --data_dir "$T/d_ok" --deepspeed "$T/fp16_ds.json"
 expect_train_error "label smoothing 1" "--label_smoothing_factor" --do_train --data_dir "$T/d_ok" --label_smoothing 1.5
 expect_error_cmd "non-empty output_dir" "--overwrite_output_dir" --model "$TM" --tokenizer_name "$TOK" --do_train \
   --data_dir "$T/d_ok" --output_dir "$T/busy"

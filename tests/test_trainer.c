@@ -207,6 +207,32 @@ static void freeze_embeds(const char *tmp) {
     st_close(&b);
 }
 
+// --deepspeed configs/ds_config_zero2.json (all "auto"): WarmupLR with DeepSpeed's own
+// semantics (log warmup; the scheduler sets warmup_min_lr at construction and steps after
+// each update, so updates 1 and 2 both run at the start), stage 2 on one rank.
+static void deepspeed_config(const char *tmp) {
+    char out[512], cmd[2048], path[600], what[200];
+    snprintf(out, sizeof out, "%s/ds", tmp);
+    snprintf(cmd, sizeof cmd,
+             "./train_t5 --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
+             "--data_dir tests/fixtures/trainer_data --max_steps 6 --per_device_train_batch_size 4 --learning_rate 1e-3 "
+             "--warmup_steps 4 --logging_steps 1 --do_train --deepspeed configs/ds_config_zero2.json --output_dir '%s' "
+             "--cache_dir '%s/cache' > '%s.log' 2>&1", out, tmp, out);
+    if (!test_check(system(cmd) == 0, "deepspeed ds_config_zero2.json: ./train_t5 exits 0")) return;
+    snprintf(path, sizeof path, "grep -q 'zero stage 2 (one rank: the partition is the whole model' '%s.log'", out);
+    test_check(system(path) == 0, "deepspeed: stage 2 on one rank is reported as such");
+    snprintf(path, sizeof path, "%s/trainer_state.json", out);
+    cJSON *st = load_json(path);
+    const cJSON *h = cJSON_GetObjectItem(st, "log_history");
+    // iteration it = update - 2; it < 0: warmup_min_lr; it < W: min + (max-min) log(it+1)/log(W)
+    const double W = 4, want[6] = {0, 0, 1e-3 * log(2) / log(W), 1e-3 * log(3) / log(W), 1e-3, 1e-3};
+    double worst = 0;
+    for (int k = 0; k < 6; k++) worst = fmax(worst, fabs(num(cJSON_GetArrayItem(h, k), "learning_rate") - want[k]));
+    snprintf(what, sizeof what, "deepspeed: WarmupLR (log, 4 steps) learning rates of 6 updates (max diff %.1e)", worst);
+    test_check(worst < 1e-12, what);
+    cJSON_Delete(st);
+}
+
 int main(void) {
     if (access("./train_t5", X_OK) != 0) t5_fail("./train_t5 not built; run make first");
     char tmp[] = "/tmp/t5_test_trainer.XXXXXX";
@@ -214,6 +240,7 @@ int main(void) {
     const char *runs[] = {"main", "padded", "ga1", "nosmooth"};
     for (int i = 0; i < 4; i++) compare_run(runs[i], tmp);
     freeze_embeds(tmp);
+    deepspeed_config(tmp);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd) != 0) printf("could not remove %s\n", tmp);

@@ -8,7 +8,6 @@
 
 #include "../common/check.h"
 #include "../common/flags.h"
-#include "../zero/ds_config.h"
 #include "device.h"
 
 TrainArgs train_args_default(void) {
@@ -209,10 +208,6 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (!strcmp(a->device, "cuda") && !device_cuda_built())
         t5_fail("--device cuda: this train_t5 was built without CUDA (nvcc not found at build time; see make's "
                 "feature line)");
-    if (a->deepspeed) {
-        // the full DeepSpeed schema (zero/ds_config.c): unknown or unsupported keys, bad types
-        // and bounds are errors now; applying the config is the ZeRO issue's work
-        DsConfig ds;
-        ds_config_load(&ds, a->deepspeed);
-    }
+    // --deepspeed is loaded (full schema, zero/ds_config.c) and applied by the trainer
+    // before anything is written (trainer.c apply_deepspeed)
 }

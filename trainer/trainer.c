@@ -27,6 +27,7 @@
 #include "../model/generate.h"
 #include "../model/load.h"
 #include "../zero/comm.h"
+#include "../zero/ds_config.h"
 #include "../zero/planner.h"
 #include "../zero/step.h"
 #include "args.h"
@@ -46,6 +47,12 @@ typedef struct {
     double epoch;        // fractional epoch of the last step
     Progress prog;
     Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
+    // from --deepspeed (apply_deepspeed): DeepSpeed's scheduler and fp16 loss scaler
+    int has_ds_sched;
+    LrSchedule ds_sched;
+    int has_ds_scaler;
+    LossScaler ds_scaler;
+    DsConfig ds_loaded;  // --deepspeed as loaded (validated before the output dir is touched)
 } Run;
 
 static int is_main(const Run *r) { return r->comm.rank == 0; }
@@ -329,6 +336,25 @@ static void save_checkpoint(Run *r) {
     free(dir);
 }
 
+// Optimizer steps of the run, as HF: steps per epoch ceil(ceil(N / (B*world)) / GA).
+static int plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epoch, int *num_epochs) {
+    int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
+    long micro = (N + (long)B * world - 1) / ((long)B * world);
+    int spe = (int)((micro + GA - 1) / GA);
+    if (spe < 1) spe = 1;
+    int total, epochs;
+    if (a->max_steps > 0) {
+        total = a->max_steps;
+        epochs = (a->max_steps + spe - 1) / spe;
+    } else {
+        total = (int)ceil(a->num_train_epochs * spe);
+        epochs = (int)ceil(a->num_train_epochs);
+    }
+    if (steps_per_epoch) *steps_per_epoch = spe;
+    if (num_epochs) *num_epochs = epochs;
+    return total;
+}
+
 static void train(Run *r, const Dataset *ds, const Dataset *val) {
     const TrainArgs *a = &r->a;
     T5Model *m = &r->m;
@@ -336,15 +362,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     const int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
     const long N = (long)ds->count;
     const long micro_per_epoch = (N + (long)B * world - 1) / ((long)B * world);
-    r->steps_per_epoch = (int)((micro_per_epoch + GA - 1) / GA);
-    if (r->steps_per_epoch < 1) r->steps_per_epoch = 1;
-    if (a->max_steps > 0) {
-        r->total_steps = a->max_steps;
-        r->num_epochs = (a->max_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;
-    } else {
-        r->total_steps = (int)ceil(a->num_train_epochs * r->steps_per_epoch);
-        r->num_epochs = (int)ceil(a->num_train_epochs);
-    }
+    r->total_steps = plan_steps(a, N, world, &r->steps_per_epoch, &r->num_epochs);
     SamplerType sampler;
     if (!sampler_parse(a->sampler, &sampler))
         t5_fail("--sampler \"%s\": expected random, sequential or sortish", a->sampler);
@@ -354,6 +372,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
         t5_fail("--lr_scheduler_type \"%s\": expected linear, constant, constant_with_warmup or cosine",
                 a->lr_scheduler_type);
     sched.warmup_steps = lr_schedule_warmup_steps(a->warmup_steps, a->warmup_ratio, r->total_steps);
+    if (r->has_ds_sched) sched = r->ds_sched;  // the DeepSpeed config's scheduler
     AdamWConfig oc = {.lr = (float)a->learning_rate, .beta1 = (float)a->adam_beta1, .beta2 = (float)a->adam_beta2,
                       .eps = (float)a->adam_epsilon, .weight_decay = (float)a->weight_decay,
                       .max_grad_norm = (float)a->max_grad_norm};
@@ -362,6 +381,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     // fp16: DeepSpeed's dynamic loss scaler with its defaults (initial_scale_power 16,
     // loss_scale_window 1000, hysteresis 2, min_loss_scale 1); others: no scaling
     LossScaler scaler = a->fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
+    if (a->fp16 && r->has_ds_scaler) scaler = r->ds_scaler;  // the config's fp16 block
 
     if (is_main(r)) printf("***** Running training *****  (%d rank%s)\n", world, world > 1 ? "s" : "");
     if (is_main(r)) {
@@ -460,6 +480,96 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
 
 // ---------------------------------------------------------------------------------
 
+// --deepspeed: load the config, resolve "auto" from the flags as HF does (the batch rule,
+// contradictions with explicit flags are errors), then take its batch sizes, optimizer,
+// clipping, precision, loss scaler and scheduler. ZeRO partitioning: with one rank every
+// stage's partition is the whole model, so stages 1-3 train exactly as stage 0 (and say
+// so); several ranks with stage >= 1, and offload, are refused until they are built.
+static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_train) {
+    TrainArgs *a = &r->a;
+    const DsConfig loaded = r->ds_loaded;
+    DsConfig c;
+    T5Config mc;
+    hf_resolve_model(a->model, &mc);
+    DsResolveArgs ra = ds_resolve_args_default();
+    ra.world_size = r->comm.world;
+    ra.learning_rate = a->learning_rate;
+    ra.adam_beta1 = a->adam_beta1;
+    ra.adam_beta2 = a->adam_beta2;
+    ra.adam_epsilon = a->adam_epsilon;
+    ra.weight_decay = a->weight_decay;
+    ra.max_grad_norm = a->max_grad_norm;
+    ra.fp16 = a->fp16;
+    ra.bf16 = a->bf16;
+    ra.d_model = mc.d_model;
+    ra.flag_set_mask = ds_flag_set_mask_from_argv(argc, argv, start);
+    // twice when the file's batch sizes replace flags left at their defaults: the step
+    // count ("auto" total_num_steps) depends on them
+    for (int pass = 0; pass < 2; pass++) {
+        ra.per_device_train_batch_size = a->per_device_train_batch_size;
+        ra.gradient_accumulation_steps = a->gradient_accumulation_steps;
+        ra.total_steps = n_train > 0 ? plan_steps(a, n_train, r->comm.world, NULL, NULL) : 0;
+        ra.warmup_steps = lr_schedule_warmup_steps(a->warmup_steps, a->warmup_ratio, ra.total_steps);
+        c = loaded;
+        ds_config_resolve(&c, &ra, a->deepspeed);
+        int micro = (int)c.train_micro_batch_size_per_gpu.v, ga = (int)c.gradient_accumulation_steps.v;
+        if (micro == a->per_device_train_batch_size && ga == a->gradient_accumulation_steps) break;
+        a->per_device_train_batch_size = micro;
+        a->gradient_accumulation_steps = ga;
+    }
+    if (c.zero.offload_optimizer.device != OFFLOAD_NONE || c.zero.offload_param.device != OFFLOAD_NONE)
+        t5_fail("%s: zero_optimization offload is not built yet (the ZeRO-Offload work comes after ZeRO); remove "
+                "offload_optimizer/offload_param/cpu_offload or use a config without offload", a->deepspeed);
+    if (c.zero.stage != ZERO_STAGE_DISABLED && r->comm.world > 1)
+        t5_fail("%s: zero_optimization.stage %d over %d ranks is not built yet (stage 0 data parallel is); HINT: "
+                "\"stage\": 0, or one rank", a->deepspeed, (int)c.zero.stage, r->comm.world);
+    if (c.optimizer.present) {
+        a->learning_rate = c.optimizer.lr.v;
+        a->adam_beta1 = c.optimizer.betas[0].v;
+        a->adam_beta2 = c.optimizer.betas[1].v;
+        a->adam_epsilon = c.optimizer.eps.v;
+        a->weight_decay = c.optimizer.weight_decay.v;
+    }
+    a->max_grad_norm = c.gradient_clipping.v;  // DeepSpeed clips only when the key says so
+    a->fp16 = c.fp16.enabled.v;
+    a->bf16 = c.bf16.enabled.v;
+    if (a->fp16 && c.fp16.loss_scale.v == 0) {
+        r->ds_scaler = loss_scaler_dynamic((int)c.fp16.initial_scale_power.v, (long)c.fp16.loss_scale_window.v,
+                                           (int)c.fp16.hysteresis.v, c.fp16.min_loss_scale.v,
+                                           c.fp16.consecutive_hysteresis.v);
+        r->has_ds_scaler = 1;
+    } else if (a->fp16) {
+        r->ds_scaler = loss_scaler_static(c.fp16.loss_scale.v);
+        r->has_ds_scaler = 1;
+    }
+    if (c.scheduler.present) {
+        LrSchedule *s = &r->ds_sched;
+        memset(s, 0, sizeof *s);
+        s->type = c.scheduler.type == DS_SCHEDULER_WARMUP_LR         ? LR_DS_WARMUP
+                  : c.scheduler.type == DS_SCHEDULER_WARMUP_DECAY_LR ? LR_DS_WARMUP_DECAY
+                                                                     : LR_DS_WARMUP_COSINE;
+        s->base_lr = a->learning_rate;
+        s->ds_min_lr = c.scheduler.warmup_min_lr.v;
+        s->ds_max_lr = c.scheduler.warmup_max_lr.v;
+        s->warmup_steps = (int)c.scheduler.warmup_num_steps.v;
+        s->total_steps = c.scheduler.total_num_steps.is_set ? (int)c.scheduler.total_num_steps.v
+                                                             : plan_steps(a, n_train, r->comm.world, NULL, NULL);
+        s->ds_warmup_log = c.scheduler.warmup_type == DS_WARMUP_LOG;
+        s->ds_warmup_min_ratio = c.scheduler.warmup_min_ratio.v;
+        s->ds_cos_min_ratio = c.scheduler.cos_min_ratio.v;
+        r->has_ds_sched = 1;
+    }
+    if (is_main(r)) {
+        printf("DeepSpeed config %s: micro-batch %d, accumulation %d, train_batch_size %lld, %s%s, clip %g, "
+               "scheduler %s, zero stage %d%s\n", a->deepspeed, a->per_device_train_batch_size,
+               a->gradient_accumulation_steps, (long long)c.train_batch_size.v, a->fp16 ? "fp16" : a->bf16 ? "bf16" : "fp32",
+               c.optimizer.present ? ", optimizer from the config" : "", a->max_grad_norm,
+               r->has_ds_sched ? lr_schedule_name(r->ds_sched.type) : a->lr_scheduler_type, (int)c.zero.stage,
+               c.zero.stage != ZERO_STAGE_DISABLED ? " (one rank: the partition is the whole model, as stage 0)" : "");
+        fflush(stdout);
+    }
+}
+
 int trainer_main(int argc, char **argv, int start) {
     Run r;
     memset(&r, 0, sizeof r);
@@ -478,16 +588,9 @@ int trainer_main(int argc, char **argv, int start) {
     (void)data_source_prefix(&r.data);
     r.spm_path = resolve_spm_path(a);
     comm_init(&r.comm);
-    if (a->deepspeed && is_main(&r))
-        fprintf(stderr, "NOTICE: --deepspeed %s passes the DeepSpeed schema, but ZeRO is not built yet: its settings are NOT applied "
-                        "(one rank; batch, optimizer and precision from the flags)\n", a->deepspeed);
+    if (a->deepspeed) ds_config_load(&r.ds_loaded, a->deepspeed);
     if (is_main(&r)) prepare_output_dir(a);
     r.spm = spm_load(r.spm_path);
-    ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
-    const Backend *be = device_backend(a->device, a->bf16, a->fp16, a->max_gpu_memory);
-    model_load(&r.m, a->model, be, lo);
-    if (a->dropout_rate >= 0) r.m.cfg.dropout_rate = r.m.dropout_p = (float)a->dropout_rate;
-    if (a->freeze_embeds) apply_freeze_embeds(&r.m);
     r.log_history = cJSON_CreateArray();
     r.results = cJSON_CreateObject();
 
@@ -502,6 +605,12 @@ int trainer_main(int argc, char **argv, int start) {
         }
         if (pass == 0) comm_barrier(&r.comm);
     }
+    if (a->deepspeed) apply_deepspeed(&r, argc, argv, start, a->do_train ? (long)train_ds.count : 0);
+    ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
+    const Backend *be = device_backend(a->device, a->bf16, a->fp16, a->max_gpu_memory);
+    model_load(&r.m, a->model, be, lo);
+    if (a->dropout_rate >= 0) r.m.cfg.dropout_rate = r.m.dropout_p = (float)a->dropout_rate;
+    if (a->freeze_embeds) apply_freeze_embeds(&r.m);
     if (a->do_train) {
         check_vocab(&r, &train_ds);
         long global = (long)a->per_device_train_batch_size;
