@@ -28,6 +28,7 @@
 #include "../model/load.h"
 #include "../zero/comm.h"
 #include "../zero/ds_config.h"
+#include "../zero/partition.h"
 #include "../zero/planner.h"
 #include "../zero/step.h"
 #include "args.h"
@@ -53,6 +54,7 @@ typedef struct {
     int has_ds_scaler;
     LossScaler ds_scaler;
     DsConfig ds_loaded;  // --deepspeed as loaded (validated before the output dir is touched)
+    int zero_stage;      // from --deepspeed (0 without)
 } Run;
 
 static int is_main(const Run *r) { return r->comm.rank == 0; }
@@ -377,7 +379,14 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                       .eps = (float)a->adam_epsilon, .weight_decay = (float)a->weight_decay,
                       .max_grad_norm = (float)a->max_grad_norm};
     AdamW opt;
-    adamw_init(&opt, m->be, oc, 0, m->lay.total);
+    // ZeRO stage >= 1 over several ranks: this rank's optimizer state covers its partition
+    Range part = r->zero_stage >= 1 ? partition_range(m->lay.total, world, rank) : (Range){0, m->lay.total};
+    size_t mem_before = m->be->mem_in_use();
+    adamw_init(&opt, m->be, oc, part.begin, part.end);
+    if (is_main(r) && world > 1)  // the allocator's own count, not the formula
+        printf("ZeRO stage %d over %d ranks: optimizer state allocated on rank 0: %zu bytes (moments of %zu of %zu "
+               "parameters)\n", r->zero_stage, world, m->be->mem_in_use() - mem_before, part.end - part.begin,
+               m->lay.total);
     // fp16: DeepSpeed's dynamic loss scaler with its defaults (initial_scale_power 16,
     // loss_scale_window 1000, hysteresis 2, min_loss_scale 1); others: no scaling
     LossScaler scaler = a->fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
@@ -520,9 +529,10 @@ static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tra
     if (c.zero.offload_optimizer.device != OFFLOAD_NONE || c.zero.offload_param.device != OFFLOAD_NONE)
         t5_fail("%s: zero_optimization offload is not built yet (the ZeRO-Offload work comes after ZeRO); remove "
                 "offload_optimizer/offload_param/cpu_offload or use a config without offload", a->deepspeed);
-    if (c.zero.stage != ZERO_STAGE_DISABLED && r->comm.world > 1)
-        t5_fail("%s: zero_optimization.stage %d over %d ranks is not built yet (stage 0 data parallel is); HINT: "
-                "\"stage\": 0, or one rank", a->deepspeed, (int)c.zero.stage, r->comm.world);
+    if (c.zero.stage >= ZERO_STAGE_GRADIENTS && r->comm.world > 1)
+        t5_fail("%s: zero_optimization.stage %d over %d ranks is not built yet (stages 0 and 1 are); HINT: "
+                "\"stage\": 1, or one rank", a->deepspeed, (int)c.zero.stage, r->comm.world);
+    r->zero_stage = (int)c.zero.stage;
     if (c.optimizer.present) {
         a->learning_rate = c.optimizer.lr.v;
         a->adam_beta1 = c.optimizer.betas[0].v;
@@ -565,7 +575,8 @@ static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tra
                a->gradient_accumulation_steps, (long long)c.train_batch_size.v, a->fp16 ? "fp16" : a->bf16 ? "bf16" : "fp32",
                c.optimizer.present ? ", optimizer from the config" : "", a->max_grad_norm,
                r->has_ds_sched ? lr_schedule_name(r->ds_sched.type) : a->lr_scheduler_type, (int)c.zero.stage,
-               c.zero.stage != ZERO_STAGE_DISABLED ? " (one rank: the partition is the whole model, as stage 0)" : "");
+               c.zero.stage != ZERO_STAGE_DISABLED && r->comm.world == 1
+                   ? " (one rank: the partition is the whole model, as stage 0)" : "");
         fflush(stdout);
     }
 }

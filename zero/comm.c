@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "partition.h"
 
 #define mpiCheck(call)                                                                                  \
     do {                                                                                                \
@@ -71,6 +72,21 @@ void comm_allreduce_sum_f32(const Comm *c, float *buf, size_t n) { allreduce(c, 
 void comm_allreduce_sum_f64(const Comm *c, double *buf, size_t n) { allreduce(c, buf, n, MPI_DOUBLE, sizeof(double)); }
 void comm_allreduce_sum_i64(const Comm *c, long long *buf, size_t n) {
     allreduce(c, buf, n, MPI_LONG_LONG, sizeof(long long));
+}
+
+void comm_allgather_partitions_f32(const Comm *c, float *buf, size_t n) {
+    if (c->world == 1) return;
+    int *counts = mallocCheck((size_t)c->world * sizeof(int)), *displs = mallocCheck((size_t)c->world * sizeof(int));
+    for (int r = 0; r < c->world; r++) {
+        Range p = partition_range(n, c->world, r);
+        if (p.end > (size_t)INT_MAX)
+            t5_fail("all-gather of %zu elements: MPI counts are int; more ranks or the NCCL path are needed", n);
+        counts[r] = (int)(p.end - p.begin);
+        displs[r] = (int)p.begin;
+    }
+    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, MPI_COMM_WORLD));
+    free(counts);
+    free(displs);
 }
 
 void comm_barrier(const Comm *c) {

@@ -23,3 +23,6 @@ void comm_allreduce_sum_f32(const Comm *c, float *buf, size_t n);
 void comm_allreduce_sum_f64(const Comm *c, double *buf, size_t n);
 void comm_allreduce_sum_i64(const Comm *c, long long *buf, size_t n);
 void comm_barrier(const Comm *c);
+// Every rank holds its partition (zero/partition.h) of buf (n floats) up to date; afterwards
+// every rank holds all of it (ZeRO stage 1/2's parameter all-gather after the update).
+void comm_allgather_partitions_f32(const Comm *c, float *buf, size_t n);

@@ -54,6 +54,11 @@ StepResult zero_step_apply(T5Model *m, const Comm *comm, AdamW *opt, const LrSch
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
     adamw_step(opt, m->be, &m->lay, t5_master_weights(m), m->master ? m->params : NULL, m->grads, m->elem, (float)r.lr, (float)(coef / scale));
+    if (comm && comm->world > 1 && (opt->begin != 0 || opt->end != m->lay.total)) {
+        // ZeRO stage 1: this rank updated only its partition (its optimizer state covers
+        // just that range); all-gather the partitions so every rank has all parameters
+        comm_allgather_partitions_f32(comm, (float *)m->params, m->lay.total);
+    }
     if (scaler) loss_scaler_update(scaler, 0);
     t5_zero_grads(m);
     return r;

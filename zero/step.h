@@ -6,7 +6,9 @@
 //   (ranks)     stage 0 across ranks: the label-token count is summed over ranks before
 //               backward (so every rank divides by the GLOBAL count), gradients are
 //               summed over ranks before apply; every rank then takes the same update.
-//               comm NULL = one rank. Stages 1-3 partition what apply touches (next).
+//               comm NULL = one rank. Stage 1: the optimizer owns one partition
+//               (zero/partition.h) of the flat space, updates only it, and the
+//               partitions are all-gathered after the update. Stages 2-3: next.
 //   apply:      grad_norm = global L2 norm / scale (pre-clip, reported); an inf/nan norm
 //               is an overflow: the step is skipped (no update, no lr-schedule advance,
 //               as DeepSpeed) and the scaler reacts; else clip, lr = schedule(step),

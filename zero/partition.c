@@ -1,0 +1,9 @@
+// zero/partition.c: see partition.h.
+#include "partition.h"
+
+Range partition_range(size_t n, int world, int rank) {
+    size_t chunk = (n + (size_t)world - 1) / (size_t)world;
+    size_t b = chunk * (size_t)rank, e = b + chunk;
+    Range r = {b < n ? b : n, e < n ? e : n};
+    return r;
+}

@@ -1,0 +1,13 @@
+// zero/partition.h: ZeRO's partitions as pure functions of offsets. A partition is a
+// contiguous range of the flat parameter space (model/params.h), the same for parameters,
+// gradients, master weights and optimizer moments: rank r owns
+// [r * chunk, min(n, (r + 1) * chunk)) with chunk = ceil(n / world). A tensor may straddle
+// two ranks; zero/optimizer.c splits its update at the boundary.
+#pragma once
+#include <stddef.h>
+
+typedef struct {
+    size_t begin, end;  // elements, end exclusive
+} Range;
+
+Range partition_range(size_t n, int world, int rank);
