@@ -291,17 +291,23 @@ static void read_bytes(const StFile *st, const StTensor *t, void *dst, size_t by
                 ferror(st->f) ? strerror(errno) : "end of file");
 }
 
+// A 4-byte tensor stored as it is wanted (F32 -> float, I32 -> int32): chunked copy.
+static void read_raw32(const StFile *st, const StTensor *t, void *dst) {
+    char *out = dst;
+    for (uint64_t i = 0; i < t->numel;) {
+        uint64_t n = t->numel - i < ST_CHUNK_BYTES / 4 ? t->numel - i : ST_CHUNK_BYTES / 4;
+        read_bytes(st, t, out + i * 4, (size_t)n * 4);
+        i += n;
+    }
+}
+
 void st_read_f32(const StFile *st, const StTensor *t, float *dst) {
     if (!is_float_dtype(t->dtype))
         t5_fail("%s: tensor \"%s\" has dtype %s, expected a float tensor (F32, F16 or BF16)", st->path, t->name,
                 st_dtype_name(t->dtype));
     seek_tensor(st, t);
     if (t->dtype == ST_F32) {
-        for (uint64_t i = 0; i < t->numel;) {
-            uint64_t n = t->numel - i < ST_CHUNK_BYTES / 4 ? t->numel - i : ST_CHUNK_BYTES / 4;
-            read_bytes(st, t, dst + i, (size_t)n * 4);
-            i += n;
-        }
+        read_raw32(st, t, dst);
         return;
     }
     uint16_t *buf = mallocCheck(ST_CHUNK_BYTES);
@@ -323,11 +329,7 @@ void st_read_i32(const StFile *st, const StTensor *t, int32_t *dst) {
                 st_dtype_name(t->dtype));
     seek_tensor(st, t);
     if (t->dtype == ST_I32) {
-        for (uint64_t i = 0; i < t->numel;) {
-            uint64_t n = t->numel - i < ST_CHUNK_BYTES / 4 ? t->numel - i : ST_CHUNK_BYTES / 4;
-            read_bytes(st, t, dst + i, (size_t)n * 4);
-            i += n;
-        }
+        read_raw32(st, t, dst);
         return;
     }
     int64_t *buf = mallocCheck(ST_CHUNK_BYTES);

@@ -17,15 +17,10 @@
 #include "../common/check.h"
 #include "../data/bleu.h"
 #include "test.h"
+#include "../trainer/progress.h"
 
 #define FIXTURE "tests/fixtures/bleu/cases.json"
 #define SCORE_TOL 0.005
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 static char *read_or_die(const char *path, size_t *len) {
     char *s = read_text_file(path, len);
@@ -101,7 +96,7 @@ static MainRun run_main(int argc, char **argv) {
     }
     fflush(stdout);
     fflush(stderr);
-    double t0 = now_s();
+    double t0 = now_seconds();
     pid_t pid = fork();
     if (pid == 0) {
         if (__lsan_disable) __lsan_disable();
@@ -120,7 +115,7 @@ static MainRun run_main(int argc, char **argv) {
     drain(pe[0], m.err, sizeof m.err);
     int status = 0;
     waitpid(pid, &status, 0);
-    m.seconds = now_s() - t0;
+    m.seconds = now_seconds() - t0;
     m.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return m;
 }
@@ -240,12 +235,12 @@ static void test_streaming(void) {
     chrf_stats_init(&call);
     chrf_stats_init(&ca);
     chrf_stats_init(&cb);
-    double t0 = now_s();
+    double t0 = now_seconds();
     for (int i = 0; i < n; i++) {
         bleu_stats_add_n(&all, hyps[i], hlens[i], refs[i], rlens[i]);
         chrf_stats_add_n(&call, hyps[i], hlens[i], refs[i], rlens[i]);
     }
-    double dt = now_s() - t0;
+    double dt = now_seconds() - t0;
     for (int i = 0; i < n; i++) {
         bleu_stats_add_n(i % 3 ? &a : &b, hyps[i], hlens[i], refs[i], rlens[i]);
         chrf_stats_add_n(i % 3 ? &ca : &cb, hyps[i], hlens[i], refs[i], rlens[i]);

@@ -22,6 +22,7 @@
 #include "../data/text_reader.h"
 #include "../data/tokenize.h"
 #include "test.h"
+#include "test_tmp.h"
 #include "test_fork.h"
 
 #define SAMPLE "data/sample"
@@ -33,25 +34,6 @@ static Spm *g_spm;
 
 static char *tmp_path(const char *name) { return path_join(g_tmp, name); }
 
-static void rm_rf(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *p = path_join(path, e->d_name);
-            rm_rf(p);
-            free(p);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static void write_bytes(const char *path, const void *data, size_t n) {
     FILE *f = fopenCheck(path, "wb");
     if (n) fwriteCheck(data, 1, n, f, path);
@@ -60,12 +42,6 @@ static void write_bytes(const char *path, const void *data, size_t n) {
 static void write_text(const char *path, const char *text) { write_bytes(path, text, strlen(text)); }
 
 static unsigned char *read_bytes(const char *path, size_t *n) { return (unsigned char *)read_text_file(path, n); }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // ---- forked error checks ------------------------------------------------------------
 
@@ -287,11 +263,11 @@ static void test_prepare_roundtrip(void) {
 
     // Timing: the whole train split.
     spec.max_examples = -1;
-    double t0 = now_s();
+    double t0 = now_seconds();
     dataset_prepare(&spec, g_spm, out);
-    double t1 = now_s();
+    double t1 = now_seconds();
     dataset_open(&ds, out);
-    double t2 = now_s();
+    double t2 = now_seconds();
     snprintf(msg, sizeof msg, "prepare all %llu train lines: %.3f s (open + validate %.3f s)",
              (unsigned long long)ds.count, t1 - t0, t2 - t1);
     test_check(ds.count == 3009, msg);

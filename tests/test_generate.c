@@ -19,14 +19,9 @@
 #include "../model/load.h"
 #include "../model/safetensors.h"
 #include "test.h"
+#include "../trainer/progress.h"
 
 static const char *MODELS[] = {"relu", "gated"};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static cJSON *load_json(const char *path) {
     char *text = read_text_file(path, NULL);
@@ -174,9 +169,9 @@ static void run_model(const char *model) {
         GenerateConfig gc = {json_get(c, "num_beams")->valueint, json_get(c, "max_length")->valueint,
                              (float)json_get(c, "length_penalty")->valuedouble,
                              cJSON_IsTrue(json_get(c, "early_stopping"))};
-        double t0 = now_s();
+        double t0 = now_seconds();
         int width = t5_generate(&m, ids, mask, B, S, &gc, out, out_len);
-        double secs = now_s() - t0;
+        double secs = now_seconds() - t0;
         total += secs;
         compare_case(model, name, json_get(c, "sequences"), out, width, B, gc.max_length, secs);
         if (!strcmp(name, "greedy")) {

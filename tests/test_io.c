@@ -20,30 +20,12 @@
 #include "../model/params.h"
 #include "../model/safetensors.h"
 #include "test.h"
+#include "test_tmp.h"
 #include "test_fork.h"
 
 static char g_tmp[256];
 
 static char *tmp_path(const char *name) { return path_join(g_tmp, name); }
-
-static void rm_rf(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *p = path_join(path, e->d_name);
-            rm_rf(p);
-            free(p);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopenCheck(path, "wb");

@@ -18,6 +18,7 @@
 #include "../data/tokenize.h"
 #include "../data/utf8.h"
 #include "test.h"
+#include "../trainer/progress.h"
 #include "test_fork.h"
 
 #define MODEL_PATH "data/sample/spiece.model"
@@ -32,12 +33,6 @@ static uint64_t fnv1a64(const void *data, size_t n) {
         h *= 1099511628211ULL;
     }
     return h;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
 static char *read_fixture(const char *path, size_t *len) {
@@ -245,14 +240,14 @@ static void test_tatoeba(const Spm *spm) {
     int *counts = mallocCheck(n * sizeof *counts);
     int32_t *ids = NULL;
     size_t cap = 0, total = 0;
-    double t0 = now_s();
+    double t0 = now_seconds();
     for (int i = 0; i < n; i++) {
         counts[i] = tokenize_t5(spm, "", lines[i], lens[i], &ids, &cap);
         all[i] = mallocCheck(counts[i] * sizeof(int32_t));
         memcpy(all[i], ids, counts[i] * sizeof(int32_t));
         total += counts[i];
     }
-    double dt = now_s() - t0;
+    double dt = now_seconds() - t0;
     free(ids);
 
     int match = 0, shown = 0;
