@@ -7,6 +7,7 @@
 #   make clean
 # Sources are picked up by directory: every .c in common/ model/ kernels/cpu/ zero/
 # data/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
+# With nvcc, kernels/cuda/*.cu and zero/*.cu (NCCL) join it and the binary links -lnccl.
 
 CC      ?= gcc
 NVCC    ?= nvcc
@@ -28,14 +29,14 @@ TEST_SRC := $(wildcard tests/test_*.c)
 # ---- feature detection: print what was found, never silently drop a feature -------
 CUDA_HOME ?= /usr/local/cuda
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
-CUDA_SRC  := $(wildcard kernels/cuda/*.cu)
+CUDA_SRC  := $(wildcard kernels/cuda/*.cu zero/*.cu)
 NVCCFLAGS := -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -Wall --expt-relaxed-constexpr \
-             -MMD -MP -lineinfo
+             -MMD -MP -lineinfo -I$(CUDA_HOME)/include $(MPI_CFLAGS)
 ifeq ($(HAVE_NVCC),1)
   ifneq ($(CUDA_SRC),)
-    FEATURES += cuda(sm_90a)
+    FEATURES += cuda(sm_90a) nccl
     CFLAGS   += -DT5_HAVE_CUDA -I$(CUDA_HOME)/include
-    LDLIBS   += -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -ldl -lrt -lpthread
+    LDLIBS   += -L$(CUDA_HOME)/lib64 -lnccl -lcublasLt -lcudart_static -ldl -lrt -lpthread
   else
     FEATURE_NOTES += "nvcc found, but kernels/cuda/ has no kernels yet: CPU backend only"
   endif

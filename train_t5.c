@@ -130,16 +130,16 @@ static int cmd_overfit(Args *a) {
     sched.warmup_steps = lr_schedule_warmup_steps(a->warmup_steps, a->warmup_ratio, a->steps);
     AdamWConfig oc = {.lr = a->learning_rate, .beta1 = a->adam_beta1, .beta2 = a->adam_beta2,
                       .eps = a->adam_epsilon, .weight_decay = a->weight_decay, .max_grad_norm = a->max_grad_norm};
-    AdamW opt;
-    adamw_init(&opt, m.be, oc, 0, m.lay.total);
+    ZeroState z;
+    zero_init(&z, &m, zero_comm_single(), 0, 0, 0, &oc);
     for (int s = 0; s < a->steps; s++) {
         m.dropout_seed = (unsigned long long)a->seed * 1000003ULL + (unsigned long long)s;
-        StepResult r = zero_train_step(&m, NULL, &opt, &sched, NULL, &bf.batch, 1, a->label_smoothing);
+        StepResult r = zero_train_step(&z, &sched, NULL, &bf.batch, 1, a->label_smoothing);
         printf("step %d loss %.9g grad_norm %.9g learning_rate %.9g\n", s + 1, r.loss, r.grad_norm, r.lr);
     }
     hf_save_model(a->output_dir, &m.cfg, &m.lay, m.params, parse_dtype(a->dtype));
     printf("saved %s\n", a->output_dir);
-    adamw_free(&opt, m.be);
+    zero_free(&z);
     batch_file_free(&bf);
     t5_free(&m);
     return 0;

@@ -28,7 +28,9 @@ void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadO
         be->to_device(m->params, host, n * sizeof(float));
     } else {
         // mixed precision: fp32 master weights for the optimizer, a 16-bit copy to compute with
+        size_t before = be->mem_in_use();
         m->master = be->alloc(n * sizeof(float));
+        m->alloc_master = be->mem_in_use() - before;
         be->to_device(m->master, host, n * sizeof(float));
         uint16_t *half = mallocCheck(n * sizeof(uint16_t));
         for (size_t i = 0; i < n; i++)

@@ -83,6 +83,50 @@ static void add_ffn(Builder *b, const T5Config *c, FfnOffsets *f, const char *pr
     f->ln = add(b, PARAM_NORM, D, 0, "%s.layer_norm.weight", prefix);
 }
 
+// Units from the tensor offsets: each unit starts at its first tensor and ends where the
+// next unit starts.
+static void build_units(const T5Config *c, ParamLayout *lay) {
+    int n = 1 + c->num_layers + 1 + c->num_decoder_layers + 1 + (c->untied_lm_head ? 1 : 0);
+    lay->units = callocCheck((size_t)n, sizeof *lay->units);
+    lay->n_units = n;
+    int u = 0;
+    lay->unit_shared = u;
+    snprintf(lay->units[u++].name, sizeof lay->units[0].name, "shared");
+    lay->unit_enc0 = u;
+    for (int i = 0; i < c->num_layers; i++) {
+        lay->units[u].lo = lay->enc[i].self.q;
+        snprintf(lay->units[u++].name, sizeof lay->units[0].name, "encoder.block.%d", i);
+    }
+    lay->unit_enc_final = u;
+    lay->units[u].lo = lay->enc_final_ln;
+    snprintf(lay->units[u++].name, sizeof lay->units[0].name, "encoder.final_layer_norm");
+    lay->unit_dec0 = u;
+    for (int i = 0; i < c->num_decoder_layers; i++) {
+        lay->units[u].lo = lay->dec[i].self.q;
+        snprintf(lay->units[u++].name, sizeof lay->units[0].name, "decoder.block.%d", i);
+    }
+    lay->unit_dec_final = u;
+    lay->units[u].lo = lay->dec_final_ln;
+    snprintf(lay->units[u++].name, sizeof lay->units[0].name, "decoder.final_layer_norm");
+    lay->unit_lm_head = lay->unit_shared;
+    if (c->untied_lm_head) {
+        lay->unit_lm_head = u;
+        lay->units[u].lo = lay->lm_head;
+        snprintf(lay->units[u++].name, sizeof lay->units[0].name, "lm_head");
+    }
+    for (int i = 0; i < n; i++) lay->units[i].hi = i + 1 < n ? lay->units[i + 1].lo : lay->total;
+}
+
+int params_unit_of(const ParamLayout *lay, size_t off) {
+    int lo = 0, hi = lay->n_units - 1;
+    while (lo < hi) {  // last unit with units[u].lo <= off
+        int mid = (lo + hi + 1) / 2;
+        if (lay->units[mid].lo <= off) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
 void params_build_layout(const T5Config *c, ParamLayout *lay) {
     memset(lay, 0, sizeof *lay);
     Builder b = {lay, 0};
@@ -116,12 +160,14 @@ void params_build_layout(const T5Config *c, ParamLayout *lay) {
     lay->dec_final_ln = add(&b, PARAM_NORM, D, 0, "decoder.final_layer_norm.weight");
 
     lay->lm_head = c->untied_lm_head ? add(&b, PARAM_LINEAR, V, D, "lm_head.weight") : lay->shared;
+    build_units(c, lay);
 }
 
 void params_free_layout(ParamLayout *lay) {
     free(lay->specs);
     free(lay->enc);
     free(lay->dec);
+    free(lay->units);
     memset(lay, 0, sizeof *lay);
 }
 

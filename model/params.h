@@ -48,6 +48,16 @@ typedef struct {
     FfnOffsets ffn;
 } BlockOffsets;
 
+// A unit: the tensors one step of forward/backward uses together (the embedding, one
+// block, a final norm, the untied head), a contiguous range [lo, hi) of the flat space.
+// ZeRO stage 3 gathers parameters a unit at a time; stages 2-3 reduce a unit's gradients
+// as soon as backward has finished them (zero/stage2.c, zero/stage3.c). Units cover the
+// flat space in order, without gaps.
+typedef struct {
+    char name[48];   // "shared", "encoder.block.3", "encoder.final_layer_norm", "lm_head", ...
+    size_t lo, hi;   // element range
+} ParamUnit;
+
 typedef struct {
     ParamSpec *specs;
     int count;
@@ -57,12 +67,18 @@ typedef struct {
     size_t enc_final_ln, dec_final_ln;
     BlockOffsets *enc;         // (num_layers)
     BlockOffsets *dec;         // (num_decoder_layers)
+    ParamUnit *units;          // (n_units) in flat order
+    int n_units;
+    int unit_shared, unit_enc0, unit_enc_final, unit_dec0, unit_dec_final;  // encoder block i: unit_enc0 + i
+    int unit_lm_head;          // == unit_shared when the head is tied
 } ParamLayout;
 
 // Build the layout for a config (allocates; free with params_free_layout).
 void params_build_layout(const T5Config *cfg, ParamLayout *lay);
 void params_free_layout(ParamLayout *lay);
 
+// Index of the unit holding element offset off (binary search).
+int params_unit_of(const ParamLayout *lay, size_t off);
 // Index of a tensor by HF name, or -1 if absent.
 int params_find(const ParamLayout *lay, const char *name);
 

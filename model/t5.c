@@ -42,9 +42,24 @@ void t5_init(T5Model *m, const T5Config *cfg, const Backend *be) {
     m->be = be;
     m->elem = dtype_size(be->act_dtype);
     params_build_layout(&m->cfg, &m->lay);
+    size_t before = be->mem_in_use();
     m->params = be->alloc(m->lay.total * m->elem);
+    m->alloc_params = be->mem_in_use() - before;
+    before = be->mem_in_use();
     m->grads = be->alloc(m->lay.total * m->elem);
+    m->alloc_grads = be->mem_in_use() - before;
+    m->unit_params = callocCheck((size_t)m->lay.n_units, sizeof(void *));
+    m->unit_grads = callocCheck((size_t)m->lay.n_units, sizeof(void *));
+    t5_bind_flat(m);
     m->dropout_p = cfg->dropout_rate;
+}
+
+void t5_bind_flat(T5Model *m) {
+    for (int u = 0; u < m->lay.n_units; u++) {
+        size_t lo = m->lay.units[u].lo * m->elem;
+        m->unit_params[u] = m->params ? (char *)m->params + lo : NULL;
+        m->unit_grads[u] = m->grads ? (char *)m->grads + lo : NULL;
+    }
 }
 
 void t5_params_to_host(const T5Model *m, float *host) {
@@ -60,6 +75,8 @@ void t5_free(T5Model *m) {
     free(m->dec_x);
     free(m->enc);
     free(m->dec);
+    free(m->unit_params);
+    free(m->unit_grads);
     params_free_layout(&m->lay);
     memset(m, 0, sizeof *m);
 }
@@ -188,7 +205,9 @@ void t5_plan_activations(T5Model *m, int B, int S, int T) {
     m->maxT = T;
 }
 
-void t5_zero_grads(T5Model *m) { m->be->zero(m->grads, m->lay.total * m->elem); }
+void t5_zero_grads(T5Model *m) {
+    if (m->grads) m->be->zero(m->grads, m->lay.total * m->elem);
+}
 
 void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_start_id, int pad_id) {
     for (int b = 0; b < B; b++) {
@@ -206,9 +225,29 @@ void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_s
 // HF multiplies by the python float model_dim**-0.5 (a double cast to fp32)
 static inline float head_scale(int D) { return (float)pow((double)D, -0.5); }
 
-// parameter pointer from an element offset
-static inline void *P(const T5Model *m, size_t off) { return (char *)m->params + off * m->elem; }
-static inline void *G(const T5Model *m, size_t off) { return (char *)m->grads + off * m->elem; }
+// parameter / gradient pointer from an element offset, wherever its unit lives now
+static inline void *P(const T5Model *m, size_t off) {
+    int u = params_unit_of(&m->lay, off);
+    return (char *)m->unit_params[u] + (off - m->lay.units[u].lo) * m->elem;
+}
+static inline void *G(const T5Model *m, size_t off) {
+    int u = params_unit_of(&m->lay, off);
+    return (char *)m->unit_grads[u] + (off - m->lay.units[u].lo) * m->elem;
+}
+
+// unit boundaries (T5UnitHooks)
+static inline void fetch(T5Model *m, int u) {
+    if (m->hooks && m->hooks->fetch_params) m->hooks->fetch_params(m->hooks->ctx, m, u);
+}
+static inline void release(T5Model *m, int u) {
+    if (m->hooks && m->hooks->release_params) m->hooks->release_params(m->hooks->ctx, m, u);
+}
+static inline void grads_begin(T5Model *m, int u) {
+    if (m->hooks && m->hooks->begin_grads) m->hooks->begin_grads(m->hooks->ctx, m, u);
+}
+static inline void grads_end(T5Model *m, int u) {
+    if (m->hooks && m->hooks->end_grads) m->hooks->end_grads(m->hooks->ctx, m, u);
+}
 
 // One attention sublayer: x_out = x_in + dropout(o(attn(norm(x_in)))).
 // kv_src: NULL for self-attention (keys from the normed input), else the encoder output.
@@ -299,13 +338,22 @@ void t5_encoder_forward(T5Model *m) {
     const ParamLayout *L = &m->lay;
     int S = m->S, D = c->d_model, H = c->num_heads;
     size_t nS = (size_t)m->B * S;
+    fetch(m, L->unit_shared);
     be->embedding_forward(m->enc_x[0], m->input_ids, P(m, L->shared), (int)nS, D);
+    release(m, L->unit_shared);
     be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
-    be->position_bias_forward(m->enc_bias, P(m, L->enc[0].self.relbias), S, S, H, 0,
-                              c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
-    for (int l = 0; l < c->num_layers; l++) enc_block_forward(m, l);
+    for (int l = 0; l < c->num_layers; l++) {
+        fetch(m, L->unit_enc0 + l);
+        if (l == 0)
+            be->position_bias_forward(m->enc_bias, P(m, L->enc[0].self.relbias), S, S, H, 0,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
+        enc_block_forward(m, l);
+        release(m, L->unit_enc0 + l);
+    }
+    fetch(m, L->unit_enc_final);
     be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], P(m, L->enc_final_ln), (int)nS,
                         D, c->layer_norm_epsilon);
+    release(m, L->unit_enc_final);
     be->dropout_forward(m->enc_final, m->enc_final, nS * D, site_dropout(m, 0, 0, 0, SITE_FINAL));
 }
 
@@ -328,18 +376,29 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
     t5_encoder_forward(m);
 
     // ---- decoder ----
+    fetch(m, L->unit_shared);
     be->embedding_forward(m->dec_x[0], m->dec_ids, P(m, L->shared), (int)nT, D);
+    release(m, L->unit_shared);
     be->dropout_forward(m->dec_x[0], m->dec_x[0], nT * D, site_dropout(m, 1, 0, 0, SITE_EMBED));
-    be->position_bias_forward(m->dec_bias, P(m, L->dec[0].self.relbias), T, T, H, 0,
-                              c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
-    for (int l = 0; l < c->num_decoder_layers; l++) dec_block_forward(m, l);
+    for (int l = 0; l < c->num_decoder_layers; l++) {
+        fetch(m, L->unit_dec0 + l);
+        if (l == 0)
+            be->position_bias_forward(m->dec_bias, P(m, L->dec[0].self.relbias), T, T, H, 0,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+        dec_block_forward(m, l);
+        release(m, L->unit_dec0 + l);
+    }
+    fetch(m, L->unit_dec_final);
     be->rmsnorm_forward(m->dec_final, m->dec_final_rstd, m->dec_x[3 * c->num_decoder_layers], P(m, L->dec_final_ln),
                         (int)nT, D, c->layer_norm_epsilon);
+    release(m, L->unit_dec_final);
     be->dropout_forward(m->dec_final, m->dec_final, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
     if (c->scale_decoder_outputs) be->scale(m->dec_final, m->dec_final, head_scale(D), nT * D);
 
     // ---- head + loss ----
+    fetch(m, L->unit_lm_head);
     be->matmul_forward(m->logits, m->dec_final, P(m, L->lm_head), (int)nT, D, V);
+    release(m, L->unit_lm_head);
     return be->crossentropy_forward_backward(NULL, m->logits, m->labels, (int)nT, V, label_smoothing, 0.0f);
 }
 
@@ -411,29 +470,47 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
     // dlogits overwrite the logits in place (B*T*V is the largest activation)
     be->crossentropy_forward_backward(m->logits, m->logits, m->labels, (int)nT, V, label_smoothing, dloss);
     void *dx = m->d_dec_x;
+    // unit order of backward: head, decoder final norm, decoder blocks (last first),
+    // encoder final norm, encoder blocks, shared embedding (its gradient is open from the
+    // tied head, or from the decoder's embedding, to the end)
+    const int tied = L->unit_lm_head == L->unit_shared;
+    fetch(m, L->unit_lm_head);
+    grads_begin(m, L->unit_lm_head);
     be->zero(m->d_tmp_d, nT * D * e);
     be->matmul_backward(m->d_tmp_d, G(m, L->lm_head), m->logits, m->dec_final, P(m, L->lm_head), (int)nT, D, V);
+    if (!tied) grads_end(m, L->unit_lm_head);
+    release(m, L->unit_lm_head);
     if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, head_scale(D), nT * D);
     be->zero(m->d_ln, nT * D * e);
     be->dropout_backward(m->d_ln, m->d_tmp_d, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
     be->zero(dx, nT * D * e);
+    fetch(m, L->unit_dec_final);
+    grads_begin(m, L->unit_dec_final);
     be->rmsnorm_backward(dx, G(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * c->num_decoder_layers],
                          P(m, L->dec_final_ln), m->dec_final_rstd, (int)nT, D);
+    grads_end(m, L->unit_dec_final);
+    release(m, L->unit_dec_final);
 
     // ---- decoder ----
     be->zero(m->d_enc_final, nS * D * e);
     be->zero(m->d_dec_bias, (size_t)H * T * T * e);
     for (int l = c->num_decoder_layers - 1; l >= 0; l--) {
         void **x = &m->dec_x[3 * l];
+        fetch(m, L->unit_dec0 + l);
+        grads_begin(m, L->unit_dec0 + l);
         if (m->gradient_checkpointing) dec_block_forward(m, l);
         ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dx, T, 1, l, 2);
         attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dx, T, m->enc_final, m->d_enc_final, S,
                                NULL, 1, l, 1);
         attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dx, T, NULL, NULL, T, m->d_dec_bias, 1, l,
                                0);
+        if (l == 0)  // block 0 holds the table every block's position bias came from
+            be->position_bias_backward(G(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
+                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+        grads_end(m, L->unit_dec0 + l);
+        release(m, L->unit_dec0 + l);
     }
-    be->position_bias_backward(G(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
-                               c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+    if (!tied) grads_begin(m, L->unit_shared);
     be->zero(m->d_tmp_d, nT * D * e);
     be->dropout_backward(m->d_tmp_d, dx, nT * D, site_dropout(m, 1, 0, 0, SITE_EMBED));
     be->embedding_backward(G(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
@@ -443,18 +520,28 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
     be->zero(m->d_ln, nS * D * e);
     be->dropout_backward(m->d_ln, m->d_enc_final, nS * D, site_dropout(m, 0, 0, 0, SITE_FINAL));
     be->zero(dx, nS * D * e);
+    fetch(m, L->unit_enc_final);
+    grads_begin(m, L->unit_enc_final);
     be->rmsnorm_backward(dx, G(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * c->num_layers], P(m, L->enc_final_ln),
                          m->enc_final_rstd, (int)nS, D);
+    grads_end(m, L->unit_enc_final);
+    release(m, L->unit_enc_final);
     be->zero(m->d_enc_bias, (size_t)H * S * S * e);
     for (int l = c->num_layers - 1; l >= 0; l--) {
+        fetch(m, L->unit_enc0 + l);
+        grads_begin(m, L->unit_enc0 + l);
         if (m->gradient_checkpointing) enc_block_forward(m, l);
         ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], dx, S, 0, l, 1);
         attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], dx, S, NULL, NULL, S,
                                m->d_enc_bias, 0, l, 0);
+        if (l == 0)
+            be->position_bias_backward(G(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
+                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
+        grads_end(m, L->unit_enc0 + l);
+        release(m, L->unit_enc0 + l);
     }
-    be->position_bias_backward(G(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
-                               c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
     be->zero(m->d_tmp_d, nS * D * e);
     be->dropout_backward(m->d_tmp_d, dx, nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
     be->embedding_backward(G(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
+    grads_end(m, L->unit_shared);
 }

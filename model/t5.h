@@ -49,7 +49,22 @@ typedef struct {
     FfnActs ffn;
 } BlockActs;
 
+typedef struct T5Model T5Model;
+
+// Callbacks at unit boundaries (model/params.h units), for ZeRO stages 2-3 (zero/stage2.c,
+// zero/stage3.c). Forward and backward call fetch before reading a unit's weights and
+// release after; backward calls begin_grads before its first write to a unit's gradient
+// and end_grads after its last (the unit's gradient of this micro-batch is then complete).
+// Any callback may be NULL.
 typedef struct {
+    void *ctx;
+    void (*fetch_params)(void *ctx, T5Model *m, int unit);
+    void (*release_params)(void *ctx, T5Model *m, int unit);
+    void (*begin_grads)(void *ctx, T5Model *m, int unit);
+    void (*end_grads)(void *ctx, T5Model *m, int unit);
+} T5UnitHooks;
+
+struct T5Model {
     T5Config cfg;
     ParamLayout lay;
     const Backend *be;
@@ -57,6 +72,12 @@ typedef struct {
     void *params;    // (lay.total) in act dtype on the backend
     void *grads;     // (lay.total)
     float *master;   // (lay.total) fp32 master weights when act dtype is 16-bit, else NULL (params are fp32)
+    // Where each unit's weights and gradient are now: (lay.n_units) pointers, into params and
+    // grads after t5_init (t5_bind_flat). ZeRO stage 2 points unit_grads at work buffers and
+    // frees grads; stage 3 also points unit_params at gathered copies and frees params.
+    void **unit_params, **unit_grads;
+    const T5UnitHooks *hooks;  // NULL: stages 0-1, everything stays in params/grads
+    size_t alloc_params, alloc_grads, alloc_master;  // bytes the allocator gave for each (ZeRO's memory report)
 
     // ---- activation plan (maximum shapes) ----
     int maxB, maxS, maxT;
@@ -86,11 +107,13 @@ typedef struct {
     uint64_t dropout_seed;  // set per micro-step by the trainer; masks derive from it
     float dropout_p;        // usually cfg.dropout_rate; 0 = off (eval, tests)
     int gradient_checkpointing;  // set before t5_plan_activations: keep block inputs only, recompute
-} T5Model;
+};
 
 // Build layout, allocate params and grads (zeroed) on the backend.
 void t5_init(T5Model *m, const T5Config *cfg, const Backend *be);
 void t5_free(T5Model *m);
+// Point every unit at its place in the flat params/grads buffers (either may be NULL).
+void t5_bind_flat(T5Model *m);
 // Bytes the activation arena needs for (B,S,T); the planner's single source of truth.
 size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing);
 // Allocate the activation arena for batches up to (B,S,T).

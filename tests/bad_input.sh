@@ -320,6 +320,17 @@ expect_train_error "deepspeed offload" "offload" --do_train --data_dir "$T/d_ok"
 echo '{"fp16": {"enabled": true}, "zero_optimization": {"stage": 0}}' >"$T/fp16_ds.json"
 expect_train_error "deepspeed fp16 on cpu" "--device cuda" --do_train --data_dir "$T/d_ok" --deepspeed "$T/fp16_ds.json"
 expect_train_error "label smoothing 1" "--label_smoothing_factor" --do_train --data_dir "$T/d_ok" --label_smoothing 1.5
+# launchers (zero/launch.c): refused before anything is written, and before any NCCL need
+expect_train_error "num_gpus 0" "--num_gpus" --do_train --data_dir "$T/d_ok" --num_gpus 0
+expect_train_error "num_gpus -2" "--num_gpus" --do_train --data_dir "$T/d_ok" --num_gpus -2
+expect_train_error "num_gpus on cpu" "mpirun" --do_train --data_dir "$T/d_ok" --num_gpus 2 --device cpu
+WORLD_SIZE=2 RANK=0 expect_train_error "WORLD_SIZE w/o ADDR" "MASTER_ADDR" --do_train --data_dir "$T/d_ok"
+WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 expect_train_error "WORLD_SIZE w/o PORT" "MASTER_PORT" \
+  --do_train --data_dir "$T/d_ok"
+SLURM_NTASKS=2 SLURM_PROCID=0 SLURM_LOCALID=0 expect_train_error "Slurm w/o ADDR" "MASTER_ADDR" --do_train \
+  --data_dir "$T/d_ok"
+WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 expect_train_error "torchrun, cpu ranks" \
+  "mpirun" --do_train --data_dir "$T/d_ok" --device cpu
 expect_error_cmd "non-empty output_dir" "--overwrite_output_dir" --model "$TM" --tokenizer_name "$TOK" --do_train \
   --data_dir "$T/d_ok" --output_dir "$T/busy"
 [ "$(ls "$T/busy")" = "file.txt" ] || notok "non-empty output_dir: its contents changed"

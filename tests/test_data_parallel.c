@@ -1,9 +1,23 @@
-// tests/test_data_parallel.c: CPU ranks under mpirun (ZeRO stage 0 = data parallel and
-// stage 1 = partitioned optimizer state, zero/step.c + zero/comm.c + zero/partition.c). The same global batch (12 examples per step as 1 x 6 x 2,
-// 2 x 3 x 2 and 3 x 2 x 2 ranks x micro-batch x accumulation) must give the same per-step
-// loss and grad_norm (1e-5 relative) and the same final weights (1e-5) whatever the world
-// size: the loss is normalized by the global label-token count and gradients are summed
-// over ranks. Runs ./train_t5 through mpirun; run from the repository root.
+// tests/test_data_parallel.c: ZeRO stages 0-3 over CPU ranks under mpirun (zero/stage*.c,
+// zero/step.c, zero/comm.c, zero/partition.c), run through ./train_t5 (run from the
+// repository root).
+//
+// Acceptance 1: the same global batch (12 examples per step = 1 x 6 x 2, 2 x 3 x 2 and
+// 3 x 2 x 2 ranks x micro-batch x accumulation), 5 steps with clipping (0.5), warmup,
+// label smoothing and weight decay, gives the same per-step loss and grad_norm (1e-5
+// relative) and the same final weights (1e-5) as one rank without --deepspeed, at every
+// stage and world size 1, 2, 3. Two models: the tied relu fixture (the embedding's
+// gradient is open for the whole backward), and a random untied gated one whose 2-rank
+// partition boundary falls inside the blocks (pieces of one unit on two ranks).
+// Buckets of 3000 / 5000 elements cut units into several collectives.
+//
+// Acceptance 2: each rank prints the bytes the allocator gave it for parameters,
+// gradients, master weights and AdamW moments (zero_print_memory); they must equal the
+// ZeRO paper's per-rank figures for fp32 training (no separate master, K = 8 bytes of
+// moments) with this rank's own partition size |P_r| (zero/partition.h):
+//   stage 0: params 4 Psi, grads 4 Psi, moments 8 Psi;  stage 1: moments 8 |P_r|;
+//   stage 2: + grads 4 |P_r|;  stage 3: + params 4 |P_r|
+// and the allocator's total in use must be exactly their sum plus the work buffers.
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -11,8 +25,11 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/fileio.h"
 #include "../model/safetensors.h"
+#include "../zero/partition.h"
 #include "test.h"
+#include "test_tmp.h"
 
 static cJSON *load_json(const char *path) {
     char *text = read_text_file(path, NULL);
@@ -28,103 +45,175 @@ static double num(const cJSON *o, const char *key) {
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) t5_fail("cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+// One run of ./train_t5; stage < 0: no --deepspeed. Returns 1 when it exited 0.
+static int train_run(const char *tmp, const char *model, const char *extra, int world, int stage, const char *tag) {
+    char cmd[3072], ds[700] = "", launcher[200] = "";
+    if (stage >= 0) snprintf(ds, sizeof ds, " --deepspeed %s/stage%d.json", tmp, stage);
+    if (world > 1) snprintf(launcher, sizeof launcher, "mpirun --allow-run-as-root --oversubscribe -np %d ", world);
+    snprintf(cmd, sizeof cmd,
+             "%s./train_t5 --model %s %s --tokenizer_name data/sample/spiece.model "
+             "--data_dir tests/fixtures/trainer_data --task translation_en_to_ro --max_source_length 24 "
+             "--max_target_length 20 --per_device_train_batch_size %d --gradient_accumulation_steps 2 --max_steps 5 "
+             "--learning_rate 3e-3 --weight_decay 0.01 --max_grad_norm 0.5 --warmup_steps 2 --label_smoothing 0.1 "
+             "--logging_steps 1 --sampler sequential --dropout_rate 0 --do_train --output_dir %s/%s "
+             "--cache_dir %s/cache%s > %s/%s.log 2>&1",
+             launcher, model, extra, 12 / world, tmp, tag, tmp, ds, tmp, tag);
+    char what[256];
+    snprintf(what, sizeof what, "%s: %d rank%s, stage %d: ./train_t5 exits 0", tag, world, world > 1 ? "s" : "",
+             stage < 0 ? 0 : stage);
+    if (test_check(system(cmd) == 0, what)) return 1;
+    snprintf(cmd, sizeof cmd, "tail -5 %s/%s.log", tmp, tag);
+    if (system(cmd) != 0) printf("(no log)\n");
+    return 0;
+}
+
+// Losses, grad norms and final weights of run `tag` against the reference run.
+static void compare_runs(const char *tmp, const char *ref_tag, const char *tag, const char *label) {
+    char path[700], what[300];
+    snprintf(path, sizeof path, "%s/%s/trainer_state.json", tmp, ref_tag);
+    cJSON *ref = load_json(path);
+    snprintf(path, sizeof path, "%s/%s/trainer_state.json", tmp, tag);
+    cJSON *st = load_json(path);
+    const cJSON *h = cJSON_GetObjectItem(st, "log_history"), *h0 = cJSON_GetObjectItem(ref, "log_history");
+    double worst_loss = 0, worst_norm = 0;
+    for (int s = 0; s < 5; s++) {
+        const cJSON *a = cJSON_GetArrayItem(h, s), *b = cJSON_GetArrayItem(h0, s);
+        worst_loss = fmax(worst_loss, fabs(num(a, "loss") - num(b, "loss")) / fabs(num(b, "loss")));
+        worst_norm = fmax(worst_norm, fabs(num(a, "grad_norm") - num(b, "grad_norm")) / fabs(num(b, "grad_norm")));
+    }
+    snprintf(what, sizeof what, "%s: 5 steps' loss and grad_norm equal 1 rank's (worst rel %.2e, %.2e)", label,
+             worst_loss, worst_norm);
+    test_check(worst_loss <= 1e-5 && worst_norm <= 1e-5, what);
+    cJSON_Delete(st);
+    cJSON_Delete(ref);
+
+    StFile a_st, b_st;
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", tmp, ref_tag);
+    st_open(&a_st, path);
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", tmp, tag);
+    st_open(&b_st, path);
+    double worst_w = 0;
+    int missing = 0;
+    for (int t = 0; t < a_st.count; t++) {
+        const StTensor *a = &a_st.tensors[t], *b = st_find(&b_st, a->name);
+        if (!b || b->numel != a->numel) {
+            missing++;
+            continue;
+        }
+        float *x = mallocCheck(a->numel * sizeof(float)), *y = mallocCheck(a->numel * sizeof(float));
+        st_read_f32(&a_st, a, x);
+        st_read_f32(&b_st, b, y);
+        double md = 0, mr = 0;
+        for (uint64_t k = 0; k < a->numel; k++) {
+            md = fmax(md, fabs((double)x[k] - y[k]));
+            mr = fmax(mr, fabs((double)x[k]));
+        }
+        worst_w = fmax(worst_w, md / fmax(mr, 1e-30));
+        free(x);
+        free(y);
+    }
+    snprintf(what, sizeof what, "%s: final weights equal 1 rank's (%d tensors, worst rel %.2e)", label, a_st.count,
+             worst_w);
+    test_check(!missing && a_st.count > 0 && worst_w <= 1e-5, what);
+    st_close(&a_st);
+    st_close(&b_st);
+}
+
+// Every rank's memory line of run `tag` against the formulas.
+static void check_memory(const char *tmp, const char *tag, int world, int stage) {
+    char path[700], line[1024], what[400];
+    snprintf(path, sizeof path, "%s/%s.log", tmp, tag);
+    FILE *f = fopen(path, "r");
+    if (!f) t5_fail("cannot open %s", path);
+    int seen[8] = {0};
+    while (fgets(line, sizeof line, f)) {
+        int s, r, w;
+        size_t P, G, M, O, b, e, n, W, U;
+        if (sscanf(line,
+                   "ZeRO stage %d, rank %d of %d: allocated params %zu B, grads %zu B, master %zu B, moments %zu B "
+                   "(partition [%zu, %zu) of %zu); work buffers %zu B; allocator in use %zu B",
+                   &s, &r, &w, &P, &G, &M, &O, &b, &e, &n, &W, &U) != 12)
+            continue;
+        if (r < 0 || r >= 8) continue;
+        seen[r] = 1;
+        Range part = stage >= 1 ? partition_range(n, world, r) : (Range){0, n};
+        size_t np = part.end - part.begin;
+        size_t wantP = 4 * (stage == 3 ? np : n), wantG = 4 * (stage >= 2 ? np : n), wantO = 8 * (stage >= 1 ? np : n);
+        snprintf(what, sizeof what,
+                 "%s rank %d: params %zu = %zu, grads %zu = %zu, master %zu = 0, moments %zu = %zu B "
+                 "(|P_r| = %zu of %zu); in use %zu = sum + work %zu",
+                 tag, r, P, wantP, G, wantG, M, O, wantO, np, n, U, W);
+        test_check(s == stage && w == world && b == part.begin && e == part.end && P == wantP && G == wantG &&
+                       M == 0 && O == wantO && U == P + G + M + O + W && (stage < 2 || W > 0),
+                   what);
+    }
+    fclose(f);
+    for (int r = 0; r < world; r++) {
+        snprintf(what, sizeof what, "%s: rank %d printed its memory line", tag, r);
+        test_check(seen[r], what);
+    }
+}
+
 int main(void) {
     if (access("./train_t5", X_OK) != 0) t5_fail("./train_t5 not built; run make first");
     char tmp[] = "/tmp/t5_test_dp.XXXXXX";
     if (!mkdtemp(tmp)) t5_fail("mkdtemp failed");
-    // runs: 1 rank; 2 and 3 ranks at stage 0; 2 and 3 ranks at stage 1 (--deepspeed)
-    const int worlds[5] = {1, 2, 3, 2, 3}, stages[5] = {0, 0, 0, 1, 1};
-    char cmd[2048], path[600], what[256];
-    snprintf(path, sizeof path, "%s/stage1.json", tmp);
-    FILE *f = fopen(path, "w");
-    if (!f) t5_fail("cannot write %s", path);
-    fprintf(f, "{\"zero_optimization\": {\"stage\": 1}, \"gradient_clipping\": \"auto\"}\n");
-    fclose(f);
-    for (int w = 0; w < 5; w++) {
-        int np = worlds[w];
-        char ds[700] = "";
-        if (stages[w]) snprintf(ds, sizeof ds, " --deepspeed %s/stage1.json", tmp);
-        snprintf(cmd, sizeof cmd,
-                 "%s ./train_t5 --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
-                 "--data_dir tests/fixtures/trainer_data --task translation_en_to_ro --max_source_length 24 "
-                 "--max_target_length 20 --per_device_train_batch_size %d --gradient_accumulation_steps 2 --max_steps 5 "
-                 "--learning_rate 3e-3 --weight_decay 0.01 --max_grad_norm 0.5 --warmup_steps 2 --label_smoothing 0.1 "
-                 "--logging_steps 1 --sampler sequential --dropout_rate 0 --do_train --output_dir %s/run%d "
-                 "--cache_dir %s/cache%s > %s/run%d.log 2>&1",
-                 np == 1 ? "" : (np == 2 ? "mpirun --allow-run-as-root --oversubscribe -np 2"
-                                         : "mpirun --allow-run-as-root --oversubscribe -np 3"),
-                 12 / np, tmp, w, tmp, ds, tmp, w);
-        snprintf(what, sizeof what, "%d rank%s, stage %d: ./train_t5 exits 0", np, np > 1 ? "s (mpirun)" : "", stages[w]);
-        if (!test_check(system(cmd) == 0, what)) {
-            snprintf(cmd, sizeof cmd, "tail -5 %s/run%d.log", tmp, w);
-            if (system(cmd) != 0) printf("(no log)\n");
-            return test_summary();
-        }
+    char path[600], text[400];
+    for (int s = 0; s <= 3; s++) {
+        snprintf(path, sizeof path, "%s/stage%d.json", tmp, s);
+        snprintf(text, sizeof text,
+                 "{\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 3000, "
+                 "\"allgather_bucket_size\": 5000}, \"gradient_clipping\": \"auto\"}\n", s);
+        write_file(path, text);
     }
-    cJSON *ref = NULL;
-    StFile ref_st;
-    for (int w = 0; w < 5; w++) {
-        snprintf(path, sizeof path, "%s/run%d/trainer_state.json", tmp, w);
-        cJSON *st = load_json(path);
-        snprintf(path, sizeof path, "%s/run%d/model.safetensors", tmp, w);
-        StFile model;
-        st_open(&model, path);
-        if (w == 0) {
-            ref = st;
-            ref_st = model;
-            continue;
-        }
-        const cJSON *h = cJSON_GetObjectItem(st, "log_history"), *h0 = cJSON_GetObjectItem(ref, "log_history");
-        double worst_loss = 0, worst_norm = 0;
-        for (int s = 0; s < 5; s++) {
-            const cJSON *a = cJSON_GetArrayItem(h, s), *b = cJSON_GetArrayItem(h0, s);
-            worst_loss = fmax(worst_loss, fabs(num(a, "loss") - num(b, "loss")) / fabs(num(b, "loss")));
-            worst_norm = fmax(worst_norm, fabs(num(a, "grad_norm") - num(b, "grad_norm")) / fabs(num(b, "grad_norm")));
-        }
-        snprintf(what, sizeof what, "%d ranks, stage %d: 5 steps' loss and grad_norm equal 1 rank's (worst rel %.2e, %.2e)",
-                 worlds[w], stages[w], worst_loss, worst_norm);
-        test_check(worst_loss <= 1e-5 && worst_norm <= 1e-5, what);
-        double worst_w = 0;
-        int missing = 0;
-        for (int t = 0; t < ref_st.count; t++) {
-            const StTensor *a = &ref_st.tensors[t], *b = st_find(&model, a->name);
-            if (!b || b->numel != a->numel) {
-                missing++;
-                continue;
+    // the untied gated model: the relu fixture's sizes with its own head, random init
+    snprintf(path, sizeof path, "%s/untied", tmp);
+    mkdir_p(path);
+    snprintf(path, sizeof path, "%s/untied/config.json", tmp);
+    write_file(path, "{\"model_type\": \"t5\", \"d_model\": 8, \"d_kv\": 4, \"d_ff\": 12, \"num_heads\": 2, "
+                     "\"num_layers\": 2, \"num_decoder_layers\": 2, \"vocab_size\": 32128, "
+                     "\"feed_forward_proj\": \"gated-gelu\", \"tie_word_embeddings\": false, "
+                     "\"relative_attention_num_buckets\": 32, \"relative_attention_max_distance\": 128, "
+                     "\"layer_norm_epsilon\": 1e-6, \"initializer_factor\": 1.0, \"dropout_rate\": 0.1, "
+                     "\"decoder_start_token_id\": 0, \"pad_token_id\": 0, \"eos_token_id\": 1}\n");
+    char untied[700];
+    snprintf(untied, sizeof untied, "%s/untied", tmp);
+
+    int ok = train_run(tmp, "tests/fixtures/trainer_model", "", 1, -1, "tied_ref");
+    for (int world = 1; ok && world <= 3; world++)
+        for (int stage = 0; ok && stage <= 3; stage++) {
+            char tag[64], label[128];
+            snprintf(tag, sizeof tag, "tied_w%d_s%d", world, stage);
+            snprintf(label, sizeof label, "tied model, %d rank%s, stage %d", world, world > 1 ? "s" : "", stage);
+            const char *extra = world == 2 && stage == 2 ? "--explain" : "";
+            if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", extra, world, stage, tag))) break;
+            compare_runs(tmp, "tied_ref", tag, label);
+            check_memory(tmp, tag, world, stage);
+            if (*extra) {  // --explain: the table of stages 0-3 once (rank 0), this run's stage marked
+                char cmd[900];
+                snprintf(cmd, sizeof cmd, "test $(grep -c '^  stage [013] ' %s/%s.log) = 3 && "
+                         "test $(grep -c '^->stage 2 ' %s/%s.log) = 1", tmp, tag, tmp, tag);
+                test_check(system(cmd) == 0, "--explain: the four stages' plan printed once, stage 2 marked");
             }
-            float *x = mallocCheck(a->numel * sizeof(float)), *y = mallocCheck(a->numel * sizeof(float));
-            st_read_f32(&ref_st, a, x);
-            st_read_f32(&model, b, y);
-            double md = 0, mr = 0;
-            for (uint64_t k = 0; k < a->numel; k++) {
-                md = fmax(md, fabs((double)x[k] - y[k]));
-                mr = fmax(mr, fabs((double)x[k]));
-            }
-            worst_w = fmax(worst_w, md / fmax(mr, 1e-30));
-            free(x);
-            free(y);
         }
-        snprintf(what, sizeof what, "%d ranks, stage %d: final weights equal 1 rank's (worst tensor rel %.2e)", worlds[w],
-                 stages[w], worst_w);
-        test_check(!missing && worst_w <= 1e-5, what);
-        if (stages[w] == 1) {
-            // the allocator's count on rank 0 = 2 moments x 4 bytes x ceil(params / ranks)
-            size_t n = 0;
-            for (int t = 0; t < ref_st.count; t++) n += (size_t)ref_st.tensors[t].numel;
-            size_t part = (n + (size_t)worlds[w] - 1) / (size_t)worlds[w];
-            char grep[800];
-            snprintf(grep, sizeof grep, "grep -q 'optimizer state allocated on rank 0: %zu bytes' %s/run%d.log", part * 8,
-                     tmp, w);
-            snprintf(what, sizeof what, "%d ranks, stage 1: optimizer state allocated per rank = 8 x ceil(%zu / %d) = %zu B",
-                     worlds[w], n, worlds[w], part * 8);
-            test_check(system(grep) == 0, what);
+    ok = ok && train_run(tmp, untied, "--init random --seed 7", 1, -1, "untied_ref");
+    for (int world = 2; ok && world <= 3; world++)
+        for (int stage = 2; ok && stage <= 3; stage++) {
+            char tag[64], label[128];
+            snprintf(tag, sizeof tag, "untied_w%d_s%d", world, stage);
+            snprintf(label, sizeof label, "untied gated model, %d ranks, stage %d", world, stage);
+            if (!(ok = train_run(tmp, untied, "--init random --seed 7", world, stage, tag))) break;
+            compare_runs(tmp, "untied_ref", tag, label);
+            check_memory(tmp, tag, world, stage);
         }
-        st_close(&model);
-        cJSON_Delete(st);
-    }
-    st_close(&ref_st);
-    cJSON_Delete(ref);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0) printf("could not remove %s\n", tmp);
+    if (ok) rm_rf(tmp);
+    else printf("logs kept in %s\n", tmp);
     return test_summary();
 }

@@ -93,8 +93,9 @@ static void test_skipped_step(void) {
     t5_plan_activations(&m, bf.batch.B, bf.batch.S, bf.batch.T);
     AdamWConfig oc = adamw_default_config();
     oc.lr = 1e-2f;
-    AdamW opt;
-    adamw_init(&opt, m.be, oc, 0, m.lay.total);
+    ZeroState z;
+    zero_init(&z, &m, zero_comm_single(), 0, 0, 0, &oc);
+    const AdamW *opt = &z.opt;
     LrSchedule sched = {.type = LR_LINEAR, .base_lr = 1e-2, .warmup_steps = 0, .total_steps = 10};
     LossScaler sc = loss_scaler_dynamic(10, 1000, 2, 1.0, 0);
     size_t bytes = m.lay.total * sizeof(float);
@@ -102,12 +103,12 @@ static void test_skipped_step(void) {
     memcpy(before, m.params, bytes);
 
     long n = 0;
-    zero_step_accumulate(&m, NULL, &bf.batch, 1, 0.0f, sc.cur_scale, &n);
+    zero_step_accumulate(&z, &bf.batch, 1, 0.0f, sc.cur_scale, &n);
     ((float *)m.grads)[m.lay.specs[5].offset + 3] = INFINITY;  // one inf anywhere
-    StepResult r = zero_step_apply(&m, NULL, &opt, &sched, &sc);
+    StepResult r = zero_step_apply(&z, &sched, &sc);
     test_check(r.skipped == 1, "injected inf: the step is reported as skipped");
     test_check(!memcmp(before, m.params, bytes), "injected inf: parameters unchanged");
-    test_check(opt.step == 0, "injected inf: optimizer step count unchanged (lr schedule not advanced)");
+    test_check(opt->step == 0, "injected inf: optimizer step count unchanged (lr schedule not advanced)");
     test_check(sc.cur_scale == 1024.0 && sc.cur_hysteresis == 1 && sc.skipped_steps == 1,
                "injected inf: hysteresis 2 -> 1, scale kept at 2^10, one skipped step");
     float zero_check = 0;
@@ -115,8 +116,8 @@ static void test_skipped_step(void) {
     test_check(zero_check == 0, "injected inf: gradients cleared for the next step");
 
     // a clean step: applied with the first lr of the schedule, unscaled gradients
-    r = zero_train_step(&m, NULL, &opt, &sched, &sc, &bf.batch, 1, 0.0f);
-    test_check(!r.skipped && opt.step == 1 && r.lr == 1e-2, "clean step after the skip: applied with lr(step 0)");
+    r = zero_train_step(&z, &sched, &sc, &bf.batch, 1, 0.0f);
+    test_check(!r.skipped && opt->step == 1 && r.lr == 1e-2, "clean step after the skip: applied with lr(step 0)");
     float *scaled = mallocCheck(bytes);
     memcpy(scaled, m.params, bytes);
 
@@ -126,18 +127,18 @@ static void test_skipped_step(void) {
     model_load(&ref, dir, backend_cpu(), lo);
     ref.dropout_p = 0;
     t5_plan_activations(&ref, bf.batch.B, bf.batch.S, bf.batch.T);
-    AdamW opt2;
-    adamw_init(&opt2, ref.be, oc, 0, ref.lay.total);
-    StepResult r2 = zero_train_step(&ref, NULL, &opt2, &sched, NULL, &bf.batch, 1, 0.0f);
+    ZeroState z2;
+    zero_init(&z2, &ref, zero_comm_single(), 0, 0, 0, &oc);
+    StepResult r2 = zero_train_step(&z2, &sched, NULL, &bf.batch, 1, 0.0f);
     char what[200];
     snprintf(what, sizeof what, "grad_norm with scale 1024 = without (%.9g vs %.9g)", r.grad_norm, r2.grad_norm);
     test_check(fabs(r.grad_norm - r2.grad_norm) <= 1e-6 * r2.grad_norm, what);
     test_close("parameters after a scaled step = after an unscaled step", scaled, ref.params, ref.lay.total, 1e-6);
-    adamw_free(&opt2, ref.be);
+    zero_free(&z2);
     t5_free(&ref);
     free(scaled);
     free(before);
-    adamw_free(&opt, m.be);
+    zero_free(&z);
     batch_file_free(&bf);
     t5_free(&m);
 }

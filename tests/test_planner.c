@@ -9,6 +9,7 @@
 #include "../model/hf_dir.h"
 #include "../model/load.h"
 #include "../zero/planner.h"
+#include "../zero/step.h"
 #include "test.h"
 
 static void formulas(const char *name) {
@@ -50,6 +51,26 @@ static void plan_vs_allocator(void) {
     test_check(used == p.params + p.grads + p.activations, what);
     t5_free(&m);
     test_check(be->mem_in_use() == before, "allocator back to its start after t5_free");
+
+    // every stage on one rank: what zero_init leaves allocated = the plan's model states +
+    // ZeRO work buffers (the plan is what `estimate` and --explain print)
+    for (int stage = 0; stage <= 3; stage++) {
+        before = be->mem_in_use();
+        model_load(&m, "tests/fixtures/relu_tied", be, lo);
+        AdamWConfig oc = adamw_default_config();
+        ZeroState z;
+        zero_init(&z, &m, zero_comm_single(), stage, 0, 0, &oc);
+        used = be->mem_in_use() - before;
+        ZeroPlan zp = planner_memory_zero(&m.cfg, DTYPE_F32, 3, 13, 9, 0, stage, 1, 0);
+        size_t planned = zp.gpu.params + zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.gpu.zero_work;
+        snprintf(what, sizeof what, "stage %d: planned model states + ZeRO buffers %zu B = allocator %zu B", stage,
+                 planned, used);
+        test_check(used == planned, what);
+        zero_free(&z);
+        t5_free(&m);
+        snprintf(what, sizeof what, "stage %d: allocator back to its start after zero_free + t5_free", stage);
+        test_check(be->mem_in_use() == before, what);
+    }
 }
 
 int main(void) {

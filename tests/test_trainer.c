@@ -219,8 +219,10 @@ static void deepspeed_config(const char *tmp) {
              "--warmup_steps 4 --logging_steps 1 --do_train --deepspeed configs/ds_config_zero2.json --output_dir '%s' "
              "--cache_dir '%s/cache' > '%s.log' 2>&1", out, tmp, out);
     if (!test_check(system(cmd) == 0, "deepspeed ds_config_zero2.json: ./train_t5 exits 0")) return;
-    snprintf(path, sizeof path, "grep -q 'zero stage 2 (one rank: the partition is the whole model' '%s.log'", out);
+    snprintf(path, sizeof path, "grep -q 'zero stage 2 (one rank: its partition is the whole model' '%s.log'", out);
     test_check(system(path) == 0, "deepspeed: stage 2 on one rank is reported as such");
+    snprintf(path, sizeof path, "grep -q '^ZeRO stage 2, rank 0 of 1: allocated' '%s.log'", out);
+    test_check(system(path) == 0, "deepspeed: stage 2 runs (its memory line printed)");
     snprintf(path, sizeof path, "%s/trainer_state.json", out);
     cJSON *st = load_json(path);
     const cJSON *h = cJSON_GetObjectItem(st, "log_history");

@@ -114,6 +114,8 @@ TrainArgs train_args_default(void) {
     {"max_gpu_memory", FLAG_FLOAT, &a->max_gpu_memory, "cap on GPU memory in GiB (emulate a smaller card)"},     \
     {"gradient_checkpointing", FLAG_BOOL, &a->gradient_checkpointing, "recompute block activations in backward"},\
     {"deepspeed", FLAG_STRING, &a->deepspeed, "DeepSpeed JSON config"},                                            \
+    {"num_gpus", FLAG_INT, &a->num_gpus, "start N GPU ranks on this host (like the deepspeed launcher)"},         \
+    {"explain", FLAG_BOOL, &a->explain, "print the per-rank memory table of stages 0-3 at start-up (as estimate)"}, \
     {"help", FLAG_BOOL, &a->help, "this help"},
 
 void train_args_print_help(void) {
@@ -208,6 +210,15 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (!strcmp(a->device, "cuda") && !device_cuda_built())
         t5_fail("--device cuda: this train_t5 was built without CUDA (nvcc not found at build time; see make's "
                 "feature line)");
+    // --num_gpus: 0 is the default, so a given 0 is found in argv
+    int num_gpus_given = 0;
+    for (int i = start; i < argc; i++)
+        if (!strcmp(argv[i], "--num_gpus") || !strncmp(argv[i], "--num_gpus=", 11)) num_gpus_given = 1;
+    if (num_gpus_given && a->num_gpus < 1)
+        t5_fail("--num_gpus %d: must be >= 1 (the number of GPU ranks to start on this host)", a->num_gpus);
+    if (a->num_gpus > 0 && strcmp(a->device, "cuda") != 0)
+        t5_fail("--num_gpus %d with --device %s: --num_gpus starts GPU ranks (NCCL); several CPU ranks run only under "
+                "mpirun (MPI is their transport): mpirun -np %d ./train_t5 ...", a->num_gpus, a->device, a->num_gpus);
     // --deepspeed is loaded (full schema, zero/ds_config.c) and applied by the trainer
     // before anything is written (trainer.c apply_deepspeed)
 }

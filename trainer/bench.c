@@ -116,15 +116,15 @@ int bench_main(int argc, char **argv, int start) {
         return 0;
     }
 
-    const Backend *be = device_backend(a.device, a.bf16, a.fp16, a.max_gpu_memory);
+    const Backend *be = device_backend(a.device, 0, a.bf16, a.fp16, a.max_gpu_memory);
     T5Model m;
     model_load(&m, a.model, be, lo);
     m.gradient_checkpointing = a.gradient_checkpointing;
     t5_plan_activations(&m, B, a.seq, a.seq);
     AdamWConfig oc = adamw_default_config();
     oc.lr = 1e-4f;
-    AdamW opt;
-    adamw_init(&opt, be, oc, 0, m.lay.total);
+    ZeroState z;
+    zero_init(&z, &m, zero_comm_single(), 0, 0, 0, &oc);
     LrSchedule sched = {.type = LR_CONSTANT, .base_lr = 1e-4, .total_steps = a.warmup + a.steps};
     LossScaler scaler = a.fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
     size_t n = (size_t)B * a.seq;
@@ -141,7 +141,7 @@ int bench_main(int argc, char **argv, int start) {
             t0 = now_seconds();
         }
         m.dropout_seed = (uint64_t)s;
-        StepResult r = zero_train_step(&m, NULL, &opt, &sched, &scaler, &batch, 1, 0.0f);
+        StepResult r = zero_train_step(&z, &sched, &scaler, &batch, 1, 0.0f);
         loss = r.loss;
         skipped += r.skipped;
     }
@@ -155,7 +155,7 @@ int bench_main(int argc, char **argv, int start) {
     free(mask);
     free(labels);
     free(dec);
-    adamw_free(&opt, be);
+    zero_free(&z);
     t5_free(&m);
     return 0;
 }

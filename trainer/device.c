@@ -16,7 +16,7 @@ int device_cuda_built(void) {
 #endif
 }
 
-const Backend *device_backend(const char *device, int bf16, int fp16, double max_gpu_memory_gib) {
+const Backend *device_backend(const char *device, int device_index, int bf16, int fp16, double max_gpu_memory_gib) {
     if (!strcmp(device, "cpu")) {
         if (bf16 || fp16)
             t5_fail("--%s needs --device cuda: the CPU backend is the fp32 reference", bf16 ? "bf16" : "fp16");
@@ -25,7 +25,7 @@ const Backend *device_backend(const char *device, int bf16, int fp16, double max
     }
     if (strcmp(device, "cuda") != 0) t5_fail("--device \"%s\": expected cpu or cuda", device);
 #ifdef T5_HAVE_CUDA
-    cuda_init(0);
+    cuda_init(device_index);  // fails naming the index when it is not a visible GPU
     if (max_gpu_memory_gib > 0) cuda_set_memory_cap((size_t)(max_gpu_memory_gib * 1073741824.0));
     return backend_cuda(bf16 ? DTYPE_BF16 : fp16 ? DTYPE_F16 : DTYPE_F32);
 #else

@@ -7,7 +7,8 @@
 #include "../kernels/backend.h"
 
 int device_cuda_built(void);
-// Select and initialize. max_gpu_memory_gib <= 0: no cap.
-const Backend *device_backend(const char *device, int bf16, int fp16, double max_gpu_memory_gib);
+// Select and initialize. device_index: the GPU (a rank's local rank; unused for cpu).
+// max_gpu_memory_gib <= 0: no cap.
+const Backend *device_backend(const char *device, int device_index, int bf16, int fp16, double max_gpu_memory_gib);
 // Synchronize the device (for timing); no-op on the CPU.
 void device_synchronize(const Backend *be);

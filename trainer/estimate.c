@@ -37,17 +37,23 @@ int estimate_main(int argc, char **argv, int start) {
     T5Config cfg;
     hf_resolve_model(model, &cfg);
     Dtype dt = bf16 ? DTYPE_BF16 : fp16 ? DTYPE_F16 : DTYPE_F32;
+    estimate_print_table(model, &cfg, dt, batch, seq, seq, ckpt, world, offload, -1);
+    return 0;
+}
+
+void estimate_print_table(const char *model, const T5Config *cfg, Dtype dt, int batch, int S, int T, int ckpt,
+                          int world, int offload, int mark_stage) {
     const double G = 1073741824.0;
-    ZeroPlan z0 = planner_memory_zero(&cfg, dt, batch, seq, seq, ckpt, 0, 1, 0);
+    ZeroPlan z0 = planner_memory_zero(cfg, dt, batch, S, T, ckpt, 0, 1, 0);
     double psi = (double)z0.gpu.params / (dt == DTYPE_F32 ? 4 : 2);
     printf("%s: %.0f parameters (Psi), %s, batch %d x %d+%d tokens per rank, %d rank%s%s%s\n", model, psi,
-           dt == DTYPE_F32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16", batch, seq, seq, world,
+           dt == DTYPE_F32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16", batch, S, T, world,
            world > 1 ? "s" : "", offload ? ", optimizer offloaded" : "", ckpt ? ", gradient checkpointing" : "");
-    printf("per-rank GiB    params   grads  optim(master+m+v)  activations  workspace |  GPU total   host | paper "
-           "model states | comm/step GB\n");
+    printf("per-rank GiB    params   grads  optim(master+m+v)  activations  workspace  zero-bufs |  GPU total   host | "
+           "paper model states | comm/step GB\n");
     for (int stage = 0; stage <= 3; stage++) {
         // DeepSpeed offloads the optimizer only with ZeRO (stage >= 1)
-        ZeroPlan z = planner_memory_zero(&cfg, dt, batch, seq, seq, ckpt, stage, world, offload && stage >= 1);
+        ZeroPlan z = planner_memory_zero(cfg, dt, batch, S, T, ckpt, stage, world, offload && stage >= 1);
         // the paper's formula (mixed precision: 2 + 2 + K with K = 12; fp32: 4 + 4 + 8)
         double p = dt == DTYPE_F32 ? 4 : 2, k = dt == DTYPE_F32 ? 8 : 12, N = world;
         double paper = stage == 0 ? (p + p + k) * psi
@@ -55,12 +61,13 @@ int estimate_main(int argc, char **argv, int start) {
                        : stage == 2 ? p * psi + (p + k) * psi / N
                                     : (p + p + k) * psi / N;
         double optim = (double)(z.gpu.master + z.gpu.moments) + (double)z.host;
-        printf("stage %d      %8.2f %7.2f %18.2f %12.2f %10.2f | %10.2f %6.2f | %18.2f | %8.2f\n", stage,
-               z.gpu.params / G, z.gpu.grads / G, optim / G, z.gpu.activations / G, z.gpu.workspace / G,
-               z.gpu.total / G, z.host / G, paper / G, z.comm_elems * p / 1e9);
+        printf("%sstage %d    %8.2f %7.2f %18.2f %12.2f %10.2f %10.2f | %10.2f %6.2f | %18.2f | %8.2f\n",
+               stage == mark_stage ? "->" : "  ", stage, z.gpu.params / G, z.gpu.grads / G, optim / G,
+               z.gpu.activations / G, z.gpu.workspace / G, z.gpu.zero_work / G, z.gpu.total / G, z.host / G,
+               paper / G, z.comm_elems * p / 1e9);
         if (offload && stage == 0) printf("         (stage 0 cannot offload the optimizer: shown on the GPU)\n");
     }
-    printf("(model states = params + grads + optimizer states; the planner rounds partitions up to "
-           "ceil(Psi/N) elements. Stages 1-3 are planned here; training applies stage 0 today.)\n");
-    return 0;
+    printf("(model states = params + grads + optimizer states; partitions are ceil(Psi/N) elements; zero-bufs = "
+           "stage 2-3 work buffers: the unit in flight, the embedding's gradient, stage 3's gathered unit; comm = "
+           "per step without accumulation, docs/ZERO.md)\n");
 }

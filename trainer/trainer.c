@@ -33,6 +33,7 @@
 #include "../zero/step.h"
 #include "args.h"
 #include "device.h"
+#include "estimate.h"
 #include "progress.h"
 
 typedef struct {
@@ -55,6 +56,8 @@ typedef struct {
     LossScaler ds_scaler;
     DsConfig ds_loaded;  // --deepspeed as loaded (validated before the output dir is touched)
     int zero_stage;      // from --deepspeed (0 without)
+    long long reduce_bucket, gather_bucket;  // from --deepspeed (0 without: one collective)
+    ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
 } Run;
 
 static int is_main(const Run *r) { return r->comm.rank == 0; }
@@ -159,11 +162,12 @@ static void save_metrics(Run *r, const char *split, cJSON *metrics) {
     fflush(stdout);
 }
 
+// Collective: every rank sends its partition of the weights (ZeRO stages 1-3); rank 0 writes.
 static void save_model(Run *r, const char *dir) {
+    float *host = is_main(r) ? mallocCheck(r->m.lay.total * sizeof(float)) : NULL;
+    zero_params_to_host(&r->zero, host);  // the fp32 (master) weights, whatever the compute dtype
     if (!is_main(r)) return;
     mkdir_p(dir);
-    float *host = mallocCheck(r->m.lay.total * sizeof(float));
-    t5_params_to_host(&r->m, host);  // the fp32 (master) weights, whatever the compute dtype
     hf_save_model(dir, &r->m.cfg, &r->m.lay, host, ST_F32);
     free(host);
     char *dst = path_join(dir, "spiece.model");
@@ -199,6 +203,7 @@ static cJSON *evaluate(Run *r, const Dataset *ds, const char *prefix, const char
     T5Model *m = &r->m;
     float saved_p = m->dropout_p;
     m->dropout_p = 0.0f;
+    zero_eval_begin(r->zero.m ? &r->zero : NULL);  // stage 3: whole weights while evaluating
     double t0 = now_seconds(), weighted = 0, gen_tokens = 0;
     int B = a->per_device_eval_batch_size, L = a->generation_max_length;
     long n = (long)ds->count, batches = 0;
@@ -247,6 +252,7 @@ static cJSON *evaluate(Run *r, const Dataset *ds, const char *prefix, const char
     if (pf) atomic_commit(&af);
     double rt = now_seconds() - t0;
     m->dropout_p = saved_p;
+    zero_eval_end(r->zero.m ? &r->zero : NULL);
     free(idx);
     free(out);
     free(out_len);
@@ -294,9 +300,12 @@ static void plan_batches(Run *r, const Dataset *const sets[SPLIT_COUNT]) {
     int B = 1;
     if (sets[SPLIT_TRAIN] && a->per_device_train_batch_size > B) B = a->per_device_train_batch_size;
     if ((sets[SPLIT_VAL] || sets[SPLIT_TEST]) && a->per_device_eval_batch_size > B) B = a->per_device_eval_batch_size;
-    MemPlan plan = planner_memory(&r->m.cfg, r->m.be->act_dtype, B, maxS, maxT, a->gradient_checkpointing);
+    // this rank's plan at the run's ZeRO stage and world size
+    MemPlan plan = planner_memory_zero(&r->m.cfg, r->m.be->act_dtype, B, maxS, maxT, a->gradient_checkpointing,
+                                       r->zero_stage, r->comm.world, 0).gpu;
     if (is_main(r)) {
-        printf("largest batch: %d x (source %d, target %d tokens); ", B, maxS, maxT);
+        printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s; ", B, maxS, maxT,
+               r->zero_stage, r->comm.world, r->comm.world > 1 ? "s" : "");
         planner_print(&plan, a->max_gpu_memory);
     }
     if (a->max_gpu_memory > 0 && plan.total > (size_t)(a->max_gpu_memory * 1073741824.0))
@@ -375,18 +384,6 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 a->lr_scheduler_type);
     sched.warmup_steps = lr_schedule_warmup_steps(a->warmup_steps, a->warmup_ratio, r->total_steps);
     if (r->has_ds_sched) sched = r->ds_sched;  // the DeepSpeed config's scheduler
-    AdamWConfig oc = {.lr = (float)a->learning_rate, .beta1 = (float)a->adam_beta1, .beta2 = (float)a->adam_beta2,
-                      .eps = (float)a->adam_epsilon, .weight_decay = (float)a->weight_decay,
-                      .max_grad_norm = (float)a->max_grad_norm};
-    AdamW opt;
-    // ZeRO stage >= 1 over several ranks: this rank's optimizer state covers its partition
-    Range part = r->zero_stage >= 1 ? partition_range(m->lay.total, world, rank) : (Range){0, m->lay.total};
-    size_t mem_before = m->be->mem_in_use();
-    adamw_init(&opt, m->be, oc, part.begin, part.end);
-    if (is_main(r) && world > 1)  // the allocator's own count, not the formula
-        printf("ZeRO stage %d over %d ranks: optimizer state allocated on rank 0: %zu bytes (moments of %zu of %zu "
-               "parameters)\n", r->zero_stage, world, m->be->mem_in_use() - mem_before, part.end - part.begin,
-               m->lay.total);
     // fp16: DeepSpeed's dynamic loss scaler with its defaults (initial_scale_power 16,
     // loss_scale_window 1000, hysteresis 2, min_loss_scale 1); others: no scaling
     LossScaler scaler = a->fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
@@ -432,7 +429,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 r->total_flos += 6.0 * nb * micro[n_micro].S * (double)nonembed;
             }
             m->dropout_seed = (uint64_t)a->seed * 0x100000001B3ULL + (uint64_t)r->global_step;
-            StepResult sr = zero_train_step(m, &r->comm, &opt, &sched, &scaler, micro, n_micro, (float)a->label_smoothing_factor);
+            StepResult sr = zero_train_step(&r->zero, &sched, &scaler, micro, n_micro, (float)a->label_smoothing_factor);
             r->global_step++;
             r->epoch = epoch + (double)k / (double)micro_per_epoch;
             loss_since_log += sr.loss;
@@ -484,7 +481,6 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     free(micro);
     free(idx);
     free(order);
-    adamw_free(&opt, m->be);
 }
 
 // ---------------------------------------------------------------------------------
@@ -529,10 +525,9 @@ static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tra
     if (c.zero.offload_optimizer.device != OFFLOAD_NONE || c.zero.offload_param.device != OFFLOAD_NONE)
         t5_fail("%s: zero_optimization offload is not built yet (the ZeRO-Offload work comes after ZeRO); remove "
                 "offload_optimizer/offload_param/cpu_offload or use a config without offload", a->deepspeed);
-    if (c.zero.stage >= ZERO_STAGE_GRADIENTS && r->comm.world > 1)
-        t5_fail("%s: zero_optimization.stage %d over %d ranks is not built yet (stages 0 and 1 are); HINT: "
-                "\"stage\": 1, or one rank", a->deepspeed, (int)c.zero.stage, r->comm.world);
     r->zero_stage = (int)c.zero.stage;
+    r->reduce_bucket = c.zero.reduce_bucket_size.v;
+    r->gather_bucket = c.zero.allgather_bucket_size.v;
     if (c.optimizer.present) {
         a->learning_rate = c.optimizer.lr.v;
         a->adam_beta1 = c.optimizer.betas[0].v;
@@ -575,8 +570,15 @@ static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tra
                a->gradient_accumulation_steps, (long long)c.train_batch_size.v, a->fp16 ? "fp16" : a->bf16 ? "bf16" : "fp32",
                c.optimizer.present ? ", optimizer from the config" : "", a->max_grad_norm,
                r->has_ds_sched ? lr_schedule_name(r->ds_sched.type) : a->lr_scheduler_type, (int)c.zero.stage,
-               c.zero.stage != ZERO_STAGE_DISABLED && r->comm.world == 1
-                   ? " (one rank: the partition is the whole model, as stage 0)" : "");
+               r->comm.world == 1 && c.zero.stage >= 1 ? " (one rank: its partition is the whole model)" : "");
+        // what the config asks that this build does differently, said instead of ignored
+        if (c.zero.stage >= 2 && c.zero.overlap_comm.v)
+            printf("NOTICE: %s: overlap_comm: collectives run on the compute stream, not overlapped with backward "
+                   "yet (same result, less speed)\n", a->deepspeed);
+        if (c.zero.stage == 3)
+            printf("NOTICE: %s: stage 3 gathers one unit (block) at a time when it is used; "
+                   "stage3_prefetch_bucket_size and stage3_param_persistence_threshold are not used yet (no "
+                   "prefetch, nothing kept whole)\n", a->deepspeed);
         fflush(stdout);
     }
 }
@@ -598,7 +600,9 @@ int trainer_main(int argc, char **argv, int start) {
     // everything that can be checked before the first byte is written, is
     (void)data_source_prefix(&r.data);
     r.spm_path = resolve_spm_path(a);
+    if (a->num_gpus > 0) return launch_spawn_ranks(a->num_gpus, argc, argv);  // the ranks redo all of this
     comm_init(&r.comm);
+    comm_attach_device(&r.comm, a->device);  // GPU ranks: this rank's GPU and the NCCL communicator
     if (a->deepspeed) ds_config_load(&r.ds_loaded, a->deepspeed);
     if (is_main(&r)) prepare_output_dir(a);
     r.spm = spm_load(r.spm_path);
@@ -617,11 +621,27 @@ int trainer_main(int argc, char **argv, int start) {
         if (pass == 0) comm_barrier(&r.comm);
     }
     if (a->deepspeed) apply_deepspeed(&r, argc, argv, start, a->do_train ? (long)train_ds.count : 0);
+    if (a->explain && is_main(&r)) {  // the plan of every stage for this run's shapes, ours marked
+        T5Config mc;
+        hf_resolve_model(a->model, &mc);
+        estimate_print_table(a->model, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32,
+                             a->per_device_train_batch_size, a->max_source_length, a->max_target_length,
+                             a->gradient_checkpointing, r.comm.world, 0, r.zero_stage);
+        fflush(stdout);
+    }
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
-    const Backend *be = device_backend(a->device, a->bf16, a->fp16, a->max_gpu_memory);
+    const Backend *be = device_backend(a->device, r.comm.local_rank, a->bf16, a->fp16, a->max_gpu_memory);
     model_load(&r.m, a->model, be, lo);
     if (a->dropout_rate >= 0) r.m.cfg.dropout_rate = r.m.dropout_p = (float)a->dropout_rate;
     if (a->freeze_embeds) apply_freeze_embeds(&r.m);
+    // ZeRO: partition the model states over the ranks (stage 0 without --deepspeed); the
+    // optimizer state only when training
+    AdamWConfig oc = {.lr = (float)a->learning_rate, .beta1 = (float)a->adam_beta1, .beta2 = (float)a->adam_beta2,
+                      .eps = (float)a->adam_epsilon, .weight_decay = (float)a->weight_decay,
+                      .max_grad_norm = (float)a->max_grad_norm};
+    zero_init(&r.zero, &r.m, &r.comm, r.zero_stage, (size_t)r.reduce_bucket, (size_t)r.gather_bucket,
+              a->do_train ? &oc : NULL);
+    if (a->deepspeed || r.comm.world > 1) zero_print_memory(&r.zero);
     if (a->do_train) {
         check_vocab(&r, &train_ds);
         long global = (long)a->per_device_train_batch_size;
@@ -657,6 +677,7 @@ int trainer_main(int argc, char **argv, int start) {
     cJSON_Delete(r.results);
     spm_free(r.spm);
     free(r.spm_path);
+    zero_free(&r.zero);
     t5_free(&r.m);
     comm_finalize(&r.comm);
     return 0;

@@ -1,4 +1,5 @@
-// zero/comm.c: the MPI side of zero/comm.h.
+// zero/comm.c: rank start-up and the MPI side of zero/comm.h; GPU ranks are dispatched to
+// zero/comm_nccl.cu.
 #include "comm.h"
 
 #include <limits.h>
@@ -8,6 +9,11 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "launch.h"
+#include "comm_nccl.h"  // declarations only; the NCCL side is built with CUDA
+#ifdef T5_HAVE_CUDA
+#include "../kernels/cuda/cuda_ops.h"
+#endif
 #include "partition.h"
 
 #define mpiCheck(call)                                                                                  \
@@ -22,43 +28,76 @@
         }                                                                                               \
     } while (0)
 
-static int env_int(const char *name) {
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : -1;
-}
-
 void comm_init(Comm *c) {
     memset(c, 0, sizeof *c);
     c->world = 1;
-    int mpi_world = env_int("OMPI_COMM_WORLD_SIZE");
-    if (mpi_world < 0) mpi_world = env_int("PMI_SIZE");
-    if (mpi_world > 0) {
+    c->launcher = "none";
+    if (launch_under_mpirun()) {
         mpiCheck(MPI_Init(NULL, NULL));
         c->mpi = 1;
+        c->launcher = "mpirun";
         mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
         mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &c->world));
-        int lr = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
-        c->local_rank = lr >= 0 ? lr : c->rank;
+        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (!lr || !*lr) lr = getenv("MPI_LOCALRANKID");  // MPICH / Hydra
+        c->local_rank = lr && *lr ? atoi(lr) : c->rank;
         return;
     }
-    int ws = env_int("WORLD_SIZE");
-    if (ws > 1)
-        t5_fail("WORLD_SIZE=%d (torchrun/deepspeed-style launch): that bootstrap (TCP + NCCL) is not built yet; "
-                "HINT: launch CPU ranks with mpirun -np %d", ws, ws);
-    int slurm = env_int("SLURM_NTASKS");
-    if (slurm > 1 && env_int("SLURM_PROCID") >= 0)
-        t5_fail("Slurm with %d tasks without mpirun: that bootstrap is not built yet; HINT: srun --mpi=pmix or mpirun",
-                slurm);
+    // torchrun-style variables or Slurm: no MPI; GPU ranks meet over TCP + NCCL
+    // (comm_attach_device), CPU ranks are refused there
+    LaunchEnv e;
+    if (launch_env_read(&e)) {
+        c->rank = e.rank;
+        c->world = e.world;
+        c->local_rank = e.local_rank;
+        c->launcher = e.launcher;
+    }
+}
+
+void comm_attach_device(Comm *c, const char *device) {
+    if (strcmp(device, "cuda") != 0) {  // CPU ranks: MPI carries host buffers
+        if (c->world > 1 && !c->mpi)
+            t5_fail("%d ranks started by %s with --device %s: CPU ranks exchange data over MPI, so several of them "
+                    "run only under mpirun; HINT: mpirun -np %d ./train_t5 ..., or --device cuda for GPU ranks",
+                    c->world, c->launcher, device, c->world);
+        return;
+    }
+#ifdef T5_HAVE_CUDA
+    cuda_init(c->local_rank);  // this rank's GPU, before NCCL binds to it
+    comm_nccl_init(c);
+#else
+    t5_fail("--device cuda needs NCCL for its ranks, and this build has no CUDA (nvcc not found at build time)");
+#endif
 }
 
 void comm_finalize(Comm *c) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) comm_nccl_finalize(c);
+#endif
     if (c->mpi) MPI_Finalize();
     c->mpi = 0;
+}
+
+// Several ranks without MPI reach the MPI path when they are CPU ranks, or GPU ranks
+// before comm_attach_device: refuse instead of calling MPI uninitialized.
+static void require_mpi(const Comm *c) {
+    if (!c->mpi)
+        t5_fail("%d ranks started by %s without mpirun: CPU ranks run several only under mpirun (MPI is their "
+                "transport); GPU ranks (--device cuda) talk over NCCL once comm_attach_device has run",
+                c->world, c->launcher);
+}
+
+static MPI_Datatype mpi_type(Dtype t) {
+    if (t != DTYPE_F32)
+        t5_fail("MPI collectives carry fp32 host buffers (CPU ranks); 16-bit buffers are GPU ranks' and go "
+                "through NCCL");
+    return MPI_FLOAT;
 }
 
 // MPI counts are int: large buffers go in chunks
 static void allreduce(const Comm *c, void *buf, size_t n, MPI_Datatype type, size_t elem) {
     if (c->world == 1 || n == 0) return;
+    require_mpi(c);
     char *p = buf;
     while (n > 0) {
         int k = n > (size_t)INT_MAX / 2 ? INT_MAX / 2 : (int)n;
@@ -68,27 +107,109 @@ static void allreduce(const Comm *c, void *buf, size_t n, MPI_Datatype type, siz
     }
 }
 
-void comm_allreduce_sum_f32(const Comm *c, float *buf, size_t n) { allreduce(c, buf, n, MPI_FLOAT, sizeof(float)); }
-void comm_allreduce_sum_f64(const Comm *c, double *buf, size_t n) { allreduce(c, buf, n, MPI_DOUBLE, sizeof(double)); }
-void comm_allreduce_sum_i64(const Comm *c, long long *buf, size_t n) {
-    allreduce(c, buf, n, MPI_LONG_LONG, sizeof(long long));
+Range comm_piece_of(const Comm *c, int r, size_t lo, size_t hi, size_t n_total) {
+    Range p = partition_range(n_total, c->world, r);
+    size_t b = p.begin > lo ? p.begin : lo, e = p.end < hi ? p.end : hi;
+    if (b > e) b = e;
+    if (b < lo) b = e = lo;
+    Range out = {b - lo, e - lo};
+    return out;
 }
 
-void comm_allgather_partitions_f32(const Comm *c, float *buf, size_t n) {
-    if (c->world == 1) return;
-    int *counts = mallocCheck((size_t)c->world * sizeof(int)), *displs = mallocCheck((size_t)c->world * sizeof(int));
+// counts/displs of the per-rank pieces of [lo, hi) (int, as MPI wants them)
+static void piece_counts(const Comm *c, size_t lo, size_t hi, size_t n_total, int *counts, int *displs) {
+    require_mpi(c);
+    if (hi - lo > (size_t)INT_MAX)
+        t5_fail("a collective over %zu elements: MPI counts are int; lower the bucket size", hi - lo);
     for (int r = 0; r < c->world; r++) {
-        Range p = partition_range(n, c->world, r);
-        if (p.end > (size_t)INT_MAX)
-            t5_fail("all-gather of %zu elements: MPI counts are int; more ranks or the NCCL path are needed", n);
+        Range p = comm_piece_of(c, r, lo, hi, n_total);
         counts[r] = (int)(p.end - p.begin);
         displs[r] = (int)p.begin;
     }
-    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, MPI_COMM_WORLD));
+}
+
+void comm_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) return comm_nccl_allreduce_sum(c, buf, n, t);
+#endif
+    allreduce(c, buf, n, mpi_type(t), comm_dtype_size(t));
+}
+
+void comm_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total, Dtype t) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) return comm_nccl_allgather_range(c, mine, out, lo, hi, n_total, t);
+#endif
+    size_t es = comm_dtype_size(t);
+    Range p = comm_piece_of(c, c->rank, lo, hi, n_total);
+    char *dst = (char *)out + p.begin * es;
+    if (c->world == 1) {
+        if (mine != dst) memmove(dst, mine, (p.end - p.begin) * es);
+        return;
+    }
+    int *counts = mallocCheck((size_t)c->world * sizeof(int)), *displs = mallocCheck((size_t)c->world * sizeof(int));
+    piece_counts(c, lo, hi, n_total, counts, displs);
+    MPI_Datatype type = mpi_type(t);
+    if (mine == dst)
+        mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, counts, displs, type, MPI_COMM_WORLD));
+    else
+        mpiCheck(MPI_Allgatherv(mine, counts[c->rank], type, out, counts, displs, type, MPI_COMM_WORLD));
+    free(counts);
+    free(displs);
+}
+
+void comm_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi, size_t n_total,
+                               Dtype t) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) return comm_nccl_reduce_scatter_range(c, send, recv, lo, hi, n_total, t);
+#endif
+    size_t es = comm_dtype_size(t);
+    if (c->world == 1) {
+        Range p = comm_piece_of(c, 0, lo, hi, n_total);
+        memcpy(recv, (const char *)send + p.begin * es, (p.end - p.begin) * es);
+        return;
+    }
+    int *counts = mallocCheck((size_t)c->world * sizeof(int)), *displs = mallocCheck((size_t)c->world * sizeof(int));
+    piece_counts(c, lo, hi, n_total, counts, displs);
+    // the pieces are contiguous and in rank order, which is MPI_Reduce_scatter's layout
+    mpiCheck(MPI_Reduce_scatter(send, recv, counts, mpi_type(t), MPI_SUM, MPI_COMM_WORLD));
+    free(counts);
+    free(displs);
+}
+
+void comm_allreduce_sum_f64(const Comm *c, double *buf, size_t n) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl && !c->mpi) return comm_nccl_allreduce_host(c, buf, n, 1);
+#endif
+    allreduce(c, buf, n, MPI_DOUBLE, sizeof(double));
+}
+
+void comm_allreduce_sum_i64(const Comm *c, long long *buf, size_t n) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl && !c->mpi) return comm_nccl_allreduce_host(c, buf, n, 0);
+#endif
+    allreduce(c, buf, n, MPI_LONG_LONG, sizeof(long long));
+}
+
+void comm_gather_partitions_host_f32(const Comm *c, const float *mine, float *all, size_t n_total) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl && !c->mpi) return comm_nccl_gather_partitions_host_f32(c, mine, all, n_total);
+#endif
+    if (c->world == 1) {
+        if (all != mine) memcpy(all, mine, n_total * sizeof(float));
+        return;
+    }
+    int *counts = mallocCheck((size_t)c->world * sizeof(int)), *displs = mallocCheck((size_t)c->world * sizeof(int));
+    piece_counts(c, 0, n_total, n_total, counts, displs);
+    mpiCheck(MPI_Gatherv(mine, counts[c->rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD));
     free(counts);
     free(displs);
 }
 
 void comm_barrier(const Comm *c) {
-    if (c->world > 1) mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+#ifdef T5_HAVE_CUDA
+    if (c->nccl && !c->mpi) return comm_nccl_barrier(c);
+#endif
+    if (c->world == 1) return;
+    require_mpi(c);
+    mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
 }

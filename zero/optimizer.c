@@ -37,7 +37,7 @@ double optimizer_grad_sumsq_layout(const Backend *be, const ParamLayout *lay, co
         const ParamSpec *p = &lay->specs[i];
         size_t lo = p->offset > begin ? p->offset : begin;
         size_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
-        if (lo < hi && !p->frozen) s += optimizer_grad_sumsq(be, grads, elem_size, lo, hi);
+        if (lo < hi && !p->frozen) s += optimizer_grad_sumsq(be, grads, elem_size, lo - begin, hi - begin);
     }
     return s;
 }
@@ -58,8 +58,9 @@ void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *ma
         size_t hi = p->offset + p->numel < opt->end ? p->offset + p->numel : opt->end;
         if (lo >= hi || p->frozen) continue;
         float wd = p->no_decay ? 0.0f : opt->cfg.weight_decay;
-        be->adamw_update(master + lo, param_out ? (char *)param_out + lo * elem_size : NULL, (const char *)grads + lo * elem_size, opt->m + (lo - opt->begin),
-                         opt->v + (lo - opt->begin), hi - lo, lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd,
+        size_t k = lo - opt->begin;  // position in the owned range
+        be->adamw_update(master + k, param_out ? (char *)param_out + k * elem_size : NULL,
+                         (const char *)grads + k * elem_size, opt->m + k, opt->v + k, hi - lo, lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd,
                          grad_scale, opt->step);
     }
 }

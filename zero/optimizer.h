@@ -34,17 +34,19 @@ void adamw_free(AdamW *opt, const Backend *be);
 // Global L2 norm of grads over [begin, end) squared (add across ranks before sqrt).
 double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_size, size_t begin, size_t end);
 // Same over the non-frozen tensors of the layout, clipped to [begin, end) (what torch
-// sees: frozen parameters have no .grad).
+// sees: frozen parameters have no .grad). Here grads points at element `begin` (a
+// partition's gradient, or the start of the whole buffer when begin is 0).
 double optimizer_grad_sumsq_layout(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
                                    size_t begin, size_t end);
 // torch.nn.utils.clip_grad_norm_: coefficient min(1, max_norm / (norm + 1e-6)).
 float optimizer_clip_coef(double grad_norm, float max_grad_norm);
 
-// One AdamW update of the owned range. Pointers are to the START of the flat buffers;
-// grad_scale multiplies every gradient
-// first (clip coefficient, loss-scale unscaling). The range is split at tensor
-// boundaries so each tensor gets its own weight decay.
-// master: fp32 weights (start of the flat buffer); param_out: the act-dtype compute copy
-// to refresh (start of its flat buffer), or NULL when master is the parameter itself.
+// One AdamW update of the owned range [opt->begin, opt->end). Every pointer points at
+// element opt->begin (the owned range's first element: a partition buffer, or the start
+// of the whole flat buffer when begin is 0). grad_scale multiplies every gradient first
+// (clip coefficient, loss-scale unscaling). The range is split at tensor boundaries so
+// each tensor gets its own weight decay.
+// master: fp32 weights; param_out: the act-dtype compute copy to refresh, or NULL when
+// master is the parameter itself (fp32 training).
 void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *master, void *param_out,
                 const void *grads, size_t elem_size, float lr, float grad_scale);

@@ -36,13 +36,31 @@ ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S,
         z.gpu.master = z.gpu.master ? part * 4 : 0;
         z.gpu.moments = 2 * part * 4;
     }
-    if (stage >= 2) z.gpu.grads = part * e;
-    if (stage >= 3) z.gpu.params = part * e;
+    if (stage >= 2) {
+        // the partition, plus (zero/zero.c) the embedding's gradient and the largest other unit's
+        ParamLayout lay;
+        params_build_layout(cfg, &lay);
+        size_t shared = 0, largest = 0, any = 0;
+        for (int u = 0; u < lay.n_units; u++) {
+            size_t k = lay.units[u].hi - lay.units[u].lo;
+            if (u == lay.unit_shared) shared = k;
+            else if (k > largest) largest = k;
+            if (k > any) any = k;
+        }
+        params_free_layout(&lay);
+        z.gpu.grads = part * e;
+        z.gpu.zero_work = (shared + largest) * e;
+        if (stage >= 3) {
+            z.gpu.params = part * e;
+            z.gpu.zero_work += any * e;
+        }
+    }
     if (offload_optimizer) {
         z.host = z.gpu.master + z.gpu.moments;
         z.gpu.master = z.gpu.moments = 0;
     }
-    z.gpu.total = z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments + z.gpu.activations + z.gpu.workspace;
+    z.gpu.total = z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments + z.gpu.activations + z.gpu.workspace +
+                  z.gpu.zero_work;
     z.comm_elems = world > 1 ? (stage >= 3 ? 3.0 : 2.0) * (double)n : 0.0;
     return z;
 }
@@ -50,8 +68,8 @@ ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S,
 void planner_print(const MemPlan *p, double cap_gib) {
     const double G = 1073741824.0;
     printf("memory plan (GiB): params %.2f  grads %.2f  master %.2f  adam m+v %.2f  activations %.2f  "
-           "workspace %.2f  = total %.2f", p->params / G, p->grads / G, p->master / G, p->moments / G,
-           p->activations / G, p->workspace / G, p->total / G);
+           "workspace %.2f  zero buffers %.2f  = total %.2f", p->params / G, p->grads / G, p->master / G,
+           p->moments / G, p->activations / G, p->workspace / G, p->zero_work / G, p->total / G);
     if (cap_gib > 0) printf("  (cap %.1f)", cap_gib);
     printf("\n");
 }

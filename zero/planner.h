@@ -2,7 +2,7 @@
 // predicted here before the first step, so a run that cannot fit stops with the figures
 // and the cheapest change that would fit, instead of failing halfway (DESIGN.md: "memory
 // is a plan"). `train_t5 estimate` (ZeRO issue) will print the same table per stage,
-// world size and offload; today: one rank, stage 0.
+// world size and offload (planner_memory_zero).
 #pragma once
 #include <stddef.h>
 
@@ -16,6 +16,8 @@ typedef struct {
     size_t moments;      // AdamW m and v, fp32
     size_t activations;  // the activation arena (model/t5.c plan)
     size_t workspace;    // kernel scratch (attention permutes, GEMM workspace, sort buffers)
+    size_t zero_work;    // ZeRO stage 2-3 work buffers (zero/zero.h): the gradient of the unit in
+                         // flight + the embedding's; stage 3 also the gathered weights of one unit
     size_t total;
 } MemPlan;
 
@@ -35,7 +37,7 @@ typedef struct {
 } ZeroPlan;
 ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing,
                              int stage, int world, int offload_optimizer);
-// `train_t5 estimate`: the table for stages 0-3 (trainer/estimate.c prints it).
+// `train_t5 estimate` and `--explain`: the table for stages 0-3 (trainer/estimate.c prints it).
 
 // Print the plan as a table (GiB), with the cap if any.
 void planner_print(const MemPlan *p, double cap_gib);

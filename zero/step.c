@@ -6,7 +6,12 @@
 
 #include "../common/check.h"
 
-double zero_step_accumulate(T5Model *m, const Comm *comm, const T5Batch *micro, int n_micro, float label_smoothing,
+const Comm *zero_comm_single(void) {
+    static const Comm one = {.rank = 0, .world = 1, .local_rank = 0, .launcher = "none"};
+    return &one;
+}
+
+double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, float label_smoothing,
                             double loss_scale, long *n_tokens) {
     // The loss is normalized by the label tokens of the whole step (HF's
     // num_items_in_batch, which its LabelSmoother honours), so split micro-batches give
@@ -14,10 +19,11 @@ double zero_step_accumulate(T5Model *m, const Comm *comm, const T5Batch *micro, 
     // micro-batches' own means instead (T5's loss ignores num_items_in_batch and the
     // Trainer skips the division by the accumulation steps): a bug we do not copy
     // (docs/TRAINER.md).
+    T5Model *m = z->m;
     long long total_ll = 0;
     for (int i = 0; i < n_micro; i++)
         for (long k = 0; k < (long)micro[i].B * micro[i].T; k++) total_ll += micro[i].labels[k] != -100;
-    if (comm) comm_allreduce_sum_i64(comm, &total_ll, 1);  // the global batch's label tokens
+    comm_allreduce_sum_i64(z->comm, &total_ll, 1);  // the global batch's label tokens
     long total = (long)total_ll;
     if (total == 0) t5_fail("training step: the step has no label tokens (every label is -100)");
     double loss = 0;
@@ -26,50 +32,64 @@ double zero_step_accumulate(T5Model *m, const Comm *comm, const T5Batch *micro, 
         loss += t5_forward(m, &micro[i], label_smoothing, &n_tok) / (double)total;
         t5_backward(m, label_smoothing, (float)(loss_scale / (double)total));
     }
-    if (comm) comm_allreduce_sum_f64(comm, &loss, 1);
+    comm_allreduce_sum_f64(z->comm, &loss, 1);
     *n_tokens = total;
     return loss;
 }
 
-StepResult zero_step_apply(T5Model *m, const Comm *comm, AdamW *opt, const LrSchedule *sched, LossScaler *scaler) {
+// The gradient of the owned range: the partition (stages 2-3) or the whole buffer.
+static void *owned_grads(const ZeroState *z) {
+    return z->grad_part ? z->grad_part : (char *)z->m->grads + z->part.begin * z->m->elem;
+}
+
+static void zero_all_grads(ZeroState *z) {
+    t5_zero_grads(z->m);
+    if (z->grad_part) z->m->be->zero(z->grad_part, (z->part.end - z->part.begin) * z->m->elem);
+}
+
+StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *scaler) {
+    T5Model *m = z->m;
+    AdamW *opt = &z->opt;
     StepResult r = {0};
-    if (comm && comm->world > 1) {
-        // stage 0 (data parallel): sum the gradients of all ranks (each already divided by
-        // the global token count), so every rank holds the gradient of the global batch
-        if (m->be->act_dtype != DTYPE_F32 || strncmp(m->be->name, "cpu", 3) != 0)
-            t5_fail("several ranks on the %s backend need NCCL, which is not built yet; HINT: run CPU ranks "
-                    "(--device cpu) under mpirun, or one GPU rank", m->be->name);
-        comm_allreduce_sum_f32(comm, (float *)m->grads, m->lay.total);
-    }
+    if (z->stage <= 1) zero_stage0_allreduce_grads(z);  // stages 2-3 reduced during backward
     double scale = scaler ? scaler->cur_scale : 1.0;
     r.loss_scale = scale;
-    r.grad_norm = sqrt(optimizer_grad_sumsq_layout(m->be, &m->lay, m->grads, m->elem, 0, m->lay.total)) / scale;
+    // the squared norm of the owned range, summed over ranks when ranges are partitions
+    // (stages 0-1 hold the whole, identical gradient on every rank: no sum needed)
+    Range own = z->stage >= 2 ? z->part : (Range){0, m->lay.total};
+    const void *g = z->stage >= 2 ? z->grad_part : m->grads;
+    double sumsq = optimizer_grad_sumsq_layout(m->be, &m->lay, g, m->elem, own.begin, own.end);
+    if (z->stage >= 2) comm_allreduce_sum_f64(z->comm, &sumsq, 1);
+    r.grad_norm = sqrt(sumsq) / scale;
     if (!isfinite(r.grad_norm)) {
         r.skipped = 1;
         if (scaler) loss_scaler_update(scaler, 1);
         else t5_fail("training step %d: the gradient norm is %g (inf/nan); HINT: lower --learning_rate", opt->step + 1, r.grad_norm);
-        t5_zero_grads(m);
+        zero_all_grads(z);
         return r;
     }
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
-    adamw_step(opt, m->be, &m->lay, t5_master_weights(m), m->master ? m->params : NULL, m->grads, m->elem, (float)r.lr, (float)(coef / scale));
-    if (comm && comm->world > 1 && (opt->begin != 0 || opt->end != m->lay.total)) {
-        // ZeRO stage 1: this rank updated only its partition (its optimizer state covers
-        // just that range); all-gather the partitions so every rank has all parameters
-        comm_allgather_partitions_f32(comm, (float *)m->params, m->lay.total);
-    }
+    // the owned range's fp32 master and (16-bit compute) the copy the update refreshes
+    size_t b = z->part.begin, e = m->elem;
+    float *master = z->master ? z->master
+                    : m->master ? m->master + b
+                    : z->stage == 3 ? (float *)z->param_part
+                                    : (float *)m->params + b;
+    void *param_out = NULL;
+    if (m->be->act_dtype != DTYPE_F32) param_out = z->stage == 3 ? z->param_part : (char *)m->params + b * e;
+    adamw_step(opt, m->be, &m->lay, master, param_out, owned_grads(z), e, (float)r.lr, (float)(coef / scale));
+    if (z->stage == 1 || z->stage == 2) zero_stage1_allgather_params(z);
     if (scaler) loss_scaler_update(scaler, 0);
-    t5_zero_grads(m);
+    zero_all_grads(z);
     return r;
 }
 
-StepResult zero_train_step(T5Model *m, const Comm *comm, AdamW *opt, const LrSchedule *sched, LossScaler *scaler,
-                           const T5Batch *micro, int n_micro, float label_smoothing) {
+StepResult zero_train_step(ZeroState *z, const LrSchedule *sched, LossScaler *scaler, const T5Batch *micro,
+                           int n_micro, float label_smoothing) {
     long n_tok = 0;
-    double loss =
-        zero_step_accumulate(m, comm, micro, n_micro, label_smoothing, scaler ? scaler->cur_scale : 1.0, &n_tok);
-    StepResult r = zero_step_apply(m, comm, opt, sched, scaler);
+    double loss = zero_step_accumulate(z, micro, n_micro, label_smoothing, scaler ? scaler->cur_scale : 1.0, &n_tok);
+    StepResult r = zero_step_apply(z, sched, scaler);
     r.loss = loss;
     r.n_tokens = n_tok;
     return r;

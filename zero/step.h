@@ -1,24 +1,21 @@
-// zero/step.h: one optimizer step as HF Trainer (+ DeepSpeed's fp16 loss scaler) takes
-// it, on one rank, in two phases so that ZeRO stages can put their communication between
-// them (reduce gradients after accumulate; all-gather parameters after apply):
-//   accumulate: for each micro-batch forward, backward with dloss = scale / (label tokens
-//               of the whole step): the gradient of scale * the mean loss over the step
-//   (ranks)     stage 0 across ranks: the label-token count is summed over ranks before
-//               backward (so every rank divides by the GLOBAL count), gradients are
-//               summed over ranks before apply; every rank then takes the same update.
-//               comm NULL = one rank. Stage 1: the optimizer owns one partition
-//               (zero/partition.h) of the flat space, updates only it, and the
-//               partitions are all-gathered after the update. Stages 2-3: next.
-//   apply:      grad_norm = global L2 norm / scale (pre-clip, reported); an inf/nan norm
-//               is an overflow: the step is skipped (no update, no lr-schedule advance,
-//               as DeepSpeed) and the scaler reacts; else clip, lr = schedule(step),
-//               AdamW with gradients unscaled and clipped in one multiply; zero grads.
+// zero/step.h: one optimizer step as HF Trainer (+ DeepSpeed's fp16 loss scaler) takes it,
+// on one rank of a ZeRO run (zero/zero.h says what each stage partitions), in two phases:
+//   accumulate: the label tokens of the whole global batch are counted (summed over ranks),
+//               then per micro-batch forward and backward with dloss = scale / that count:
+//               the gradient of scale * the mean loss over the global batch, whatever the
+//               world size or accumulation (HF's average_tokens_across_devices).
+//               Stages 2-3 reduce-scatter each unit's gradient during backward.
+//   apply:      stages 0-1 all-reduce the gradients; grad_norm = global L2 norm / scale
+//               (pre-clip, reported; summed over the partitions at stages 2-3); an inf/nan
+//               norm is an overflow on every rank alike: the step is skipped (no update, no
+//               lr-schedule advance, as DeepSpeed) and the scaler reacts; else clip,
+//               lr = schedule(step), AdamW on the owned range with gradients unscaled and
+//               clipped in one multiply; stages 1-2 all-gather the updated weights; zero grads.
 #pragma once
 #include "../model/t5.h"
-#include "comm.h"
 #include "loss_scaler.h"
 #include "lr_schedule.h"
-#include "optimizer.h"
+#include "zero.h"
 
 typedef struct {
     double loss;        // mean loss over the step's label tokens (unscaled)
@@ -30,10 +27,12 @@ typedef struct {
 } StepResult;
 
 // Phase 1. Returns the step's mean loss; *n_tokens = label tokens of the step.
-double zero_step_accumulate(T5Model *m, const Comm *comm, const T5Batch *micro, int n_micro, float label_smoothing,
+double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, float label_smoothing,
                             double loss_scale, long *n_tokens);
 // Phase 2. scaler may be NULL (no scaling).
-StepResult zero_step_apply(T5Model *m, const Comm *comm, AdamW *opt, const LrSchedule *sched, LossScaler *scaler);
+StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *scaler);
 // Both phases.
-StepResult zero_train_step(T5Model *m, const Comm *comm, AdamW *opt, const LrSchedule *sched, LossScaler *scaler,
-                           const T5Batch *micro, int n_micro, float label_smoothing);
+StepResult zero_train_step(ZeroState *z, const LrSchedule *sched, LossScaler *scaler, const T5Batch *micro,
+                           int n_micro, float label_smoothing);
+// A one-rank Comm (no launcher, no MPI, no NCCL) for tools and tests that train alone.
+const Comm *zero_comm_single(void);

@@ -75,7 +75,10 @@ extern "C" void cuda_init(int device) {
     if (device < 0 || device >= count) {
         char msg[256];
         snprintf(msg, sizeof msg, "CUDA device %d requested, but %d device(s) are visible", device, count);
-        t5_die(__FILE__, __LINE__, msg, "pick a device in [0, count) or check CUDA_VISIBLE_DEVICES");
+        t5_die(__FILE__, __LINE__, msg,
+               "a rank runs on the GPU of its local rank (LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK): "
+               "start at most as many ranks per host as GPUs (--num_gpus N), and let every rank see all of them "
+               "(CUDA_VISIBLE_DEVICES; srun without --gpus-per-task)");
     }
     cudaCheck(cudaSetDevice(device));
     cudaDeviceProp prop;

@@ -29,7 +29,7 @@ static void fp32_against_hf(const char *variant, float smoothing) {
     char dir[256], path[300], what[256];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", variant);
     snprintf(path, sizeof path, "%s/reference.safetensors", dir);
-    const Backend *be = device_backend("cuda", 0, 0, 0);
+    const Backend *be = device_backend("cuda", 0, 0, 0, 0);
     T5Model m;
     ModelLoadOptions lo = {0};
     model_load(&m, dir, be, lo);
@@ -113,7 +113,7 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
     double losses[2][20];
     int applied[2] = {0, 0}, skipped = 0;
     for (int run = 0; run < 2; run++) {
-        const Backend *be = run == 0 ? backend_cpu() : device_backend("cuda", bf16, fp16, 0);
+        const Backend *be = run == 0 ? backend_cpu() : device_backend("cuda", 0, bf16, fp16, 0);
         T5Model m;
         ModelLoadOptions lo = {0};
         model_load(&m, dir, be, lo);
@@ -123,16 +123,16 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
         t5_plan_activations(&m, bf.batch.B, bf.batch.S, bf.batch.T);
         AdamWConfig oc = adamw_default_config();
         oc.lr = 3e-3f;
-        AdamW opt;
-        adamw_init(&opt, be, oc, 0, m.lay.total);
+        ZeroState z;
+        zero_init(&z, &m, zero_comm_single(), 0, 0, 0, &oc);
         LrSchedule sched = {.type = LR_CONSTANT, .base_lr = 3e-3, .total_steps = 20};
         LossScaler sc = run == 1 && fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
         for (int s = 0; s < 20 + 4 && applied[run] < 20; s++) {
-            StepResult r = zero_train_step(&m, NULL, &opt, &sched, &sc, &bf.batch, 1, 0.0f);
+            StepResult r = zero_train_step(&z, &sched, &sc, &bf.batch, 1, 0.0f);
             if (!r.skipped) losses[run][applied[run]++] = r.loss;
             if (run == 1) skipped += r.skipped;
         }
-        adamw_free(&opt, be);
+        zero_free(&z);
         batch_file_free(&bf);
         t5_free(&m);
     }
@@ -147,7 +147,7 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
 // HF T5Block's fp16 guard: with an inf present everything is clamped to +-64504,
 // without one nothing changes.
 static void fp16_clamp(void) {
-    const Backend *be = device_backend("cuda", 0, 1, 0);
+    const Backend *be = device_backend("cuda", 0, 0, 1, 0);
     enum { N = 1000 };
     uint16_t h[N], back[N];
     for (int i = 0; i < N; i++) h[i] = st_f32_to_f16((float)(i - 500) * 131.0f);  // up to +-65500

@@ -1,0 +1,45 @@
+// zero/stage2.c: ZeRO stage 2 = gradients are partitioned too. Backward announces each
+// unit (model/params.h: the embedding, one block, a final norm) before it writes the
+// unit's gradient and after its last write (T5UnitHooks). Begin points the unit's
+// gradient at a zeroed work buffer; end reduce-scatters the buffer, in buckets of
+// reduce_bucket_size elements, so that each rank receives the sum over ranks of the
+// piece that falls in its partition, and adds it to what the partition already holds
+// (earlier micro-batches of the step). A rank thus never holds a whole gradient: its
+// partition (Psi/N), the unit in flight, and the shared embedding's, which backward
+// writes at its start (tied head) and at its very end (the encoder's embedding).
+#include "zero.h"
+
+#include "../common/check.h"
+
+void zero_stage2_begin_grads(void *ctx, T5Model *m, int unit) {
+    ZeroState *z = ctx;
+    const ParamUnit *u = &m->lay.units[unit];
+    void *buf = unit == m->lay.unit_shared ? z->grad_shared : z->grad_work;
+    if (buf == z->grad_work) {
+        for (int k = 0; k < m->lay.n_units; k++)
+            if (k != unit && m->unit_grads[k] == z->grad_work)
+                t5_die(__FILE__, __LINE__, "ZeRO stage 2: two units' gradients in the one work buffer",
+                       "backward must end a unit's gradient before beginning the next");
+    }
+    m->be->zero(buf, (u->hi - u->lo) * m->elem);
+    m->unit_grads[unit] = buf;
+}
+
+void zero_stage2_end_grads(void *ctx, T5Model *m, int unit) {
+    ZeroState *z = ctx;
+    const ParamUnit *u = &m->lay.units[unit];
+    size_t e = m->elem, n = m->lay.total, step = z->reduce_bucket ? z->reduce_bucket : u->hi - u->lo;
+    char *buf = m->unit_grads[unit], *part = z->grad_part;
+    // this rank's piece [b, en) of the unit: add the partition's running sum into the
+    // buffer, so the reduce-scatter below leaves (earlier micro-batches + this one) there
+    size_t b = u->lo > z->part.begin ? u->lo : z->part.begin, en = u->hi < z->part.end ? u->hi : z->part.end;
+    if (b < en) m->be->add(buf + (b - u->lo) * e, buf + (b - u->lo) * e, part + (b - z->part.begin) * e, en - b);
+    for (size_t lo = u->lo; lo < u->hi; lo += step) {
+        size_t hi = u->hi - lo < step ? u->hi : lo + step;
+        size_t pb = lo > z->part.begin ? lo : z->part.begin;
+        if (pb > z->part.end) pb = z->part.end;
+        comm_reduce_scatter_range(z->comm, buf + (lo - u->lo) * e, part + (pb - z->part.begin) * e, lo, hi, n,
+                                  m->be->act_dtype);
+    }
+    m->unit_grads[unit] = NULL;
+}

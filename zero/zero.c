@@ -1,0 +1,156 @@
+// zero/zero.c: set-up and tear-down of a rank's ZeRO state, the memory report, and the
+// whole-model views (checkpoint weights, evaluation) that every stage needs (zero.h).
+#include "zero.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+
+// Copy n bytes between two buffers of the backend through the host (set-up only).
+static void backend_copy(const Backend *be, void *dst, const void *src, size_t bytes) {
+    void *host = mallocCheck(bytes ? bytes : 1);
+    be->to_host(host, src, bytes);
+    be->to_device(dst, host, bytes);
+    free(host);
+}
+
+// Allocate through the backend and count what the allocator handed out.
+static void *counted_alloc(const Backend *be, size_t bytes, size_t *counter) {
+    size_t before = be->mem_in_use();
+    void *p = be->alloc(bytes);
+    *counter += be->mem_in_use() - before;
+    return p;
+}
+
+static size_t largest_unit(const ParamLayout *L, int skip) {
+    size_t best = 0;
+    for (int u = 0; u < L->n_units; u++)
+        if (u != skip && L->units[u].hi - L->units[u].lo > best) best = L->units[u].hi - L->units[u].lo;
+    return best;
+}
+
+void zero_init(ZeroState *z, T5Model *m, const Comm *comm, int stage, size_t reduce_bucket, size_t gather_bucket,
+               const AdamWConfig *oc) {
+    if (stage < 0 || stage > 3) t5_fail("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
+    memset(z, 0, sizeof *z);
+    const Backend *be = m->be;
+    const ParamLayout *L = &m->lay;
+    size_t n = L->total, e = m->elem;
+    z->stage = stage;
+    z->comm = comm;
+    z->m = m;
+    z->reduce_bucket = reduce_bucket;
+    z->gather_bucket = gather_bucket;
+    z->fetched = -1;
+    z->part = stage >= 1 ? partition_range(n, comm->world, comm->rank) : (Range){0, n};
+    size_t np = z->part.end - z->part.begin;
+
+    // stage >= 1: the fp32 master of the partition only (16-bit compute; fp32 trains the weights in place)
+    if (stage >= 1 && m->master) {
+        z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
+        backend_copy(be, z->master, m->master + z->part.begin, np * sizeof(float));
+        be->free(m->master);
+        m->master = NULL;
+    } else {
+        z->mem.master = m->alloc_master;
+    }
+    // stage >= 2: the gradient of the partition, and work buffers for the units in flight
+    if (stage >= 2) {
+        be->free(m->grads);
+        m->grads = NULL;
+        z->grad_part = counted_alloc(be, np * e, &z->mem.grads);
+        const ParamUnit *sh = &L->units[L->unit_shared];
+        z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
+        z->grad_work = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
+        z->hooks.begin_grads = zero_stage2_begin_grads;
+        z->hooks.end_grads = zero_stage2_end_grads;
+    } else {
+        z->mem.grads = m->alloc_grads;
+    }
+    // stage 3: the partition of the compute weights; units are gathered on use
+    if (stage == 3) {
+        z->param_part = counted_alloc(be, np * e, &z->mem.params);
+        backend_copy(be, z->param_part, (char *)m->params + z->part.begin * e, np * e);
+        be->free(m->params);
+        m->params = NULL;
+        z->param_work = counted_alloc(be, largest_unit(L, -1) * e, &z->mem.param_work);
+        z->hooks.fetch_params = zero_stage3_fetch_params;
+        z->hooks.release_params = zero_stage3_release_params;
+    } else {
+        z->mem.params = m->alloc_params;
+    }
+    t5_bind_flat(m);
+    if (stage >= 2) {
+        z->hooks.ctx = z;
+        m->hooks = &z->hooks;
+    }
+    if (oc) {
+        size_t before = be->mem_in_use();
+        adamw_init(&z->opt, be, *oc, z->part.begin, z->part.end);
+        z->mem.moments = be->mem_in_use() - before;
+    }
+}
+
+void zero_free(ZeroState *z) {
+    const Backend *be = z->m->be;
+    if (z->opt.m) adamw_free(&z->opt, be);
+    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work, z->grad_shared, z->param_work};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) be->free(bufs[i]);
+    if (z->m->hooks == &z->hooks) z->m->hooks = NULL;
+    memset(z, 0, sizeof *z);
+}
+
+void zero_print_memory(const ZeroState *z) {
+    const ZeroMem *k = &z->mem;
+    printf("ZeRO stage %d, rank %d of %d: allocated params %zu B, grads %zu B, master %zu B, moments %zu B "
+           "(partition [%zu, %zu) of %zu); work buffers %zu B; allocator in use %zu B\n",
+           z->stage, z->comm->rank, z->comm->world, k->params, k->grads, k->master, k->moments, z->part.begin,
+           z->part.end, z->m->lay.total, k->grad_work + k->param_work, z->m->be->mem_in_use());
+    fflush(stdout);
+}
+
+void zero_params_to_host(ZeroState *z, float *host) {
+    T5Model *m = z->m;
+    if (z->stage == 0) {  // every rank holds the same whole model
+        if (z->comm->rank == 0) t5_params_to_host(m, host);
+        return;
+    }
+    // the fp32 weights of this rank's partition, then every partition to rank 0
+    size_t np = z->part.end - z->part.begin;
+    const float *src = z->master ? z->master
+                       : z->stage == 3 ? (const float *)z->param_part
+                                       : (const float *)m->params + z->part.begin;
+    float *mine = mallocCheck((np ? np : 1) * sizeof(float));
+    m->be->to_host(mine, src, np * sizeof(float));
+    comm_gather_partitions_host_f32(z->comm, mine, host, m->lay.total);
+    free(mine);
+}
+
+void zero_eval_begin(ZeroState *z) {
+    if (!z || z->stage != 3) return;
+    T5Model *m = z->m;
+    size_t n = m->lay.total, e = m->elem, step = z->gather_bucket ? z->gather_bucket : n;
+    m->params = m->be->alloc(n * e);
+    for (size_t lo = 0; lo < n; lo += step) {
+        size_t hi = lo + step < n ? lo + step : n;
+        size_t b = z->part.begin > lo ? z->part.begin : lo;
+        if (b > z->part.end) b = z->part.end;
+        comm_allgather_range(z->comm, (char *)z->param_part + (b - z->part.begin) * e, (char *)m->params + lo * e, lo,
+                             hi, n, m->be->act_dtype);
+    }
+    m->hooks = NULL;
+    t5_bind_flat(m);
+}
+
+void zero_eval_end(ZeroState *z) {
+    if (!z || z->stage != 3) return;
+    T5Model *m = z->m;
+    m->be->free(m->params);
+    m->params = NULL;
+    t5_bind_flat(m);
+    m->hooks = &z->hooks;
+    z->fetched = -1;
+}
