@@ -131,7 +131,8 @@ static int cmd_overfit(Args *a) {
     AdamWConfig oc = {.lr = a->learning_rate, .beta1 = a->adam_beta1, .beta2 = a->adam_beta2,
                       .eps = a->adam_epsilon, .weight_decay = a->weight_decay, .max_grad_norm = a->max_grad_norm};
     ZeroState z;
-    zero_init(&z, &m, zero_comm_single(), 0, 0, 0, &oc);
+    ZeroOptions zo = zero_options_stage(0);
+    zero_init(&z, &m, zero_comm_single(), &zo, &oc);
     for (int s = 0; s < a->steps; s++) {
         m.dropout_seed = (unsigned long long)a->seed * 1000003ULL + (unsigned long long)s;
         StepResult r = zero_train_step(&z, &sched, NULL, &bf.batch, 1, a->label_smoothing);

@@ -165,12 +165,16 @@ static void run_variant(const char *variant) {
                       .weight_decay = (float)json_num(ref, "weight_decay"),
                       .max_grad_norm = (float)json_num(ref, "max_grad_norm")};
     ZeroState z;
-    zero_init(&z, &m, zero_comm_single(), stage, stage ? 37 : 0, stage ? 53 : 0, &oc);
+    ZeroOptions zo = {.stage = stage, .reduce_bucket = stage ? 37 : 0, .gather_bucket = stage ? 53 : 0,
+                      .overlap_comm = stage >= 2, .prefetch = stage == 3};
+    zero_init(&z, &m, zero_comm_single(), &zo, &oc);
     const cJSON *steps = cJSON_GetObjectItem(ref, "steps");
     int clipped = 0;
+    long gathered_first = 0;
     for (int s = 0; s < cJSON_GetArraySize(steps); s++) {
         const cJSON *rs = cJSON_GetArrayItem(steps, s);
         StepResult r = zero_train_step(&z, &sched, NULL, b, 1, smoothing);
+        if (s == 0) gathered_first = z.n_gathered;
         clipped += r.grad_norm > oc.max_grad_norm;
         snprintf(what, sizeof what, "%s, stage %d: step %d loss", variant, stage, s + 1);
         rel_ok(what, r.loss, json_num(rs, "loss"), 1e-5);
@@ -180,6 +184,14 @@ static void run_variant(const char *variant) {
         rel_ok(what, r.lr, json_num(rs, "learning_rate"), 1e-6);
     }
     printf("  (%d of %d steps had the gradient clipped)\n", clipped, cJSON_GetArraySize(steps));
+    if (stage == 3) {
+        // step 1 records the order of fetches; steps 2 and 3 gather only their first unit on
+        // demand, every other one was prefetched or still there from its last use
+        int later = cJSON_GetArraySize(steps) - 1;
+        snprintf(what, sizeof what, "%s, stage 3: later steps gather %ld unit(s) on demand (want %d), %ld prefetched, "
+                 "%ld reused", variant, z.n_gathered - gathered_first, later, z.n_prefetched, z.n_reused);
+        test_check(z.n_gathered - gathered_first == later && z.n_prefetched > 0 && z.n_reused > 0, what);
+    }
     float *final = mallocCheck(m.lay.total * sizeof(float));
     zero_params_to_host(&z, final);
     for (int i = 0; i < L->count; i++) {

@@ -94,7 +94,8 @@ static void test_skipped_step(void) {
     AdamWConfig oc = adamw_default_config();
     oc.lr = 1e-2f;
     ZeroState z;
-    zero_init(&z, &m, zero_comm_single(), 0, 0, 0, &oc);
+    ZeroOptions zo = zero_options_stage(0);
+    zero_init(&z, &m, zero_comm_single(), &zo, &oc);
     const AdamW *opt = &z.opt;
     LrSchedule sched = {.type = LR_LINEAR, .base_lr = 1e-2, .warmup_steps = 0, .total_steps = 10};
     LossScaler sc = loss_scaler_dynamic(10, 1000, 2, 1.0, 0);
@@ -128,7 +129,7 @@ static void test_skipped_step(void) {
     ref.dropout_p = 0;
     t5_plan_activations(&ref, bf.batch.B, bf.batch.S, bf.batch.T);
     ZeroState z2;
-    zero_init(&z2, &ref, zero_comm_single(), 0, 0, 0, &oc);
+    zero_init(&z2, &ref, zero_comm_single(), &zo, &oc);
     StepResult r2 = zero_train_step(&z2, &sched, NULL, &bf.batch, 1, 0.0f);
     char what[200];
     snprintf(what, sizeof what, "grad_norm with scale 1024 = without (%.9g vs %.9g)", r.grad_norm, r2.grad_norm);

@@ -59,7 +59,8 @@ static void plan_vs_allocator(void) {
         model_load(&m, "tests/fixtures/relu_tied", be, lo);
         AdamWConfig oc = adamw_default_config();
         ZeroState z;
-        zero_init(&z, &m, zero_comm_single(), stage, 0, 0, &oc);
+        ZeroOptions zo = zero_options_stage(stage);
+        zero_init(&z, &m, zero_comm_single(), &zo, &oc);
         used = be->mem_in_use() - before;
         ZeroPlan zp = planner_memory_zero(&m.cfg, DTYPE_F32, 3, 13, 9, 0, stage, 1, 0);
         size_t planned = zp.gpu.params + zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.gpu.zero_work;

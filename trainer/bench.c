@@ -124,7 +124,8 @@ int bench_main(int argc, char **argv, int start) {
     AdamWConfig oc = adamw_default_config();
     oc.lr = 1e-4f;
     ZeroState z;
-    zero_init(&z, &m, zero_comm_single(), 0, 0, 0, &oc);
+    ZeroOptions zo = zero_options_stage(0);
+    zero_init(&z, &m, zero_comm_single(), &zo, &oc);
     LrSchedule sched = {.type = LR_CONSTANT, .base_lr = 1e-4, .total_steps = a.warmup + a.steps};
     LossScaler scaler = a.fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
     size_t n = (size_t)B * a.seq;

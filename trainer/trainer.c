@@ -55,8 +55,7 @@ typedef struct {
     int has_ds_scaler;
     LossScaler ds_scaler;
     DsConfig ds_loaded;  // --deepspeed as loaded (validated before the output dir is touched)
-    int zero_stage;      // from --deepspeed (0 without)
-    long long reduce_bucket, gather_bucket;  // from --deepspeed (0 without: one collective)
+    ZeroOptions zopt;    // from --deepspeed (stage 0, one collective per reduction, without)
     ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
 } Run;
 
@@ -302,10 +301,10 @@ static void plan_batches(Run *r, const Dataset *const sets[SPLIT_COUNT]) {
     if ((sets[SPLIT_VAL] || sets[SPLIT_TEST]) && a->per_device_eval_batch_size > B) B = a->per_device_eval_batch_size;
     // this rank's plan at the run's ZeRO stage and world size
     MemPlan plan = planner_memory_zero(&r->m.cfg, r->m.be->act_dtype, B, maxS, maxT, a->gradient_checkpointing,
-                                       r->zero_stage, r->comm.world, 0).gpu;
+                                       r->zopt.stage, r->comm.world, 0).gpu;
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s; ", B, maxS, maxT,
-               r->zero_stage, r->comm.world, r->comm.world > 1 ? "s" : "");
+               r->zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "");
         planner_print(&plan, a->max_gpu_memory);
     }
     if (a->max_gpu_memory > 0 && plan.total > (size_t)(a->max_gpu_memory * 1073741824.0))
@@ -525,9 +524,11 @@ static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tra
     if (c.zero.offload_optimizer.device != OFFLOAD_NONE || c.zero.offload_param.device != OFFLOAD_NONE)
         t5_fail("%s: zero_optimization offload is not built yet (the ZeRO-Offload work comes after ZeRO); remove "
                 "offload_optimizer/offload_param/cpu_offload or use a config without offload", a->deepspeed);
-    r->zero_stage = (int)c.zero.stage;
-    r->reduce_bucket = c.zero.reduce_bucket_size.v;
-    r->gather_bucket = c.zero.allgather_bucket_size.v;
+    r->zopt.stage = (int)c.zero.stage;
+    r->zopt.reduce_bucket = (size_t)c.zero.reduce_bucket_size.v;
+    r->zopt.gather_bucket = (size_t)c.zero.allgather_bucket_size.v;
+    r->zopt.overlap_comm = c.zero.overlap_comm.v;
+    r->zopt.prefetch = c.zero.stage3_prefetch_bucket_size.v > 0;
     if (c.optimizer.present) {
         a->learning_rate = c.optimizer.lr.v;
         a->adam_beta1 = c.optimizer.betas[0].v;
@@ -572,13 +573,15 @@ static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tra
                r->has_ds_sched ? lr_schedule_name(r->ds_sched.type) : a->lr_scheduler_type, (int)c.zero.stage,
                r->comm.world == 1 && c.zero.stage >= 1 ? " (one rank: its partition is the whole model)" : "");
         // what the config asks that this build does differently, said instead of ignored
-        if (c.zero.stage >= 2 && c.zero.overlap_comm.v)
-            printf("NOTICE: %s: overlap_comm: collectives run on the compute stream, not overlapped with backward "
-                   "yet (same result, less speed)\n", a->deepspeed);
+        int cpu = strcmp(a->device, "cuda") != 0;
+        if (c.zero.stage >= 2 && (c.zero.overlap_comm.v || c.zero.stage3_prefetch_bucket_size.v > 0) && cpu &&
+            r->comm.world > 1)
+            printf("NOTICE: %s: overlap_comm / prefetch: CPU ranks (MPI) finish each collective before going on; "
+                   "GPU ranks overlap them (same result)\n", a->deepspeed);
         if (c.zero.stage == 3)
-            printf("NOTICE: %s: stage 3 gathers one unit (block) at a time when it is used; "
-                   "stage3_prefetch_bucket_size and stage3_param_persistence_threshold are not used yet (no "
-                   "prefetch, nothing kept whole)\n", a->deepspeed);
+            printf("NOTICE: %s: stage 3 gathers whole units (blocks); stage3_prefetch_bucket_size > 0 prefetches "
+                   "the next unit (its size is not a limit), stage3_param_persistence_threshold is not used "
+                   "(nothing is kept whole)\n", a->deepspeed);
         fflush(stdout);
     }
 }
@@ -626,7 +629,7 @@ int trainer_main(int argc, char **argv, int start) {
         hf_resolve_model(a->model, &mc);
         estimate_print_table(a->model, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32,
                              a->per_device_train_batch_size, a->max_source_length, a->max_target_length,
-                             a->gradient_checkpointing, r.comm.world, 0, r.zero_stage);
+                             a->gradient_checkpointing, r.comm.world, 0, r.zopt.stage);
         fflush(stdout);
     }
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
@@ -639,8 +642,7 @@ int trainer_main(int argc, char **argv, int start) {
     AdamWConfig oc = {.lr = (float)a->learning_rate, .beta1 = (float)a->adam_beta1, .beta2 = (float)a->adam_beta2,
                       .eps = (float)a->adam_epsilon, .weight_decay = (float)a->weight_decay,
                       .max_grad_norm = (float)a->max_grad_norm};
-    zero_init(&r.zero, &r.m, &r.comm, r.zero_stage, (size_t)r.reduce_bucket, (size_t)r.gather_bucket,
-              a->do_train ? &oc : NULL);
+    zero_init(&r.zero, &r.m, &r.comm, &r.zopt, a->do_train ? &oc : NULL);
     if (a->deepspeed || r.comm.world > 1) zero_print_memory(&r.zero);
     if (a->do_train) {
         check_vocab(&r, &train_ds);

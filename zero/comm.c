@@ -137,7 +137,10 @@ void comm_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
 
 void comm_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total, Dtype t) {
 #ifdef T5_HAVE_CUDA
-    if (c->nccl) return comm_nccl_allgather_range(c, mine, out, lo, hi, n_total, t);
+    if (c->nccl) {
+        comm_nccl_allgather_range(c, mine, out, lo, hi, n_total, t, 0);
+        return;
+    }
 #endif
     size_t es = comm_dtype_size(t);
     Range p = comm_piece_of(c, c->rank, lo, hi, n_total);
@@ -160,7 +163,10 @@ void comm_allgather_range(const Comm *c, const void *mine, void *out, size_t lo,
 void comm_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi, size_t n_total,
                                Dtype t) {
 #ifdef T5_HAVE_CUDA
-    if (c->nccl) return comm_nccl_reduce_scatter_range(c, send, recv, lo, hi, n_total, t);
+    if (c->nccl) {
+        comm_nccl_reduce_scatter_range(c, send, recv, lo, hi, n_total, t, 0);
+        return;
+    }
 #endif
     size_t es = comm_dtype_size(t);
     if (c->world == 1) {
@@ -174,6 +180,39 @@ void comm_reduce_scatter_range(const Comm *c, const void *send, void *recv, size
     mpiCheck(MPI_Reduce_scatter(send, recv, counts, mpi_type(t), MPI_SUM, MPI_COMM_WORLD));
     free(counts);
     free(displs);
+}
+
+CommTicket comm_allgather_range_async(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
+                                      size_t n_total, Dtype t) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) return (CommTicket){comm_nccl_allgather_range(c, mine, out, lo, hi, n_total, t, 1)};
+#endif
+    comm_allgather_range(c, mine, out, lo, hi, n_total, t);
+    return COMM_TICKET_NONE;
+}
+
+CommTicket comm_reduce_scatter_range_async(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
+                                           size_t n_total, Dtype t) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) return (CommTicket){comm_nccl_reduce_scatter_range(c, send, recv, lo, hi, n_total, t, 1)};
+#endif
+    comm_reduce_scatter_range(c, send, recv, lo, hi, n_total, t);
+    return COMM_TICKET_NONE;
+}
+
+void comm_wait(const Comm *c, CommTicket t) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl && t.slot >= 0) comm_nccl_wait(c, t.slot);
+#endif
+    (void)c;
+    (void)t;
+}
+
+void comm_wait_all(const Comm *c) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) comm_nccl_wait(c, -1);
+#endif
+    (void)c;
 }
 
 void comm_allreduce_sum_f64(const Comm *c, double *buf, size_t n) {

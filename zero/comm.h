@@ -52,6 +52,23 @@ void comm_allgather_range(const Comm *c, const void *mine, void *out, size_t lo,
 void comm_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi, size_t n_total,
                                Dtype t);
 
+// ---- asynchronous collectives (overlap_comm, stage 3 prefetch) ---------------------------
+// GPU ranks run every collective on a communication stream of their own, after the work
+// the compute stream has queued so far (so its inputs are ready). The plain functions above
+// then make the compute stream wait for it; the _async ones return a ticket instead, and
+// the compute stream waits only at comm_wait(ticket) -- meanwhile backward goes on. CPU
+// ranks (MPI) finish every collective before returning: tickets are no-ops there.
+typedef struct {
+    int slot;  // < 0: nothing to wait for
+} CommTicket;
+static const CommTicket COMM_TICKET_NONE = {-1};
+CommTicket comm_allgather_range_async(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
+                                      size_t n_total, Dtype t);
+CommTicket comm_reduce_scatter_range_async(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
+                                           size_t n_total, Dtype t);
+void comm_wait(const Comm *c, CommTicket t);
+void comm_wait_all(const Comm *c);  // the compute stream waits for every collective issued so far
+
 // ---- host scalars and host arrays (token counts, losses, norms, checkpoint gathers) ----
 void comm_allreduce_sum_f64(const Comm *c, double *buf, size_t n);
 void comm_allreduce_sum_i64(const Comm *c, long long *buf, size_t n);

@@ -38,10 +38,18 @@ extern "C" {
 
 #define STAGE_BYTES ((size_t)64 << 20)  // device staging for host arrays, in chunks
 #define DEFAULT_TIMEOUT_S 1800.0
+// Tickets are events in a ring, recorded after collectives on the communication stream.
+// A slot re-recorded by a later collective only makes a wait longer (the stream runs in
+// order), never wrong.
+#define TICKET_RING 256
 
 typedef struct {
     ncclComm_t comm;
-    cudaStream_t stream;  // the backend's (cuda_stream())
+    cudaStream_t stream;  // the backend's compute stream (cuda_stream())
+    cudaStream_t cstream; // the communication stream: every NCCL call and staging copy runs here
+    cudaEvent_t ev_in;    // recorded on the compute stream before a collective; cstream waits on it
+    cudaEvent_t ring[TICKET_RING];  // recorded on cstream after collectives: the tickets
+    unsigned next_ticket;
     void *stage;          // STAGE_BYTES of device memory, allocated on first use
     int rank, world, device;
     // watchdog (see the top of this file)
@@ -167,7 +175,7 @@ static void watch_begin(NcclState *s) {
 
 static void watch_end(NcclState *s) {
     pthread_mutex_lock(&s->mu);
-    cudaError_t e = cudaEventRecord(s->done, s->stream);
+    cudaError_t e = cudaEventRecord(s->done, s->cstream);
     s->has_event = e == cudaSuccess;
     pthread_mutex_unlock(&s->mu);
     cudaCheckRank(s, e);  // outside the lock: an error exits, and exit joins the watchdog
@@ -221,6 +229,9 @@ extern "C" void comm_nccl_init(Comm *c) {
         if (*end || !(s->timeout_s > 0)) t5_fail("T5_NCCL_TIMEOUT=\"%s\": expected seconds > 0", t);
     }
     cudaCheckRank(s, cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
+    cudaCheckRank(s, cudaStreamCreateWithFlags(&s->cstream, cudaStreamNonBlocking));
+    cudaCheckRank(s, cudaEventCreateWithFlags(&s->ev_in, cudaEventDisableTiming));
+    for (int i = 0; i < TICKET_RING; i++) cudaCheckRank(s, cudaEventCreateWithFlags(&s->ring[i], cudaEventDisableTiming));
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, NULL);
 
@@ -261,12 +272,16 @@ extern "C" void comm_nccl_finalize(Comm *c) {
     NcclState *s = state_of(c);
     if (!s) return;
     cudaCheckRank(s, cudaStreamSynchronize(s->stream));
+    cudaCheckRank(s, cudaStreamSynchronize(s->cstream));
     watch_begin(s);  // finalizing waits for the peers' outstanding work: watched too
     ncclCheck(s, ncclCommFinalize(s->comm));
     watch_stop();
     ncclCheck(s, ncclCommDestroy(s->comm));
     if (s->stage) cudaCheckRank(s, cudaFree(s->stage));
     cudaCheckRank(s, cudaEventDestroy(s->done));
+    cudaCheckRank(s, cudaEventDestroy(s->ev_in));
+    for (int i = 0; i < TICKET_RING; i++) cudaCheckRank(s, cudaEventDestroy(s->ring[i]));
+    cudaCheckRank(s, cudaStreamDestroy(s->cstream));
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     free(s);
@@ -275,18 +290,41 @@ extern "C" void comm_nccl_finalize(Comm *c) {
 
 // ---- collectives on device buffers -----------------------------------------------------------
 
+// The communication stream starts after the compute stream's queued work (the inputs).
+static void cstream_enter(NcclState *s) {
+    cudaCheckRank(s, cudaEventRecord(s->ev_in, s->stream));
+    cudaCheckRank(s, cudaStreamWaitEvent(s->cstream, s->ev_in, 0));
+}
+
+// A ticket after the collectives issued so far; async 0: the compute stream waits for it now.
+static int cstream_leave(NcclState *s, int async) {
+    int slot = (int)(s->next_ticket++ % TICKET_RING);
+    cudaCheckRank(s, cudaEventRecord(s->ring[slot], s->cstream));
+    if (!async) cudaCheckRank(s, cudaStreamWaitEvent(s->stream, s->ring[slot], 0));
+    return slot;
+}
+
+extern "C" void comm_nccl_wait(const Comm *c, int slot) {
+    NcclState *s = state_of(c);
+    if (slot < 0) slot = cstream_leave(s, 1);  // everything issued so far
+    cudaCheckRank(s, cudaStreamWaitEvent(s->stream, s->ring[slot % TICKET_RING], 0));
+}
+
 extern "C" void comm_nccl_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
     NcclState *s = state_of(c);
     if (n == 0) return;
+    cstream_enter(s);
     watch_begin(s);
-    ncclCheck(s, ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, s->comm, s->stream));
+    ncclCheck(s, ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, s->comm, s->cstream));
     watch_end(s);
+    cstream_leave(s, 0);
 }
 
-extern "C" void comm_nccl_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
-                                          size_t n_total, Dtype t) {
+extern "C" int comm_nccl_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
+                                         size_t n_total, Dtype t, int async) {
     NcclState *s = state_of(c);
     size_t es = comm_dtype_size(t);
+    cstream_enter(s);
     watch_begin(s);
     ncclCheck(s, ncclGroupStart());
     for (int r = 0; r < c->world; r++) {
@@ -294,16 +332,18 @@ extern "C" void comm_nccl_allgather_range(const Comm *c, const void *mine, void 
         if (p.end == p.begin) continue;
         // the root sends `mine` (in place when it already sits at its position in out)
         ncclCheck(s, ncclBroadcast(r == c->rank ? mine : NULL, (char *)out + p.begin * es, p.end - p.begin,
-                                   nccl_type(t), r, s->comm, s->stream));
+                                   nccl_type(t), r, s->comm, s->cstream));
     }
     ncclCheck(s, ncclGroupEnd());
     watch_end(s);
+    return cstream_leave(s, async);
 }
 
-extern "C" void comm_nccl_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
-                                               size_t n_total, Dtype t) {
+extern "C" int comm_nccl_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
+                                              size_t n_total, Dtype t, int async) {
     NcclState *s = state_of(c);
     size_t es = comm_dtype_size(t);
+    cstream_enter(s);
     watch_begin(s);
     ncclCheck(s, ncclGroupStart());
     for (int r = 0; r < c->world; r++) {
@@ -311,10 +351,11 @@ extern "C" void comm_nccl_reduce_scatter_range(const Comm *c, const void *send, 
         if (p.end == p.begin) continue;
         // recvbuff is used only on the root
         ncclCheck(s, ncclReduce((const char *)send + p.begin * es, r == c->rank ? recv : NULL, p.end - p.begin,
-                                nccl_type(t), ncclSum, r, s->comm, s->stream));
+                                nccl_type(t), ncclSum, r, s->comm, s->cstream));
     }
     ncclCheck(s, ncclGroupEnd());
     watch_end(s);
+    return cstream_leave(s, async);
 }
 
 // ---- host arrays through the staging buffer ---------------------------------------------------
@@ -324,7 +365,7 @@ static void *stage_of(NcclState *s) {
     return s->stage;
 }
 
-static void stage_sync(NcclState *s) { cudaCheckRank(s, cudaStreamSynchronize(s->stream)); }
+static void stage_sync(NcclState *s) { cudaCheckRank(s, cudaStreamSynchronize(s->cstream)); }
 
 extern "C" void comm_nccl_allreduce_host(const Comm *c, void *buf, size_t n, int is_f64) {
     NcclState *s = state_of(c);
@@ -332,11 +373,11 @@ extern "C" void comm_nccl_allreduce_host(const Comm *c, void *buf, size_t n, int
     char *dev = (char *)stage_of(s), *host = (char *)buf;
     for (size_t done = 0; done < n; done += chunk) {
         size_t k = n - done < chunk ? n - done : chunk;
-        cudaCheckRank(s, cudaMemcpyAsync(dev, host + done * es, k * es, cudaMemcpyHostToDevice, s->stream));
+        cudaCheckRank(s, cudaMemcpyAsync(dev, host + done * es, k * es, cudaMemcpyHostToDevice, s->cstream));
         watch_begin(s);
-        ncclCheck(s, ncclAllReduce(dev, dev, k, is_f64 ? ncclFloat64 : ncclInt64, ncclSum, s->comm, s->stream));
+        ncclCheck(s, ncclAllReduce(dev, dev, k, is_f64 ? ncclFloat64 : ncclInt64, ncclSum, s->comm, s->cstream));
         watch_end(s);
-        cudaCheckRank(s, cudaMemcpyAsync(host + done * es, dev, k * es, cudaMemcpyDeviceToHost, s->stream));
+        cudaCheckRank(s, cudaMemcpyAsync(host + done * es, dev, k * es, cudaMemcpyDeviceToHost, s->cstream));
         stage_sync(s);
     }
 }
@@ -353,21 +394,21 @@ extern "C" void comm_nccl_gather_partitions_host_f32(const Comm *c, const float 
         Range me = comm_piece_of(c, c->rank, lo, hi, n_total);
         size_t k = me.end - me.begin;
         const float *src = mine + (lo + me.begin - own.begin);
-        if (k) cudaCheckRank(s, cudaMemcpyAsync(dev + me.begin, src, k * sizeof(float), cudaMemcpyHostToDevice, s->stream));
+        if (k) cudaCheckRank(s, cudaMemcpyAsync(dev + me.begin, src, k * sizeof(float), cudaMemcpyHostToDevice, s->cstream));
         watch_begin(s);
         ncclCheck(s, ncclGroupStart());
         for (int r = 1; r < c->world; r++) {
             Range p = comm_piece_of(c, r, lo, hi, n_total);
             if (p.end == p.begin) continue;
             if (c->rank == 0)
-                ncclCheck(s, ncclRecv(dev + p.begin, p.end - p.begin, ncclFloat32, r, s->comm, s->stream));
+                ncclCheck(s, ncclRecv(dev + p.begin, p.end - p.begin, ncclFloat32, r, s->comm, s->cstream));
             else if (r == c->rank)
-                ncclCheck(s, ncclSend(dev + p.begin, p.end - p.begin, ncclFloat32, 0, s->comm, s->stream));
+                ncclCheck(s, ncclSend(dev + p.begin, p.end - p.begin, ncclFloat32, 0, s->comm, s->cstream));
         }
         ncclCheck(s, ncclGroupEnd());
         watch_end(s);
         if (c->rank == 0)
-            cudaCheckRank(s, cudaMemcpyAsync(all + lo, dev, (hi - lo) * sizeof(float), cudaMemcpyDeviceToHost, s->stream));
+            cudaCheckRank(s, cudaMemcpyAsync(all + lo, dev, (hi - lo) * sizeof(float), cudaMemcpyDeviceToHost, s->cstream));
         stage_sync(s);
     }
 }
@@ -376,7 +417,7 @@ extern "C" void comm_nccl_barrier(const Comm *c) {
     NcclState *s = state_of(c);
     void *dev = stage_of(s);
     watch_begin(s);
-    ncclCheck(s, ncclAllReduce(dev, dev, 1, ncclInt32, ncclSum, s->comm, s->stream));
+    ncclCheck(s, ncclAllReduce(dev, dev, 1, ncclInt32, ncclSum, s->comm, s->cstream));
     watch_end(s);
     stage_sync(s);
 }

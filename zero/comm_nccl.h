@@ -17,11 +17,15 @@ extern "C" {
 // TCP to MASTER_ADDR:MASTER_PORT (torchrun/Slurm/--num_gpus); world 1 needs neither.
 void comm_nccl_init(Comm *c);
 void comm_nccl_finalize(Comm *c);
+// Device collectives run on the communication stream after the compute stream's queued
+// work; async 0: the compute stream then waits for them; async 1: it does not, and the
+// returned ticket slot is what comm_nccl_wait takes.
 void comm_nccl_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t);
-void comm_nccl_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total,
-                               Dtype t);
-void comm_nccl_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
-                                    size_t n_total, Dtype t);
+int comm_nccl_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total,
+                              Dtype t, int async);
+int comm_nccl_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
+                                   size_t n_total, Dtype t, int async);
+void comm_nccl_wait(const Comm *c, int slot);  // slot < 0: everything issued so far
 // host arrays through a device staging buffer (ranks without MPI)
 void comm_nccl_allreduce_host(const Comm *c, void *buf, size_t n, int is_f64);
 void comm_nccl_gather_partitions_host_f32(const Comm *c, const float *mine, float *all, size_t n_total);

@@ -49,10 +49,10 @@ ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S,
         }
         params_free_layout(&lay);
         z.gpu.grads = part * e;
-        z.gpu.zero_work = (shared + largest) * e;
+        z.gpu.zero_work = (shared + 2 * largest) * e;  // two work buffers take turns
         if (stage >= 3) {
             z.gpu.params = part * e;
-            z.gpu.zero_work += any * e;
+            z.gpu.zero_work += 2 * any * e;  // the unit in use and the next (prefetch)
         }
     }
     if (offload_optimizer) {

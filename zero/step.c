@@ -29,8 +29,12 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     double loss = 0;
     for (int i = 0; i < n_micro; i++) {
         long n_tok = 0;
+        zero_stage3_begin_micro(z);
         loss += t5_forward(m, &micro[i], label_smoothing, &n_tok) / (double)total;
         t5_backward(m, label_smoothing, (float)(loss_scale / (double)total));
+        // stages 2-3 with overlap_comm: the gradient partitions are complete only when every
+        // reduce-scatter of this backward is (the next micro-batch adds into them)
+        if (z->stage >= 2) comm_wait_all(z->comm);
     }
     comm_allreduce_sum_f64(z->comm, &loss, 1);
     *n_tokens = total;
@@ -80,6 +84,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     if (m->be->act_dtype != DTYPE_F32) param_out = z->stage == 3 ? z->param_part : (char *)m->params + b * e;
     adamw_step(opt, m->be, &m->lay, master, param_out, owned_grads(z), e, (float)r.lr, (float)(coef / scale));
     if (z->stage == 1 || z->stage == 2) zero_stage1_allgather_params(z);
+    zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update
     if (scaler) loss_scaler_update(scaler, 0);
     zero_all_grads(z);
     return r;

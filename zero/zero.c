@@ -31,8 +31,13 @@ static size_t largest_unit(const ParamLayout *L, int skip) {
     return best;
 }
 
-void zero_init(ZeroState *z, T5Model *m, const Comm *comm, int stage, size_t reduce_bucket, size_t gather_bucket,
-               const AdamWConfig *oc) {
+ZeroOptions zero_options_stage(int stage) {
+    ZeroOptions o = {.stage = stage};
+    return o;
+}
+
+void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc) {
+    int stage = o->stage;
     if (stage < 0 || stage > 3) t5_fail("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
     memset(z, 0, sizeof *z);
     const Backend *be = m->be;
@@ -41,9 +46,14 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, int stage, size_t red
     z->stage = stage;
     z->comm = comm;
     z->m = m;
-    z->reduce_bucket = reduce_bucket;
-    z->gather_bucket = gather_bucket;
-    z->fetched = -1;
+    z->reduce_bucket = o->reduce_bucket;
+    z->gather_bucket = o->gather_bucket;
+    z->overlap_comm = o->overlap_comm;
+    z->prefetch = o->prefetch;
+    z->fetched = z->fetched_buf = -1;
+    z->param_unit[0] = z->param_unit[1] = -1;
+    z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
+    z->param_ticket[0] = z->param_ticket[1] = COMM_TICKET_NONE;
     z->part = stage >= 1 ? partition_range(n, comm->world, comm->rank) : (Range){0, n};
     size_t np = z->part.end - z->part.begin;
 
@@ -63,7 +73,8 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, int stage, size_t red
         z->grad_part = counted_alloc(be, np * e, &z->mem.grads);
         const ParamUnit *sh = &L->units[L->unit_shared];
         z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
-        z->grad_work = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
+        for (int k = 0; k < 2; k++)
+            z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
         z->hooks.begin_grads = zero_stage2_begin_grads;
         z->hooks.end_grads = zero_stage2_end_grads;
     } else {
@@ -75,7 +86,10 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, int stage, size_t red
         backend_copy(be, z->param_part, (char *)m->params + z->part.begin * e, np * e);
         be->free(m->params);
         m->params = NULL;
-        z->param_work = counted_alloc(be, largest_unit(L, -1) * e, &z->mem.param_work);
+        for (int k = 0; k < 2; k++)
+            z->param_work[k] = counted_alloc(be, largest_unit(L, -1) * e, &z->mem.param_work);
+        z->trace_cap = 4 * L->n_units + 16;
+        z->trace = mallocCheck((size_t)z->trace_cap * sizeof(int));
         z->hooks.fetch_params = zero_stage3_fetch_params;
         z->hooks.release_params = zero_stage3_release_params;
     } else {
@@ -96,9 +110,12 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, int stage, size_t red
 void zero_free(ZeroState *z) {
     const Backend *be = z->m->be;
     if (z->opt.m) adamw_free(&z->opt, be);
-    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work, z->grad_shared, z->param_work};
+    if (z->m->be && z->stage >= 2) comm_wait_all(z->comm);
+    void *bufs[] = {z->master,       z->grad_part,    z->param_part,   z->grad_work[0],
+                    z->grad_work[1], z->grad_shared, z->param_work[0], z->param_work[1]};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(bufs[i]);
+    free(z->trace);
     if (z->m->hooks == &z->hooks) z->m->hooks = NULL;
     memset(z, 0, sizeof *z);
 }
@@ -143,6 +160,7 @@ void zero_eval_begin(ZeroState *z) {
     }
     m->hooks = NULL;
     t5_bind_flat(m);
+    zero_stage3_forget_gathered(z);
 }
 
 void zero_eval_end(ZeroState *z) {
@@ -152,5 +170,5 @@ void zero_eval_end(ZeroState *z) {
     m->params = NULL;
     t5_bind_flat(m);
     m->hooks = &z->hooks;
-    z->fetched = -1;
+    zero_stage3_forget_gathered(z);
 }

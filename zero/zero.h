@@ -36,6 +36,15 @@ typedef struct {
     size_t param_work;  // stage 3: the gathered weights of the unit in use
 } ZeroMem;
 
+// What a run asks of ZeRO (from --deepspeed's zero_optimization; zeros = stage 0 defaults).
+typedef struct {
+    int stage;             // 0-3
+    size_t reduce_bucket;  // elements per all-reduce / reduce-scatter (0: a whole unit / the whole model)
+    size_t gather_bucket;  // elements per all-gather (0: a whole unit / the whole model)
+    int overlap_comm;      // stage 2-3: a unit's reduce-scatter runs while backward goes on (GPU ranks)
+    int prefetch;          // stage 3: gather the next unit while the current one computes (GPU ranks)
+} ZeroOptions;
+
 typedef struct ZeroState {
     int stage;          // 0-3
     const Comm *comm;
@@ -43,13 +52,29 @@ typedef struct ZeroState {
     Range part;         // this rank's partition of [0, lay.total)
     size_t reduce_bucket;  // elements per all-reduce / reduce-scatter (reduce_bucket_size; 0 = whole unit)
     size_t gather_bucket;  // elements per all-gather (allgather_bucket_size; 0 = whole unit)
+    int overlap_comm, prefetch;  // ZeroOptions
     float *master;      // (part) fp32 master weights of the partition: stage >= 1 with 16-bit compute
     void *grad_part;    // (part) act dtype: stage >= 2, the reduced gradient of the partition
     void *param_part;   // (part) act dtype: stage 3, the partition of the compute weights
-    void *grad_work;    // stage >= 2: (largest unit but the embedding) the unit gradient in flight
-    void *grad_shared;  // stage >= 2: (the shared embedding) its gradient, open for all of backward
-    void *param_work;   // stage 3: (largest unit) the gathered weights of the unit in use
-    int fetched;        // stage 3: the unit whose weights are in param_work, or -1
+    // stage >= 2: two work buffers (largest unit but the embedding) taking turns, so backward
+    // writes one unit's gradient while the previous unit's reduce-scatter reads the other;
+    // the shared embedding's gradient has its own (open for all of backward)
+    void *grad_work[2];
+    CommTicket grad_ticket[2];  // the reduce-scatter that last read each buffer
+    int grad_next;              // the buffer the next unit takes
+    void *grad_shared;
+    CommTicket grad_shared_ticket;
+    // stage 3: two buffers (largest unit) of gathered weights: the unit in use and the next
+    // one (prefetched), each remembering its unit (-1: none) until the weights change
+    void *param_work[2];
+    int param_unit[2];
+    CommTicket param_ticket[2];
+    int fetched, fetched_buf;   // the unit in use and its buffer, or -1
+    // stage 3 prefetch: the order of fetches of one micro-batch (forward then backward),
+    // recorded on the first one; later micro-batches follow it to know the next unit
+    long n_gathered, n_prefetched, n_reused;  // fetches that waited for a gather / found a prefetch / reused a buffer
+    int *trace, trace_len, trace_cap, trace_pos;
+    enum { TRACE_RECORD = 0, TRACE_FOLLOW, TRACE_WAIT } trace_state;  // WAIT: order changed, record next micro-batch
     T5UnitHooks hooks;
     AdamW opt;
     ZeroMem mem;
@@ -60,8 +85,9 @@ typedef struct ZeroState {
 // of the owned range. Buckets: elements per collective (0: a whole unit, or the whole
 // model for stage 0-1's all-reduce and all-gather).
 // oc NULL: no optimizer state (evaluation only).
-void zero_init(ZeroState *z, T5Model *m, const Comm *comm, int stage, size_t reduce_bucket, size_t gather_bucket,
-               const AdamWConfig *oc);
+void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc);
+// Stage 0 on one rank (tools and tests that train alone).
+ZeroOptions zero_options_stage(int stage);
 void zero_free(ZeroState *z);
 // One line per rank with the allocator's counts (what tests/test_data_parallel.c checks).
 void zero_print_memory(const ZeroState *z);
@@ -82,6 +108,11 @@ void zero_stage1_allgather_params(ZeroState *z);
 // scatter it into the owners' partitions, adding what the partition already holds)
 void zero_stage2_begin_grads(void *ctx, T5Model *m, int unit);
 void zero_stage2_end_grads(void *ctx, T5Model *m, int unit);
-// stage 3: weight hooks (fetch: all-gather the unit into param_work; release: forget it)
+// stage 3: weight hooks (fetch: all-gather the unit into a weight buffer, unless it is
+// there already, and prefetch the next one; release: the unit is no longer in use)
 void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit);
 void zero_stage3_release_params(void *ctx, T5Model *m, int unit);
+// stage 3: a micro-batch starts (the prefetch trace restarts); the weights changed (the
+// gathered copies are stale)
+void zero_stage3_begin_micro(ZeroState *z);
+void zero_stage3_forget_gathered(ZeroState *z);

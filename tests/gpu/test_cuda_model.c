@@ -124,7 +124,8 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
         AdamWConfig oc = adamw_default_config();
         oc.lr = 3e-3f;
         ZeroState z;
-        zero_init(&z, &m, zero_comm_single(), 0, 0, 0, &oc);
+        ZeroOptions zo = zero_options_stage(0);
+        zero_init(&z, &m, zero_comm_single(), &zo, &oc);
         LrSchedule sched = {.type = LR_CONSTANT, .base_lr = 3e-3, .total_steps = 20};
         LossScaler sc = run == 1 && fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
         for (int s = 0; s < 20 + 4 && applied[run] < 20; s++) {
