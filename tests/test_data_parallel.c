@@ -9,7 +9,9 @@
 // stage and world size 1, 2, 3. Two models: the tied relu fixture (the embedding's
 // gradient is open for the whole backward), and a random untied gated one whose 2-rank
 // partition boundary falls inside the blocks (pieces of one unit on two ranks).
-// Buckets of 3000 / 5000 elements cut units into several collectives.
+// Buckets of 3000 / 5000 elements cut units into several collectives. The untied runs
+// then evaluate and predict with beam search (stage 3 gathers the whole weights for it):
+// the same eval loss and byte-identical predictions as one rank.
 //
 // Acceptance 2: each rank prints the bytes the allocator gave it for parameters,
 // gradients, master weights and AdamW moments (zero_print_memory); they must equal the
@@ -58,13 +60,13 @@ static int train_run(const char *tmp, const char *model, const char *extra, int 
     if (stage >= 0) snprintf(ds, sizeof ds, " --deepspeed %s/stage%d.json", tmp, stage);
     if (world > 1) snprintf(launcher, sizeof launcher, "mpirun --allow-run-as-root --oversubscribe -np %d ", world);
     snprintf(cmd, sizeof cmd,
-             "%s./train_t5 --model %s %s --tokenizer_name data/sample/spiece.model "
+             "%s./train_t5 --model %s --tokenizer_name data/sample/spiece.model "
              "--data_dir tests/fixtures/trainer_data --task translation_en_to_ro --max_source_length 24 "
              "--max_target_length 20 --per_device_train_batch_size %d --gradient_accumulation_steps 2 --max_steps 5 "
              "--learning_rate 3e-3 --weight_decay 0.01 --max_grad_norm 0.5 --warmup_steps 2 --label_smoothing 0.1 "
              "--logging_steps 1 --sampler sequential --dropout_rate 0 --do_train --output_dir %s/%s "
-             "--cache_dir %s/cache%s > %s/%s.log 2>&1",
-             launcher, model, extra, 12 / world, tmp, tag, tmp, ds, tmp, tag);
+             "--cache_dir %s/cache%s %s > %s/%s.log 2>&1",  // extra last: its flags win
+             launcher, model, 12 / world, tmp, tag, tmp, ds, extra, tmp, tag);
     char what[256];
     snprintf(what, sizeof what, "%s: %d rank%s, stage %d: ./train_t5 exits 0", tag, world, world > 1 ? "s" : "",
              stage < 0 ? 0 : stage);
@@ -124,6 +126,29 @@ static void compare_runs(const char *tmp, const char *ref_tag, const char *tag, 
     test_check(!missing && a_st.count > 0 && worst_w <= 1e-5, what);
     st_close(&a_st);
     st_close(&b_st);
+}
+
+// eval_results.json of run `tag` against the reference: loss, and the generation metrics.
+static void compare_eval(const char *tmp, const char *ref_tag, const char *tag, const char *label) {
+    char path[700], what[300];
+    snprintf(path, sizeof path, "%s/%s/eval_results.json", tmp, ref_tag);
+    cJSON *ref = load_json(path);
+    snprintf(path, sizeof path, "%s/%s/eval_results.json", tmp, tag);
+    cJSON *got = load_json(path);
+    double dl = fabs(num(got, "eval_loss") - num(ref, "eval_loss")) / fabs(num(ref, "eval_loss"));
+    snprintf(what, sizeof what, "%s: eval_loss %.6f vs %.6f (rel %.1e), gen_len %.2f vs %.2f, bleu %.3f vs %.3f",
+             label, num(got, "eval_loss"), num(ref, "eval_loss"), dl, num(got, "eval_gen_len"),
+             num(ref, "eval_gen_len"), num(got, "eval_bleu"), num(ref, "eval_bleu"));
+    test_check(dl <= 1e-5 && num(got, "eval_gen_len") == num(ref, "eval_gen_len") &&
+                   num(got, "eval_bleu") == num(ref, "eval_bleu"),
+               what);
+    cJSON_Delete(ref);
+    cJSON_Delete(got);
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "test -s %s/%s/generated_predictions.txt && cmp -s %s/%s/generated_predictions.txt "
+             "%s/%s/generated_predictions.txt", tmp, ref_tag, tmp, ref_tag, tmp, tag);
+    snprintf(what, sizeof what, "%s: generated_predictions.txt (beam search) byte-identical to 1 rank's", label);
+    test_check(system(cmd) == 0, what);
 }
 
 // Every rank's memory line of run `tag` against the formulas.
@@ -203,15 +228,21 @@ int main(void) {
                 test_check(system(cmd) == 0, "--explain: the four stages' plan printed once, stage 2 marked");
             }
         }
-    ok = ok && train_run(tmp, untied, "--init random --seed 7", 1, -1, "untied_ref");
+    // the untied runs also evaluate with generation after training (stage 3 gathers the
+    // whole weights for it): the same eval loss and predictions as one rank
+    const char *untied_args = "--init random --seed 7 --data_dir data/sample --n_train 24 --do_eval --n_val 5 "
+                              "--do_predict --n_test 6 --predict_with_generate "
+                              "--generation_max_length 6 --generation_num_beams 2";
+    ok = ok && train_run(tmp, untied, untied_args, 1, -1, "untied_ref");
     for (int world = 2; ok && world <= 3; world++)
         for (int stage = 2; ok && stage <= 3; stage++) {
             char tag[64], label[128];
             snprintf(tag, sizeof tag, "untied_w%d_s%d", world, stage);
             snprintf(label, sizeof label, "untied gated model, %d ranks, stage %d", world, stage);
-            if (!(ok = train_run(tmp, untied, "--init random --seed 7", world, stage, tag))) break;
+            if (!(ok = train_run(tmp, untied, untied_args, world, stage, tag))) break;
             compare_runs(tmp, "untied_ref", tag, label);
             check_memory(tmp, tag, world, stage);
+            compare_eval(tmp, "untied_ref", tag, label);
         }
     if (ok) rm_rf(tmp);
     else printf("logs kept in %s\n", tmp);
