@@ -56,6 +56,10 @@ typedef struct Backend {
     // --max_gpu_memory use these; the CPU backend counts too, for the ZeRO memory tests)
     size_t (*mem_in_use)(void);
     size_t (*mem_peak)(void);
+    // host memory for state kept off the device (ZeRO-Offload), zeroed; pinned: page-locked
+    // for fast transfers (CUDA; the CPU backend ignores it). Not counted in mem_in_use.
+    void *(*host_alloc)(size_t bytes, int pinned);
+    void (*host_free)(void *p, int pinned);
 
     // ---- embedding: out (N,D) = table (V,D)[ids (N)] ---------------------------------
     void (*embedding_forward)(void *out, const int *ids, const void *table, int N, int D);

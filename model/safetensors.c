@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/half.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "model/safetensors.c: big-endian hosts are not supported (safetensors data is little-endian)"
@@ -36,57 +37,12 @@ const char *st_dtype_name(StDtype d) { return (unsigned)d < 5 ? DTYPE_NAMES[d] :
 int st_dtype_size(StDtype d) { return (unsigned)d < 5 ? DTYPE_SIZES[d] : 0; }
 static int is_float_dtype(StDtype d) { return d == ST_F32 || d == ST_F16 || d == ST_BF16; }
 
-// ---- fp16 / bf16 ----------------------------------------------------------------------
+// ---- fp16 / bf16: common/half.h ------------------------------------------------------
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-float st_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-    if (exp == 0x1F) return bits_f32(sign | 0x7F800000u | (man << 13));  // inf, nan (payload kept)
-    if (exp != 0) return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
-    if (man == 0) return bits_f32(sign);  // +-0
-    uint32_t e = 113;                     // subnormal: normalize
-    while (!(man & 0x400)) {
-        man <<= 1;
-        e--;
-    }
-    return bits_f32(sign | (e << 23) | ((man & 0x3FF) << 13));
-}
-
-uint16_t st_f32_to_f16(float f) {
-    uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000, ax = x & 0x7FFFFFFFu;
-    if (ax > 0x7F800000u) return (uint16_t)(sign | 0x7E00 | ((ax >> 13) & 0x3FF));  // nan stays (quiet) nan
-    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00);  // >= 65520 rounds to inf (and inf)
-    if (ax >= 0x38800000u) {                                   // normal half
-        uint32_t h = (ax - 0x38000000u) >> 13, rem = ax & 0x1FFF;
-        if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    if (ax <= 0x33000000u) return (uint16_t)sign;  // <= 2^-25: ties to even (zero)
-    // subnormal half: value = m * 2^(e-150), unit 2^-24, so shift by 126 - e (14..24)
-    uint32_t e = ax >> 23, m = (ax & 0x7FFFFF) | 0x800000, shift = 126 - e;
-    uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-}
-
-float st_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-uint16_t st_f32_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40);  // quiet nan, never inf
-    x += 0x7FFF + ((x >> 16) & 1);  // round to nearest even; overflow carries into inf
-    return (uint16_t)(x >> 16);
-}
+float st_f16_to_f32(uint16_t h) { return half_f16_to_f32(h); }
+uint16_t st_f32_to_f16(float f) { return half_f32_to_f16(f); }
+float st_bf16_to_f32(uint16_t h) { return half_bf16_to_f32(h); }
+uint16_t st_f32_to_bf16(float f) { return half_f32_to_bf16(f); }
 
 // ---- reader ---------------------------------------------------------------------------
 

@@ -316,7 +316,14 @@ expect_train_error "unknown train flag" "--per_device_train_batch_size" --do_tra
 expect_train_error "unknown task" "--task" --do_train --data_dir "$T/d_ok" --task translation_en_to_xx
 expect_train_error "device cuda" "--device cuda" --do_train --data_dir "$T/d_ok" --device cuda
 expect_train_error "bad deepspeed JSON" "bad_ds.json" --do_train --data_dir "$T/d_ok" --deepspeed "$T/bad_ds.json"
-expect_train_error "deepspeed offload" "offload" --do_train --data_dir "$T/d_ok" --deepspeed configs/ds_config_zero2_offload.json
+# ZeRO-Offload: the optimizer to the cpu is built; what is not is refused by name
+expect_train_error "offload_param" "offload_param" --do_train --data_dir "$T/d_ok" --deepspeed configs/ds_config_zero3_offload.json
+echo '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}}' >"$T/nvme_ds.json"
+expect_train_error "offload to nvme" '"nvme"' --do_train --data_dir "$T/d_ok" --deepspeed "$T/nvme_ds.json"
+echo '{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}' >"$T/ratio_ds.json"
+expect_train_error "offload ratio 0.5" "ratio" --do_train --data_dir "$T/d_ok" --deepspeed "$T/ratio_ds.json"
+echo '{"zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}' >"$T/off0_ds.json"
+expect_train_error "offload at stage 0" "stage" --do_train --data_dir "$T/d_ok" --deepspeed "$T/off0_ds.json"
 echo '{"fp16": {"enabled": true}, "zero_optimization": {"stage": 0}}' >"$T/fp16_ds.json"
 expect_train_error "deepspeed fp16 on cpu" "--device cuda" --do_train --data_dir "$T/d_ok" --deepspeed "$T/fp16_ds.json"
 expect_train_error "label smoothing 1" "--label_smoothing_factor" --do_train --data_dir "$T/d_ok" --label_smoothing 1.5

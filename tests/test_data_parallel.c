@@ -68,8 +68,8 @@ static int train_run(const char *tmp, const char *model, const char *extra, int 
              "--cache_dir %s/cache%s %s > %s/%s.log 2>&1",  // extra last: its flags win
              launcher, model, 12 / world, tmp, tag, tmp, ds, extra, tmp, tag);
     char what[256];
-    snprintf(what, sizeof what, "%s: %d rank%s, stage %d: ./train_t5 exits 0", tag, world, world > 1 ? "s" : "",
-             stage < 0 ? 0 : stage);
+    snprintf(what, sizeof what, "%s: %d rank%s, config stage%d.json: ./train_t5 exits 0", tag, world,
+             world > 1 ? "s" : "", stage < 0 ? 0 : stage);
     if (test_check(system(cmd) == 0, what)) return 1;
     snprintf(cmd, sizeof cmd, "tail -5 %s/%s.log", tmp, tag);
     if (system(cmd) != 0) printf("(no log)\n");
@@ -152,7 +152,7 @@ static void compare_eval(const char *tmp, const char *ref_tag, const char *tag, 
 }
 
 // Every rank's memory line of run `tag` against the formulas.
-static void check_memory(const char *tmp, const char *tag, int world, int stage) {
+static void check_memory(const char *tmp, const char *tag, int world, int stage, int offload) {
     char path[700], line[1024], what[400];
     snprintf(path, sizeof path, "%s/%s.log", tmp, tag);
     FILE *f = fopen(path, "r");
@@ -160,23 +160,27 @@ static void check_memory(const char *tmp, const char *tag, int world, int stage)
     int seen[8] = {0};
     while (fgets(line, sizeof line, f)) {
         int s, r, w;
-        size_t P, G, M, O, b, e, n, W, U;
+        size_t P, G, M, O, b, e, n, W, U, Hst;
         if (sscanf(line,
                    "ZeRO stage %d, rank %d of %d: allocated params %zu B, grads %zu B, master %zu B, moments %zu B "
-                   "(partition [%zu, %zu) of %zu); work buffers %zu B; allocator in use %zu B",
-                   &s, &r, &w, &P, &G, &M, &O, &b, &e, &n, &W, &U) != 12)
+                   "(partition [%zu, %zu) of %zu); work buffers %zu B; allocator in use %zu B; host optimizer state "
+                   "%zu B",
+                   &s, &r, &w, &P, &G, &M, &O, &b, &e, &n, &W, &U, &Hst) != 13)
             continue;
         if (r < 0 || r >= 8) continue;
         seen[r] = 1;
         Range part = stage >= 1 ? partition_range(n, world, r) : (Range){0, n};
         size_t np = part.end - part.begin;
         size_t wantP = 4 * (stage == 3 ? np : n), wantG = 4 * (stage >= 2 ? np : n), wantO = 8 * (stage >= 1 ? np : n);
+        // offload: no optimizer state on the device; master (4) + moments (8) per element in host memory
+        size_t wantH = offload ? 12 * np : 0;
+        if (offload) wantO = 0;
         snprintf(what, sizeof what,
-                 "%s rank %d: params %zu = %zu, grads %zu = %zu, master %zu = 0, moments %zu = %zu B "
+                 "%s rank %d: params %zu = %zu, grads %zu = %zu, master %zu = 0, moments %zu = %zu, host %zu = %zu B "
                  "(|P_r| = %zu of %zu); in use %zu = sum + work %zu",
-                 tag, r, P, wantP, G, wantG, M, O, wantO, np, n, U, W);
+                 tag, r, P, wantP, G, wantG, M, O, wantO, Hst, wantH, np, n, U, W);
         test_check(s == stage && w == world && b == part.begin && e == part.end && P == wantP && G == wantG &&
-                       M == 0 && O == wantO && U == P + G + M + O + W && (stage < 2 || W > 0),
+                       M == 0 && O == wantO && Hst == wantH && U == P + G + M + O + W && (stage < 2 || W > 0),
                    what);
     }
     fclose(f);
@@ -197,6 +201,13 @@ int main(void) {
                  "{\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 3000, "
                  "\"allgather_bucket_size\": 5000}, \"gradient_clipping\": \"auto\"}\n", s);
         write_file(path, text);
+        // stage 4-6 files: stages 1-3 with the optimizer offloaded to host memory
+        snprintf(path, sizeof path, "%s/stage%d.json", tmp, s + 3);
+        snprintf(text, sizeof text,
+                 "{\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 3000, "
+                 "\"allgather_bucket_size\": 5000, \"offload_optimizer\": {\"device\": \"cpu\"}}, "
+                 "\"gradient_clipping\": \"auto\"}\n", s);
+        if (s >= 1) write_file(path, text);
     }
     // the untied gated model: the relu fixture's sizes with its own head, random init
     snprintf(path, sizeof path, "%s/untied", tmp);
@@ -220,7 +231,7 @@ int main(void) {
             const char *extra = world == 2 && stage == 2 ? "--explain" : "";
             if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", extra, world, stage, tag))) break;
             compare_runs(tmp, "tied_ref", tag, label);
-            check_memory(tmp, tag, world, stage);
+            check_memory(tmp, tag, world, stage, 0);
             if (*extra) {  // --explain: the table of stages 0-3 once (rank 0), this run's stage marked
                 char cmd[900];
                 snprintf(cmd, sizeof cmd, "test $(grep -c '^  stage [013] ' %s/%s.log) = 3 && "
@@ -228,6 +239,18 @@ int main(void) {
                 test_check(system(cmd) == 0, "--explain: the four stages' plan printed once, stage 2 marked");
             }
         }
+    // ZeRO-Offload: the optimizer state in host memory, AdamW on the CPU (stages 1-3; the
+    // config files stage4-6.json)
+    for (int world = 1; ok && world <= 3; world++) {
+        int stage = world;  // stage 1 on 1 rank, 2 on 2, 3 on 3
+        char tag[64], label[128];
+        snprintf(tag, sizeof tag, "tied_w%d_s%d_offload", world, stage);
+        snprintf(label, sizeof label, "tied model, %d rank%s, stage %d + offload_optimizer", world,
+                 world > 1 ? "s" : "", stage);
+        if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", "", world, stage + 3, tag))) break;
+        compare_runs(tmp, "tied_ref", tag, label);
+        check_memory(tmp, tag, world, stage, 1);
+    }
     // the untied runs also evaluate with generation after training (stage 3 gathers the
     // whole weights for it): the same eval loss and predictions as one rank
     const char *untied_args = "--init random --seed 7 --data_dir data/sample --n_train 24 --do_eval --n_val 5 "
@@ -241,7 +264,7 @@ int main(void) {
             snprintf(label, sizeof label, "untied gated model, %d ranks, stage %d", world, stage);
             if (!(ok = train_run(tmp, untied, untied_args, world, stage, tag))) break;
             compare_runs(tmp, "untied_ref", tag, label);
-            check_memory(tmp, tag, world, stage);
+            check_memory(tmp, tag, world, stage, 0);
             compare_eval(tmp, "untied_ref", tag, label);
         }
     if (ok) rm_rf(tmp);

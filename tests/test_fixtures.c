@@ -150,7 +150,10 @@ static void run_variant(const char *variant) {
     // ---- 3 AdamW steps from the initial weights, at every ZeRO stage on one rank (the
     // stage's unit hooks, partition buffers and bucketed collectives all run; buckets of
     // 37 / 53 elements cut tensors and units at odd places) ----
-    for (int stage = 0; stage <= 3; stage++) {
+    // runs 4 and 5: stages 2 and 3 with the optimizer offloaded (host master and moments,
+    // AdamW on the CPU: zero/offload.c)
+    for (int run = 0; run <= 5; run++) {
+    int stage = run <= 3 ? run : run - 2, offload = run >= 4;
     t5_free(&m);
     model_load(&m, dir, backend_cpu(), lo);
     m.dropout_p = 0.0f;
@@ -166,7 +169,7 @@ static void run_variant(const char *variant) {
                       .max_grad_norm = (float)json_num(ref, "max_grad_norm")};
     ZeroState z;
     ZeroOptions zo = {.stage = stage, .reduce_bucket = stage ? 37 : 0, .gather_bucket = stage ? 53 : 0,
-                      .overlap_comm = stage >= 2, .prefetch = stage == 3};
+                      .overlap_comm = stage >= 2, .prefetch = stage == 3, .offload_optimizer = offload};
     zero_init(&z, &m, zero_comm_single(), &zo, &oc);
     const cJSON *steps = cJSON_GetObjectItem(ref, "steps");
     int clipped = 0;
@@ -176,15 +179,16 @@ static void run_variant(const char *variant) {
         StepResult r = zero_train_step(&z, &sched, NULL, b, 1, smoothing);
         if (s == 0) gathered_first = z.n_gathered;
         clipped += r.grad_norm > oc.max_grad_norm;
-        snprintf(what, sizeof what, "%s, stage %d: step %d loss", variant, stage, s + 1);
+        snprintf(what, sizeof what, "%s, stage %d%s: step %d loss", variant, stage, offload ? " offload" : "", s + 1);
         rel_ok(what, r.loss, json_num(rs, "loss"), 1e-5);
-        snprintf(what, sizeof what, "%s, stage %d: step %d grad_norm (pre-clip)", variant, stage, s + 1);
+        snprintf(what, sizeof what, "%s, stage %d%s: step %d grad_norm (pre-clip)", variant, stage,
+                 offload ? " offload" : "", s + 1);
         rel_ok(what, r.grad_norm, json_num(rs, "grad_norm"), 1e-5);
         snprintf(what, sizeof what, "%s, stage %d: step %d learning_rate", variant, stage, s + 1);
         rel_ok(what, r.lr, json_num(rs, "learning_rate"), 1e-6);
     }
     printf("  (%d of %d steps had the gradient clipped)\n", clipped, cJSON_GetArraySize(steps));
-    if (stage == 3) {
+    if (stage == 3 && !offload) {
         // step 1 records the order of fetches; steps 2 and 3 gather only their first unit on
         // demand, every other one was prefetched or still there from its last use
         int later = cJSON_GetArraySize(steps) - 1;
@@ -199,7 +203,7 @@ static void run_variant(const char *variant) {
         char name[160];
         snprintf(name, sizeof name, "final.%s", p->name);
         want = read_ref(&st, name, p->numel);
-        snprintf(what, sizeof what, "%s, stage %d: %s", variant, stage, name);
+        snprintf(what, sizeof what, "%s, stage %d%s: %s", variant, stage, offload ? " offload" : "", name);
         test_close(what, final + p->offset, want, p->numel, 1e-5);
         free(want);
     }

@@ -301,7 +301,7 @@ static void plan_batches(Run *r, const Dataset *const sets[SPLIT_COUNT]) {
     if ((sets[SPLIT_VAL] || sets[SPLIT_TEST]) && a->per_device_eval_batch_size > B) B = a->per_device_eval_batch_size;
     // this rank's plan at the run's ZeRO stage and world size
     MemPlan plan = planner_memory_zero(&r->m.cfg, r->m.be->act_dtype, B, maxS, maxT, a->gradient_checkpointing,
-                                       r->zopt.stage, r->comm.world, 0).gpu;
+                                       r->zopt.stage, r->comm.world, r->zopt.offload_optimizer).gpu;
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s; ", B, maxS, maxT,
                r->zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "");
@@ -486,9 +486,9 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
 
 // --deepspeed: load the config, resolve "auto" from the flags as HF does (the batch rule,
 // contradictions with explicit flags are errors), then take its batch sizes, optimizer,
-// clipping, precision, loss scaler and scheduler. ZeRO partitioning: with one rank every
-// stage's partition is the whole model, so stages 1-3 train exactly as stage 0 (and say
-// so); several ranks with stage >= 1, and offload, are refused until they are built.
+// clipping, precision, loss scaler and scheduler, the ZeRO stage with its buckets, overlap,
+// prefetch and optimizer offload (zero/zero.h). What DeepSpeed has and this build does not
+// (NVMe, parameter offload, a partial offload ratio) is refused by name.
 static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_train) {
     TrainArgs *a = &r->a;
     const DsConfig loaded = r->ds_loaded;
@@ -521,9 +521,22 @@ static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tra
         a->per_device_train_batch_size = micro;
         a->gradient_accumulation_steps = ga;
     }
-    if (c.zero.offload_optimizer.device != OFFLOAD_NONE || c.zero.offload_param.device != OFFLOAD_NONE)
-        t5_fail("%s: zero_optimization offload is not built yet (the ZeRO-Offload work comes after ZeRO); remove "
-                "offload_optimizer/offload_param/cpu_offload or use a config without offload", a->deepspeed);
+    // ZeRO-Offload: the optimizer to host memory (all of it) is built; NVMe, a partial ratio
+    // and parameter offload are not, and say so
+    if (c.zero.offload_param.device != OFFLOAD_NONE)
+        t5_fail("%s: zero_optimization.offload_param (stage 3 parameter offload) is not built yet; remove it (or "
+                "cpu_offload_param); offload_optimizer to the cpu is", a->deepspeed);
+    if (c.zero.offload_optimizer.device == OFFLOAD_NVME)
+        t5_fail("%s: zero_optimization.offload_optimizer.device \"nvme\" is not built yet; HINT: \"device\": \"cpu\"",
+                a->deepspeed);
+    if (c.zero.offload_optimizer.device == OFFLOAD_CPU && c.zero.offload_optimizer.ratio.v < 1.0)
+        t5_fail("%s: zero_optimization.offload_optimizer.ratio %g: a partial offload is not built yet; HINT: remove "
+                "ratio (1: all of the optimizer state in host memory)", a->deepspeed, c.zero.offload_optimizer.ratio.v);
+    if (c.zero.offload_optimizer.device == OFFLOAD_CPU && c.zero.stage < 1)
+        t5_fail("%s: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (stage is %d), as in DeepSpeed",
+                a->deepspeed, (int)c.zero.stage);
+    r->zopt.offload_optimizer = c.zero.offload_optimizer.device == OFFLOAD_CPU;
+    r->zopt.pin_memory = c.zero.offload_optimizer.pin_memory.v;
     r->zopt.stage = (int)c.zero.stage;
     r->zopt.reduce_bucket = (size_t)c.zero.reduce_bucket_size.v;
     r->zopt.gather_bucket = (size_t)c.zero.allgather_bucket_size.v;

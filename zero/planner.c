@@ -55,8 +55,8 @@ ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S,
             z.gpu.zero_work += 2 * any * e;  // the unit in use and the next (prefetch)
         }
     }
-    if (offload_optimizer) {
-        z.host = z.gpu.master + z.gpu.moments;
+    if (offload_optimizer) {  // zero/offload.c: an fp32 master in host memory even for fp32 compute
+        z.host = (stage >= 1 ? part : n) * 4 + z.gpu.moments;
         z.gpu.master = z.gpu.moments = 0;
     }
     z.gpu.total = z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments + z.gpu.activations + z.gpu.workspace +

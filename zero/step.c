@@ -82,7 +82,11 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
                                     : (float *)m->params + b;
     void *param_out = NULL;
     if (m->be->act_dtype != DTYPE_F32) param_out = z->stage == 3 ? z->param_part : (char *)m->params + b * e;
-    adamw_step(opt, m->be, &m->lay, master, param_out, owned_grads(z), e, (float)r.lr, (float)(coef / scale));
+    if (z->offload)  // the CPU updates the host master; the new compute weights go up into the rank's piece
+        offload_adamw_step(&z->off, opt, m->be, &m->lay, owned_grads(z),
+                           z->stage == 3 ? z->param_part : (char *)m->params + b * e, (float)r.lr, (float)(coef / scale));
+    else
+        adamw_step(opt, m->be, &m->lay, master, param_out, owned_grads(z), e, (float)r.lr, (float)(coef / scale));
     if (z->stage == 1 || z->stage == 2) zero_stage1_allgather_params(z);
     zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update
     if (scaler) loss_scaler_update(scaler, 0);

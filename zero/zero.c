@@ -8,14 +8,6 @@
 
 #include "../common/check.h"
 
-// Copy n bytes between two buffers of the backend through the host (set-up only).
-static void backend_copy(const Backend *be, void *dst, const void *src, size_t bytes) {
-    void *host = mallocCheck(bytes ? bytes : 1);
-    be->to_host(host, src, bytes);
-    be->to_device(dst, host, bytes);
-    free(host);
-}
-
 // Allocate through the backend and count what the allocator handed out.
 static void *counted_alloc(const Backend *be, size_t bytes, size_t *counter) {
     size_t before = be->mem_in_use();
@@ -50,6 +42,9 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     z->gather_bucket = o->gather_bucket;
     z->overlap_comm = o->overlap_comm;
     z->prefetch = o->prefetch;
+    z->offload = o->offload_optimizer && oc;
+    if (z->offload && stage < 1)
+        t5_fail("offload_optimizer needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule): set zero_optimization.stage");
     z->fetched = z->fetched_buf = -1;
     z->param_unit[0] = z->param_unit[1] = -1;
     z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
@@ -57,12 +52,26 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     z->part = stage >= 1 ? partition_range(n, comm->world, comm->rank) : (Range){0, n};
     size_t np = z->part.end - z->part.begin;
 
-    // stage >= 1: the fp32 master of the partition only (16-bit compute; fp32 trains the weights in place)
-    if (stage >= 1 && m->master) {
-        z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
-        backend_copy(be, z->master, m->master + z->part.begin, np * sizeof(float));
+    // offload: the partition's fp32 master and moments in host memory (fp32 compute keeps a
+    // separate master there too); the whole device master goes
+    if (z->offload) {
+        const float *src = m->master ? m->master + z->part.begin : (const float *)m->params + z->part.begin;
+        offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, o->pin_memory);
+        z->mem.host = z->off.host_bytes;
+        if (m->master) {
+            be->free(m->master);
+            m->master = NULL;
+        }
+    } else if (stage >= 1 && m->master) {
+        // stage >= 1: the fp32 master of the partition only (16-bit compute; fp32 trains the
+        // weights in place). Through the host, the whole one freed first: no moment with both.
+        float *host = mallocCheck((np ? np : 1) * sizeof(float));
+        be->to_host(host, m->master + z->part.begin, np * sizeof(float));
         be->free(m->master);
         m->master = NULL;
+        z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
+        be->to_device(z->master, host, np * sizeof(float));
+        free(host);
     } else {
         z->mem.master = m->alloc_master;
     }
@@ -82,10 +91,13 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     }
     // stage 3: the partition of the compute weights; units are gathered on use
     if (stage == 3) {
-        z->param_part = counted_alloc(be, np * e, &z->mem.params);
-        backend_copy(be, z->param_part, (char *)m->params + z->part.begin * e, np * e);
+        void *host = mallocCheck(np ? np * e : 1);  // the whole copy freed before the partition is taken
+        be->to_host(host, (char *)m->params + z->part.begin * e, np * e);
         be->free(m->params);
         m->params = NULL;
+        z->param_part = counted_alloc(be, np * e, &z->mem.params);
+        be->to_device(z->param_part, host, np * e);
+        free(host);
         for (int k = 0; k < 2; k++)
             z->param_work[k] = counted_alloc(be, largest_unit(L, -1) * e, &z->mem.param_work);
         z->trace_cap = 4 * L->n_units + 16;
@@ -100,7 +112,7 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
         z->hooks.ctx = z;
         m->hooks = &z->hooks;
     }
-    if (oc) {
+    if (oc && !z->offload) {
         size_t before = be->mem_in_use();
         adamw_init(&z->opt, be, *oc, z->part.begin, z->part.end);
         z->mem.moments = be->mem_in_use() - before;
@@ -109,7 +121,8 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
 
 void zero_free(ZeroState *z) {
     const Backend *be = z->m->be;
-    if (z->opt.m) adamw_free(&z->opt, be);
+    if (z->offload) offload_free(&z->off, &z->opt, be);
+    else if (z->opt.m) adamw_free(&z->opt, be);
     if (z->m->be && z->stage >= 2) comm_wait_all(z->comm);
     void *bufs[] = {z->master,       z->grad_part,    z->param_part,   z->grad_work[0],
                     z->grad_work[1], z->grad_shared, z->param_work[0], z->param_work[1]};
@@ -123,9 +136,11 @@ void zero_free(ZeroState *z) {
 void zero_print_memory(const ZeroState *z) {
     const ZeroMem *k = &z->mem;
     printf("ZeRO stage %d, rank %d of %d: allocated params %zu B, grads %zu B, master %zu B, moments %zu B "
-           "(partition [%zu, %zu) of %zu); work buffers %zu B; allocator in use %zu B\n",
+           "(partition [%zu, %zu) of %zu); work buffers %zu B; allocator in use %zu B; host optimizer state %zu B",
            z->stage, z->comm->rank, z->comm->world, k->params, k->grads, k->master, k->moments, z->part.begin,
-           z->part.end, z->m->lay.total, k->grad_work + k->param_work, z->m->be->mem_in_use());
+           z->part.end, z->m->lay.total, k->grad_work + k->param_work, z->m->be->mem_in_use(), k->host);
+    if (z->offload) printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
+    printf("\n");
     fflush(stdout);
 }
 
@@ -141,7 +156,8 @@ void zero_params_to_host(ZeroState *z, float *host) {
                        : z->stage == 3 ? (const float *)z->param_part
                                        : (const float *)m->params + z->part.begin;
     float *mine = mallocCheck((np ? np : 1) * sizeof(float));
-    m->be->to_host(mine, src, np * sizeof(float));
+    if (z->offload) memcpy(mine, z->off.master, np * sizeof(float));  // already in host memory
+    else m->be->to_host(mine, src, np * sizeof(float));
     comm_gather_partitions_host_f32(z->comm, mine, host, m->lay.total);
     free(mine);
 }

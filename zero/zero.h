@@ -7,6 +7,7 @@
 //   gradients (act dtype)        whole     whole     partition partition  (zero/stage2.c)
 //   fp32 master weights          whole     partition partition partition  (zero/stage1.c)
 //   AdamW moments m, v (fp32)    whole     partition partition partition
+//   (offload_optimizer: the last two rows in host memory, updated by the CPU: offload.h)
 //
 // (the master is the compute weights themselves when training in fp32). One optimizer
 // step (zero/step.c) is then the same at every stage:
@@ -25,6 +26,7 @@
 
 #include "../model/t5.h"
 #include "comm.h"
+#include "offload.h"
 #include "optimizer.h"
 #include "partition.h"
 
@@ -34,6 +36,7 @@ typedef struct {
     size_t params, grads, master, moments;
     size_t grad_work;   // stage 2-3: the gradient of the unit backward is writing (+ the embedding's)
     size_t param_work;  // stage 3: the gathered weights of the unit in use
+    size_t host;        // offload: master + moments + staging in host memory
 } ZeroMem;
 
 // What a run asks of ZeRO (from --deepspeed's zero_optimization; zeros = stage 0 defaults).
@@ -43,6 +46,8 @@ typedef struct {
     size_t gather_bucket;  // elements per all-gather (0: a whole unit / the whole model)
     int overlap_comm;      // stage 2-3: a unit's reduce-scatter runs while backward goes on (GPU ranks)
     int prefetch;          // stage 3: gather the next unit while the current one computes (GPU ranks)
+    int offload_optimizer; // stage 1-3: master weights and moments in host memory, AdamW on the CPU (offload.h)
+    int pin_memory;        // offload: page-locked host buffers
 } ZeroOptions;
 
 typedef struct ZeroState {
@@ -53,6 +58,8 @@ typedef struct ZeroState {
     size_t reduce_bucket;  // elements per all-reduce / reduce-scatter (reduce_bucket_size; 0 = whole unit)
     size_t gather_bucket;  // elements per all-gather (allgather_bucket_size; 0 = whole unit)
     int overlap_comm, prefetch;  // ZeroOptions
+    int offload;                 // the optimizer state is in host memory (off)
+    ZeroOffload off;
     float *master;      // (part) fp32 master weights of the partition: stage >= 1 with 16-bit compute
     void *grad_part;    // (part) act dtype: stage >= 2, the reduced gradient of the partition
     void *param_part;   // (part) act dtype: stage 3, the partition of the compute weights

@@ -18,6 +18,8 @@ void cpu_memory_to_device(void *dst, const void *host_src, size_t bytes);
 void cpu_memory_to_host(void *host_dst, const void *src, size_t bytes);
 size_t cpu_memory_in_use(void);
 size_t cpu_memory_peak(void);
+void *cpu_memory_host_alloc(size_t bytes, int pinned);
+void cpu_memory_host_free(void *p, int pinned);
 
 // embedding.c
 void cpu_embedding_forward(void *out, const int *ids, const void *table, int N, int D);

@@ -30,6 +30,17 @@ void cpu_memory_free(void *p) {
 }
 
 size_t cpu_memory_in_use(void) { return in_use; }
+
+// host memory of the CPU backend: the same memory, not counted as "device" bytes
+void *cpu_memory_host_alloc(size_t bytes, int pinned) {
+    (void)pinned;
+    return callocCheck(1, bytes ? bytes : 1);
+}
+
+void cpu_memory_host_free(void *p, int pinned) {
+    (void)pinned;
+    free(p);
+}
 size_t cpu_memory_peak(void) { return peak; }
 
 void cpu_memory_zero(void *p, size_t bytes) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../common/check.h"
+#include "adamw_math.h"
 #include "cpu_ops.h"
 
 // Fixed chunks, each summed in order by one thread, then the chunk sums in order: the
@@ -46,28 +47,9 @@ void cpu_optimizer_adamw_update(float *param, void *param_out_, const void *grad
                                 float beta2, float eps, float weight_decay, float grad_scale, int step) {
     const float *grad = grad_;
     if (step < 1) t5_fail("adamw_update: optimizer step %d, but steps count from 1", step);
-    const double bc1 = 1.0 - pow((double)beta1, step);
-    const double bc2 = 1.0 - pow((double)beta2, step);
-    const float neg_step_size = (float)(-((double)lr / bc1));
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float decay = (float)(1.0 - (double)lr * (double)weight_decay);
-    const float w1 = (float)(1.0 - (double)beta1);
-    const float w2 = (float)(1.0 - (double)beta2);
-    const int small_w1 = fabsf(w1) < 0.5f;
+    const AdamwConsts c = adamw_consts(lr, beta1, beta2, eps, weight_decay, grad_scale, step);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float g = grad[i] * grad_scale;
-        float p = param[i];
-        if (weight_decay != 0.0f) p = p * decay;
-        float mi = m[i];
-        mi = small_w1 ? mi + w1 * (g - mi) : g - (g - mi) * (1.0f - w1);
-        float vi = v[i] * beta2;
-        vi = vi + w2 * g * g;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        param[i] = p + neg_step_size * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
-    }
+    for (size_t i = 0; i < n; i++) adamw_math_update(&param[i], &m[i], &v[i], grad[i], &c);
     // fp32 backend: the parameter is the master itself; a separate fp32 copy is kept exact
     float *param_out = param_out_;
     if (param_out && param_out != param) memcpy(param_out, param, n * sizeof(float));

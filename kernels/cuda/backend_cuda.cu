@@ -151,6 +151,8 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         .to_host = cuda_to_host,                                                                                  \
         .mem_in_use = cuda_mem_in_use,                                                                            \
         .mem_peak = cuda_mem_peak,                                                                                \
+        .host_alloc = cuda_host_alloc,                                                                            \
+        .host_free = cuda_host_free,                                                                              \
         .embedding_forward = SFX##_embedding_forward,                                                             \
         .embedding_backward = SFX##_embedding_backward,                                                           \
         .rmsnorm_forward = SFX##_rmsnorm_forward,                                                                 \

@@ -27,6 +27,8 @@ void cuda_to_device(void *dst, const void *host_src, size_t bytes);
 void cuda_to_host(void *host_dst, const void *src, size_t bytes);
 size_t cuda_mem_in_use(void);
 size_t cuda_mem_peak(void);
+void *cuda_host_alloc(size_t bytes, int pinned);  // zeroed; pinned: cudaHostAlloc
+void cuda_host_free(void *p, int pinned);
 void cuda_synchronize(void);
 
 // ---- pointwise / reductions (embedding.cu, rmsnorm.cu, position_bias.cu, ffn_act.cu,

@@ -215,6 +215,33 @@ extern "C" void cuda_to_host(void *host_dst, const void *src, size_t bytes) {
     cudaCheck(cudaStreamSynchronize(ctx.stream));
 }
 
+// Host memory for offloaded state. Pinned (page-locked) memory lets copies run at full
+// PCIe speed; it comes out of the host's RAM like any other.
+extern "C" void *cuda_host_alloc(size_t bytes, int pinned) {
+    if (!bytes) bytes = 1;
+    if (!pinned) {
+        void *p = calloc(1, bytes);
+        if (!p) t5_die(__FILE__, __LINE__, "out of host memory for offloaded state", "free host RAM or offload less");
+        return p;
+    }
+    require_init("cuda_host_alloc", __FILE__, __LINE__);
+    void *p = NULL;
+    cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot pin %.2f GiB of host memory (%s)", bytes / GIB, cudaGetErrorString(err));
+        t5_die(__FILE__, __LINE__, msg, "free host RAM, or set \"pin_memory\": false in the DeepSpeed config");
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+extern "C" void cuda_host_free(void *p, int pinned) {
+    if (!p) return;
+    if (pinned) cudaCheck(cudaFreeHost(p));
+    else free(p);
+}
+
 extern "C" size_t cuda_mem_in_use(void) {
     std::lock_guard<std::mutex> lock(mem_mutex);
     return mem_in_use;

@@ -1,0 +1,35 @@
+// zero/offload.h: ZeRO-Offload of the optimizer ("offload_optimizer": {"device": "cpu"}),
+// stages 1-3. The fp32 master weights and the AdamW moments of a rank's partition live in
+// host memory (pinned when the config says pin_memory), 12 bytes per element of the
+// partition, none of it on the GPU. The update runs on the CPU, chunk by chunk of the
+// partition: the chunk's gradient comes down; in one pass it is widened to fp32, AdamW (the
+// CPU backend's torch math) updates master and moments, and the new master is narrowed into
+// the chunk's compute weights, which go back up into the rank's piece of the weights. Stage 1-2's
+// all-gather (or stage 3's gathers) then spread them as without offload.
+#pragma once
+#include <stddef.h>
+
+#include "../kernels/backend.h"
+#include "../model/params.h"
+#include "optimizer.h"
+
+typedef struct {
+    int pinned;          // page-locked host buffers (pin_memory)
+    float *master;       // (partition) fp32 master weights, host
+    size_t chunk;        // elements per transfer
+    void *stage_grad;    // (chunk) act dtype, host: the chunk's gradient as it comes down
+    void *stage_param;   // (chunk) act dtype, host: the chunk's new compute weights going up
+    size_t host_bytes;   // master + moments (12 bytes per element), for the memory report
+    size_t stage_bytes;  // the staging buffers
+} ZeroOffload;
+
+// Host buffers for a partition [begin, end); AdamW moments go into opt (host memory).
+// master_init: the partition's fp32 weights on the device (the model's master, or its fp32
+// params), copied down once.
+void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
+                  const float *master_init, int pinned);
+void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be);
+// One AdamW step of the partition: grads (device, act dtype, element opt->begin first),
+// params (device, act dtype, same) receives the updated compute weights.
+void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const ParamLayout *lay, const void *grads,
+                        void *params, float lr, float grad_scale);
