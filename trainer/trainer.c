@@ -280,8 +280,8 @@ static cJSON *evaluate(Run *r, const Dataset *ds, const char *prefix, const char
 // ---------------------------------------------------------------------------------
 // training
 
-// The activation arena is sized once for the largest batch the run can see.
-static void plan_batches(Run *r, const Dataset *const sets[SPLIT_COUNT]) {
+// The activation arena is sized once for the largest batch the run can see: its shapes.
+static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_out, int *S_out, int *T_out) {
     const TrainArgs *a = &r->a;
     int maxS = 1, maxT = 1;
     for (int k = 0; k < SPLIT_COUNT; k++) {
@@ -299,21 +299,36 @@ static void plan_batches(Run *r, const Dataset *const sets[SPLIT_COUNT]) {
     int B = 1;
     if (sets[SPLIT_TRAIN] && a->per_device_train_batch_size > B) B = a->per_device_train_batch_size;
     if ((sets[SPLIT_VAL] || sets[SPLIT_TEST]) && a->per_device_eval_batch_size > B) B = a->per_device_eval_batch_size;
-    // this rank's plan at the run's ZeRO stage and world size
-    MemPlan plan = planner_memory_zero(&r->m.cfg, r->m.be->act_dtype, B, maxS, maxT, a->gradient_checkpointing,
-                                       r->zopt.stage, r->comm.world, r->zopt.offload_optimizer).gpu;
+    *B_out = B;
+    *S_out = maxS;
+    *T_out = maxT;
+}
+
+// This rank's memory plan at the run's ZeRO stage, world size and offload, checked against
+// --max_gpu_memory BEFORE the model loads: a run that cannot fit stops with the figures
+// and the cheapest change that would fit.
+static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int T) {
+    const TrainArgs *a = &r->a;
+    MemPlan plan = planner_memory_zero(cfg, dt, B, S, T, a->gradient_checkpointing, r->zopt.stage, r->comm.world,
+                                       r->zopt.offload_optimizer).gpu;
     if (is_main(r)) {
-        printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s; ", B, maxS, maxT,
-               r->zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "");
+        printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s%s; ", B, S, T,
+               r->zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "",
+               r->zopt.offload_optimizer ? ", optimizer offloaded" : "");
         planner_print(&plan, a->max_gpu_memory);
     }
-    if (a->max_gpu_memory > 0 && plan.total > (size_t)(a->max_gpu_memory * 1073741824.0))
-        t5_fail("the run needs %.2f GiB on the GPU (activations %.2f GiB for batch %d) but --max_gpu_memory is %.1f "
-                "GiB; HINT: %s", plan.total / 1073741824.0, plan.activations / 1073741824.0, B, a->max_gpu_memory,
-                a->gradient_checkpointing ? "lower --per_device_train_batch_size (and raise --gradient_accumulation_steps)"
-                                          : "add --gradient_checkpointing, or lower --per_device_train_batch_size");
-    r->m.gradient_checkpointing = a->gradient_checkpointing;
-    t5_plan_activations(&r->m, B, maxS, maxT);
+    const double G = 1073741824.0, cap = a->max_gpu_memory * G;
+    if (a->max_gpu_memory <= 0 || (double)plan.total <= cap || strcmp(a->device, "cuda") != 0) return;
+    double states = (double)(plan.params + plan.grads + plan.master + plan.moments);
+    const char *hint = states > 0.6 * cap && !r->zopt.offload_optimizer
+                           ? "the model states alone take most of it: offload the optimizer to host memory "
+                             "(--deepspeed configs/ds_config_zero2_offload.json) or partition over more ranks"
+                       : a->gradient_checkpointing
+                           ? "lower --per_device_train_batch_size (and raise --gradient_accumulation_steps)"
+                           : "add --gradient_checkpointing, or lower --per_device_train_batch_size";
+    t5_fail("the run needs %.2f GiB on the GPU (model states %.2f GiB, activations %.2f GiB for batch %d) but "
+            "--max_gpu_memory is %.1f GiB; HINT: %s", plan.total / G, states / G, plan.activations / G, B,
+            a->max_gpu_memory, hint);
 }
 
 static int should_eval(const Run *r, int epoch_end) {
@@ -645,6 +660,15 @@ int trainer_main(int argc, char **argv, int start) {
                              a->gradient_checkpointing, r.comm.world, 0, r.zopt.stage);
         fflush(stdout);
     }
+    const Dataset *const used[SPLIT_COUNT] = {a->do_train ? &train_ds : NULL, has_val ? &val_ds : NULL,
+                                               a->do_predict ? &test_ds : NULL};
+    int plan_B, plan_S, plan_T;
+    plan_shapes(&r, used, &plan_B, &plan_S, &plan_T);
+    {
+        T5Config mc;
+        hf_resolve_model(a->model, &mc);
+        plan_check(&r, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32, plan_B, plan_S, plan_T);
+    }
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
     const Backend *be = device_backend(a->device, r.comm.local_rank, a->bf16, a->fp16, a->max_gpu_memory);
     model_load(&r.m, a->model, be, lo);
@@ -666,9 +690,8 @@ int trainer_main(int argc, char **argv, int start) {
     }
     if (has_val) check_vocab(&r, &val_ds);
     if (a->do_predict) check_vocab(&r, &test_ds);
-    const Dataset *const used[SPLIT_COUNT] = {a->do_train ? &train_ds : NULL, has_val ? &val_ds : NULL,
-                                               a->do_predict ? &test_ds : NULL};
-    plan_batches(&r, used);
+    r.m.gradient_checkpointing = a->gradient_checkpointing;
+    t5_plan_activations(&r.m, plan_B, plan_S, plan_T);
     if (a->do_train) train(&r, &train_ds, has_val ? &val_ds : NULL);
     if (a->do_eval) {
         cJSON *met = evaluate(&r, &val_ds, "eval", NULL);
