@@ -4,7 +4,7 @@
 #      the CPU AdamW (zero/offload.c) against the GPU one, loss by loss;
 #   2. t5-3b bf16 under a 24 GiB cap (--max_gpu_memory 24) with gradient checkpointing:
 #      stage 2 without offload (the plan refuses it, with the figures), then with
-#      configs/ds_config_zero2_offload.json at batch 64 and 128 (8 steps each): peak GPU
+#      configs/ds_config_zero2_offload.json at batch 64, 128 and 160 (8 steps each): peak GPU
 #      memory and samples/s.
 #   usage (on the GPU machine, repo root): OUT=dir bash bench/gpu_offload.sh
 set -u
@@ -38,6 +38,8 @@ run 3b_off_b64 300 --model t5-3b --per_device_train_batch_size 64 --max_steps 8 
   --gradient_checkpointing --deepspeed /tmp/off_z2_off.json
 run 3b_off_b128 300 --model t5-3b --per_device_train_batch_size 128 --max_steps 8 --max_gpu_memory 24 \
   --gradient_checkpointing --deepspeed /tmp/off_z2_off.json
+run 3b_off_b160 300 --model t5-3b --per_device_train_batch_size 160 --max_steps 8 --max_gpu_memory 24 \
+  --gradient_checkpointing --deepspeed /tmp/off_z2_off.json
 python3 - <<'PY' | tee -a "$S"
 import json
 def load(tag):
@@ -52,7 +54,7 @@ if a and b:
     print(f"t5-large stage 2: offload vs GPU AdamW over {len(a[0])} steps: loss {a[0][-1]:.4f} vs {b[0][-1]:.4f}, worst rel diff {worst:.2e}; "
           f"{a[1]['train_samples_per_second']:.1f} vs {b[1]['train_samples_per_second']:.1f} samples/s, "
           f"peak {a[1].get('train_peak_gpu_memory_gib', 0):.2f} vs {b[1].get('train_peak_gpu_memory_gib', 0):.2f} GiB")
-for tag in ("3b_off_b64", "3b_off_b128"):
+for tag in ("3b_off_b64", "3b_off_b128", "3b_off_b160"):
     r = load(tag)
     if r:
         print(f"t5-3b {tag}: {len(r[0])} steps, loss {r[0][0]:.4f} -> {r[0][-1]:.4f}, peak {r[1].get('train_peak_gpu_memory_gib', 0):.2f} GiB, "

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/half.h"
 #include "hf_dir.h"
 
 void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadOptions opt) {
@@ -28,15 +29,20 @@ void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadO
         be->to_device(m->params, host, n * sizeof(float));
     } else {
         // mixed precision: fp32 master weights for the optimizer, a 16-bit copy to compute with
+        uint16_t *half = mallocCheck(n * sizeof(uint16_t));
+        const int bf16 = be->act_dtype == DTYPE_BF16;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) half[i] = bf16 ? half_f32_to_bf16(host[i]) : half_f32_to_f16(host[i]);
+        be->to_device(m->params, half, n * sizeof(uint16_t));
+        free(half);
+        if (opt.master_on_host) {
+            m->host_master = host;  // zero_init places it
+            return;
+        }
         size_t before = be->mem_in_use();
         m->master = be->alloc(n * sizeof(float));
         m->alloc_master = be->mem_in_use() - before;
         be->to_device(m->master, host, n * sizeof(float));
-        uint16_t *half = mallocCheck(n * sizeof(uint16_t));
-        for (size_t i = 0; i < n; i++)
-            half[i] = be->act_dtype == DTYPE_BF16 ? st_f32_to_bf16(host[i]) : st_f32_to_f16(host[i]);
-        be->to_device(m->params, half, n * sizeof(uint16_t));
-        free(half);
     }
     free(host);
 }

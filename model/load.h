@@ -7,6 +7,9 @@
 typedef struct {
     int init_random;     // 1: random init (required for a preset name without weights)
     unsigned long long seed;
+    int master_on_host;  // 16-bit compute: leave the fp32 weights in m->host_master instead of a whole
+                         // fp32 master on the device; zero_init (zero/zero.c) then places the master
+                         // where the ZeRO stage and offload want it (a partition, or host memory)
 } ModelLoadOptions;
 
 void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadOptions opt);

@@ -77,6 +77,7 @@ void t5_free(T5Model *m) {
     free(m->dec);
     free(m->unit_params);
     free(m->unit_grads);
+    free(m->host_master);
     params_free_layout(&m->lay);
     memset(m, 0, sizeof *m);
 }

@@ -78,6 +78,7 @@ struct T5Model {
     void **unit_params, **unit_grads;
     const T5UnitHooks *hooks;  // NULL: stages 0-1, everything stays in params/grads
     size_t alloc_params, alloc_grads, alloc_master;  // bytes the allocator gave for each (ZeRO's memory report)
+    float *host_master;  // (lay.total) fp32 weights on the host left by model_load for zero_init, or NULL
 
     // ---- activation plan (maximum shapes) ----
     int maxB, maxS, maxT;

@@ -669,7 +669,9 @@ int trainer_main(int argc, char **argv, int start) {
         hf_resolve_model(a->model, &mc);
         plan_check(&r, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32, plan_B, plan_S, plan_T);
     }
-    ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed};
+    // the fp32 master stays on the host until zero_init places it (a partition, or host memory)
+    ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed,
+                           .master_on_host = 1};
     const Backend *be = device_backend(a->device, r.comm.local_rank, a->bf16, a->fp16, a->max_gpu_memory);
     model_load(&r.m, a->model, be, lo);
     if (a->dropout_rate >= 0) r.m.cfg.dropout_rate = r.m.dropout_p = (float)a->dropout_rate;

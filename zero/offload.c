@@ -15,13 +15,14 @@
 #define OFFLOAD_CHUNK ((size_t)32 << 20)  // elements per transfer (64-128 MiB of staging)
 
 void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
-                  const float *master_init, int pinned) {
+                  const float *master_init, int init_on_host, int pinned) {
     memset(o, 0, sizeof *o);
     size_t n = end - begin, e = be->act_dtype == DTYPE_F32 ? 4 : 2;
     o->pinned = pinned;
     o->chunk = n < OFFLOAD_CHUNK ? (n ? n : 1) : OFFLOAD_CHUNK;
     o->master = be->host_alloc(n * sizeof(float), pinned);
-    be->to_host(o->master, master_init, n * sizeof(float));
+    if (init_on_host) memcpy(o->master, master_init, n * sizeof(float));
+    else be->to_host(o->master, master_init, n * sizeof(float));
     memset(opt, 0, sizeof *opt);
     opt->cfg = cfg;
     opt->begin = begin;

@@ -24,10 +24,10 @@ typedef struct {
 } ZeroOffload;
 
 // Host buffers for a partition [begin, end); AdamW moments go into opt (host memory).
-// master_init: the partition's fp32 weights on the device (the model's master, or its fp32
-// params), copied down once.
+// master_init: the partition's fp32 weights, on the host (init_on_host) or on the device
+// (the model's master, or its fp32 params), copied once.
 void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
-                  const float *master_init, int pinned);
+                  const float *master_init, int init_on_host, int pinned);
 void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be);
 // One AdamW step of the partition: grads (device, act dtype, element opt->begin first),
 // params (device, act dtype, same) receives the updated compute weights.

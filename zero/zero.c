@@ -54,27 +54,39 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
 
     // offload: the partition's fp32 master and moments in host memory (fp32 compute keeps a
     // separate master there too); the whole device master goes
+    // (model_load may have left the fp32 weights on the host, m->host_master: then no whole
+    // fp32 master ever sits on the device)
+    const float *host_src = m->host_master ? m->host_master + z->part.begin : NULL;
     if (z->offload) {
-        const float *src = m->master ? m->master + z->part.begin : (const float *)m->params + z->part.begin;
-        offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, o->pin_memory);
+        const float *src = host_src                      ? host_src
+                           : m->master                   ? m->master + z->part.begin
+                                                         : (const float *)m->params + z->part.begin;
+        offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, host_src != NULL, o->pin_memory);
         z->mem.host = z->off.host_bytes;
         if (m->master) {
             be->free(m->master);
             m->master = NULL;
         }
-    } else if (stage >= 1 && m->master) {
+    } else if (stage >= 1 && (m->master || host_src)) {
         // stage >= 1: the fp32 master of the partition only (16-bit compute; fp32 trains the
         // weights in place). Through the host, the whole one freed first: no moment with both.
         float *host = mallocCheck((np ? np : 1) * sizeof(float));
-        be->to_host(host, m->master + z->part.begin, np * sizeof(float));
-        be->free(m->master);
+        if (host_src) memcpy(host, host_src, np * sizeof(float));
+        else be->to_host(host, m->master + z->part.begin, np * sizeof(float));
+        if (m->master) be->free(m->master);
         m->master = NULL;
         z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
         be->to_device(z->master, host, np * sizeof(float));
         free(host);
+    } else if (host_src) {  // stage 0: the whole master on the device
+        m->master = counted_alloc(be, m->lay.total * sizeof(float), &m->alloc_master);
+        be->to_device(m->master, m->host_master, m->lay.total * sizeof(float));
+        z->mem.master = m->alloc_master;
     } else {
         z->mem.master = m->alloc_master;
     }
+    free(m->host_master);
+    m->host_master = NULL;
     // stage >= 2: the gradient of the partition, and work buffers for the units in flight
     if (stage >= 2) {
         be->free(m->grads);
