@@ -251,6 +251,17 @@ int main(void) {
         compare_runs(tmp, "tied_ref", tag, label);
         check_memory(tmp, tag, world, stage, 1);
     }
+    // --gradient_checkpointing (stage 3 fetches a block once for its recomputation and its
+    // backward) and --freeze_embeds (frozen tensors: no update, not in the norm) at 2 ranks
+    const char *ckpt_args = "--gradient_checkpointing --freeze_embeds";
+    ok = ok && train_run(tmp, "tests/fixtures/trainer_model", ckpt_args, 1, -1, "tied_ckpt_ref");
+    for (int stage = 2; ok && stage <= 3; stage++) {
+        char tag[64], label[160];
+        snprintf(tag, sizeof tag, "tied_ckpt_w2_s%d", stage);
+        snprintf(label, sizeof label, "tied model, 2 ranks, stage %d, gradient checkpointing + frozen embeddings", stage);
+        if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", ckpt_args, 2, stage, tag))) break;
+        compare_runs(tmp, "tied_ckpt_ref", tag, label);
+    }
     // the untied runs also evaluate with generation after training (stage 3 gathers the
     // whole weights for it): the same eval loss and predictions as one rank
     const char *untied_args = "--init random --seed 7 --data_dir data/sample --n_train 24 --do_eval --n_val 5 "

@@ -69,6 +69,20 @@ static void plan_vs_allocator(void) {
         test_check(used == planned, what);
         zero_free(&z);
         t5_free(&m);
+        if (stage >= 1) {  // the same with the optimizer offloaded: the plan's host bytes = what it took
+            model_load(&m, "tests/fixtures/relu_tied", be, lo);
+            ZeroOptions zoff = zo;
+            zoff.offload_optimizer = 1;
+            zero_init(&z, &m, zero_comm_single(), &zoff, &oc);
+            ZeroPlan zpo = planner_memory_zero(&m.cfg, DTYPE_F32, 3, 13, 9, 0, stage, 1, 1);
+            size_t dev = be->mem_in_use() - before;
+            size_t planned_dev = zpo.gpu.params + zpo.gpu.grads + zpo.gpu.master + zpo.gpu.moments + zpo.gpu.zero_work;
+            snprintf(what, sizeof what, "stage %d + offload: device %zu B = plan %zu B, host %zu B = plan %zu B", stage,
+                     dev, planned_dev, z.mem.host, zpo.host);
+            test_check(dev == planned_dev && z.mem.host == zpo.host && zpo.host > 0, what);
+            zero_free(&z);
+            t5_free(&m);
+        }
         snprintf(what, sizeof what, "stage %d: allocator back to its start after zero_free + t5_free", stage);
         test_check(be->mem_in_use() == before, what);
     }
