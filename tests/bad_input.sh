@@ -316,6 +316,9 @@ expect_train_error "unknown train flag" "--per_device_train_batch_size" --do_tra
 expect_train_error "unknown task" "--task" --do_train --data_dir "$T/d_ok" --task translation_en_to_xx
 expect_train_error "device cuda" "--device cuda" --do_train --data_dir "$T/d_ok" --device cuda
 expect_train_error "GPU cap on cpu" "--device cuda" --do_train --data_dir "$T/d_ok" --max_gpu_memory 1
+expect_train_error "resume from a model dir" "optimizer.safetensors" --do_train --data_dir "$T/d_ok" \
+  --resume_from_checkpoint "$T/good"
+expect_train_error "resume from nowhere" "$T/nockpt" --do_train --data_dir "$T/d_ok" --resume_from_checkpoint "$T/nockpt"
 expect_train_error "bad deepspeed JSON" "bad_ds.json" --do_train --data_dir "$T/d_ok" --deepspeed "$T/bad_ds.json"
 # ZeRO-Offload: the optimizer to the cpu is built; what is not is refused by name
 expect_train_error "offload_param" "offload_param" --do_train --data_dir "$T/d_ok" --deepspeed configs/ds_config_zero3_offload.json

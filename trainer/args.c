@@ -114,6 +114,8 @@ TrainArgs train_args_default(void) {
     {"max_gpu_memory", FLAG_FLOAT, &a->max_gpu_memory, "cap on GPU memory in GiB (emulate a smaller card)"},     \
     {"gradient_checkpointing", FLAG_BOOL, &a->gradient_checkpointing, "recompute block activations in backward"},\
     {"deepspeed", FLAG_STRING, &a->deepspeed, "DeepSpeed JSON config"},                                            \
+    {"resume_from_checkpoint", FLAG_STRING, &a->resume_from_checkpoint,                                             \
+     "continue from OUTPUT_DIR/checkpoint-N (weights, optimizer, scaler, step; any world size or stage)"},           \
     {"num_gpus", FLAG_INT, &a->num_gpus, "start N GPU ranks on this host (like the deepspeed launcher)"},         \
     {"explain", FLAG_BOOL, &a->explain, "print the per-rank memory table of stages 0-3 at start-up (as estimate)"}, \
     {"help", FLAG_BOOL, &a->help, "this help"},

@@ -58,6 +58,7 @@ typedef struct {
     double max_gpu_memory;        // GiB cap on everything train_t5 allocates on the GPU (0: none)
     int gradient_checkpointing;   // recompute each block's activations in backward
     const char *deepspeed;        // DeepSpeed JSON config path
+    const char *resume_from_checkpoint;  // checkpoint-N directory to continue from (NULL: start fresh)
     int num_gpus;                 // --num_gpus N: start N GPU ranks on this host (0: not given)
     int explain;                  // --explain: print the ZeRO memory table (trainer/estimate.c) at start-up
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../common/check.h"
 #include "../common/fileio.h"
@@ -26,6 +27,7 @@
 #include "../model/hf_dir.h"
 #include "../model/generate.h"
 #include "../model/load.h"
+#include "../zero/checkpoint.h"
 #include "../zero/comm.h"
 #include "../zero/ds_config.h"
 #include "../zero/partition.h"
@@ -80,9 +82,22 @@ static char *resolve_spm_path(const TrainArgs *a) {
 }
 
 static void prepare_output_dir(const TrainArgs *a) {
-    if (a->do_train && dir_is_nonempty(a->output_dir) && !a->overwrite_output_dir)
-        t5_fail("--output_dir %s already exists and is not empty; use --overwrite_output_dir to write over it",
-                a->output_dir);
+    if (a->resume_from_checkpoint) {  // the checkpoint must be whole before anything is written
+        const char *need[] = {"config.json", "model.safetensors", "optimizer.safetensors", "zero_state.json",
+                              "trainer_state.json"};
+        for (int i = 0; i < 5; i++) {
+            char *p = path_join(a->resume_from_checkpoint, need[i]);
+            if (access(p, R_OK) != 0)
+                t5_fail("--resume_from_checkpoint %s: %s is missing; HINT: pass a checkpoint-N directory that "
+                        "train_t5 wrote (with --save_steps / --save_strategy)", a->resume_from_checkpoint, need[i]);
+            free(p);
+        }
+        if (!a->do_train) t5_fail("--resume_from_checkpoint needs --do_train");
+    }
+    // resuming continues in a non-empty output_dir, as HF's scripts allow
+    if (a->do_train && dir_is_nonempty(a->output_dir) && !a->overwrite_output_dir && !a->resume_from_checkpoint)
+        t5_fail("--output_dir %s already exists and is not empty; use --overwrite_output_dir to write over it, or "
+                "--resume_from_checkpoint %s/checkpoint-N to continue", a->output_dir, a->output_dir);
     mkdir_p(a->output_dir);
 }
 
@@ -352,13 +367,41 @@ static void run_eval_during_training(Run *r, const Dataset *val) {
     log_entry(r, met, 1);
 }
 
-static void save_checkpoint(Run *r) {
+// A checkpoint a run can resume from: fp32 weights (HF directory), the optimizer's moments,
+// step and loss scaler (zero/checkpoint.c), trainer_state.json. Collective.
+static void save_checkpoint(Run *r, const LossScaler *scaler) {
     char name[64];
     snprintf(name, sizeof name, "checkpoint-%d", r->global_step);
     char *dir = path_join(r->a.output_dir, name);
     save_model(r, dir);
+    zero_save_optimizer(&r->zero, scaler, dir);
     save_trainer_state(r, dir);
     free(dir);
+}
+
+// --resume_from_checkpoint: the trainer's side (step, epoch, flos, log history); the
+// optimizer's is zero_load_optimizer. Returns the step to resume at.
+static int load_trainer_state(Run *r, const char *dir) {
+    char *path = path_join(dir, "trainer_state.json");
+    char *text = read_text_file(path, NULL);
+    if (!text) t5_fail("%s: cannot read it; HINT: --resume_from_checkpoint takes a checkpoint-N directory", path);
+    cJSON *st = cJSON_Parse(text);
+    free(text);
+    const cJSON *gs = st ? cJSON_GetObjectItemCaseSensitive(st, "global_step") : NULL;
+    const cJSON *lh = st ? cJSON_GetObjectItemCaseSensitive(st, "log_history") : NULL;
+    if (!cJSON_IsNumber(gs) || !cJSON_IsArray(lh))
+        t5_fail("%s: malformed (global_step and log_history are needed)", path);
+    int step = gs->valueint;
+    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(st, "total_flos");
+    r->total_flos = cJSON_IsNumber(fl) ? fl->valuedouble : 0;
+    cJSON_Delete(r->log_history);
+    r->log_history = cJSON_Duplicate(lh, 1);
+    cJSON_Delete(st);
+    free(path);
+    if (step < 0 || step >= r->total_steps)
+        t5_fail("%s: global_step %d, but this run has %d steps; HINT: raise --max_steps/--num_train_epochs to go "
+                "past the checkpoint", dir, step, r->total_steps);
+    return step;
 }
 
 // Optimizer steps of the run, as HF: steps per epoch ceil(ceil(N / (B*world)) / GA).
@@ -402,6 +445,12 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     // loss_scale_window 1000, hysteresis 2, min_loss_scale 1); others: no scaling
     LossScaler scaler = a->fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
     if (a->fp16 && r->has_ds_scaler) scaler = r->ds_scaler;  // the config's fp16 block
+    int resume_step = 0;  // steps already taken by the checkpoint: the loop walks past them without computing
+    if (a->resume_from_checkpoint) {
+        resume_step = load_trainer_state(r, a->resume_from_checkpoint);
+        zero_load_optimizer(&r->zero, &scaler, a->resume_from_checkpoint);
+        if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, resume_step);
+    }
 
     if (is_main(r)) printf("***** Running training *****  (%d rank%s)\n", world, world > 1 ? "s" : "");
     if (is_main(r)) {
@@ -432,6 +481,12 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
         long k = 0;  // micro-batch index in the epoch
         while (k < micro_per_epoch && r->global_step < r->total_steps) {
             int n_micro = 0;
+            if (r->global_step < resume_step) {  // resuming: this step is in the checkpoint already
+                for (; n_micro < GA && k < micro_per_epoch; n_micro++) k++;
+                r->global_step++;
+                r->epoch = epoch + (double)k / (double)micro_per_epoch;
+                continue;
+            }
             for (; n_micro < GA && k < micro_per_epoch; n_micro++, k++) {
                 long start = k * B * world + (long)rank * B;
                 int nb = (int)(N - start < B ? N - start : B);
@@ -467,7 +522,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 steps_since_log = 0;
             }
             if (val && (should_eval(r, 0) || (epoch_end && should_eval(r, 1)))) run_eval_during_training(r, val);
-            if (should_save(r, 0) || (epoch_end && should_save(r, 1))) save_checkpoint(r);
+            if (should_save(r, 0) || (epoch_end && should_save(r, 1))) save_checkpoint(r, &scaler);
         }
     }
     progress_done(&r->prog);
@@ -673,7 +728,8 @@ int trainer_main(int argc, char **argv, int start) {
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed,
                            .master_on_host = 1};
     const Backend *be = device_backend(a->device, r.comm.local_rank, a->bf16, a->fp16, a->max_gpu_memory);
-    model_load(&r.m, a->model, be, lo);
+    if (a->resume_from_checkpoint) lo.init_random = 0;  // the checkpoint's weights (an HF directory)
+    model_load(&r.m, a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, be, lo);
     if (a->dropout_rate >= 0) r.m.cfg.dropout_rate = r.m.dropout_p = (float)a->dropout_rate;
     if (a->freeze_embeds) apply_freeze_embeds(&r.m);
     // ZeRO: partition the model states over the ranks (stage 0 without --deepspeed); the

@@ -132,10 +132,11 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
 }
 
 void zero_free(ZeroState *z) {
+    if (!z->m) return;  // never set up
     const Backend *be = z->m->be;
+    if (z->stage >= 2) comm_wait_all(z->comm);  // no collective still reading a buffer freed below
     if (z->offload) offload_free(&z->off, &z->opt, be);
     else if (z->opt.m) adamw_free(&z->opt, be);
-    if (z->m->be && z->stage >= 2) comm_wait_all(z->comm);
     void *bufs[] = {z->master,       z->grad_part,    z->param_part,   z->grad_work[0],
                     z->grad_work[1], z->grad_shared, z->param_work[0], z->param_work[1]};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)

@@ -1,0 +1,124 @@
+// zero/checkpoint.c: save and load the optimizer state of a checkpoint (checkpoint.h).
+#include "checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "../common/fileio.h"
+#include "../model/safetensors.h"
+
+#define OPT_FILE "optimizer.safetensors"
+#define STATE_FILE "zero_state.json"
+
+// This rank's moment (m or v) of its owned range, on the host.
+static float *moment_to_host(const ZeroState *z, const float *mom) {
+    size_t n = z->opt.end - z->opt.begin;
+    float *h = mallocCheck((n ? n : 1) * sizeof(float));
+    if (z->offload) memcpy(h, mom, n * sizeof(float));  // already in host memory
+    else z->m->be->to_host(h, mom, n * sizeof(float));
+    return h;
+}
+
+// The whole flat moment on rank 0 (NULL elsewhere): stage 0 owns everything already.
+static float *moment_gather(const ZeroState *z, const float *mom) {
+    size_t total = z->m->lay.total;
+    float *mine = moment_to_host(z, mom);
+    if (z->stage == 0) {
+        if (z->comm->rank == 0) return mine;
+        free(mine);
+        return NULL;
+    }
+    float *all = z->comm->rank == 0 ? mallocCheck(total * sizeof(float)) : NULL;
+    comm_gather_partitions_host_f32(z->comm, mine, all, total);
+    free(mine);
+    return all;
+}
+
+void zero_save_optimizer(ZeroState *z, const LossScaler *scaler, const char *dir) {
+    if (!z->opt.m) t5_fail("checkpoint: no optimizer state to save (not a training run)");
+    float *m = moment_gather(z, z->opt.m), *v = moment_gather(z, z->opt.v);
+    if (z->comm->rank != 0) return;
+    int64_t total = (int64_t)z->m->lay.total;
+    StTensorDesc descs[2] = {{.name = "exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {total}},
+                             {.name = "exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {total}}};
+    char *path = path_join(dir, OPT_FILE);
+    StWriter w;
+    st_writer_open(&w, path, descs, 2, "{\"format\":\"train_t5\"}");
+    st_writer_write_f32(&w, m, (uint64_t)total);
+    st_writer_write_f32(&w, v, (uint64_t)total);
+    st_writer_close(&w);
+    free(path);
+    free(m);
+    free(v);
+
+    cJSON *st = cJSON_CreateObject(), *ls = cJSON_CreateObject();
+    cJSON_AddNumberToObject(st, "optimizer_step", z->opt.step);
+    cJSON_AddNumberToObject(st, "parameters", (double)total);
+    cJSON_AddNumberToObject(ls, "dynamic", scaler->dynamic);
+    cJSON_AddNumberToObject(ls, "cur_scale", scaler->cur_scale);
+    cJSON_AddNumberToObject(ls, "cur_iter", (double)scaler->cur_iter);
+    cJSON_AddNumberToObject(ls, "last_overflow_iter", (double)scaler->last_overflow_iter);
+    cJSON_AddNumberToObject(ls, "cur_hysteresis", scaler->cur_hysteresis);
+    cJSON_AddNumberToObject(ls, "skipped_steps", (double)scaler->skipped_steps);
+    cJSON_AddItemToObject(st, "loss_scaler", ls);
+    path = path_join(dir, STATE_FILE);
+    json_save_atomic(st, path);
+    free(path);
+    cJSON_Delete(st);
+}
+
+static double json_number(const cJSON *o, const char *key, const char *path) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v)) t5_fail("%s: \"%s\" is missing or not a number; HINT: a checkpoint written by train_t5", path, key);
+    return v->valuedouble;
+}
+
+void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir) {
+    if (!z->opt.m) t5_fail("--resume_from_checkpoint: no optimizer to restore (pass --do_train)");
+    char *path = path_join(dir, STATE_FILE);
+    char *text = read_text_file(path, NULL);
+    if (!text)
+        t5_fail("%s: cannot read it; HINT: --resume_from_checkpoint takes a checkpoint-N directory written by "
+                "train_t5 (it holds %s and %s)", path, STATE_FILE, OPT_FILE);
+    cJSON *st = cJSON_Parse(text);
+    free(text);
+    if (!st) t5_fail("%s: malformed JSON", path);
+    size_t total = z->m->lay.total;
+    if ((size_t)json_number(st, "parameters", path) != total)
+        t5_fail("%s: written for %.0f parameters, this model has %zu; HINT: resume with the same model", path,
+                json_number(st, "parameters", path), total);
+    z->opt.step = (int)json_number(st, "optimizer_step", path);
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(st, "loss_scaler");
+    if (!cJSON_IsObject(ls)) t5_fail("%s: \"loss_scaler\" is missing", path);
+    if ((int)json_number(ls, "dynamic", path) == scaler->dynamic) {  // the same scaler kind: its state goes on
+        scaler->cur_scale = json_number(ls, "cur_scale", path);
+        scaler->cur_iter = (long)json_number(ls, "cur_iter", path);
+        scaler->last_overflow_iter = (long)json_number(ls, "last_overflow_iter", path);
+        scaler->cur_hysteresis = (int)json_number(ls, "cur_hysteresis", path);
+        scaler->skipped_steps = (long)json_number(ls, "skipped_steps", path);
+    }
+    cJSON_Delete(st);
+    free(path);
+
+    path = path_join(dir, OPT_FILE);
+    StFile f;
+    st_open(&f, path);
+    const char *names[2] = {"exp_avg", "exp_avg_sq"};
+    float *dst[2] = {z->opt.m, z->opt.v};
+    size_t n = z->opt.end - z->opt.begin;
+    float *all = mallocCheck(total * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        const StTensor *t = st_find(&f, names[k]);
+        if (!t || t->numel != total)
+            t5_fail("%s: tensor \"%s\" of %zu elements is missing; HINT: a checkpoint of this model written by "
+                    "train_t5", path, names[k], total);
+        st_read_f32(&f, t, all);
+        if (z->offload) memcpy(dst[k], all + z->opt.begin, n * sizeof(float));
+        else z->m->be->to_device(dst[k], all + z->opt.begin, n * sizeof(float));
+    }
+    free(all);
+    st_close(&f);
+    free(path);
+}
