@@ -346,17 +346,22 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
             a->max_gpu_memory, hint);
 }
 
+// As transformers 5.17: "steps" evaluates every eval_steps and at the last step.
 static int should_eval(const Run *r, int epoch_end) {
     const char *s = r->a.eval_strategy;
-    if (!strcmp(s, "steps")) return !epoch_end && r->global_step % r->a.eval_steps == 0;
+    if (!strcmp(s, "steps"))
+        return !epoch_end && (r->global_step % r->a.eval_steps == 0 || r->global_step >= r->total_steps);
     if (!strcmp(s, "epoch")) return epoch_end;
     return 0;
 }
 
+// As transformers 5.17's DefaultFlowCallback: "steps" saves every save_steps AND at the last
+// step; "epoch" at every epoch's end, the last one included.
 static int should_save(const Run *r, int epoch_end) {
     const char *s = r->a.save_strategy;
-    if (!strcmp(s, "steps")) return !epoch_end && r->global_step % r->a.save_steps == 0 && r->global_step < r->total_steps;
-    if (!strcmp(s, "epoch")) return epoch_end && r->global_step < r->total_steps;
+    if (!strcmp(s, "steps"))
+        return !epoch_end && (r->global_step % r->a.save_steps == 0 || r->global_step >= r->total_steps);
+    if (!strcmp(s, "epoch")) return epoch_end;
     return 0;
 }
 
