@@ -195,6 +195,34 @@ static void check_memory(const char *tmp, const char *tag, int world, int stage,
     }
 }
 
+// A rank killed mid-run (SIGKILL): the others must not hang. Under mpirun the launcher
+// ends the job and names the rank; checked: mpirun exits non-zero by itself (not by the
+// 90 s timeout) within 30 s of the kill, and says which rank died.
+static void kill_rank_test(const char *tmp) {
+    char path[700], script[3000];
+    snprintf(path, sizeof path, "%s/kill.sh", tmp);
+    snprintf(script, sizeof script,
+             "T=%s\n"
+             "( timeout 90 mpirun --allow-run-as-root --oversubscribe -np 2 ./train_t5 --model tests/fixtures/trainer_model "
+             "--tokenizer_name data/sample/spiece.model --data_dir tests/fixtures/trainer_data --max_steps 100000 "
+             "--per_device_train_batch_size 4 --do_train --save_strategy no --output_dir $T/killrun --cache_dir $T/cache "
+             "> $T/kill.log 2>&1; echo $? > $T/kill.rc ) &\n"
+             "for i in $(seq 1 150); do grep -q 'Running training' $T/kill.log 2>/dev/null && break; sleep 0.2; done\n"
+             "sleep 1\n"
+             "pid=$(pgrep -f \"^./train_t5 .*$T/killrun\" | tail -1)\n"
+             "[ -n \"$pid\" ] || exit 2\n"
+             "start=$(date +%%s); kill -9 $pid; wait\n"
+             "rc=$(cat $T/kill.rc); el=$(( $(date +%%s) - start ))\n"
+             "echo \"mpirun rc $rc, $el s after the kill\"\n"
+             "[ \"$rc\" != 0 ] && [ \"$rc\" != 124 ] && [ $el -le 30 ] && grep -q 'rank .* exited on signal 9' $T/kill.log\n",
+             tmp);
+    write_file(path, script);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "bash %s", path);
+    test_check(system(cmd) == 0,
+               "a rank killed mid-run (SIGKILL): mpirun ends the job within 30 s, non-zero, naming the rank");
+}
+
 int main(void) {
     if (access("./train_t5", X_OK) != 0) t5_fail("./train_t5 not built; run make first");
     char tmp[] = "/tmp/t5_test_dp.XXXXXX";
@@ -317,6 +345,7 @@ int main(void) {
             check_memory(tmp, tag, world, stage, 0);
             compare_eval(tmp, "untied_ref", tag, label);
         }
+    if (ok) kill_rank_test(tmp);
     if (ok) rm_rf(tmp);
     else printf("logs kept in %s\n", tmp);
     return test_summary();
