@@ -15,7 +15,8 @@ void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadO
         t5_fail("--model \"%s\" is a preset with no local weights; pass a model directory, or --init random to "
                 "train from a random initialization", model_arg);
     if (has_weights && !opt.init_random) cfg.untied_lm_head = hf_probe_untied(model_arg);
-    t5_init(m, &cfg, be);
+    if (opt.defer_weights) t5_init_layout(m, &cfg, be);
+    else t5_init(m, &cfg, be);
     float *host = mallocCheck(m->lay.total * sizeof(float));
     if (has_weights && !opt.init_random) {
         hf_load_weights(model_arg, &m->cfg, &m->lay, host);
@@ -25,6 +26,10 @@ void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadO
         params_init_random(&m->cfg, &m->lay, host, opt.seed);
     }
     size_t n = m->lay.total;
+    if (opt.defer_weights) {
+        m->host_master = host;  // zero_init places weights, gradients and master
+        return;
+    }
     if (be->act_dtype == DTYPE_F32) {
         be->to_device(m->params, host, n * sizeof(float));
     } else {

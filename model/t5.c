@@ -36,22 +36,26 @@ static DropoutArgs site_dropout(const T5Model *m, int stack, int layer, int sub,
 
 static size_t dtype_size(Dtype d) { return d == DTYPE_F32 ? 4 : 2; }
 
-void t5_init(T5Model *m, const T5Config *cfg, const Backend *be) {
+void t5_init_layout(T5Model *m, const T5Config *cfg, const Backend *be) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->be = be;
     m->elem = dtype_size(be->act_dtype);
     params_build_layout(&m->cfg, &m->lay);
+    m->unit_params = callocCheck((size_t)m->lay.n_units, sizeof(void *));
+    m->unit_grads = callocCheck((size_t)m->lay.n_units, sizeof(void *));
+    m->dropout_p = cfg->dropout_rate;
+}
+
+void t5_init(T5Model *m, const T5Config *cfg, const Backend *be) {
+    t5_init_layout(m, cfg, be);
     size_t before = be->mem_in_use();
     m->params = be->alloc(m->lay.total * m->elem);
     m->alloc_params = be->mem_in_use() - before;
     before = be->mem_in_use();
     m->grads = be->alloc(m->lay.total * m->elem);
     m->alloc_grads = be->mem_in_use() - before;
-    m->unit_params = callocCheck((size_t)m->lay.n_units, sizeof(void *));
-    m->unit_grads = callocCheck((size_t)m->lay.n_units, sizeof(void *));
     t5_bind_flat(m);
-    m->dropout_p = cfg->dropout_rate;
 }
 
 void t5_bind_flat(T5Model *m) {

@@ -79,6 +79,7 @@ struct T5Model {
     const T5UnitHooks *hooks;  // NULL: stages 0-1, everything stays in params/grads
     size_t alloc_params, alloc_grads, alloc_master;  // bytes the allocator gave for each (ZeRO's memory report)
     float *host_master;  // (lay.total) fp32 weights on the host left by model_load for zero_init, or NULL
+                         // (with defer_weights, params and grads are not allocated yet either)
 
     // ---- activation plan (maximum shapes) ----
     int maxB, maxS, maxT;
@@ -112,6 +113,8 @@ struct T5Model {
 
 // Build layout, allocate params and grads (zeroed) on the backend.
 void t5_init(T5Model *m, const T5Config *cfg, const Backend *be);
+// The layout only: params and grads stay NULL (zero_init allocates what the ZeRO stage keeps).
+void t5_init_layout(T5Model *m, const T5Config *cfg, const Backend *be);
 void t5_free(T5Model *m);
 // Point every unit at its place in the flat params/grads buffers (either may be NULL).
 void t5_bind_flat(T5Model *m);

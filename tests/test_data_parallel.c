@@ -187,6 +187,13 @@ static void check_memory(const char *tmp, const char *tag, int world, int stage,
         test_check(s == stage && w == world && b == part.begin && e == part.end && P == wantP && G == wantG &&
                        M == 0 && O == wantO && Hst == wantH && U == P + G + M + O + W && (stage < 2 || W > 0),
                    what);
+        // set-up never held more than what stays: the weights wait on the host until
+        // zero_init places the rank's share (no whole copy at stage 3, even for a moment)
+        const char *pk = strstr(line, "; device peak so far ");
+        size_t peak = 0;
+        snprintf(what, sizeof what, "%s rank %d: device peak during set-up %zu B = in use %zu B", tag, r,
+                 pk && sscanf(pk, "; device peak so far %zu B", &peak) == 1 ? peak : 0, U);
+        test_check(pk && peak == U, what);
     }
     fclose(f);
     for (int r = 0; r < world; r++) {

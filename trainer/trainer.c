@@ -729,9 +729,9 @@ int trainer_main(int argc, char **argv, int start) {
         hf_resolve_model(a->model, &mc);
         plan_check(&r, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32, plan_B, plan_S, plan_T);
     }
-    // the fp32 master stays on the host until zero_init places it (a partition, or host memory)
+    // the weights stay on the host until zero_init places what the ZeRO stage keeps
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed,
-                           .master_on_host = 1};
+                           .defer_weights = 1};
     const Backend *be = device_backend(a->device, r.comm.local_rank, a->bf16, a->fp16, a->max_gpu_memory);
     if (a->resume_from_checkpoint) lo.init_random = 0;  // the checkpoint's weights (an HF directory)
     model_load(&r.m, a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, be, lo);

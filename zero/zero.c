@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/half.h"
 
 // Allocate through the backend and count what the allocator handed out.
 static void *counted_alloc(const Backend *be, size_t bytes, size_t *counter) {
@@ -14,6 +15,24 @@ static void *counted_alloc(const Backend *be, size_t bytes, size_t *counter) {
     void *p = be->alloc(bytes);
     *counter += be->mem_in_use() - before;
     return p;
+}
+
+// k fp32 host weights into the act-dtype device buffer dst (narrowed chunk by chunk).
+static void upload_weights(const Backend *be, void *dst, const float *src, size_t k) {
+    if (be->act_dtype == DTYPE_F32) {
+        be->to_device(dst, src, k * sizeof(float));
+        return;
+    }
+    const size_t chunk = (size_t)16 << 20;
+    uint16_t *tmp = mallocCheck((k < chunk ? (k ? k : 1) : chunk) * sizeof(uint16_t));
+    const int bf16 = be->act_dtype == DTYPE_BF16;
+    for (size_t off = 0; off < k; off += chunk) {
+        size_t c = k - off < chunk ? k - off : chunk;
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < c; i++) tmp[i] = bf16 ? half_f32_to_bf16(src[off + i]) : half_f32_to_f16(src[off + i]);
+        be->to_device((char *)dst + off * 2, tmp, c * sizeof(uint16_t));
+    }
+    free(tmp);
 }
 
 static size_t largest_unit(const ParamLayout *L, int skip) {
@@ -57,6 +76,23 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     // (model_load may have left the fp32 weights on the host, m->host_master: then no whole
     // fp32 master ever sits on the device)
     const float *host_src = m->host_master ? m->host_master + z->part.begin : NULL;
+    // model_load deferred everything (defer_weights): allocate the compute weights and the
+    // gradients the stage keeps whole, straight from the host copy (stage 3's partition and
+    // stage 2-3's gradient partition come below): no whole copy the stage does not keep
+    const int deferred = !m->params && m->host_master;
+    if (deferred && stage < 3) {
+        size_t before = be->mem_in_use();
+        m->params = be->alloc(n * e);
+        m->alloc_params = be->mem_in_use() - before;
+        upload_weights(be, m->params, m->host_master, n);
+    }
+    if (deferred && stage < 2) {
+        size_t before = be->mem_in_use();
+        m->grads = be->alloc(n * e);
+        m->alloc_grads = be->mem_in_use() - before;
+    }
+    // the fp32 master comes from the host copy only with 16-bit compute (fp32: the weights are it)
+    if (be->act_dtype == DTYPE_F32 && !z->offload) host_src = NULL;
     if (z->offload) {
         const float *src = host_src                      ? host_src
                            : m->master                   ? m->master + z->part.begin
@@ -85,11 +121,9 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     } else {
         z->mem.master = m->alloc_master;
     }
-    free(m->host_master);
-    m->host_master = NULL;
     // stage >= 2: the gradient of the partition, and work buffers for the units in flight
     if (stage >= 2) {
-        be->free(m->grads);
+        if (m->grads) be->free(m->grads);
         m->grads = NULL;
         z->grad_part = counted_alloc(be, np * e, &z->mem.grads);
         const ParamUnit *sh = &L->units[L->unit_shared];
@@ -103,13 +137,18 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     }
     // stage 3: the partition of the compute weights; units are gathered on use
     if (stage == 3) {
-        void *host = mallocCheck(np ? np * e : 1);  // the whole copy freed before the partition is taken
-        be->to_host(host, (char *)m->params + z->part.begin * e, np * e);
-        be->free(m->params);
-        m->params = NULL;
-        z->param_part = counted_alloc(be, np * e, &z->mem.params);
-        be->to_device(z->param_part, host, np * e);
-        free(host);
+        if (m->params) {
+            void *host = mallocCheck(np ? np * e : 1);  // the whole copy freed before the partition is taken
+            be->to_host(host, (char *)m->params + z->part.begin * e, np * e);
+            be->free(m->params);
+            m->params = NULL;
+            z->param_part = counted_alloc(be, np * e, &z->mem.params);
+            be->to_device(z->param_part, host, np * e);
+            free(host);
+        } else {  // deferred: the partition straight from the host copy
+            z->param_part = counted_alloc(be, np * e, &z->mem.params);
+            upload_weights(be, z->param_part, m->host_master + z->part.begin, np);
+        }
         for (int k = 0; k < 2; k++)
             z->param_work[k] = counted_alloc(be, largest_unit(L, -1) * e, &z->mem.param_work);
         z->trace_cap = 4 * L->n_units + 16;
@@ -119,6 +158,8 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     } else {
         z->mem.params = m->alloc_params;
     }
+    free(m->host_master);  // everything is placed
+    m->host_master = NULL;
     t5_bind_flat(m);
     if (stage >= 2) {
         z->hooks.ctx = z;
@@ -153,7 +194,7 @@ void zero_print_memory(const ZeroState *z) {
            z->stage, z->comm->rank, z->comm->world, k->params, k->grads, k->master, k->moments, z->part.begin,
            z->part.end, z->m->lay.total, k->grad_work + k->param_work, z->m->be->mem_in_use(), k->host);
     if (z->offload) printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
-    printf("\n");
+    printf("; device peak so far %zu B\n", z->m->be->mem_peak());
     fflush(stdout);
 }
 
