@@ -1,4 +1,6 @@
-// trainer/trainer.c: the HF Trainer loop (see trainer.h and docs/TRAINER.md).
+// trainer/trainer.c: the HF Trainer loop, evaluation and `train_t5 --do_train ...`'s main
+// (see trainer.h and docs/TRAINER.md). The run's state is trainer/run.h; --deepspeed is
+// applied in deepspeed.c; models, trainer_state.json and checkpoints are checkpoint.c's.
 //
 // Step arithmetic, as transformers' Trainer._inner_training_loop:
 //   micro-batches per epoch  M = ceil(N / (B * world))        (no drop_last)
@@ -8,7 +10,7 @@
 //   logged epoch             epoch + (micro-batches done in the epoch) / M
 // The sampler's order is global: micro-batch k of an epoch is order[k*B*world ...];
 // rank r takes the r-th slice of B examples of it, so a step sees the same examples
-// whatever the world size (one rank today; ZeRO ranks next).
+// whatever the world size (ZeRO ranks: zero/zero.h).
 #include "trainer.h"
 
 #include <cjson/cJSON.h>
@@ -34,34 +36,11 @@
 #include "../zero/planner.h"
 #include "../zero/step.h"
 #include "args.h"
+#include "run.h"
 #include "device.h"
 #include "estimate.h"
 #include "progress.h"
 
-typedef struct {
-    TrainArgs a;
-    DataArgs data;
-    T5Model m;
-    Spm *spm;
-    char *spm_path;
-    cJSON *log_history;  // trainer_state.json's log_history
-    cJSON *results;      // all_results.json
-    int global_step, total_steps, steps_per_epoch, num_epochs;
-    double total_flos;   // HF's estimate: 6 * input tokens * non-embedding parameters
-    double epoch;        // fractional epoch of the last step
-    Progress prog;
-    Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
-    // from --deepspeed (apply_deepspeed): DeepSpeed's scheduler and fp16 loss scaler
-    int has_ds_sched;
-    LrSchedule ds_sched;
-    int has_ds_scaler;
-    LossScaler ds_scaler;
-    DsConfig ds_loaded;  // --deepspeed as loaded (validated before the output dir is touched)
-    ZeroOptions zopt;    // from --deepspeed (stage 0, one collective per reduction, without)
-    ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
-} Run;
-
-static int is_main(const Run *r) { return r->comm.rank == 0; }
 
 // ---------------------------------------------------------------------------------
 // set-up
@@ -82,18 +61,7 @@ static char *resolve_spm_path(const TrainArgs *a) {
 }
 
 static void prepare_output_dir(const TrainArgs *a) {
-    if (a->resume_from_checkpoint) {  // the checkpoint must be whole before anything is written
-        const char *need[] = {"config.json", "model.safetensors", "optimizer.safetensors", "zero_state.json",
-                              "trainer_state.json"};
-        for (int i = 0; i < 5; i++) {
-            char *p = path_join(a->resume_from_checkpoint, need[i]);
-            if (access(p, R_OK) != 0)
-                t5_fail("--resume_from_checkpoint %s: %s is missing; HINT: pass a checkpoint-N directory that "
-                        "train_t5 wrote (with --save_steps / --save_strategy)", a->resume_from_checkpoint, need[i]);
-            free(p);
-        }
-        if (!a->do_train) t5_fail("--resume_from_checkpoint needs --do_train");
-    }
+    trainer_check_resume_dir(a);  // the checkpoint must be whole before anything is written
     // resuming continues in a non-empty output_dir, as HF's scripts allow
     if (a->do_train && dir_is_nonempty(a->output_dir) && !a->overwrite_output_dir && !a->resume_from_checkpoint)
         t5_fail("--output_dir %s already exists and is not empty; use --overwrite_output_dir to write over it, or "
@@ -127,34 +95,6 @@ static void log_entry(Run *r, cJSON *entry, int print) {
     cJSON_free(text);
 }
 
-static void save_trainer_state(const Run *r, const char *dir) {
-    if (!is_main(r)) return;
-    cJSON *st = cJSON_CreateObject();
-    cJSON_AddNullToObject(st, "best_global_step");
-    cJSON_AddNullToObject(st, "best_metric");
-    cJSON_AddNullToObject(st, "best_model_checkpoint");
-    cJSON_AddNumberToObject(st, "epoch", r->epoch);
-    cJSON_AddNumberToObject(st, "eval_steps", r->a.eval_steps > 0 ? r->a.eval_steps : r->a.logging_steps);
-    cJSON_AddNumberToObject(st, "global_step", r->global_step);
-    cJSON_AddFalseToObject(st, "is_hyper_param_search");
-    cJSON_AddTrueToObject(st, "is_local_process_zero");
-    cJSON_AddTrueToObject(st, "is_world_process_zero");
-    cJSON_AddItemReferenceToObject(st, "log_history", r->log_history);
-    cJSON_AddNumberToObject(st, "logging_steps", r->a.logging_steps);
-    cJSON_AddNumberToObject(st, "max_steps", r->total_steps);
-    cJSON_AddNumberToObject(st, "num_input_tokens_seen", 0);
-    cJSON_AddNumberToObject(st, "num_train_epochs", r->num_epochs);
-    cJSON_AddNumberToObject(st, "save_steps", r->a.save_steps);
-    cJSON_AddNumberToObject(st, "total_flos", r->total_flos);
-    cJSON_AddNumberToObject(st, "train_batch_size", r->a.per_device_train_batch_size);
-    cJSON_AddNullToObject(st, "trial_name");
-    cJSON_AddNullToObject(st, "trial_params");
-    char *path = path_join(dir, "trainer_state.json");
-    json_save_atomic(st, path);
-    free(path);
-    cJSON_Delete(st);
-}
-
 // Write PREFIX_results.json with the metrics object (and merge it into all_results).
 static void save_metrics(Run *r, const char *split, cJSON *metrics) {
     if (!is_main(r)) return;
@@ -174,19 +114,6 @@ static void save_metrics(Run *r, const char *split, cJSON *metrics) {
     printf("***** %s metrics *****\n", split);
     cJSON_ArrayForEach(it, metrics) printf("  %-28s = %.6g\n", it->string, it->valuedouble);
     fflush(stdout);
-}
-
-// Collective: every rank sends its partition of the weights (ZeRO stages 1-3); rank 0 writes.
-static void save_model(Run *r, const char *dir) {
-    float *host = is_main(r) ? mallocCheck(r->m.lay.total * sizeof(float)) : NULL;
-    zero_params_to_host(&r->zero, host);  // the fp32 (master) weights, whatever the compute dtype
-    if (!is_main(r)) return;
-    mkdir_p(dir);
-    hf_save_model(dir, &r->m.cfg, &r->m.lay, host, ST_F32);
-    free(host);
-    char *dst = path_join(dir, "spiece.model");
-    file_copy_atomic(r->spm_path, dst);
-    free(dst);
 }
 
 // ---------------------------------------------------------------------------------
@@ -372,45 +299,7 @@ static void run_eval_during_training(Run *r, const Dataset *val) {
     log_entry(r, met, 1);
 }
 
-// A checkpoint a run can resume from: fp32 weights (HF directory), the optimizer's moments,
-// step and loss scaler (zero/checkpoint.c), trainer_state.json. Collective.
-static void save_checkpoint(Run *r, const LossScaler *scaler) {
-    char name[64];
-    snprintf(name, sizeof name, "checkpoint-%d", r->global_step);
-    char *dir = path_join(r->a.output_dir, name);
-    save_model(r, dir);
-    zero_save_optimizer(&r->zero, scaler, dir);
-    save_trainer_state(r, dir);
-    free(dir);
-}
-
-// --resume_from_checkpoint: the trainer's side (step, epoch, flos, log history); the
-// optimizer's is zero_load_optimizer. Returns the step to resume at.
-static int load_trainer_state(Run *r, const char *dir) {
-    char *path = path_join(dir, "trainer_state.json");
-    char *text = read_text_file(path, NULL);
-    if (!text) t5_fail("%s: cannot read it; HINT: --resume_from_checkpoint takes a checkpoint-N directory", path);
-    cJSON *st = cJSON_Parse(text);
-    free(text);
-    const cJSON *gs = st ? cJSON_GetObjectItemCaseSensitive(st, "global_step") : NULL;
-    const cJSON *lh = st ? cJSON_GetObjectItemCaseSensitive(st, "log_history") : NULL;
-    if (!cJSON_IsNumber(gs) || !cJSON_IsArray(lh))
-        t5_fail("%s: malformed (global_step and log_history are needed)", path);
-    int step = gs->valueint;
-    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(st, "total_flos");
-    r->total_flos = cJSON_IsNumber(fl) ? fl->valuedouble : 0;
-    cJSON_Delete(r->log_history);
-    r->log_history = cJSON_Duplicate(lh, 1);
-    cJSON_Delete(st);
-    free(path);
-    if (step < 0 || step >= r->total_steps)
-        t5_fail("%s: global_step %d, but this run has %d steps; HINT: raise --max_steps/--num_train_epochs to go "
-                "past the checkpoint", dir, step, r->total_steps);
-    return step;
-}
-
-// Optimizer steps of the run, as HF: steps per epoch ceil(ceil(N / (B*world)) / GA).
-static int plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epoch, int *num_epochs) {
+int trainer_plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epoch, int *num_epochs) {
     int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
     long micro = (N + (long)B * world - 1) / ((long)B * world);
     int spe = (int)((micro + GA - 1) / GA);
@@ -435,7 +324,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     const int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
     const long N = (long)ds->count;
     const long micro_per_epoch = (N + (long)B * world - 1) / ((long)B * world);
-    r->total_steps = plan_steps(a, N, world, &r->steps_per_epoch, &r->num_epochs);
+    r->total_steps = trainer_plan_steps(a, N, world, &r->steps_per_epoch, &r->num_epochs);
     SamplerType sampler;
     if (!sampler_parse(a->sampler, &sampler))
         t5_fail("--sampler \"%s\": expected random, sequential or sortish", a->sampler);
@@ -452,7 +341,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     if (a->fp16 && r->has_ds_scaler) scaler = r->ds_scaler;  // the config's fp16 block
     int resume_step = 0;  // steps already taken by the checkpoint: the loop walks past them without computing
     if (a->resume_from_checkpoint) {
-        resume_step = load_trainer_state(r, a->resume_from_checkpoint);
+        resume_step = trainer_load_state(r, a->resume_from_checkpoint);
         zero_load_optimizer(&r->zero, &scaler, a->resume_from_checkpoint);
         if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, resume_step);
     }
@@ -527,7 +416,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 steps_since_log = 0;
             }
             if (val && (should_eval(r, 0) || (epoch_end && should_eval(r, 1)))) run_eval_during_training(r, val);
-            if (should_save(r, 0) || (epoch_end && should_save(r, 1))) save_checkpoint(r, &scaler);
+            if (should_save(r, 0) || (epoch_end && should_save(r, 1))) trainer_save_checkpoint(r, &scaler);
         }
     }
     progress_done(&r->prog);
@@ -546,10 +435,10 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     cJSON *entry = cJSON_Duplicate(met, 1);
     cJSON_AddNumberToObject(entry, "step", r->global_step);
     log_entry(r, entry, 0);
-    save_model(r, r->a.output_dir);
+    trainer_save_model(r, r->a.output_dir);
     save_metrics(r, "train", met);
     cJSON_Delete(met);
-    save_trainer_state(r, r->a.output_dir);
+    trainer_save_state(r, r->a.output_dir);
     for (int i = 0; i < GA; i++) collate_free(&coll[i]);
     free(coll);
     free(micro);
@@ -558,121 +447,6 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
 }
 
 // ---------------------------------------------------------------------------------
-
-// --deepspeed: load the config, resolve "auto" from the flags as HF does (the batch rule,
-// contradictions with explicit flags are errors), then take its batch sizes, optimizer,
-// clipping, precision, loss scaler and scheduler, the ZeRO stage with its buckets, overlap,
-// prefetch and optimizer offload (zero/zero.h). What DeepSpeed has and this build does not
-// (NVMe, parameter offload, a partial offload ratio) is refused by name.
-static void apply_deepspeed(Run *r, int argc, char **argv, int start, long n_train) {
-    TrainArgs *a = &r->a;
-    const DsConfig loaded = r->ds_loaded;
-    DsConfig c;
-    T5Config mc;
-    hf_resolve_model(a->model, &mc);
-    DsResolveArgs ra = ds_resolve_args_default();
-    ra.world_size = r->comm.world;
-    ra.learning_rate = a->learning_rate;
-    ra.adam_beta1 = a->adam_beta1;
-    ra.adam_beta2 = a->adam_beta2;
-    ra.adam_epsilon = a->adam_epsilon;
-    ra.weight_decay = a->weight_decay;
-    ra.max_grad_norm = a->max_grad_norm;
-    ra.fp16 = a->fp16;
-    ra.bf16 = a->bf16;
-    ra.d_model = mc.d_model;
-    ra.flag_set_mask = ds_flag_set_mask_from_argv(argc, argv, start);
-    // twice when the file's batch sizes replace flags left at their defaults: the step
-    // count ("auto" total_num_steps) depends on them
-    for (int pass = 0; pass < 2; pass++) {
-        ra.per_device_train_batch_size = a->per_device_train_batch_size;
-        ra.gradient_accumulation_steps = a->gradient_accumulation_steps;
-        ra.total_steps = n_train > 0 ? plan_steps(a, n_train, r->comm.world, NULL, NULL) : 0;
-        ra.warmup_steps = lr_schedule_warmup_steps(a->warmup_steps, a->warmup_ratio, ra.total_steps);
-        c = loaded;
-        ds_config_resolve(&c, &ra, a->deepspeed);
-        int micro = (int)c.train_micro_batch_size_per_gpu.v, ga = (int)c.gradient_accumulation_steps.v;
-        if (micro == a->per_device_train_batch_size && ga == a->gradient_accumulation_steps) break;
-        a->per_device_train_batch_size = micro;
-        a->gradient_accumulation_steps = ga;
-    }
-    // ZeRO-Offload: the optimizer to host memory (all of it) is built; NVMe, a partial ratio
-    // and parameter offload are not, and say so
-    if (c.zero.offload_param.device != OFFLOAD_NONE)
-        t5_fail("%s: zero_optimization.offload_param (stage 3 parameter offload) is not built yet; remove it (or "
-                "cpu_offload_param); offload_optimizer to the cpu is", a->deepspeed);
-    if (c.zero.offload_optimizer.device == OFFLOAD_NVME)
-        t5_fail("%s: zero_optimization.offload_optimizer.device \"nvme\" is not built yet; HINT: \"device\": \"cpu\"",
-                a->deepspeed);
-    if (c.zero.offload_optimizer.device == OFFLOAD_CPU && c.zero.offload_optimizer.ratio.v < 1.0)
-        t5_fail("%s: zero_optimization.offload_optimizer.ratio %g: a partial offload is not built yet; HINT: remove "
-                "ratio (1: all of the optimizer state in host memory)", a->deepspeed, c.zero.offload_optimizer.ratio.v);
-    if (c.zero.offload_optimizer.device == OFFLOAD_CPU && c.zero.stage < 1)
-        t5_fail("%s: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (stage is %d), as in DeepSpeed",
-                a->deepspeed, (int)c.zero.stage);
-    r->zopt.offload_optimizer = c.zero.offload_optimizer.device == OFFLOAD_CPU;
-    r->zopt.pin_memory = c.zero.offload_optimizer.pin_memory.v;
-    r->zopt.stage = (int)c.zero.stage;
-    r->zopt.reduce_bucket = (size_t)c.zero.reduce_bucket_size.v;
-    r->zopt.gather_bucket = (size_t)c.zero.allgather_bucket_size.v;
-    r->zopt.overlap_comm = c.zero.overlap_comm.v;
-    r->zopt.prefetch = c.zero.stage3_prefetch_bucket_size.v > 0;
-    if (c.optimizer.present) {
-        a->learning_rate = c.optimizer.lr.v;
-        a->adam_beta1 = c.optimizer.betas[0].v;
-        a->adam_beta2 = c.optimizer.betas[1].v;
-        a->adam_epsilon = c.optimizer.eps.v;
-        a->weight_decay = c.optimizer.weight_decay.v;
-    }
-    a->max_grad_norm = c.gradient_clipping.v;  // DeepSpeed clips only when the key says so
-    a->fp16 = c.fp16.enabled.v;
-    a->bf16 = c.bf16.enabled.v;
-    if (a->fp16 && c.fp16.loss_scale.v == 0) {
-        r->ds_scaler = loss_scaler_dynamic((int)c.fp16.initial_scale_power.v, (long)c.fp16.loss_scale_window.v,
-                                           (int)c.fp16.hysteresis.v, c.fp16.min_loss_scale.v,
-                                           c.fp16.consecutive_hysteresis.v);
-        r->has_ds_scaler = 1;
-    } else if (a->fp16) {
-        r->ds_scaler = loss_scaler_static(c.fp16.loss_scale.v);
-        r->has_ds_scaler = 1;
-    }
-    if (c.scheduler.present) {
-        LrSchedule *s = &r->ds_sched;
-        memset(s, 0, sizeof *s);
-        s->type = c.scheduler.type == DS_SCHEDULER_WARMUP_LR         ? LR_DS_WARMUP
-                  : c.scheduler.type == DS_SCHEDULER_WARMUP_DECAY_LR ? LR_DS_WARMUP_DECAY
-                                                                     : LR_DS_WARMUP_COSINE;
-        s->base_lr = a->learning_rate;
-        s->ds_min_lr = c.scheduler.warmup_min_lr.v;
-        s->ds_max_lr = c.scheduler.warmup_max_lr.v;
-        s->warmup_steps = (int)c.scheduler.warmup_num_steps.v;
-        s->total_steps = c.scheduler.total_num_steps.is_set ? (int)c.scheduler.total_num_steps.v
-                                                             : plan_steps(a, n_train, r->comm.world, NULL, NULL);
-        s->ds_warmup_log = c.scheduler.warmup_type == DS_WARMUP_LOG;
-        s->ds_warmup_min_ratio = c.scheduler.warmup_min_ratio.v;
-        s->ds_cos_min_ratio = c.scheduler.cos_min_ratio.v;
-        r->has_ds_sched = 1;
-    }
-    if (is_main(r)) {
-        printf("DeepSpeed config %s: micro-batch %d, accumulation %d, train_batch_size %lld, %s%s, clip %g, "
-               "scheduler %s, zero stage %d%s\n", a->deepspeed, a->per_device_train_batch_size,
-               a->gradient_accumulation_steps, (long long)c.train_batch_size.v, a->fp16 ? "fp16" : a->bf16 ? "bf16" : "fp32",
-               c.optimizer.present ? ", optimizer from the config" : "", a->max_grad_norm,
-               r->has_ds_sched ? lr_schedule_name(r->ds_sched.type) : a->lr_scheduler_type, (int)c.zero.stage,
-               r->comm.world == 1 && c.zero.stage >= 1 ? " (one rank: its partition is the whole model)" : "");
-        // what the config asks that this build does differently, said instead of ignored
-        int cpu = strcmp(a->device, "cuda") != 0;
-        if (c.zero.stage >= 2 && (c.zero.overlap_comm.v || c.zero.stage3_prefetch_bucket_size.v > 0) && cpu &&
-            r->comm.world > 1)
-            printf("NOTICE: %s: overlap_comm / prefetch: CPU ranks (MPI) finish each collective before going on; "
-                   "GPU ranks overlap them (same result)\n", a->deepspeed);
-        if (c.zero.stage == 3)
-            printf("NOTICE: %s: stage 3 gathers whole units (blocks); stage3_prefetch_bucket_size > 0 prefetches "
-                   "the next unit (its size is not a limit), stage3_param_persistence_threshold is not used "
-                   "(nothing is kept whole)\n", a->deepspeed);
-        fflush(stdout);
-    }
-}
 
 int trainer_main(int argc, char **argv, int start) {
     Run r;
@@ -711,7 +485,7 @@ int trainer_main(int argc, char **argv, int start) {
         }
         if (pass == 0) comm_barrier(&r.comm);
     }
-    if (a->deepspeed) apply_deepspeed(&r, argc, argv, start, a->do_train ? (long)train_ds.count : 0);
+    if (a->deepspeed) trainer_apply_deepspeed(&r, argc, argv, start, a->do_train ? (long)train_ds.count : 0);
     if (a->explain && is_main(&r)) {  // the plan of every stage for this run's shapes, ours marked
         T5Config mc;
         hf_resolve_model(a->model, &mc);

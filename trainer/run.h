@@ -1,0 +1,54 @@
+// trainer/run.h: the state of one `train_t5 --do_train ...` run, shared by the rooms of the
+// trainer: trainer.c (the loop, evaluation, main), deepspeed.c (--deepspeed applied to the
+// run), checkpoint.c (model, trainer_state.json and resumable checkpoints).
+#pragma once
+#include <cjson/cJSON.h>
+
+#include "../data/splits.h"
+#include "../data/tokenize.h"
+#include "../model/t5.h"
+#include "../zero/comm.h"
+#include "../zero/ds_config.h"
+#include "../zero/loss_scaler.h"
+#include "../zero/lr_schedule.h"
+#include "../zero/zero.h"
+#include "args.h"
+#include "progress.h"
+
+typedef struct {
+    TrainArgs a;
+    DataArgs data;
+    T5Model m;
+    Spm *spm;
+    char *spm_path;
+    cJSON *log_history;  // trainer_state.json's log_history
+    cJSON *results;      // all_results.json
+    int global_step, total_steps, steps_per_epoch, num_epochs;
+    double total_flos;   // HF's estimate: 6 * input tokens * non-embedding parameters
+    double epoch;        // fractional epoch of the last step
+    Progress prog;
+    Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
+    // from --deepspeed (apply_deepspeed): DeepSpeed's scheduler and fp16 loss scaler
+    int has_ds_sched;
+    LrSchedule ds_sched;
+    int has_ds_scaler;
+    LossScaler ds_scaler;
+    DsConfig ds_loaded;  // --deepspeed as loaded (validated before the output dir is touched)
+    ZeroOptions zopt;    // from --deepspeed (stage 0, one collective per reduction, without)
+    ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
+} Run;
+
+static inline int is_main(const Run *r) { return r->comm.rank == 0; }  // rank 0 prints and writes
+
+// Optimizer steps of the run, as HF: steps per epoch ceil(ceil(N / (B*world)) / GA).
+int trainer_plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epoch, int *num_epochs);
+
+// trainer/deepspeed.c: load-time --deepspeed (resolve "auto" against the flags, apply).
+void trainer_apply_deepspeed(Run *r, int argc, char **argv, int start, long n_train);
+
+// trainer/checkpoint.c
+void trainer_save_state(const Run *r, const char *dir);  // trainer_state.json (rank 0)
+void trainer_save_model(Run *r, const char *dir);        // collective; rank 0 writes the HF directory
+void trainer_save_checkpoint(Run *r, const LossScaler *scaler);  // collective: OUT/checkpoint-N
+int trainer_load_state(Run *r, const char *dir);         // --resume_from_checkpoint: returns the step
+void trainer_check_resume_dir(const TrainArgs *a);       // before anything is written
