@@ -222,5 +222,5 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
         t5_fail("--num_gpus %d with --device %s: --num_gpus starts GPU ranks (NCCL); several CPU ranks run only under "
                 "mpirun (MPI is their transport): mpirun -np %d ./train_t5 ...", a->num_gpus, a->device, a->num_gpus);
     // --deepspeed is loaded (full schema, zero/ds_config.c) and applied by the trainer
-    // before anything is written (trainer.c apply_deepspeed)
+    // before anything is written (trainer/deepspeed.c)
 }

@@ -28,7 +28,7 @@ typedef struct {
     double epoch;        // fractional epoch of the last step
     Progress prog;
     Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
-    // from --deepspeed (apply_deepspeed): DeepSpeed's scheduler and fp16 loss scaler
+    // from --deepspeed (trainer_apply_deepspeed): DeepSpeed's scheduler and fp16 loss scaler
     int has_ds_sched;
     LrSchedule ds_sched;
     int has_ds_scaler;
