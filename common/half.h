@@ -2,6 +2,7 @@
 // quiet), inline so that loops over large buffers (checkpoint I/O, the offloaded optimizer)
 // vectorize. model/safetensors.h exports them as st_*.
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -53,4 +54,11 @@ static inline uint16_t half_f32_to_bf16(float f) {
     if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40);  // quiet nan, never inf
     x += 0x7FFF + ((x >> 16) & 1);  // round to nearest even; overflow carries into inf
     return (uint16_t)(x >> 16);
+}
+
+// n fp32 values narrowed to bf16 (bf16 != 0) or fp16, in parallel (weights going to a
+// 16-bit device copy).
+static inline void half_from_f32_array(uint16_t *dst, const float *src, size_t n, int bf16) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] = bf16 ? half_f32_to_bf16(src[i]) : half_f32_to_f16(src[i]);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "bump.h"
 #include "safetensors.h"
 
 // ---------------------------------------------------------------------------------
@@ -251,22 +252,6 @@ void generate_topk(const float *x, int n, int k, int *idx, float *val) {
 // ---------------------------------------------------------------------------------
 // the incremental decoder
 
-static inline void *PRM(const T5Model *m, size_t off) { return (char *)m->params + off * m->elem; }
-
-// HF multiplies by the python float model_dim**-0.5 (a double cast to fp32), as t5.c
-static inline float head_scale(int D) { return (float)pow((double)D, -0.5); }
-
-typedef struct {
-    char *base;
-    size_t used;
-} Bump;
-
-static void *bump_take(Bump *b, size_t bytes) {
-    size_t off = (b->used + 255) & ~(size_t)255;  // 256-byte alignment for GPU kernels
-    b->used = off + bytes;
-    return b->base ? (void *)(b->base + off) : NULL;
-}
-
 // Assign (or, with base NULL, measure) every buffer of the decoder.
 static size_t decoder_layout(T5Decoder *d, char *base) {
     const T5Config *c = &d->m->cfg;
@@ -375,9 +360,9 @@ void t5_decoder_encode(T5Decoder *d, const int *input_ids, const int *attention_
         size_t wo[2] = {w->k, w->v};
         for (int kv = 0; kv < 2; kv++) {
             if (nb == 1) {
-                be->matmul_forward(dst[kv], m->enc_final, PRM(m, wo[kv]), (int)nS, D, HK);
+                be->matmul_forward(dst[kv], m->enc_final, t5_param(m, wo[kv]), (int)nS, D, HK);
             } else {
-                be->matmul_forward(d->kv_tmp, m->enc_final, PRM(m, wo[kv]), (int)nS, D, HK);
+                be->matmul_forward(d->kv_tmp, m->enc_final, t5_param(m, wo[kv]), (int)nS, D, HK);
                 be->copy_rows(dst[kv], NULL, d->kv_tmp, d->rows_src, N, (size_t)S * HK);
             }
         }
@@ -400,45 +385,45 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
         if (tokens[i] < 0 || tokens[i] >= V) t5_fail("t5_decoder_step: token %d of row %d is outside [0, %d)", tokens[i], i, V);
 
     be->to_device(d->tokens, tokens, (size_t)N * sizeof(int));
-    be->embedding_forward(d->x, d->tokens, PRM(m, L->shared), N, D);
+    be->embedding_forward(d->x, d->tokens, t5_param(m, L->shared), N, D);
     // query position t against keys 0..t, causal bucketing (HF compute_bias with cache_position)
-    be->position_bias_forward(d->bias, PRM(m, L->dec[0].self.relbias), 1, t + 1, H, t,
+    be->position_bias_forward(d->bias, t5_param(m, L->dec[0].self.relbias), 1, t + 1, H, t,
                               c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
     for (int i = 0; i < N; i++) d->rows_dst[i] = i * cap + t;
     for (int l = 0; l < c->num_decoder_layers; l++) {
         const BlockOffsets *w = &L->dec[l];
         // self-attention over the cache
-        be->rmsnorm_forward(d->ln, d->rstd, d->x, PRM(m, w->self.ln), N, D, eps);
-        be->matmul_forward(d->q, d->ln, PRM(m, w->self.q), N, D, HK);
-        be->matmul_forward(d->kv_new, d->ln, PRM(m, w->self.k), N, D, HK);
+        be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, w->self.ln), N, D, eps);
+        be->matmul_forward(d->q, d->ln, t5_param(m, w->self.q), N, D, HK);
+        be->matmul_forward(d->kv_new, d->ln, t5_param(m, w->self.k), N, D, HK);
         be->copy_rows(d->k_cache[l], d->rows_dst, d->kv_new, NULL, N, (size_t)HK);
-        be->matmul_forward(d->kv_new, d->ln, PRM(m, w->self.v), N, D, HK);
+        be->matmul_forward(d->kv_new, d->ln, t5_param(m, w->self.v), N, D, HK);
         be->copy_rows(d->v_cache[l], d->rows_dst, d->kv_new, NULL, N, (size_t)HK);
         be->attention_forward(d->ctx, d->att, d->q, d->k_cache[l], d->v_cache[l], d->bias, NULL, N, 1, t + 1, cap, H,
                               c->d_kv, 1, t, nodrop);
-        be->matmul_forward(d->y, d->ctx, PRM(m, w->self.o), N, HK, D);
+        be->matmul_forward(d->y, d->ctx, t5_param(m, w->self.o), N, HK, D);
         be->add(d->x, d->y, d->x, nD);  // sublayer output + residual, the operand order of t5.c
         if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);  // HF T5Block's fp16 guard
         // cross-attention over the encoder output
-        be->rmsnorm_forward(d->ln, d->rstd, d->x, PRM(m, w->cross.ln), N, D, eps);
-        be->matmul_forward(d->q, d->ln, PRM(m, w->cross.q), N, D, HK);
+        be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, w->cross.ln), N, D, eps);
+        be->matmul_forward(d->q, d->ln, t5_param(m, w->cross.q), N, D, HK);
         be->attention_forward(d->ctx, d->att, d->q, d->cross_k[l], d->cross_v[l], NULL, d->mask, N, 1, S, S, H,
                               c->d_kv, 0, 0, nodrop);
-        be->matmul_forward(d->y, d->ctx, PRM(m, w->cross.o), N, HK, D);
+        be->matmul_forward(d->y, d->ctx, t5_param(m, w->cross.o), N, HK, D);
         be->add(d->x, d->y, d->x, nD);
         if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);
         // feed-forward
-        be->rmsnorm_forward(d->ln, d->rstd, d->x, PRM(m, w->ffn.ln), N, D, eps);
-        be->matmul_forward(d->ffa, d->ln, PRM(m, w->ffn.wi), N, D, F);
-        if (c->is_gated) be->matmul_forward(d->ffb, d->ln, PRM(m, w->ffn.wi_1), N, D, F);
+        be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, w->ffn.ln), N, D, eps);
+        be->matmul_forward(d->ffa, d->ln, t5_param(m, w->ffn.wi), N, D, F);
+        if (c->is_gated) be->matmul_forward(d->ffb, d->ln, t5_param(m, w->ffn.wi_1), N, D, F);
         be->ffn_act_forward(d->ffh, d->ffa, c->is_gated ? d->ffb : NULL, nF, c->act);
-        be->matmul_forward(d->y, d->ffh, PRM(m, w->ffn.wo), N, F, D);
+        be->matmul_forward(d->y, d->ffh, t5_param(m, w->ffn.wo), N, F, D);
         be->add(d->x, d->y, d->x, nD);
         if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);
     }
-    be->rmsnorm_forward(d->ln, d->rstd, d->x, PRM(m, L->dec_final_ln), N, D, eps);
-    if (c->scale_decoder_outputs) be->scale(d->ln, d->ln, head_scale(D), nD);
-    be->matmul_forward(d->logits, d->ln, PRM(m, L->lm_head), N, D, V);
+    be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, L->dec_final_ln), N, D, eps);
+    if (c->scale_decoder_outputs) be->scale(d->ln, d->ln, t5_head_scale(D), nD);
+    be->matmul_forward(d->logits, d->ln, t5_param(m, L->lm_head), N, D, V);
 
     size_t NV = (size_t)N * V;
     if (be->act_dtype == DTYPE_F32) {

@@ -35,9 +35,7 @@ void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadO
     } else {
         // mixed precision: fp32 master weights for the optimizer, a 16-bit copy to compute with
         uint16_t *half = mallocCheck(n * sizeof(uint16_t));
-        const int bf16 = be->act_dtype == DTYPE_BF16;
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) half[i] = bf16 ? half_f32_to_bf16(host[i]) : half_f32_to_f16(host[i]);
+        half_from_f32_array(half, host, n, be->act_dtype == DTYPE_BF16);
         be->to_device(m->params, half, n * sizeof(uint16_t));
         free(half);
         if (opt.master_on_host) {

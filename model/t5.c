@@ -15,6 +15,7 @@
 
 #include "../common/check.h"
 #include "../kernels/dropout_rng.h"
+#include "bump.h"
 
 // ---------------------------------------------------------------------------------
 // dropout sites: each dropout call gets its own seed, a hash of (step seed, site)
@@ -84,18 +85,6 @@ void t5_free(T5Model *m) {
     free(m->host_master);
     params_free_layout(&m->lay);
     memset(m, 0, sizeof *m);
-}
-
-// Bump allocator over the arena. With base == NULL it only measures.
-typedef struct {
-    char *base;
-    size_t used;
-} Bump;
-
-static void *bump_take(Bump *b, size_t bytes) {
-    size_t off = (b->used + 255) & ~(size_t)255;  // 256-byte alignment for GPU kernels
-    b->used = off + bytes;
-    return b->base ? (void *)(b->base + off) : NULL;
 }
 
 // Assign (or, with base NULL, measure) every activation buffer for (B,S,T).
@@ -227,19 +216,6 @@ void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_s
 // ---------------------------------------------------------------------------------
 // forward
 
-// HF multiplies by the python float model_dim**-0.5 (a double cast to fp32)
-static inline float head_scale(int D) { return (float)pow((double)D, -0.5); }
-
-// parameter / gradient pointer from an element offset, wherever its unit lives now
-static inline void *P(const T5Model *m, size_t off) {
-    int u = params_unit_of(&m->lay, off);
-    return (char *)m->unit_params[u] + (off - m->lay.units[u].lo) * m->elem;
-}
-static inline void *G(const T5Model *m, size_t off) {
-    int u = params_unit_of(&m->lay, off);
-    return (char *)m->unit_grads[u] + (off - m->lay.units[u].lo) * m->elem;
-}
-
 // unit boundaries (T5UnitHooks)
 static inline void fetch(T5Model *m, int u) {
     if (m->hooks && m->hooks->fetch_params) m->hooks->fetch_params(m->hooks->ctx, m, u);
@@ -265,15 +241,15 @@ static void attn_sublayer_forward(T5Model *m, const AttnOffsets *w, AttnActs *a,
     int B = m->B, D = c->d_model, HK = t5_config_inner_dim(c);
     int nq = B * Tq, nk = B * Tk;
     size_t nqD = (size_t)nq * D;
-    be->rmsnorm_forward(a->ln_out, a->rstd, x_in, P(m, w->ln), nq, D, c->layer_norm_epsilon);
+    be->rmsnorm_forward(a->ln_out, a->rstd, x_in, t5_param(m, w->ln), nq, D, c->layer_norm_epsilon);
     const void *src = kv_src ? kv_src : a->ln_out;
-    be->matmul_forward(a->q, a->ln_out, P(m, w->q), nq, D, HK);
-    be->matmul_forward(a->k, src, P(m, w->k), nk, D, HK);
-    be->matmul_forward(a->v, src, P(m, w->v), nk, D, HK);
+    be->matmul_forward(a->q, a->ln_out, t5_param(m, w->q), nq, D, HK);
+    be->matmul_forward(a->k, src, t5_param(m, w->k), nk, D, HK);
+    be->matmul_forward(a->v, src, t5_param(m, w->v), nk, D, HK);
     be->attention_forward(a->ctx, a->att, a->q, a->k, a->v, bias, key_mask, B, Tq, Tk, Tk, c->num_heads, c->d_kv,
                           causal, 0, site_dropout(m, stack, layer, sub, SITE_ATT));
     // o projection into x_out, dropout in place, then the residual
-    be->matmul_forward(x_out, a->ctx, P(m, w->o), nq, HK, D);
+    be->matmul_forward(x_out, a->ctx, t5_param(m, w->o), nq, HK, D);
     be->dropout_forward(x_out, x_out, nqD, site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
     be->add(x_out, x_out, x_in, nqD);
     if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nqD);  // HF T5Block's fp16 guard
@@ -286,13 +262,13 @@ static void ffn_sublayer_forward(T5Model *m, const FfnOffsets *w, FfnActs *a, co
     const T5Config *c = &m->cfg;
     int n = m->B * Tq, D = c->d_model, F = c->d_ff;
     size_t nF = (size_t)n * F, nD = (size_t)n * D;
-    be->rmsnorm_forward(a->ln_out, a->rstd, x_in, P(m, w->ln), n, D, c->layer_norm_epsilon);
-    be->matmul_forward(a->a, a->ln_out, P(m, w->wi), n, D, F);
-    if (c->is_gated) be->matmul_forward(a->b, a->ln_out, P(m, w->wi_1), n, D, F);
+    be->rmsnorm_forward(a->ln_out, a->rstd, x_in, t5_param(m, w->ln), n, D, c->layer_norm_epsilon);
+    be->matmul_forward(a->a, a->ln_out, t5_param(m, w->wi), n, D, F);
+    if (c->is_gated) be->matmul_forward(a->b, a->ln_out, t5_param(m, w->wi_1), n, D, F);
     // the hidden state act(a) [* b] is not stored: backward regenerates it from a (and b)
     be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);
     be->dropout_forward(m->tmp_f, m->tmp_f, nF, site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN));
-    be->matmul_forward(x_out, m->tmp_f, P(m, w->wo), n, F, D);
+    be->matmul_forward(x_out, m->tmp_f, t5_param(m, w->wo), n, F, D);
     be->dropout_forward(x_out, x_out, nD, site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
     be->add(x_out, x_out, x_in, nD);
     if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nD);  // HF T5Block's fp16 guard
@@ -344,19 +320,19 @@ void t5_encoder_forward(T5Model *m) {
     int S = m->S, D = c->d_model, H = c->num_heads;
     size_t nS = (size_t)m->B * S;
     fetch(m, L->unit_shared);
-    be->embedding_forward(m->enc_x[0], m->input_ids, P(m, L->shared), (int)nS, D);
+    be->embedding_forward(m->enc_x[0], m->input_ids, t5_param(m, L->shared), (int)nS, D);
     release(m, L->unit_shared);
     be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
     for (int l = 0; l < c->num_layers; l++) {
         fetch(m, L->unit_enc0 + l);
         if (l == 0)
-            be->position_bias_forward(m->enc_bias, P(m, L->enc[0].self.relbias), S, S, H, 0,
+            be->position_bias_forward(m->enc_bias, t5_param(m, L->enc[0].self.relbias), S, S, H, 0,
                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
         enc_block_forward(m, l);
         release(m, L->unit_enc0 + l);
     }
     fetch(m, L->unit_enc_final);
-    be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], P(m, L->enc_final_ln), (int)nS,
+    be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], t5_param(m, L->enc_final_ln), (int)nS,
                         D, c->layer_norm_epsilon);
     release(m, L->unit_enc_final);
     be->dropout_forward(m->enc_final, m->enc_final, nS * D, site_dropout(m, 0, 0, 0, SITE_FINAL));
@@ -382,27 +358,27 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
 
     // ---- decoder ----
     fetch(m, L->unit_shared);
-    be->embedding_forward(m->dec_x[0], m->dec_ids, P(m, L->shared), (int)nT, D);
+    be->embedding_forward(m->dec_x[0], m->dec_ids, t5_param(m, L->shared), (int)nT, D);
     release(m, L->unit_shared);
     be->dropout_forward(m->dec_x[0], m->dec_x[0], nT * D, site_dropout(m, 1, 0, 0, SITE_EMBED));
     for (int l = 0; l < c->num_decoder_layers; l++) {
         fetch(m, L->unit_dec0 + l);
         if (l == 0)
-            be->position_bias_forward(m->dec_bias, P(m, L->dec[0].self.relbias), T, T, H, 0,
+            be->position_bias_forward(m->dec_bias, t5_param(m, L->dec[0].self.relbias), T, T, H, 0,
                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
         dec_block_forward(m, l);
         release(m, L->unit_dec0 + l);
     }
     fetch(m, L->unit_dec_final);
-    be->rmsnorm_forward(m->dec_final, m->dec_final_rstd, m->dec_x[3 * c->num_decoder_layers], P(m, L->dec_final_ln),
+    be->rmsnorm_forward(m->dec_final, m->dec_final_rstd, m->dec_x[3 * c->num_decoder_layers], t5_param(m, L->dec_final_ln),
                         (int)nT, D, c->layer_norm_epsilon);
     release(m, L->unit_dec_final);
     be->dropout_forward(m->dec_final, m->dec_final, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
-    if (c->scale_decoder_outputs) be->scale(m->dec_final, m->dec_final, head_scale(D), nT * D);
+    if (c->scale_decoder_outputs) be->scale(m->dec_final, m->dec_final, t5_head_scale(D), nT * D);
 
     // ---- head + loss ----
     fetch(m, L->unit_lm_head);
-    be->matmul_forward(m->logits, m->dec_final, P(m, L->lm_head), (int)nT, D, V);
+    be->matmul_forward(m->logits, m->dec_final, t5_param(m, L->lm_head), (int)nT, D, V);
     release(m, L->unit_lm_head);
     return be->crossentropy_forward_backward(NULL, m->logits, m->labels, (int)nT, V, label_smoothing, 0.0f);
 }
@@ -424,19 +400,19 @@ static void attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnA
     be->zero(m->d_tmp_d, (size_t)nq * D * e);
     be->dropout_backward(m->d_tmp_d, dx, (size_t)nq * D, site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
     be->zero(m->d_ctx, (size_t)nq * HK * e);
-    be->matmul_backward(m->d_ctx, G(m, w->o), m->d_tmp_d, a->ctx, P(m, w->o), nq, HK, D);
+    be->matmul_backward(m->d_ctx, t5_grad(m, w->o), m->d_tmp_d, a->ctx, t5_param(m, w->o), nq, HK, D);
     be->zero(m->d_q, (size_t)nq * HK * e);
     be->zero(m->d_k, (size_t)nk * HK * e);
     be->zero(m->d_v, (size_t)nk * HK * e);
     be->attention_backward(m->d_q, m->d_k, m->d_v, dbias, m->d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
                            c->d_kv, site_dropout(m, stack, layer, sub, SITE_ATT));
     be->zero(m->d_ln, (size_t)nq * D * e);
-    be->matmul_backward(m->d_ln, G(m, w->q), m->d_q, a->ln_out, P(m, w->q), nq, D, HK);
+    be->matmul_backward(m->d_ln, t5_grad(m, w->q), m->d_q, a->ln_out, t5_param(m, w->q), nq, D, HK);
     const void *src = kv_src ? kv_src : a->ln_out;
     void *dsrc = kv_src ? d_kv_src : m->d_ln;
-    be->matmul_backward(dsrc, G(m, w->k), m->d_k, src, P(m, w->k), nk, D, HK);
-    be->matmul_backward(dsrc, G(m, w->v), m->d_v, src, P(m, w->v), nk, D, HK);
-    be->rmsnorm_backward(dx, G(m, w->ln), m->d_ln, x_in, P(m, w->ln), a->rstd, nq, D);
+    be->matmul_backward(dsrc, t5_grad(m, w->k), m->d_k, src, t5_param(m, w->k), nk, D, HK);
+    be->matmul_backward(dsrc, t5_grad(m, w->v), m->d_v, src, t5_param(m, w->v), nk, D, HK);
+    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), a->rstd, nq, D);
 }
 
 static void ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a, const void *x_in, void *dx,
@@ -451,7 +427,7 @@ static void ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs
     be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);  // regenerate wo's input
     be->dropout_forward(m->tmp_f, m->tmp_f, nF, drop_h);
     be->zero(m->d_h, nF * e);
-    be->matmul_backward(m->d_h, G(m, w->wo), m->d_tmp_d, m->tmp_f, P(m, w->wo), n, F, D);
+    be->matmul_backward(m->d_h, t5_grad(m, w->wo), m->d_tmp_d, m->tmp_f, t5_param(m, w->wo), n, F, D);
     // tmp_f (the dropped hidden state) is no longer needed: reuse it for d(act output)
     be->zero(m->tmp_f, nF * e);
     be->dropout_backward(m->tmp_f, m->d_h, nF, drop_h);
@@ -459,9 +435,9 @@ static void ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs
     if (c->is_gated) be->zero(m->d_b, nF * e);
     be->ffn_act_backward(m->d_a, c->is_gated ? m->d_b : NULL, m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);
     be->zero(m->d_ln, nD * e);
-    be->matmul_backward(m->d_ln, G(m, w->wi), m->d_a, a->ln_out, P(m, w->wi), n, D, F);
-    if (c->is_gated) be->matmul_backward(m->d_ln, G(m, w->wi_1), m->d_b, a->ln_out, P(m, w->wi_1), n, D, F);
-    be->rmsnorm_backward(dx, G(m, w->ln), m->d_ln, x_in, P(m, w->ln), a->rstd, n, D);
+    be->matmul_backward(m->d_ln, t5_grad(m, w->wi), m->d_a, a->ln_out, t5_param(m, w->wi), n, D, F);
+    if (c->is_gated) be->matmul_backward(m->d_ln, t5_grad(m, w->wi_1), m->d_b, a->ln_out, t5_param(m, w->wi_1), n, D, F);
+    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), a->rstd, n, D);
 }
 
 void t5_backward(T5Model *m, float label_smoothing, float dloss) {
@@ -482,17 +458,17 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
     fetch(m, L->unit_lm_head);
     grads_begin(m, L->unit_lm_head);
     be->zero(m->d_tmp_d, nT * D * e);
-    be->matmul_backward(m->d_tmp_d, G(m, L->lm_head), m->logits, m->dec_final, P(m, L->lm_head), (int)nT, D, V);
+    be->matmul_backward(m->d_tmp_d, t5_grad(m, L->lm_head), m->logits, m->dec_final, t5_param(m, L->lm_head), (int)nT, D, V);
     if (!tied) grads_end(m, L->unit_lm_head);
     release(m, L->unit_lm_head);
-    if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, head_scale(D), nT * D);
+    if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, t5_head_scale(D), nT * D);
     be->zero(m->d_ln, nT * D * e);
     be->dropout_backward(m->d_ln, m->d_tmp_d, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
     be->zero(dx, nT * D * e);
     fetch(m, L->unit_dec_final);
     grads_begin(m, L->unit_dec_final);
-    be->rmsnorm_backward(dx, G(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * c->num_decoder_layers],
-                         P(m, L->dec_final_ln), m->dec_final_rstd, (int)nT, D);
+    be->rmsnorm_backward(dx, t5_grad(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * c->num_decoder_layers],
+                         t5_param(m, L->dec_final_ln), m->dec_final_rstd, (int)nT, D);
     grads_end(m, L->unit_dec_final);
     release(m, L->unit_dec_final);
 
@@ -510,7 +486,7 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
         attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dx, T, NULL, NULL, T, m->d_dec_bias, 1, l,
                                0);
         if (l == 0)  // block 0 holds the table every block's position bias came from
-            be->position_bias_backward(G(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
+            be->position_bias_backward(t5_grad(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
                                        c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
         grads_end(m, L->unit_dec0 + l);
         release(m, L->unit_dec0 + l);
@@ -518,7 +494,7 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
     if (!tied) grads_begin(m, L->unit_shared);
     be->zero(m->d_tmp_d, nT * D * e);
     be->dropout_backward(m->d_tmp_d, dx, nT * D, site_dropout(m, 1, 0, 0, SITE_EMBED));
-    be->embedding_backward(G(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
+    be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
 
     // ---- encoder ----
     dx = m->d_enc_x;
@@ -527,7 +503,7 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
     be->zero(dx, nS * D * e);
     fetch(m, L->unit_enc_final);
     grads_begin(m, L->unit_enc_final);
-    be->rmsnorm_backward(dx, G(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * c->num_layers], P(m, L->enc_final_ln),
+    be->rmsnorm_backward(dx, t5_grad(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * c->num_layers], t5_param(m, L->enc_final_ln),
                          m->enc_final_rstd, (int)nS, D);
     grads_end(m, L->unit_enc_final);
     release(m, L->unit_enc_final);
@@ -540,13 +516,13 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
         attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], dx, S, NULL, NULL, S,
                                m->d_enc_bias, 0, l, 0);
         if (l == 0)
-            be->position_bias_backward(G(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
+            be->position_bias_backward(t5_grad(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
                                        c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
         grads_end(m, L->unit_enc0 + l);
         release(m, L->unit_enc0 + l);
     }
     be->zero(m->d_tmp_d, nS * D * e);
     be->dropout_backward(m->d_tmp_d, dx, nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
-    be->embedding_backward(G(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
+    be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
     grads_end(m, L->unit_shared);
 }

@@ -10,6 +10,7 @@
 // Letters: B batch, S source (encoder) length, T target (decoder) length, D d_model,
 // HK = num_heads*d_kv (inner attention width), H heads, F d_ff, V vocab.
 #pragma once
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -138,6 +139,20 @@ void t5_zero_grads(T5Model *m);
 void t5_params_to_host(const T5Model *m, float *host);
 // The fp32 weights the optimizer updates: master, or params when they are fp32.
 static inline float *t5_master_weights(const T5Model *m) { return m->master ? m->master : (float *)m->params; }
+
+// Pointer to the weights / gradient at element offset off, wherever its unit lives now
+// (unit_params / unit_grads: the flat buffers, or ZeRO's work buffers).
+static inline void *t5_param(const T5Model *m, size_t off) {
+    int u = params_unit_of(&m->lay, off);
+    return (char *)m->unit_params[u] + (off - m->lay.units[u].lo) * m->elem;
+}
+static inline void *t5_grad(const T5Model *m, size_t off) {
+    int u = params_unit_of(&m->lay, off);
+    return (char *)m->unit_grads[u] + (off - m->lay.units[u].lo) * m->elem;
+}
+// HF multiplies the decoder output by the python float model_dim**-0.5 (a double cast to
+// fp32) before a tied head.
+static inline float t5_head_scale(int D) { return (float)pow((double)D, -0.5); }
 
 // decoder_input_ids from labels: shift right, decoder_start first, -100 -> pad.
 void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_start_id, int pad_id);

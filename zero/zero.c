@@ -25,11 +25,9 @@ static void upload_weights(const Backend *be, void *dst, const float *src, size_
     }
     const size_t chunk = (size_t)16 << 20;
     uint16_t *tmp = mallocCheck((k < chunk ? (k ? k : 1) : chunk) * sizeof(uint16_t));
-    const int bf16 = be->act_dtype == DTYPE_BF16;
     for (size_t off = 0; off < k; off += chunk) {
         size_t c = k - off < chunk ? k - off : chunk;
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < c; i++) tmp[i] = bf16 ? half_f32_to_bf16(src[off + i]) : half_f32_to_f16(src[off + i]);
+        half_from_f32_array(tmp, src + off, c, be->act_dtype == DTYPE_BF16);
         be->to_device((char *)dst + off * 2, tmp, c * sizeof(uint16_t));
     }
     free(tmp);
@@ -81,16 +79,10 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     // stage 2-3's gradient partition come below): no whole copy the stage does not keep
     const int deferred = !m->params && m->host_master;
     if (deferred && stage < 3) {
-        size_t before = be->mem_in_use();
-        m->params = be->alloc(n * e);
-        m->alloc_params = be->mem_in_use() - before;
+        m->params = counted_alloc(be, n * e, &m->alloc_params);
         upload_weights(be, m->params, m->host_master, n);
     }
-    if (deferred && stage < 2) {
-        size_t before = be->mem_in_use();
-        m->grads = be->alloc(n * e);
-        m->alloc_grads = be->mem_in_use() - before;
-    }
+    if (deferred && stage < 2) m->grads = counted_alloc(be, n * e, &m->alloc_grads);
     // the fp32 master comes from the host copy only with 16-bit compute (fp32: the weights are it)
     if (be->act_dtype == DTYPE_F32 && !z->offload) host_src = NULL;
     if (z->offload) {
