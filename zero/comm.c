@@ -116,16 +116,19 @@ Range comm_piece_of(const Comm *c, int r, size_t lo, size_t hi, size_t n_total) 
     return out;
 }
 
-// counts/displs of the per-rank pieces of [lo, hi) (int, as MPI wants them)
-static void piece_counts(const Comm *c, size_t lo, size_t hi, size_t n_total, int *counts, int *displs) {
+// counts[r] / displs[r] of the per-rank pieces of [lo, hi) (int, as MPI wants them), in one
+// allocation: displs = counts + world. Free the returned counts.
+static int *piece_counts(const Comm *c, size_t lo, size_t hi, size_t n_total) {
     require_mpi(c);
     if (hi - lo > (size_t)INT_MAX)
         t5_fail("a collective over %zu elements: MPI counts are int; lower the bucket size", hi - lo);
+    int *counts = mallocCheck(2 * (size_t)c->world * sizeof(int)), *displs = counts + c->world;
     for (int r = 0; r < c->world; r++) {
         Range p = comm_piece_of(c, r, lo, hi, n_total);
         counts[r] = (int)(p.end - p.begin);
         displs[r] = (int)p.begin;
     }
+    return counts;
 }
 
 void comm_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
@@ -149,15 +152,13 @@ void comm_allgather_range(const Comm *c, const void *mine, void *out, size_t lo,
         if (mine != dst) memmove(dst, mine, (p.end - p.begin) * es);
         return;
     }
-    int *counts = mallocCheck((size_t)c->world * sizeof(int)), *displs = mallocCheck((size_t)c->world * sizeof(int));
-    piece_counts(c, lo, hi, n_total, counts, displs);
+    int *counts = piece_counts(c, lo, hi, n_total), *displs = counts + c->world;
     MPI_Datatype type = mpi_type(t);
     if (mine == dst)
         mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, out, counts, displs, type, MPI_COMM_WORLD));
     else
         mpiCheck(MPI_Allgatherv(mine, counts[c->rank], type, out, counts, displs, type, MPI_COMM_WORLD));
     free(counts);
-    free(displs);
 }
 
 void comm_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi, size_t n_total,
@@ -174,12 +175,10 @@ void comm_reduce_scatter_range(const Comm *c, const void *send, void *recv, size
         memcpy(recv, (const char *)send + p.begin * es, (p.end - p.begin) * es);
         return;
     }
-    int *counts = mallocCheck((size_t)c->world * sizeof(int)), *displs = mallocCheck((size_t)c->world * sizeof(int));
-    piece_counts(c, lo, hi, n_total, counts, displs);
+    int *counts = piece_counts(c, lo, hi, n_total);  // counts[world..] (displs) unused: pieces are in order
     // the pieces are contiguous and in rank order, which is MPI_Reduce_scatter's layout
     mpiCheck(MPI_Reduce_scatter(send, recv, counts, mpi_type(t), MPI_SUM, MPI_COMM_WORLD));
     free(counts);
-    free(displs);
 }
 
 CommTicket comm_allgather_range_async(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
@@ -237,11 +236,9 @@ void comm_gather_partitions_host_f32(const Comm *c, const float *mine, float *al
         if (all != mine) memcpy(all, mine, n_total * sizeof(float));
         return;
     }
-    int *counts = mallocCheck((size_t)c->world * sizeof(int)), *displs = mallocCheck((size_t)c->world * sizeof(int));
-    piece_counts(c, 0, n_total, n_total, counts, displs);
+    int *counts = piece_counts(c, 0, n_total, n_total), *displs = counts + c->world;
     mpiCheck(MPI_Gatherv(mine, counts[c->rank], MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD));
     free(counts);
-    free(displs);
 }
 
 void comm_barrier(const Comm *c) {
