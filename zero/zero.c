@@ -69,10 +69,8 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     z->part = stage >= 1 ? partition_range(n, comm->world, comm->rank) : (Range){0, n};
     size_t np = z->part.end - z->part.begin;
 
-    // offload: the partition's fp32 master and moments in host memory (fp32 compute keeps a
-    // separate master there too); the whole device master goes
-    // (model_load may have left the fp32 weights on the host, m->host_master: then no whole
-    // fp32 master ever sits on the device)
+    // model_load may have left the fp32 weights on the host (m->host_master): then the
+    // partition's master comes from there and no whole fp32 master ever sits on the device
     const float *host_src = m->host_master ? m->host_master + z->part.begin : NULL;
     // model_load deferred everything (defer_weights): allocate the compute weights and the
     // gradients the stage keeps whole, straight from the host copy (stage 3's partition and
@@ -85,7 +83,7 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     if (deferred && stage < 2) m->grads = counted_alloc(be, n * e, &m->alloc_grads);
     // the fp32 master comes from the host copy only with 16-bit compute (fp32: the weights are it)
     if (be->act_dtype == DTYPE_F32 && !z->offload) host_src = NULL;
-    if (z->offload) {
+    if (z->offload) {  // master and moments of the partition in host memory (fp32 compute too)
         const float *src = host_src                      ? host_src
                            : m->master                   ? m->master + z->part.begin
                                                          : (const float *)m->params + z->part.begin;
@@ -98,14 +96,16 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     } else if (stage >= 1 && (m->master || host_src)) {
         // stage >= 1: the fp32 master of the partition only (16-bit compute; fp32 trains the
         // weights in place). Through the host, the whole one freed first: no moment with both.
-        float *host = mallocCheck((np ? np : 1) * sizeof(float));
-        if (host_src) memcpy(host, host_src, np * sizeof(float));
-        else be->to_host(host, m->master + z->part.begin, np * sizeof(float));
+        float *staged = NULL;
+        if (!host_src) {
+            staged = mallocCheck((np ? np : 1) * sizeof(float));
+            be->to_host(staged, m->master + z->part.begin, np * sizeof(float));
+        }
         if (m->master) be->free(m->master);
         m->master = NULL;
         z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
-        be->to_device(z->master, host, np * sizeof(float));
-        free(host);
+        be->to_device(z->master, host_src ? host_src : staged, np * sizeof(float));
+        free(staged);
     } else if (host_src) {  // stage 0: the whole master on the device
         m->master = counted_alloc(be, m->lay.total * sizeof(float), &m->alloc_master);
         be->to_device(m->master, m->host_master, m->lay.total * sizeof(float));
