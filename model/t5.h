@@ -56,6 +56,11 @@ typedef struct T5Model T5Model;
 // zero/stage3.c). Forward and backward call fetch before reading a unit's weights and
 // release after; backward calls begin_grads before its first write to a unit's gradient
 // and end_grads after its last (the unit's gradient of this micro-batch is then complete).
+// all_finished (generation, model/generate.c): when the weights are fetched through
+// collectives (ZeRO stage 3), every rank must run the same number of decoder steps; each
+// step the search asks all_finished(its own "finished"), a collective that returns 1 when
+// every rank has finished; a rank that finished early keeps stepping (results unused)
+// until then, as HF's generate(synced_gpus=True). NULL: ranks generate independently.
 // Any callback may be NULL.
 typedef struct {
     void *ctx;
@@ -63,6 +68,7 @@ typedef struct {
     void (*release_params)(void *ctx, T5Model *m, int unit);
     void (*begin_grads)(void *ctx, T5Model *m, int unit);
     void (*end_grads)(void *ctx, T5Model *m, int unit);
+    int (*all_finished)(void *ctx, int finished);
 } T5UnitHooks;
 
 struct T5Model {

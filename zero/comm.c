@@ -249,3 +249,63 @@ void comm_barrier(const Comm *c) {
     require_mpi(c);
     mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
 }
+
+CommTicket comm_allreduce_sum_async(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) return (CommTicket){comm_nccl_allreduce_sum_buckets(c, buf, n, bucket, t, 1)};
+#endif
+    size_t step = bucket ? bucket : n, es = comm_dtype_size(t);
+    for (size_t lo = 0; lo < n; lo += step)
+        comm_allreduce_sum(c, (char *)buf + lo * es, n - lo < step ? n - lo : step, t);
+    return COMM_TICKET_NONE;
+}
+
+void comm_gather_bytes_host(const Comm *c, const void *mine, size_t n, char **all, size_t *counts) {
+    *all = NULL;
+#ifdef T5_HAVE_CUDA
+    if (c->nccl && !c->mpi) return comm_nccl_gather_bytes_host(c, mine, n, all, counts);
+#endif
+    if (c->world == 1) {
+        *all = mallocCheck(n ? n : 1);
+        if (n) memcpy(*all, mine, n);
+        counts[0] = n;
+        return;
+    }
+    require_mpi(c);
+    long long me = (long long)n, *sizes = c->rank == 0 ? mallocCheck((size_t)c->world * sizeof(long long)) : NULL;
+    mpiCheck(MPI_Gather(&me, 1, MPI_LONG_LONG, sizes, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+    if (n > (size_t)INT_MAX) t5_fail("gathering %zu bytes from one rank: MPI counts are int", n);
+    int *cnt = NULL, *dsp = NULL;
+    if (c->rank == 0) {
+        cnt = mallocCheck(2 * (size_t)c->world * sizeof(int));
+        dsp = cnt + c->world;
+        size_t total = 0;
+        for (int r = 0; r < c->world; r++) {
+            if (total + (size_t)sizes[r] > (size_t)INT_MAX) t5_fail("gathering %zu bytes: MPI counts are int", total);
+            cnt[r] = (int)sizes[r];
+            dsp[r] = (int)total;
+            counts[r] = (size_t)sizes[r];
+            total += (size_t)sizes[r];
+        }
+        *all = mallocCheck(total ? total : 1);
+    }
+    mpiCheck(MPI_Gatherv(mine, (int)n, MPI_BYTE, *all, cnt, dsp, MPI_BYTE, 0, MPI_COMM_WORLD));
+    free(cnt);
+    free(sizes);
+}
+
+void comm_timing(const Comm *c, int on) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) comm_nccl_timing(c, on);
+#endif
+    (void)c;
+    (void)on;
+}
+
+double comm_busy_ms(const Comm *c) {
+#ifdef T5_HAVE_CUDA
+    if (c->nccl) return comm_nccl_busy_ms(c);
+#endif
+    (void)c;
+    return -1.0;
+}

@@ -66,6 +66,9 @@ CommTicket comm_allgather_range_async(const Comm *c, const void *mine, void *out
                                       size_t n_total, Dtype t);
 CommTicket comm_reduce_scatter_range_async(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
                                            size_t n_total, Dtype t);
+// buf (n) summed over ranks in place, as one group of all-reduces of at most `bucket`
+// elements each (0: one); stages 0-1 reduce a unit's gradient this way during backward.
+CommTicket comm_allreduce_sum_async(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t);
 void comm_wait(const Comm *c, CommTicket t);
 void comm_wait_all(const Comm *c);  // the compute stream waits for every collective issued so far
 
@@ -76,6 +79,19 @@ void comm_allreduce_sum_i64(const Comm *c, long long *buf, size_t n);
 // partition's elements) collected on rank 0 into all (n_total); all is unused elsewhere.
 void comm_gather_partitions_host_f32(const Comm *c, const float *mine, float *all, size_t n_total);
 void comm_barrier(const Comm *c);
+// Every rank's n bytes (n may differ, 0 too) concatenated in rank order on rank 0: *all
+// (malloc'ed; the caller frees it) and counts[world] there; elsewhere *all = NULL and
+// counts is unused (may be NULL). Evaluation gathers each rank's predictions this way.
+void comm_gather_bytes_host(const Comm *c, const void *mine, size_t n, char **all, size_t *counts);
+
+// ---- communication time (GPU ranks) -----------------------------------------------------
+// With timing on, every collective on the communication stream is bracketed by timed
+// events; comm_busy_ms returns the milliseconds that stream spent in collectives since the
+// last call (it waits for them), or -1 where there is no such stream (CPU ranks, MPI).
+// The stream runs one collective at a time, so the sum is its busy time; a peer that
+// arrives late shows up as busy time too. `train_t5 bench` reports it per step.
+void comm_timing(const Comm *c, int on);
+double comm_busy_ms(const Comm *c);
 
 // Bytes per element of a Dtype.
 static inline size_t comm_dtype_size(Dtype t) { return t == DTYPE_F32 ? 4 : 2; }

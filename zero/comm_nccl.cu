@@ -42,6 +42,7 @@ extern "C" {
 // A slot re-recorded by a later collective only makes a wait longer (the stream runs in
 // order), never wrong.
 #define TICKET_RING 256
+#define TIMING_RING 4096  // timed collectives kept before they are folded into the sum
 
 typedef struct {
     ncclComm_t comm;
@@ -62,6 +63,11 @@ typedef struct {
     double since;         // when it started
     double timeout_s;
     int stop;
+    // comm_timing: a (start, end) event pair per collective on cstream, folded into busy_ms
+    int timing;
+    cudaEvent_t *t_start, *t_end;  // (TIMING_RING) each
+    unsigned t_count;              // pairs recorded since the last fold
+    double busy_ms;
 } NcclState;
 
 static double now_s(void) {
@@ -282,6 +288,13 @@ extern "C" void comm_nccl_finalize(Comm *c) {
     cudaCheckRank(s, cudaEventDestroy(s->ev_in));
     for (int i = 0; i < TICKET_RING; i++) cudaCheckRank(s, cudaEventDestroy(s->ring[i]));
     cudaCheckRank(s, cudaStreamDestroy(s->cstream));
+    if (s->t_start) {
+        for (int i = 0; i < TIMING_RING; i++) {
+            cudaCheckRank(s, cudaEventDestroy(s->t_start[i]));
+            cudaCheckRank(s, cudaEventDestroy(s->t_end[i]));
+        }
+        free(s->t_start);
+    }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wake);
     free(s);
@@ -291,13 +304,29 @@ extern "C" void comm_nccl_finalize(Comm *c) {
 // ---- collectives on device buffers -----------------------------------------------------------
 
 // The communication stream starts after the compute stream's queued work (the inputs).
+static void timing_fold(NcclState *s) {
+    if (!s->t_count) return;
+    cudaCheckRank(s, cudaEventSynchronize(s->t_end[s->t_count - 1]));
+    for (unsigned i = 0; i < s->t_count; i++) {
+        float ms = 0;
+        cudaCheckRank(s, cudaEventElapsedTime(&ms, s->t_start[i], s->t_end[i]));
+        s->busy_ms += ms;
+    }
+    s->t_count = 0;
+}
+
 static void cstream_enter(NcclState *s) {
     cudaCheckRank(s, cudaEventRecord(s->ev_in, s->stream));
     cudaCheckRank(s, cudaStreamWaitEvent(s->cstream, s->ev_in, 0));
+    if (s->timing) {  // starts once the inputs are ready: the collective's own time
+        if (s->t_count == TIMING_RING) timing_fold(s);
+        cudaCheckRank(s, cudaEventRecord(s->t_start[s->t_count], s->cstream));
+    }
 }
 
 // A ticket after the collectives issued so far; async 0: the compute stream waits for it now.
 static int cstream_leave(NcclState *s, int async) {
+    if (s->timing) cudaCheckRank(s, cudaEventRecord(s->t_end[s->t_count++], s->cstream));
     int slot = (int)(s->next_ticket++ % TICKET_RING);
     cudaCheckRank(s, cudaEventRecord(s->ring[slot], s->cstream));
     if (!async) cudaCheckRank(s, cudaStreamWaitEvent(s->stream, s->ring[slot], 0));
@@ -318,6 +347,20 @@ extern "C" void comm_nccl_allreduce_sum(const Comm *c, void *buf, size_t n, Dtyp
     ncclCheck(s, ncclAllReduce(buf, buf, n, nccl_type(t), ncclSum, s->comm, s->cstream));
     watch_end(s);
     cstream_leave(s, 0);
+}
+
+extern "C" int comm_nccl_allreduce_sum_buckets(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t, int async) {
+    NcclState *s = state_of(c);
+    size_t es = comm_dtype_size(t), step = bucket ? bucket : (n ? n : 1);
+    cstream_enter(s);
+    watch_begin(s);
+    ncclCheck(s, ncclGroupStart());
+    for (size_t lo = 0; lo < n; lo += step)
+        ncclCheck(s, ncclAllReduce((char *)buf + lo * es, (char *)buf + lo * es, n - lo < step ? n - lo : step,
+                                   nccl_type(t), ncclSum, s->comm, s->cstream));
+    ncclCheck(s, ncclGroupEnd());
+    watch_end(s);
+    return cstream_leave(s, async);
 }
 
 extern "C" int comm_nccl_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
@@ -420,4 +463,63 @@ extern "C" void comm_nccl_barrier(const Comm *c) {
     ncclCheck(s, ncclAllReduce(dev, dev, 1, ncclInt32, ncclSum, s->comm, s->cstream));
     watch_end(s);
     stage_sync(s);
+}
+
+// Byte counts first (an all-reduce of a world-long vector holding this rank's count), then
+// chunk by chunk every rank > 0 sends its bytes to rank 0 through the staging buffer.
+extern "C" void comm_nccl_gather_bytes_host(const Comm *c, const void *mine, size_t n, char **all, size_t *counts) {
+    NcclState *s = state_of(c);
+    long long *sizes = (long long *)callocCheck((size_t)c->world, sizeof(long long));
+    sizes[c->rank] = (long long)n;
+    comm_nccl_allreduce_host(c, sizes, (size_t)c->world, 0);
+    size_t total = 0;
+    for (int r = 0; r < c->world; r++) total += (size_t)sizes[r];
+    char *out = c->rank == 0 ? (char *)mallocCheck(total ? total : 1) : NULL;
+    if (c->rank == 0) {
+        if (n) memcpy(out, mine, n);
+        for (int r = 0; r < c->world; r++) counts[r] = (size_t)sizes[r];
+    }
+    char *dev = (char *)stage_of(s);
+    size_t at = n;  // rank 0's write position in out
+    for (int r = 1; r < c->world; r++) {
+        for (size_t done = 0; done < (size_t)sizes[r]; done += STAGE_BYTES) {
+            size_t k = (size_t)sizes[r] - done < STAGE_BYTES ? (size_t)sizes[r] - done : STAGE_BYTES;
+            if (c->rank == r)
+                cudaCheckRank(s, cudaMemcpyAsync(dev, (const char *)mine + done, k, cudaMemcpyHostToDevice, s->cstream));
+            if (c->rank == r || c->rank == 0) {
+                watch_begin(s);
+                if (c->rank == r) ncclCheck(s, ncclSend(dev, k, ncclUint8, 0, s->comm, s->cstream));
+                else ncclCheck(s, ncclRecv(dev, k, ncclUint8, r, s->comm, s->cstream));
+                watch_end(s);
+            }
+            if (c->rank == 0) cudaCheckRank(s, cudaMemcpyAsync(out + at + done, dev, k, cudaMemcpyDeviceToHost, s->cstream));
+            stage_sync(s);
+        }
+        if (c->rank == 0) at += (size_t)sizes[r];
+    }
+    free(sizes);
+    *all = out;
+}
+
+extern "C" void comm_nccl_timing(const Comm *c, int on) {
+    NcclState *s = state_of(c);
+    if (on && !s->t_start) {
+        s->t_start = (cudaEvent_t *)callocCheck(2 * TIMING_RING, sizeof(cudaEvent_t));
+        s->t_end = s->t_start + TIMING_RING;
+        for (int i = 0; i < TIMING_RING; i++) {
+            cudaCheckRank(s, cudaEventCreate(&s->t_start[i]));
+            cudaCheckRank(s, cudaEventCreate(&s->t_end[i]));
+        }
+    }
+    if (!on) timing_fold(s);
+    s->timing = on && s->t_start;
+}
+
+extern "C" double comm_nccl_busy_ms(const Comm *c) {
+    NcclState *s = state_of(c);
+    if (!s->t_start) return -1.0;
+    timing_fold(s);
+    double ms = s->busy_ms;
+    s->busy_ms = 0;
+    return ms;
 }

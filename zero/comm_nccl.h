@@ -26,10 +26,15 @@ int comm_nccl_allgather_range(const Comm *c, const void *mine, void *out, size_t
 int comm_nccl_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
                                    size_t n_total, Dtype t, int async);
 void comm_nccl_wait(const Comm *c, int slot);  // slot < 0: everything issued so far
+// one group of all-reduces of at most `bucket` elements (0: one); returns the ticket slot
+int comm_nccl_allreduce_sum_buckets(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t, int async);
 // host arrays through a device staging buffer (ranks without MPI)
 void comm_nccl_allreduce_host(const Comm *c, void *buf, size_t n, int is_f64);
 void comm_nccl_gather_partitions_host_f32(const Comm *c, const float *mine, float *all, size_t n_total);
 void comm_nccl_barrier(const Comm *c);
+void comm_nccl_gather_bytes_host(const Comm *c, const void *mine, size_t n, char **all, size_t *counts);
+void comm_nccl_timing(const Comm *c, int on);
+double comm_nccl_busy_ms(const Comm *c);
 
 // The piece of [lo, hi) that rank r owns ([lo, hi) ∩ partition_range(n_total, world, r)),
 // as offsets relative to lo (empty: begin == end). Shared by both sides (comm.c).
