@@ -1,11 +1,21 @@
 // trainer/bench.c: `train_t5 bench`: training throughput of a model on synthetic
 // batches (random token ids, src = tgt = --seq tokens, no padding), the same workload as
-// bench/hf_baseline.py, for bench/throughput.sh. Prints one machine-readable line:
+// bench/hf_baseline.py and bench/ds_baseline.py, for bench/throughput.sh and
+// bench/zero_scaling.sh. It runs ZeRO like training does: --deepspeed CFG takes the
+// config's zero_optimization (stage, buckets, overlap, prefetch, offload), optimizer
+// settings and fp16 loss scaler, and the ranks come from any launcher (--num_gpus N,
+// mpirun, torchrun-style variables, Slurm: zero/launch.h); each rank trains on its own
+// synthetic batch of --batch samples. Rank 0 prints one machine-readable line:
 //   RESULT impl=train_t5 mode=<ckpt|plain> model=M precision=P batch=B seq=S
 //          samples_per_s=X tokens_per_s=X tflops=X peak_gib=X status=ok|oom
-// A batch the memory plan says cannot fit under --max_gpu_memory reports status=oom
-// without running (the plan is the allocator's own arithmetic, zero/planner.c);
-// --find_max_batch searches the largest batch (multiples of 8) the plan admits.
+//          stage=K world=N peak_gib_ranks=a,b,... comm_ms_per_step=X step_ms=X
+// samples_per_s and tflops count all ranks together; peak_gib is the largest rank's
+// allocator peak; comm_ms_per_step is the communication stream's busy time per step
+// (zero/comm.h comm_busy_ms; -1 without NCCL). A batch the memory plan says cannot fit
+// under --max_gpu_memory reports status=oom without running (the plan is the allocator's
+// own arithmetic, zero/planner.c); --find_max_batch searches the largest batch (multiples
+// of 8) the plan admits. The config's scheduler is not used: the lr stays at 1e-4 (the
+// lr does not change the step's time).
 #include "bench.h"
 
 #include <stdio.h>
@@ -16,31 +26,80 @@
 #include "../common/flags.h"
 #include "../model/hf_dir.h"
 #include "../model/load.h"
+#include "../zero/comm.h"
+#include "../zero/ds_config.h"
 #include "../zero/planner.h"
 #include "../zero/step.h"
 #include "device.h"
 #include "progress.h"
 
 typedef struct {
-    const char *model, *init, *device;
-    int batch, seq, steps, warmup, bf16, fp16, gradient_checkpointing, find_max_batch, seed, help;
+    const char *model, *init, *device, *deepspeed;
+    int batch, seq, steps, warmup, bf16, fp16, gradient_checkpointing, find_max_batch, seed, num_gpus, local_rank,
+        help;
     double max_gpu_memory;
+    ZeroOptions zo;  // stage 0 without --deepspeed
+    int world;
 } BenchArgs;
 
-static int plan_fits(const T5Config *cfg, Dtype dt, int B, int S, int ckpt, double cap_gib) {
-    if (cap_gib <= 0) return 1;
-    MemPlan p = planner_memory(cfg, dt, B, S, S, ckpt);
-    return p.total <= (size_t)(cap_gib * 1073741824.0);
+static MemPlan plan_of(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
+    return planner_memory_zero(cfg, dt, B, a->seq, a->seq, a->gradient_checkpointing, a->zo.stage, a->world,
+                               a->zo.offload_optimizer).gpu;
+}
+
+static int plan_fits(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
+    if (a->max_gpu_memory <= 0) return 1;
+    return plan_of(a, cfg, dt, B).total <= (size_t)(a->max_gpu_memory * 1073741824.0);
 }
 
 static const char *precision_name(const BenchArgs *a) { return a->bf16 ? "bf16" : a->fp16 ? "fp16" : "fp32"; }
 
-static void print_result(const BenchArgs *a, int B, double sps, double flops, double peak_gib, const char *status) {
+// peaks: (world) GiB per rank, or NULL
+static void print_result(const BenchArgs *a, int B, double sps, double flops, const double *peaks, const char *status,
+                         double comm_ms, double step_ms) {
+    double peak = 0;
+    for (int r = 0; peaks && r < a->world; r++) peak = peaks[r] > peak ? peaks[r] : peak;
     printf("RESULT impl=train_t5 mode=%s model=%s precision=%s batch=%d seq=%d samples_per_s=%.2f tokens_per_s=%.0f "
-           "tflops=%.1f peak_gib=%.2f status=%s\n",
+           "tflops=%.1f peak_gib=%.2f status=%s stage=%d world=%d peak_gib_ranks=",
            a->gradient_checkpointing ? "ckpt" : "plain", a->model, precision_name(a), B, a->seq, sps,
-           sps * 2.0 * a->seq, sps * flops / 1e12, peak_gib, status);
+           sps * 2.0 * a->seq, sps * flops / 1e12, peak, status, a->zo.stage, a->world);
+    for (int r = 0; r < a->world; r++) printf("%s%.2f", r ? "," : "", peaks ? peaks[r] : 0.0);
+    printf(" comm_ms_per_step=%.2f step_ms=%.2f\n", comm_ms, step_ms);
     fflush(stdout);
+}
+
+// --deepspeed: resolve the config as the trainer does ("auto" from bench's own flags) and
+// take its ZeRO options, optimizer settings and fp16 loss scaler.
+static void bench_apply_deepspeed(BenchArgs *a, const T5Config *cfg, AdamWConfig *oc, LossScaler *scaler) {
+    DsConfig c;
+    ds_config_load(&c, a->deepspeed);
+    DsResolveArgs ra = ds_resolve_args_default();
+    ra.per_device_train_batch_size = a->batch;
+    ra.gradient_accumulation_steps = 1;
+    ra.world_size = a->world;
+    ra.learning_rate = oc->lr;
+    ra.max_grad_norm = oc->max_grad_norm;
+    ra.fp16 = a->fp16;
+    ra.bf16 = a->bf16;
+    ra.total_steps = a->warmup + a->steps;
+    ra.d_model = cfg->d_model;
+    ra.flag_set_mask = DS_FLAG_PER_DEVICE_TRAIN_BATCH_SIZE | DS_FLAG_GRADIENT_ACCUMULATION_STEPS |
+                       (a->bf16 ? DS_FLAG_BF16 : 0) | (a->fp16 ? DS_FLAG_FP16 : 0);
+    ds_config_resolve(&c, &ra, a->deepspeed);
+    a->zo = zero_options_from_config(&c, a->deepspeed);
+    if (c.optimizer.present) {
+        oc->lr = (float)c.optimizer.lr.v;
+        oc->beta1 = (float)c.optimizer.betas[0].v;
+        oc->beta2 = (float)c.optimizer.betas[1].v;
+        oc->eps = (float)c.optimizer.eps.v;
+        oc->weight_decay = (float)c.optimizer.weight_decay.v;
+    }
+    oc->max_grad_norm = (float)c.gradient_clipping.v;
+    if (a->fp16 && c.fp16.loss_scale.v == 0)
+        *scaler = loss_scaler_dynamic((int)c.fp16.initial_scale_power.v, (long)c.fp16.loss_scale_window.v,
+                                      (int)c.fp16.hysteresis.v, c.fp16.min_loss_scale.v, c.fp16.consecutive_hysteresis.v);
+    else if (a->fp16)
+        *scaler = loss_scaler_static(c.fp16.loss_scale.v);
 }
 
 static void synthetic_batch(int B, int S, int V, uint64_t seed, int *ids, int *mask, int *labels, int *dec) {
@@ -59,12 +118,12 @@ static void synthetic_batch(int B, int S, int V, uint64_t seed, int *ids, int *m
 
 int bench_main(int argc, char **argv, int start) {
     BenchArgs a = {.model = "t5-large", .init = "random", .device = "cuda", .batch = 16, .seq = 128, .steps = 20,
-                   .warmup = 5, .seed = 42};
+                   .warmup = 5, .seed = 42, .local_rank = -1};
     FlagSpec specs[] = {
         {"model", FLAG_STRING, &a.model, "preset or model directory (t5-large)"},
         {"init", FLAG_STRING, &a.init, "random (default) or pretrained"},
         {"device", FLAG_STRING, &a.device, "cuda (default) or cpu"},
-        {"batch", FLAG_INT, &a.batch, "micro-batch (16)"},
+        {"batch", FLAG_INT, &a.batch, "micro-batch per rank (16)"},
         {"seq", FLAG_INT, &a.seq, "source = target tokens (128)"},
         {"steps", FLAG_INT, &a.steps, "timed steps (20)"},
         {"warmup", FLAG_INT, &a.warmup, "untimed steps first (5)"},
@@ -73,6 +132,9 @@ int bench_main(int argc, char **argv, int start) {
         {"gradient_checkpointing", FLAG_BOOL, &a.gradient_checkpointing, "recompute block activations"},
         {"max_gpu_memory", FLAG_FLOAT, &a.max_gpu_memory, "cap on GPU memory, GiB"},
         {"find_max_batch", FLAG_BOOL, &a.find_max_batch, "largest batch (multiple of 8) that fits the cap"},
+        {"deepspeed", FLAG_STRING, &a.deepspeed, "DeepSpeed JSON config: its ZeRO stage, buckets, optimizer, fp16"},
+        {"num_gpus", FLAG_INT, &a.num_gpus, "start N GPU ranks on this host (each runs --batch samples)"},
+        {"local_rank", FLAG_INT, &a.local_rank, "set by torch.distributed.launch / deepspeed: must equal LOCAL_RANK"},
         {"seed", FLAG_INT, &a.seed, "seed"},
         {"help", FLAG_BOOL, &a.help, "this help"},
     };
@@ -83,62 +145,82 @@ int bench_main(int argc, char **argv, int start) {
     }
     if (a.bf16 && a.fp16) t5_fail("bench: --fp16 and --bf16 contradict each other: pick one");
     if (a.batch < 1 || a.seq < 2 || a.steps < 1 || a.warmup < 0) t5_fail("bench: --batch, --seq, --steps must be positive");
+    if (a.num_gpus > 0) {
+        if (strcmp(a.device, "cuda") != 0)
+            t5_fail("bench: --num_gpus %d with --device %s: several CPU ranks run only under mpirun", a.num_gpus, a.device);
+        return launch_spawn_ranks(a.num_gpus, argc, argv);  // each rank runs this again without --num_gpus
+    }
+    Comm comm;
+    comm_init(&comm);
+    if (a.local_rank >= 0 && a.local_rank != comm.local_rank)
+        t5_fail("bench: --local_rank %d but the launcher's local rank is %d (LOCAL_RANK): they must agree", a.local_rank,
+                comm.local_rank);
+    comm_attach_device(&comm, a.device);
+    const int main_rank = comm.rank == 0;
+    a.world = comm.world;
     Dtype dt = a.bf16 ? DTYPE_BF16 : a.fp16 ? DTYPE_F16 : DTYPE_F32;
     if (!strcmp(a.device, "cpu")) dt = DTYPE_F32;
 
     T5Config cfg;
-    ModelLoadOptions lo = {.init_random = !strcmp(a.init, "random"), .seed = (unsigned long long)a.seed};
+    ModelLoadOptions lo = {.init_random = !strcmp(a.init, "random"), .seed = (unsigned long long)a.seed,
+                           .defer_weights = 1};
     hf_resolve_model(a.model, &cfg);  // the config only: plan before allocating anything
     if (!lo.init_random) cfg.untied_lm_head = hf_probe_untied(a.model);
+    AdamWConfig oc = adamw_default_config();
+    oc.lr = 1e-4f;
+    LossScaler scaler = a.fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
+    a.zo = zero_options_stage(0);
+    a.zo.overlap_comm = 1;  // without a config: stage 0 overlapped as DDP (as the trainer)
+    if (a.deepspeed) bench_apply_deepspeed(&a, &cfg, &oc, &scaler);
     double flops = planner_flops_per_sample(&cfg, a.seq, a.seq);
     int B = a.batch;
     if (a.find_max_batch) {
         if (a.max_gpu_memory <= 0) t5_fail("bench: --find_max_batch needs --max_gpu_memory");
         int lo_b = 0, hi_b = 8;
-        while (plan_fits(&cfg, dt, hi_b, a.seq, a.gradient_checkpointing, a.max_gpu_memory) && hi_b < 65536)
-            lo_b = hi_b, hi_b *= 2;
+        while (plan_fits(&a, &cfg, dt, hi_b) && hi_b < 65536) lo_b = hi_b, hi_b *= 2;
         while (hi_b - lo_b > 8) {
             int mid = (lo_b + hi_b) / 2 / 8 * 8;
-            if (plan_fits(&cfg, dt, mid, a.seq, a.gradient_checkpointing, a.max_gpu_memory)) lo_b = mid;
+            if (plan_fits(&a, &cfg, dt, mid)) lo_b = mid;
             else hi_b = mid;
         }
         if (lo_b == 0) {
-            print_result(&a, 8, 0, flops, 0, "oom");
+            if (main_rank) print_result(&a, 8, 0, flops, NULL, "oom", -1, 0);
+            comm_finalize(&comm);
             return 0;
         }
         B = lo_b;
-        printf("largest batch under %.1f GiB by the memory plan: %d\n", a.max_gpu_memory, B);
+        if (main_rank) printf("largest batch under %.1f GiB by the memory plan: %d\n", a.max_gpu_memory, B);
     }
-    MemPlan plan = planner_memory(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing);
-    planner_print(&plan, a.max_gpu_memory);
-    if (!plan_fits(&cfg, dt, B, a.seq, a.gradient_checkpointing, a.max_gpu_memory)) {
-        print_result(&a, B, 0, flops, plan.total / 1073741824.0, "oom");
+    MemPlan plan = plan_of(&a, &cfg, dt, B);
+    if (main_rank) planner_print(&plan, a.max_gpu_memory);
+    if (!plan_fits(&a, &cfg, dt, B)) {
+        if (main_rank) print_result(&a, B, 0, flops, NULL, "oom", -1, 0);
+        comm_finalize(&comm);
         return 0;
     }
 
-    const Backend *be = device_backend(a.device, 0, a.bf16, a.fp16, a.max_gpu_memory);
+    const Backend *be = device_backend(a.device, comm.local_rank, a.bf16, a.fp16, a.max_gpu_memory);
     T5Model m;
     model_load(&m, a.model, be, lo);
     m.gradient_checkpointing = a.gradient_checkpointing;
-    t5_plan_activations(&m, B, a.seq, a.seq);
-    AdamWConfig oc = adamw_default_config();
-    oc.lr = 1e-4f;
     ZeroState z;
-    ZeroOptions zo = zero_options_stage(0);
-    zero_init(&z, &m, zero_comm_single(), &zo, &oc);
-    LrSchedule sched = {.type = LR_CONSTANT, .base_lr = 1e-4, .total_steps = a.warmup + a.steps};
-    LossScaler scaler = a.fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
+    zero_init(&z, &m, &comm, &a.zo, &oc);
+    t5_plan_activations(&m, B, a.seq, a.seq);
+    LrSchedule sched = {.type = LR_CONSTANT, .base_lr = oc.lr, .total_steps = a.warmup + a.steps};
     size_t n = (size_t)B * a.seq;
     int *ids = mallocCheck(n * sizeof(int)), *mask = mallocCheck(n * sizeof(int));
     int *labels = mallocCheck(n * sizeof(int)), *dec = mallocCheck(n * sizeof(int));
-    synthetic_batch(B, a.seq, m.cfg.vocab_size, (uint64_t)a.seed, ids, mask, labels, dec);
+    synthetic_batch(B, a.seq, m.cfg.vocab_size, (uint64_t)a.seed + 7919u * (uint64_t)comm.rank, ids, mask, labels, dec);
     T5Batch batch = {.B = B, .S = a.seq, .T = a.seq, .input_ids = ids, .attention_mask = mask,
                      .decoder_input_ids = dec, .labels = labels};
     double t0 = 0, loss = 0;
     int skipped = 0;
+    comm_timing(&comm, 1);
     for (int s = 0; s < a.warmup + a.steps; s++) {
         if (s == a.warmup) {
             device_synchronize(be);
+            comm_barrier(&comm);
+            (void)comm_busy_ms(&comm);  // the warm-up's communication is not counted
             t0 = now_seconds();
         }
         m.dropout_seed = (uint64_t)s;
@@ -148,15 +230,26 @@ int bench_main(int argc, char **argv, int start) {
     }
     device_synchronize(be);
     double elapsed = now_seconds() - t0;
-    double sps = (double)B * a.steps / elapsed;
-    double peak = be->mem_peak() / 1073741824.0;
-    printf("last loss %.4f, %d skipped steps (fp16 overflow), %.1f ms/step\n", loss, skipped, 1e3 * elapsed / a.steps);
-    print_result(&a, B, sps, flops, peak, "ok");
+    double comm_ms = comm_busy_ms(&comm);
+    comm_timing(&comm, 0);
+    // samples/s of all ranks together, from rank 0's clock (the step's collectives keep the
+    // ranks in step); every rank's allocator peak
+    double sps = (double)B * a.world * a.steps / elapsed;
+    double *peaks = callocCheck((size_t)a.world, sizeof(double));
+    peaks[comm.rank] = be->mem_peak() / 1073741824.0;
+    comm_allreduce_sum_f64(&comm, peaks, (size_t)a.world);
+    if (main_rank) {
+        printf("last loss %.4f, %d skipped steps (fp16 overflow), %.1f ms/step, ZeRO stage %d over %d rank%s\n", loss,
+               skipped, 1e3 * elapsed / a.steps, a.zo.stage, a.world, a.world > 1 ? "s" : "");
+        print_result(&a, B, sps, flops, peaks, "ok", comm_ms >= 0 ? comm_ms / a.steps : -1, 1e3 * elapsed / a.steps);
+    }
+    free(peaks);
     free(ids);
     free(mask);
     free(labels);
     free(dec);
     zero_free(&z);
     t5_free(&m);
+    comm_finalize(&comm);
     return 0;
 }

@@ -46,27 +46,9 @@ void trainer_apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tr
         a->per_device_train_batch_size = micro;
         a->gradient_accumulation_steps = ga;
     }
-    // ZeRO-Offload: the optimizer to host memory (all of it) is built; NVMe, a partial ratio
-    // and parameter offload are not, and say so
-    if (c.zero.offload_param.device != OFFLOAD_NONE)
-        t5_fail("%s: zero_optimization.offload_param (stage 3 parameter offload) is not built yet; remove it (or "
-                "cpu_offload_param); offload_optimizer to the cpu is", a->deepspeed);
-    if (c.zero.offload_optimizer.device == OFFLOAD_NVME)
-        t5_fail("%s: zero_optimization.offload_optimizer.device \"nvme\" is not built yet; HINT: \"device\": \"cpu\"",
-                a->deepspeed);
-    if (c.zero.offload_optimizer.device == OFFLOAD_CPU && c.zero.offload_optimizer.ratio.v < 1.0)
-        t5_fail("%s: zero_optimization.offload_optimizer.ratio %g: a partial offload is not built yet; HINT: remove "
-                "ratio (1: all of the optimizer state in host memory)", a->deepspeed, c.zero.offload_optimizer.ratio.v);
-    if (c.zero.offload_optimizer.device == OFFLOAD_CPU && c.zero.stage < 1)
-        t5_fail("%s: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (stage is %d), as in DeepSpeed",
-                a->deepspeed, (int)c.zero.stage);
-    r->zopt.offload_optimizer = c.zero.offload_optimizer.device == OFFLOAD_CPU;
-    r->zopt.pin_memory = c.zero.offload_optimizer.pin_memory.v;
-    r->zopt.stage = (int)c.zero.stage;
-    r->zopt.reduce_bucket = (size_t)c.zero.reduce_bucket_size.v;
-    r->zopt.gather_bucket = (size_t)c.zero.allgather_bucket_size.v;
-    r->zopt.overlap_comm = c.zero.overlap_comm.v;
-    r->zopt.prefetch = c.zero.stage3_prefetch_bucket_size.v > 0;
+    // the ZeRO stage, buckets, overlap, prefetch and optimizer offload; NVMe, a partial
+    // offload ratio and parameter offload are refused by name
+    r->zopt = zero_options_from_config(&c, a->deepspeed);
     if (c.optimizer.present) {
         a->learning_rate = c.optimizer.lr.v;
         a->adam_beta1 = c.optimizer.betas[0].v;

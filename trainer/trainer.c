@@ -485,6 +485,9 @@ int trainer_main(int argc, char **argv, int start) {
         }
         if (pass == 0) comm_barrier(&r.comm);
     }
+    // without --deepspeed: stage 0 with each unit's gradient all-reduced while backward
+    // goes on, as PyTorch DDP does; a config says for itself (DeepSpeed's overlap_comm)
+    r.zopt.overlap_comm = 1;
     if (a->deepspeed) trainer_apply_deepspeed(&r, argc, argv, start, a->do_train ? (long)train_ds.count : 0);
     if (a->explain && is_main(&r)) {  // the plan of every stage for this run's shapes, ours marked
         T5Config mc;

@@ -1,15 +1,22 @@
 // zero/stage0.c: ZeRO stage 0 = plain data parallelism. Every rank holds every state
-// whole; after the step's last backward the gradients are summed over ranks with an
-// all-reduce per bucket (allreduce_bucket_size elements), so every rank takes the same
-// AdamW update. Stage 1 reduces gradients the same way (zero/stage1.c).
+// whole, and every rank must end the step with the gradient summed over ranks. As
+// PyTorch DDP does, the sum is not left to the end of backward: on the step's last
+// micro-batch (earlier ones only accumulate locally, DDP's no_sync), backward announces
+// each unit it has finished (T5UnitHooks end_grads: the unit's gradient is then final on
+// this rank) and its range of the flat gradient is all-reduced right away, in buckets of
+// reduce_bucket_size elements grouped into one NCCL launch. With overlap_comm (GPU
+// ranks) that runs on the communication stream while backward computes the units before
+// it; zero/step.c waits for all of it before the norm. Stage 1 reduces gradients the
+// same way (it partitions only the optimizer state). Units finish in backward order: the
+// head, decoder blocks last to first, the encoder, and the shared embedding last (its
+// gradient is written at both ends of backward).
 #include "zero.h"
 
-void zero_stage0_allreduce_grads(ZeroState *z) {
-    if (z->comm->world == 1) return;
-    T5Model *m = z->m;
-    size_t n = m->lay.total, step = z->reduce_bucket ? z->reduce_bucket : n;
-    for (size_t lo = 0; lo < n; lo += step) {
-        size_t k = n - lo < step ? n - lo : step;
-        comm_allreduce_sum(z->comm, (char *)m->grads + lo * m->elem, k, m->be->act_dtype);
-    }
+void zero_stage0_end_grads(void *ctx, T5Model *m, int unit) {
+    ZeroState *z = ctx;
+    if (!z->last_micro || z->comm->world == 1) return;
+    const ParamUnit *u = &m->lay.units[unit];
+    void *g = (char *)m->grads + u->lo * m->elem;
+    CommTicket t = comm_allreduce_sum_async(z->comm, g, u->hi - u->lo, z->reduce_bucket, m->be->act_dtype);
+    if (!z->overlap_comm) comm_wait(z->comm, t);  // the compute stream waits now: no overlap
 }

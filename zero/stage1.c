@@ -3,18 +3,41 @@
 // that range, then the compute weights of every partition are all-gathered so that each
 // rank again holds the whole model for the next forward. Gradients are still whole and
 // all-reduced (zero/stage0.c). Stage 2 publishes weights the same way.
+//
+// The all-gather goes unit by unit in the order forward uses them (the layout's order:
+// embedding, encoder blocks, encoder norm, decoder blocks, decoder norm, head). With
+// overlap_comm (GPU ranks) it runs on the communication stream and nothing waits for it
+// at the end of the step: the next forward's fetch hook waits for each unit's gather
+// just before reading the unit, so the tail of the gather hides behind the first units'
+// compute. Whatever reads the weights outside forward/backward (evaluation, a
+// checkpoint) first calls comm_wait_all.
 #include "zero.h"
 
 void zero_stage1_allgather_params(ZeroState *z) {
     if (z->comm->world == 1) return;
     T5Model *m = z->m;
-    size_t n = m->lay.total, e = m->elem, step = z->gather_bucket ? z->gather_bucket : n;
-    for (size_t lo = 0; lo < n; lo += step) {
-        size_t hi = n - lo < step ? n : lo + step;
-        // this rank's piece of [lo, hi) is already in place in m->params: an in-place gather
-        size_t b = z->part.begin > lo ? z->part.begin : lo;
-        if (b > hi) b = hi;
-        comm_allgather_range(z->comm, (char *)m->params + b * e, (char *)m->params + lo * e, lo, hi, n,
-                             m->be->act_dtype);
+    const ParamLayout *L = &m->lay;
+    size_t n = L->total, e = m->elem;
+    for (int u = 0; u < L->n_units; u++) {
+        size_t ulo = L->units[u].lo, uhi = L->units[u].hi, step = z->gather_bucket ? z->gather_bucket : uhi - ulo;
+        CommTicket last = COMM_TICKET_NONE;
+        for (size_t lo = ulo; lo < uhi; lo += step) {
+            size_t hi = uhi - lo < step ? uhi : lo + step;
+            // this rank's piece of [lo, hi) is already in place in m->params: an in-place gather
+            size_t b = z->part.begin > lo ? z->part.begin : lo;
+            if (b > hi) b = hi;
+            last = comm_allgather_range_async(z->comm, (char *)m->params + b * e, (char *)m->params + lo * e, lo, hi,
+                                              n, m->be->act_dtype);
+        }
+        if (z->overlap_comm) z->unit_ticket[u] = last;
+        else comm_wait(z->comm, last);
     }
+}
+
+void zero_stage1_fetch_params(void *ctx, T5Model *m, int unit) {
+    ZeroState *z = ctx;
+    (void)m;
+    if (z->unit_ticket[unit].slot < 0) return;
+    comm_wait(z->comm, z->unit_ticket[unit]);
+    z->unit_ticket[unit] = COMM_TICKET_NONE;
 }

@@ -29,12 +29,14 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     double loss = 0;
     for (int i = 0; i < n_micro; i++) {
         long n_tok = 0;
+        z->last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward (zero/stage0.c)
         zero_stage3_begin_micro(z);
         loss += t5_forward(m, &micro[i], label_smoothing, &n_tok) / (double)total;
         t5_backward(m, label_smoothing, (float)(loss_scale / (double)total));
         // stages 2-3 with overlap_comm: the gradient partitions are complete only when every
-        // reduce-scatter of this backward is (the next micro-batch adds into them)
-        if (z->stage >= 2) comm_wait_all(z->comm);
+        // reduce-scatter of this backward is (the next micro-batch adds into them); stages
+        // 0-1: the step's all-reduces issued during the last backward
+        comm_wait_all(z->comm);
     }
     comm_allreduce_sum_f64(z->comm, &loss, 1);
     *n_tokens = total;
@@ -55,7 +57,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     T5Model *m = z->m;
     AdamW *opt = &z->opt;
     StepResult r = {0};
-    if (z->stage <= 1) zero_stage0_allreduce_grads(z);  // stages 2-3 reduced during backward
+    // every stage reduced its gradients during the last backward (zero_step_accumulate waited)
     double scale = scaler ? scaler->cur_scale : 1.0;
     r.loss_scale = scale;
     // the squared norm of the owned range, summed over ranks when ranges are partitions

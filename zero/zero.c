@@ -45,6 +45,30 @@ ZeroOptions zero_options_stage(int stage) {
     return o;
 }
 
+ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
+    const DsOffloadOptimizer *oo = &c->zero.offload_optimizer;
+    if (c->zero.offload_param.device != OFFLOAD_NONE)
+        t5_fail("%s: zero_optimization.offload_param (stage 3 parameter offload) is not built yet; remove it (or "
+                "cpu_offload_param); offload_optimizer to the cpu is", path);
+    if (oo->device == OFFLOAD_NVME)
+        t5_fail("%s: zero_optimization.offload_optimizer.device \"nvme\" is not built yet; HINT: \"device\": \"cpu\"", path);
+    if (oo->device == OFFLOAD_CPU && oo->ratio.v < 1.0)
+        t5_fail("%s: zero_optimization.offload_optimizer.ratio %g: a partial offload is not built yet; HINT: remove "
+                "ratio (1: all of the optimizer state in host memory)", path, oo->ratio.v);
+    if (oo->device == OFFLOAD_CPU && c->zero.stage < 1)
+        t5_fail("%s: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (stage is %d), as in DeepSpeed", path,
+                (int)c->zero.stage);
+    ZeroOptions o = {0};
+    o.stage = (int)c->zero.stage;
+    o.offload_optimizer = oo->device == OFFLOAD_CPU;
+    o.pin_memory = oo->pin_memory.v;
+    o.reduce_bucket = (size_t)c->zero.reduce_bucket_size.v;
+    o.gather_bucket = (size_t)c->zero.allgather_bucket_size.v;
+    o.overlap_comm = c->zero.overlap_comm.v;
+    o.prefetch = c->zero.stage3_prefetch_bucket_size.v > 0;
+    return o;
+}
+
 void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc) {
     int stage = o->stage;
     if (stage < 0 || stage > 3) t5_fail("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
@@ -153,10 +177,14 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     free(m->host_master);  // everything is placed
     m->host_master = NULL;
     t5_bind_flat(m);
-    if (stage >= 2) {
-        z->hooks.ctx = z;
-        m->hooks = &z->hooks;
-    }
+    // stage 0-1: reduce each unit's gradient as backward finishes it; stage 1-2: wait for a
+    // unit's all-gathered weights only when forward reaches it
+    z->unit_ticket = mallocCheck((size_t)L->n_units * sizeof(CommTicket));
+    for (int u = 0; u < L->n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
+    if (stage <= 1) z->hooks.end_grads = zero_stage0_end_grads;
+    if (stage == 1 || stage == 2) z->hooks.fetch_params = zero_stage1_fetch_params;
+    z->hooks.ctx = z;
+    m->hooks = &z->hooks;
     if (oc && !z->offload) {
         size_t before = be->mem_in_use();
         adamw_init(&z->opt, be, *oc, z->part.begin, z->part.end);
@@ -167,7 +195,7 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
 void zero_free(ZeroState *z) {
     if (!z->m) return;  // never set up
     const Backend *be = z->m->be;
-    if (z->stage >= 2) comm_wait_all(z->comm);  // no collective still reading a buffer freed below
+    comm_wait_all(z->comm);  // no collective still reading or writing a buffer freed below
     if (z->offload) offload_free(&z->off, &z->opt, be);
     else if (z->opt.m) adamw_free(&z->opt, be);
     void *bufs[] = {z->master,       z->grad_part,    z->param_part,   z->grad_work[0],
@@ -175,6 +203,7 @@ void zero_free(ZeroState *z) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(bufs[i]);
     free(z->trace);
+    free(z->unit_ticket);
     if (z->m->hooks == &z->hooks) z->m->hooks = NULL;
     memset(z, 0, sizeof *z);
 }
@@ -190,8 +219,16 @@ void zero_print_memory(const ZeroState *z) {
     fflush(stdout);
 }
 
+// The compute stream waits for every collective issued so far (the weights' all-gather
+// of stages 1-2 may still be in flight after a step) and the units stop waiting for them.
+static void zero_settle(ZeroState *z) {
+    comm_wait_all(z->comm);
+    for (int u = 0; u < z->m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
+}
+
 void zero_params_to_host(ZeroState *z, float *host) {
     T5Model *m = z->m;
+    zero_settle(z);
     if (z->stage == 0) {  // every rank holds the same whole model
         if (z->comm->rank == 0) t5_params_to_host(m, host);
         return;
@@ -209,7 +246,9 @@ void zero_params_to_host(ZeroState *z, float *host) {
 }
 
 void zero_eval_begin(ZeroState *z) {
-    if (!z || z->stage != 3) return;
+    if (!z) return;
+    zero_settle(z);
+    if (z->stage != 3) return;
     T5Model *m = z->m;
     size_t n = m->lay.total, e = m->elem, step = z->gather_bucket ? z->gather_bucket : n;
     m->params = m->be->alloc(n * e);

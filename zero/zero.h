@@ -11,21 +11,27 @@
 //
 // (the master is the compute weights themselves when training in fp32). One optimizer
 // step (zero/step.c) is then the same at every stage:
-//   forward/backward per micro-batch   stage 2-3: each unit's gradient is reduce-scattered
+//   forward/backward per micro-batch   stage 0-1: on the step's last micro-batch, each
+//                                       unit's gradient is all-reduced as soon as backward
+//                                       finishes it (T5UnitHooks, zero/stage0.c);
+//                                       stage 2-3: each unit's gradient is reduce-scattered
 //                                       into the owners' partitions as soon as backward
-//                                       finishes it (T5UnitHooks); stage 3: each unit's
-//                                       weights are all-gathered just before use, freed after
-//   reduce gradients                   stage 0-1: all-reduce (in buckets) at the step's end
+//                                       finishes it; stage 3: each unit's weights are
+//                                       all-gathered just before use, freed after
+//   reduce gradients                   wait for the collectives issued during backward
 //   norm, clip, loss-scaler check      on the partition, summed over ranks (stage 2-3)
 //   AdamW on the owned range           stage 0: everything; 1-3: the partition
 //   publish weights                    stage 1-2: all-gather the partitions of the compute
-//                                       weights; stage 3: nothing (gathered at next use)
+//                                       weights unit by unit, in forward order; the next
+//                                       forward waits for each unit as it reaches it
+//                                       (zero/stage1.c); stage 3: nothing (gathered at use)
 // docs/ZERO.md walks through a step at each stage.
 #pragma once
 #include <stddef.h>
 
 #include "../model/t5.h"
 #include "comm.h"
+#include "ds_config.h"
 #include "offload.h"
 #include "optimizer.h"
 #include "partition.h"
@@ -44,7 +50,8 @@ typedef struct {
     int stage;             // 0-3
     size_t reduce_bucket;  // elements per all-reduce / reduce-scatter (0: a whole unit / the whole model)
     size_t gather_bucket;  // elements per all-gather (0: a whole unit / the whole model)
-    int overlap_comm;      // stage 2-3: a unit's reduce-scatter runs while backward goes on (GPU ranks)
+    int overlap_comm;      // a unit's gradient reduction runs while backward goes on, and (stage 1-2)
+                           // the weights' all-gather while the next forward goes on (GPU ranks)
     int prefetch;          // stage 3: gather the next unit while the current one computes (GPU ranks)
     int offload_optimizer; // stage 1-3: master weights and moments in host memory, AdamW on the CPU (offload.h)
     int pin_memory;        // offload: page-locked host buffers
@@ -71,6 +78,11 @@ typedef struct ZeroState {
     int grad_next;              // the buffer the next unit takes
     void *grad_shared;
     CommTicket grad_shared_ticket;
+    // stage 0-1: the micro-batch in backward is the step's last (its units' gradients are
+    // then complete and reduced as they finish); stage 1-2: each unit's pending all-gather
+    // of the updated weights (COMM_TICKET_NONE once the compute stream waited for it)
+    int last_micro;
+    CommTicket *unit_ticket;    // (lay.n_units)
     // stage 3: two buffers (largest unit) of gathered weights: the unit in use and the next
     // one (prefetched), each remembering its unit (-1: none) until the weights change
     void *param_work[2];
@@ -95,6 +107,10 @@ typedef struct ZeroState {
 void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc);
 // Stage 0 on one rank (tools and tests that train alone).
 ZeroOptions zero_options_stage(int stage);
+// The zero_optimization section of a resolved DeepSpeed config (zero/ds_config.h) as
+// ZeroOptions; what DeepSpeed has and this build does not (NVMe, parameter offload, a
+// partial offload ratio) is refused by name, with the config's path.
+ZeroOptions zero_options_from_config(const DsConfig *c, const char *path);
 void zero_free(ZeroState *z);
 // One line per rank with the allocator's counts (what tests/test_data_parallel.c checks).
 void zero_print_memory(const ZeroState *z);
@@ -107,10 +123,14 @@ void zero_eval_begin(ZeroState *z);
 void zero_eval_end(ZeroState *z);
 
 // ---- per stage (zero/stage0.c .. stage3.c) --------------------------------------------
-// stage 0-1: sum the whole gradient over ranks, bucket by bucket
-void zero_stage0_allreduce_grads(ZeroState *z);
-// stage 1-2: all-gather every rank's partition of the compute weights after the update
+// stage 0-1: gradient hook (end: on the step's last micro-batch, all-reduce the unit's
+// gradient over ranks in buckets of reduce_bucket_size, on the communication stream)
+void zero_stage0_end_grads(void *ctx, T5Model *m, int unit);
+// stage 1-2: all-gather every rank's partition of the compute weights after the update,
+// unit by unit (asynchronous with overlap_comm); the fetch hook waits for a unit's gather
+// before forward or backward reads it
 void zero_stage1_allgather_params(ZeroState *z);
+void zero_stage1_fetch_params(void *ctx, T5Model *m, int unit);
 // stage 2-3: gradient hooks (begin: point the unit at a zeroed work buffer; end: reduce-
 // scatter it into the owners' partitions, adding what the partition already holds)
 void zero_stage2_begin_grads(void *ctx, T5Model *m, int unit);
