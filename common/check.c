@@ -74,6 +74,16 @@ void *malloc_check(size_t bytes, const char *file, int line) {
     return p;
 }
 
+void *realloc_check(void *p, size_t bytes, const char *file, int line) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "out of host memory growing a buffer to %zu bytes", bytes);
+        t5_die(file, line, msg, "use a smaller model or batch, or a machine with more RAM");
+    }
+    return q;
+}
+
 void *calloc_check(size_t n, size_t size, const char *file, int line) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) {

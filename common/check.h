@@ -20,6 +20,7 @@ void fwrite_check(const void *src, size_t size, size_t n, FILE *f, const char *p
 void fclose_check(FILE *f, const char *path, const char *file, int line);
 void *malloc_check(size_t bytes, const char *file, int line);
 void *calloc_check(size_t n, size_t size, const char *file, int line);
+void *realloc_check(void *p, size_t bytes, const char *file, int line);
 
 #define fopenCheck(path, mode) fopen_check(path, mode, __FILE__, __LINE__)
 #define freadCheck(dst, size, n, f, path) fread_check(dst, size, n, f, path, __FILE__, __LINE__)
@@ -27,6 +28,7 @@ void *calloc_check(size_t n, size_t size, const char *file, int line);
 #define fcloseCheck(f, path) fclose_check(f, path, __FILE__, __LINE__)
 #define mallocCheck(bytes) malloc_check(bytes, __FILE__, __LINE__)
 #define callocCheck(n, size) calloc_check(n, size, __FILE__, __LINE__)
+#define reallocCheck(p, bytes) realloc_check(p, bytes, __FILE__, __LINE__)
 
 // Read a whole (small) text file into a NUL-terminated malloc'd buffer; NULL if it
 // cannot be opened (errno kept), fails loudly on read errors.

@@ -358,6 +358,7 @@ void t5_decoder_encode(T5Decoder *d, const int *input_ids, const int *attention_
         const AttnOffsets *w = &L->dec[l].cross;
         void *dst[2] = {d->cross_k[l], d->cross_v[l]};
         size_t wo[2] = {w->k, w->v};
+        t5_unit_fetch(m, L->unit_dec0 + l);
         for (int kv = 0; kv < 2; kv++) {
             if (nb == 1) {
                 be->matmul_forward(dst[kv], m->enc_final, t5_param(m, wo[kv]), (int)nS, D, HK);
@@ -366,6 +367,7 @@ void t5_decoder_encode(T5Decoder *d, const int *input_ids, const int *attention_
                 be->copy_rows(dst[kv], NULL, d->kv_tmp, d->rows_src, N, (size_t)S * HK);
             }
         }
+        t5_unit_release(m, L->unit_dec0 + l);
     }
     d->t = 0;
 }
@@ -385,13 +387,17 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
         if (tokens[i] < 0 || tokens[i] >= V) t5_fail("t5_decoder_step: token %d of row %d is outside [0, %d)", tokens[i], i, V);
 
     be->to_device(d->tokens, tokens, (size_t)N * sizeof(int));
+    t5_unit_fetch(m, L->unit_shared);
     be->embedding_forward(d->x, d->tokens, t5_param(m, L->shared), N, D);
-    // query position t against keys 0..t, causal bucketing (HF compute_bias with cache_position)
-    be->position_bias_forward(d->bias, t5_param(m, L->dec[0].self.relbias), 1, t + 1, H, t,
-                              c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+    t5_unit_release(m, L->unit_shared);
     for (int i = 0; i < N; i++) d->rows_dst[i] = i * cap + t;
     for (int l = 0; l < c->num_decoder_layers; l++) {
         const BlockOffsets *w = &L->dec[l];
+        t5_unit_fetch(m, L->unit_dec0 + l);
+        // query position t against keys 0..t, causal bucketing (HF compute_bias with cache_position)
+        if (l == 0)
+            be->position_bias_forward(d->bias, t5_param(m, L->dec[0].self.relbias), 1, t + 1, H, t,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
         // self-attention over the cache
         be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, w->self.ln), N, D, eps);
         be->matmul_forward(d->q, d->ln, t5_param(m, w->self.q), N, D, HK);
@@ -420,10 +426,15 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
         be->matmul_forward(d->y, d->ffh, t5_param(m, w->ffn.wo), N, F, D);
         be->add(d->x, d->y, d->x, nD);
         if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);
+        t5_unit_release(m, L->unit_dec0 + l);
     }
+    t5_unit_fetch(m, L->unit_dec_final);
     be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, L->dec_final_ln), N, D, eps);
+    t5_unit_release(m, L->unit_dec_final);
     if (c->scale_decoder_outputs) be->scale(d->ln, d->ln, t5_head_scale(D), nD);
+    t5_unit_fetch(m, L->unit_lm_head);
     be->matmul_forward(d->logits, d->ln, t5_param(m, L->lm_head), N, D, V);
+    t5_unit_release(m, L->unit_lm_head);
 
     size_t NV = (size_t)N * V;
     if (be->act_dtype == DTYPE_F32) {
@@ -533,9 +544,15 @@ static int greedy_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *
         unfinished[b] = 1;
         out_len[b] = 0;
     }
-    int cur_len = 1;
+    int cur_len = 1, done = 0;
     for (;;) {
         const float *logits = t5_decoder_step(d, tokens);
+        // synced (ZeRO stage 3): a rank that has finished keeps stepping, results unused,
+        // until every rank has (the steps' weight gathers are collectives)
+        if (done) {
+            if (t5_all_finished(d->m, 1)) break;
+            continue;
+        }
         int any = 0;
         for (int b = 0; b < B; b++) {
             const float *row = logits + (size_t)b * V;
@@ -552,7 +569,8 @@ static int greedy_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *
             any |= unfinished[b];
         }
         cur_len++;
-        if (!any) break;
+        done = !any;
+        if (t5_all_finished(d->m, done)) break;
     }
     free(tokens);
     free(unfinished);
@@ -599,9 +617,13 @@ static int beam_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *ou
     memcpy(fin_seq, run_seq, (size_t)N * Ls * sizeof(int));
     for (int b = 0; b < B; b++) unsat[b] = 1;
 
-    int cur_len = prompt;
+    int cur_len = prompt, done = 0;
     for (;;) {
         const float *logits = t5_decoder_step(d, tokens);
+        if (done) {  // synced generation: see greedy_search
+            if (t5_all_finished(d->m, 1)) break;
+            continue;
+        }
         // rows are independent: threads over rows give the same bits as one thread
 #pragma omp parallel for schedule(static)
         for (int r = 0; r < N; r++) log_softmax_row(logp + (size_t)r * V, logits + (size_t)r * V, V);
@@ -691,8 +713,9 @@ static int beam_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *ou
         }
         // _beam_search_has_unfinished_sequences
         int exists_open_beam = !(all_finished && gc->early_stopping);
-        if (!(improvement_possible && exists_open_beam && !all_hit)) break;
-        t5_decoder_reorder(d, src_rows);  // HF reorders the cache with the running beams' sources
+        done = !(improvement_possible && exists_open_beam && !all_hit);
+        if (t5_all_finished(d->m, done)) break;
+        if (!done) t5_decoder_reorder(d, src_rows);  // HF reorders the cache with the running beams' sources
     }
 
     // 5. the best finished hypothesis of each item; width = prompt + longest generated length

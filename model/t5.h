@@ -156,6 +156,20 @@ static inline void *t5_grad(const T5Model *m, size_t off) {
     int u = params_unit_of(&m->lay, off);
     return (char *)m->unit_grads[u] + (off - m->lay.units[u].lo) * m->elem;
 }
+// Unit boundaries for code outside t5.c that reads weights (model/generate.c): fetch
+// before reading a unit's weights, release after (ZeRO stage 3 gathers and frees them);
+// t5_all_finished: the collective "has every rank finished generating" (1 without hooks:
+// this rank's own answer).
+static inline void t5_unit_fetch(T5Model *m, int u) {
+    if (m->hooks && m->hooks->fetch_params) m->hooks->fetch_params(m->hooks->ctx, m, u);
+}
+static inline void t5_unit_release(T5Model *m, int u) {
+    if (m->hooks && m->hooks->release_params) m->hooks->release_params(m->hooks->ctx, m, u);
+}
+static inline int t5_synced_generation(const T5Model *m) { return m->hooks && m->hooks->all_finished; }
+static inline int t5_all_finished(T5Model *m, int finished) {
+    return t5_synced_generation(m) ? m->hooks->all_finished(m->hooks->ctx, finished) : finished;
+}
 // HF multiplies the decoder output by the python float model_dim**-0.5 (a double cast to
 // fp32) before a tied head.
 static inline float t5_head_scale(int D) { return (float)pow((double)D, -0.5); }

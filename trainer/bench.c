@@ -39,12 +39,13 @@ typedef struct {
         help;
     double max_gpu_memory;
     ZeroOptions zo;  // stage 0 without --deepspeed
-    int world;
+    int world, rank;
 } BenchArgs;
 
+static int main_rank_of(const BenchArgs *a) { return a->rank == 0; }
+
 static MemPlan plan_of(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
-    return planner_memory_zero(cfg, dt, B, a->seq, a->seq, a->gradient_checkpointing, a->zo.stage, a->world,
-                               a->zo.offload_optimizer).gpu;
+    return planner_memory_zero_opts(cfg, dt, B, a->seq, a->seq, a->gradient_checkpointing, &a->zo, a->world).gpu;
 }
 
 static int plan_fits(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
@@ -73,6 +74,7 @@ static void print_result(const BenchArgs *a, int B, double sps, double flops, co
 static void bench_apply_deepspeed(BenchArgs *a, const T5Config *cfg, AdamWConfig *oc, LossScaler *scaler) {
     DsConfig c;
     ds_config_load(&c, a->deepspeed);
+    if (main_rank_of(a)) ds_config_print_unacted(&c, a->deepspeed, stdout);
     DsResolveArgs ra = ds_resolve_args_default();
     ra.per_device_train_batch_size = a->batch;
     ra.gradient_accumulation_steps = 1;
@@ -87,6 +89,12 @@ static void bench_apply_deepspeed(BenchArgs *a, const T5Config *cfg, AdamWConfig
                        (a->bf16 ? DS_FLAG_BF16 : 0) | (a->fp16 ? DS_FLAG_FP16 : 0);
     ds_config_resolve(&c, &ra, a->deepspeed);
     a->zo = zero_options_from_config(&c, a->deepspeed);
+    if (a->world > 0 && main_rank_of(a)) {
+        ParamLayout lay;
+        params_build_layout(cfg, &lay);
+        if (a->zo.stage == 3) zero_stage3_describe(&lay, &a->zo, a->deepspeed);
+        params_free_layout(&lay);
+    }
     if (c.optimizer.present) {
         oc->lr = (float)c.optimizer.lr.v;
         oc->beta1 = (float)c.optimizer.betas[0].v;
@@ -158,6 +166,7 @@ int bench_main(int argc, char **argv, int start) {
     comm_attach_device(&comm, a.device);
     const int main_rank = comm.rank == 0;
     a.world = comm.world;
+    a.rank = comm.rank;
     Dtype dt = a.bf16 ? DTYPE_BF16 : a.fp16 ? DTYPE_F16 : DTYPE_F32;
     if (!strcmp(a.device, "cpu")) dt = DTYPE_F32;
 

@@ -98,10 +98,13 @@ void trainer_apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tr
             r->comm.world > 1)
             printf("NOTICE: %s: overlap_comm / prefetch: CPU ranks (MPI) finish each collective before going on; "
                    "GPU ranks overlap them (same result)\n", a->deepspeed);
-        if (c.zero.stage == 3)
-            printf("NOTICE: %s: stage 3 gathers whole units (blocks); stage3_prefetch_bucket_size > 0 prefetches "
-                   "the next unit (its size is not a limit), stage3_param_persistence_threshold is not used "
-                   "(nothing is kept whole)\n", a->deepspeed);
+        if (c.zero.stage == 3) {  // the layout from the config: the model is not loaded yet
+            ParamLayout lay;
+            params_build_layout(&mc, &lay);
+            zero_stage3_describe(&lay, &r->zopt, a->deepspeed);
+            params_free_layout(&lay);
+        }
+        ds_config_print_unacted(&loaded, a->deepspeed, stdout);
         fflush(stdout);
     }
 }

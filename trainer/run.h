@@ -46,6 +46,10 @@ int trainer_plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epo
 // trainer/deepspeed.c: load-time --deepspeed (resolve "auto" against the flags, apply).
 void trainer_apply_deepspeed(Run *r, int argc, char **argv, int start, long n_train);
 
+// trainer/evaluate.c: eval/predict over the ranks (collective); metrics on every rank,
+// predictions_path (may be NULL) written by rank 0.
+cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const char *predictions_path);
+
 // trainer/checkpoint.c
 void trainer_save_state(const Run *r, const char *dir);  // trainer_state.json (rank 0)
 void trainer_save_model(Run *r, const char *dir);        // collective; rank 0 writes the HF directory

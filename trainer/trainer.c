@@ -117,109 +117,6 @@ static void save_metrics(Run *r, const char *split, cJSON *metrics) {
 }
 
 // ---------------------------------------------------------------------------------
-// evaluation loss (generation is the evaluation issue's)
-
-// Decode one generated row as HF's batch_decode(skip_special_tokens=True) + strip():
-// tokens after the decoder start token.
-static char *decode_row(const Spm *spm, const int *row, int len) {
-    char *text = spm_decode(spm, (const int32_t *)row + 1, len > 1 ? len - 1 : 0);
-    char *start = text, *end = text + strlen(text);
-    while (*start == ' ' || *start == '\t' || *start == '\n') start++;
-    while (end > start && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n')) end--;
-    *end = '\0';
-    if (start != text) memmove(text, start, (size_t)(end - start) + 1);
-    return text;
-}
-
-// HF's evaluation_loop + Seq2SeqTrainer.prediction_step + run_translation's compute_metrics:
-//   loss: per batch the mean loss (label smoothing included when set), weighted by the
-//         batch size, averaged over samples;
-//   with --predict_with_generate: generate (greedy or beam), decode predictions and the
-//         (truncated) labels with special tokens skipped, strip; corpus BLEU (sacreBLEU's
-//         numbers, data/bleu.c), chrF, and gen_len = mean count of non-pad ids of each
-//         returned row (HF counts the eos filler of beam outputs too, and so do we).
-// predictions_path (may be NULL): one decoded prediction per line, in dataset order.
-static cJSON *evaluate(Run *r, const Dataset *ds, const char *prefix, const char *predictions_path) {
-    const TrainArgs *a = &r->a;
-    T5Model *m = &r->m;
-    float saved_p = m->dropout_p;
-    m->dropout_p = 0.0f;
-    zero_eval_begin(r->zero.m ? &r->zero : NULL);  // stage 3: whole weights while evaluating
-    double t0 = now_seconds(), weighted = 0, gen_tokens = 0;
-    int B = a->per_device_eval_batch_size, L = a->generation_max_length;
-    long n = (long)ds->count, batches = 0;
-    uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
-    int *out = mallocCheck((size_t)B * L * sizeof(int)), *out_len = mallocCheck((size_t)B * sizeof(int));
-    GenerateConfig gc = {.num_beams = a->generation_num_beams, .max_length = L,
-                         .length_penalty = (float)a->length_penalty, .early_stopping = a->early_stopping};
-    BleuStats bleu;
-    ChrfStats chrf;
-    bleu_stats_init(&bleu);
-    chrf_stats_init(&chrf);
-    AtomicFile af;
-    FILE *pf = predictions_path && is_main(r) ? atomic_open(&af, predictions_path) : NULL;
-    Collated c = {0};
-    for (long start = 0; start < n; start += B, batches++) {
-        int nb = (int)(n - start < B ? n - start : B);
-        for (int i = 0; i < nb; i++) idx[i] = (uint64_t)(start + i);
-        collate_batch(&c, ds, idx, nb, a->max_source_length, a->max_target_length, m->cfg.eos_token_id,
-                      m->cfg.pad_token_id, m->cfg.decoder_start_token_id);
-        long ntok = 0;
-        double sum = t5_forward(m, &c.batch, (float)a->label_smoothing_factor, &ntok);
-        if (ntok > 0) weighted += sum / (double)ntok * nb;
-        if (!a->predict_with_generate) continue;
-        int width = t5_generate(m, c.batch.input_ids, c.batch.attention_mask, nb, c.batch.S, &gc, out, out_len);
-        for (int i = 0; i < nb; i++) {
-            const int *row = out + (size_t)i * L;
-            for (int t = 0; t < width; t++) gen_tokens += row[t] != m->cfg.pad_token_id;
-            char *pred = decode_row(r->spm, row, out_len[i]);
-            // the reference: the labels as the model saw them (truncated), decoded and
-            // stripped the same way (ids[0] stands in for the decoder start decode_row skips)
-            const int *lab = c.batch.labels + (size_t)i * c.batch.T;
-            int *ids = mallocCheck(((size_t)c.batch.T + 1) * sizeof(int));
-            int k = 0;
-            ids[k++] = m->cfg.decoder_start_token_id;
-            for (int t = 0; t < c.batch.T; t++)
-                if (lab[t] != -100) ids[k++] = lab[t];
-            char *ref = decode_row(r->spm, ids, k);
-            bleu_stats_add(&bleu, pred, ref);
-            chrf_stats_add(&chrf, pred, ref);
-            if (pf) fprintf(pf, "%s\n", pred);
-            free(ids);
-            free(ref);
-            free(pred);
-        }
-    }
-    if (pf) atomic_commit(&af);
-    double rt = now_seconds() - t0;
-    m->dropout_p = saved_p;
-    zero_eval_end(r->zero.m ? &r->zero : NULL);
-    free(idx);
-    free(out);
-    free(out_len);
-    collate_free(&c);
-    cJSON *met = cJSON_CreateObject();
-    char key[64];
-#define ADD_METRIC(name, value)                                 \
-    do {                                                        \
-        snprintf(key, sizeof key, "%s_%s", prefix, name);       \
-        cJSON_AddNumberToObject(met, key, value);               \
-    } while (0)
-    ADD_METRIC("loss", weighted / (double)n);
-    if (a->predict_with_generate) {
-        // run_translation.py rounds its metrics to 4 decimals
-        ADD_METRIC("bleu", round(bleu_stats_score(&bleu).score * 1e4) / 1e4);
-        ADD_METRIC("chrf", round(chrf_stats_score(&chrf) * 1e4) / 1e4);
-        ADD_METRIC("gen_len", round(gen_tokens / (double)n * 1e4) / 1e4);
-    }
-    ADD_METRIC("runtime", rt);
-    ADD_METRIC("samples_per_second", rt > 0 ? n / rt : 0);
-    ADD_METRIC("steps_per_second", rt > 0 ? batches / rt : 0);
-#undef ADD_METRIC
-    return met;
-}
-
-// ---------------------------------------------------------------------------------
 // training
 
 // The activation arena is sized once for the largest batch the run can see: its shapes.
@@ -251,8 +148,7 @@ static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_o
 // and the cheapest change that would fit.
 static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int T) {
     const TrainArgs *a = &r->a;
-    MemPlan plan = planner_memory_zero(cfg, dt, B, S, T, a->gradient_checkpointing, r->zopt.stage, r->comm.world,
-                                       r->zopt.offload_optimizer).gpu;
+    MemPlan plan = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, &r->zopt, r->comm.world).gpu;
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s%s; ", B, S, T,
                r->zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "",
@@ -293,7 +189,7 @@ static int should_save(const Run *r, int epoch_end) {
 }
 
 static void run_eval_during_training(Run *r, const Dataset *val) {
-    cJSON *met = evaluate(r, val, "eval", NULL);
+    cJSON *met = trainer_evaluate(r, val, "eval", NULL);
     cJSON_AddNumberToObject(met, "epoch", r->epoch);
     cJSON_AddNumberToObject(met, "step", r->global_step);
     log_entry(r, met, 1);
@@ -343,6 +239,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     if (a->resume_from_checkpoint) {
         resume_step = trainer_load_state(r, a->resume_from_checkpoint);
         zero_load_optimizer(&r->zero, &scaler, a->resume_from_checkpoint);
+        r->zero.steps_seen = resume_step;  // the steps the checkpoint took (zero/step.c counts on)
         if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, resume_step);
     }
 
@@ -534,7 +431,7 @@ int trainer_main(int argc, char **argv, int start) {
     t5_plan_activations(&r.m, plan_B, plan_S, plan_T);
     if (a->do_train) train(&r, &train_ds, has_val ? &val_ds : NULL);
     if (a->do_eval) {
-        cJSON *met = evaluate(&r, &val_ds, "eval", NULL);
+        cJSON *met = trainer_evaluate(&r, &val_ds, "eval", NULL);
         cJSON_AddNumberToObject(met, "epoch", r.epoch);
         cJSON_AddNumberToObject(met, "eval_samples", (double)val_ds.count);
         save_metrics(&r, "eval", met);
@@ -542,7 +439,7 @@ int trainer_main(int argc, char **argv, int start) {
     }
     if (a->do_predict) {
         char *pred_path = a->predict_with_generate ? path_join(a->output_dir, "generated_predictions.txt") : NULL;
-        cJSON *met = evaluate(&r, &test_ds, "predict", pred_path);
+        cJSON *met = trainer_evaluate(&r, &test_ds, "predict", pred_path);
         free(pred_path);
         cJSON_AddNumberToObject(met, "predict_samples", (double)test_ds.count);
         save_metrics(&r, "predict", met);

@@ -216,13 +216,14 @@ static const KeySpec k_keys[] = {
      .doc = "0 disabled, 1 optimizer states, 2 + gradients, 3 + weights"},
     {.path = "zero_optimization.overlap_comm", .kind = K_BOOL, .off = O(zero.overlap_comm), .dflt_text = "stage==3",
      .doc = "overlap gradient reduction with backward (default: true at stage 3, else false)"},
-    BOOL("zero_optimization.contiguous_gradients", zero.contiguous_gradients, 1, 0,
-         "copy gradients into one buffer as they are produced"),
-    BOOL("zero_optimization.allgather_partitions", zero.allgather_partitions, 1, 0,
-         "allgather updated partitions (else one broadcast per rank)"),
-    BOOL("zero_optimization.reduce_scatter", zero.reduce_scatter, 1, 0, "reduce-scatter gradients (else allreduce)"),
-    BOOL("zero_optimization.round_robin_gradients", zero.round_robin_gradients, 0, 0,
-         "stage 1/2 with offload: interleave gradient copies among ranks"),
+    BOOL("zero_optimization.contiguous_gradients", zero.contiguous_gradients, 1, F_NOOP,
+         "no-op: gradients always live in one flat buffer here (DeepSpeed: copy them into one as produced)"),
+    BOOL("zero_optimization.allgather_partitions", zero.allgather_partitions, 1, F_NOOP,
+         "no-op: updated partitions are always all-gathered (DeepSpeed false: one broadcast per rank, same bytes)"),
+    BOOL("zero_optimization.reduce_scatter", zero.reduce_scatter, 1, F_NOOP,
+         "no-op: stages 2-3 always reduce-scatter (DeepSpeed false: all-reduce, same sums)"),
+    BOOL("zero_optimization.round_robin_gradients", zero.round_robin_gradients, 0, F_NOOP,
+         "no-op: with offload each rank copies only its own partition (DeepSpeed: interleave the copies)"),
     INT("zero_optimization.reduce_bucket_size", zero.reduce_bucket_size, 0, BIG, 5e8, F_AUTO,
         "elements reduced at a time (HF auto: d_model^2)"),
     INT("zero_optimization.allgather_bucket_size", zero.allgather_bucket_size, 0, BIG, 5e8, 0,
@@ -236,11 +237,12 @@ static const KeySpec k_keys[] = {
     INT("zero_optimization.stage3_max_reuse_distance", zero.stage3_max_reuse_distance, 0, BIG, 1e9, 0,
         "stage 3: keep a parameter gathered if reused within this many elements"),
     BOOL("zero_optimization.stage3_gather_16bit_weights_on_model_save", zero.stage3_gather_16bit_weights_on_model_save,
-         0, F_AUTO, "stage 3: gather full 16-bit weights when saving the model (accelerate auto: false)"),
+         0, F_AUTO | F_NOOP, "no-op: the saved model is always gathered whole, in fp32, on rank 0 "
+         "(DeepSpeed: gather 16-bit weights at stage 3 save)"),
     BOOL("zero_optimization.stage3_gather_fp16_weights_on_model_save", zero.stage3_gather_16bit_weights_on_model_save,
-         0, F_AUTO, "old name of stage3_gather_16bit_weights_on_model_save"),
-    INT("zero_optimization.sub_group_size", zero.sub_group_size, 0, BIG, 1e9, 0,
-        "optimizer step tile in elements (offload)"),
+         0, F_AUTO | F_NOOP, "old name of stage3_gather_16bit_weights_on_model_save (no-op here)"),
+    INT("zero_optimization.sub_group_size", zero.sub_group_size, 0, BIG, 1e9, F_NOOP,
+        "no-op: the optimizer steps over the rank's partition in chunks of its own (DeepSpeed: step tile)"),
     BOOL("zero_optimization.cpu_offload", zero.cpu_offload, 0, 0,
          "2021 spelling: true = offload_optimizer {device: cpu} (a NOTICE says so)"),
     BOOL("zero_optimization.cpu_offload_param", zero.cpu_offload_param, 0, 0,
@@ -1104,5 +1106,34 @@ void ds_config_print_reference(FILE *f) {
             fprintf(f, "%-62s %-10s only %s accepted (else error): %s\n", s->path, dflt, dflt, s->doc);
         else
             fprintf(f, "%-62s %-10s %s; %s\n", s->path, dflt, want, s->doc);
+    }
+}
+
+// Keys in the file that this build accepts and does not act on (F_NOOP), one NOTICE each.
+void ds_config_print_unacted(const DsConfig *c, const char *path, FILE *f) {
+    for (int i = 0; i < N_KEYS; i++) {
+        const KeySpec *k = &k_keys[i];
+        if (!(k->fl & F_NOOP) || k->off == NO_OFF) continue;
+        if (i > 0 && k_keys[i - 1].off == k->off) continue;  // an old name of the key before: said once
+        const char *p = (const char *)c + k->off;
+        int set = 0, is_auto = 0;
+        char val[64] = "";
+        if (k->kind == K_BOOL) {
+            const DsBool *b = (const DsBool *)p;
+            set = b->is_set, is_auto = b->is_auto;
+            snprintf(val, sizeof val, "%s", b->v ? "true" : "false");
+        } else if (k->kind == K_INT) {
+            const DsInt *n = (const DsInt *)p;
+            set = n->is_set, is_auto = n->is_auto;
+            snprintf(val, sizeof val, "%lld", n->v);
+        } else if (k->kind == K_NUM) {
+            const DsNum *n = (const DsNum *)p;
+            set = n->is_set, is_auto = n->is_auto;
+            snprintf(val, sizeof val, "%g", n->v);
+        }
+        if (!set && !is_auto) continue;
+        const char *why = !strncmp(k->doc, "no-op: ", 7) ? k->doc + 7 : k->doc;
+        fprintf(f, "NOTICE: %s: \"%s\" = %s is accepted and changes nothing here: %s\n", path, k->path,
+                is_auto ? "\"auto\"" : val, why);
     }
 }

@@ -189,6 +189,10 @@ unsigned ds_flag_set_mask_from_argv(int argc, char **argv, int start);
 // (NULL: the path given to ds_config_load).
 void ds_config_resolve(DsConfig *c, const DsResolveArgs *a, const char *path);
 
+// One NOTICE line for each key the file sets that this build accepts but does not act on
+// (DeepSpeed print periods, and settings whose effect is built in here, such as
+// contiguous_gradients): call with the config as loaded, before ds_config_resolve.
+void ds_config_print_unacted(const DsConfig *c, const char *path, FILE *f);
 // A few lines summarizing the (resolved or not) config.
 void ds_config_print(const DsConfig *c, FILE *f);
 // Every key: path, default, bounds, "auto" or not, one-line doc; and the rejected ones.

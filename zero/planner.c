@@ -5,6 +5,7 @@
 
 #include "../model/params.h"
 #include "../model/t5.h"
+#include "zero.h"
 
 MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing) {
     MemPlan p = {0};
@@ -28,6 +29,15 @@ MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T
 
 ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing,
                              int stage, int world, int offload_optimizer) {
+    ZeroOptions o = zero_options_stage(stage);
+    o.offload_optimizer = offload_optimizer;
+    return planner_memory_zero_opts(cfg, act_dtype, B, S, T, gradient_checkpointing, &o, world);
+}
+
+ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, int S, int T,
+                                  int gradient_checkpointing, const void *zero_options, int world) {
+    const ZeroOptions *o = zero_options;
+    int stage = o->stage, offload_optimizer = o->offload_optimizer;
     ZeroPlan z = {0};
     z.gpu = planner_memory(cfg, act_dtype, B, S, T, gradient_checkpointing);
     size_t e = act_dtype == DTYPE_F32 ? 4 : 2;
@@ -40,20 +50,20 @@ ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S,
         // the partition, plus (zero/zero.c) the embedding's gradient and the largest other unit's
         ParamLayout lay;
         params_build_layout(cfg, &lay);
-        size_t shared = 0, largest = 0, any = 0;
+        size_t shared = 0, largest = 0;
         for (int u = 0; u < lay.n_units; u++) {
             size_t k = lay.units[u].hi - lay.units[u].lo;
             if (u == lay.unit_shared) shared = k;
             else if (k > largest) largest = k;
-            if (k > any) any = k;
         }
-        params_free_layout(&lay);
         z.gpu.grads = part * e;
         z.gpu.zero_work = (shared + 2 * largest) * e;  // two work buffers take turns
-        if (stage >= 3) {
+        if (stage >= 3) {  // the gather pool and the persistent units (zero/stage3.c)
+            Stage3Buffers b = zero_stage3_buffers(&lay, o);
             z.gpu.params = part * e;
-            z.gpu.zero_work += 2 * any * e;  // the unit in use and the next (prefetch)
+            z.gpu.zero_work += ((size_t)b.n_pool * b.pool_elems + b.persist_elems) * e;
         }
+        params_free_layout(&lay);
     }
     if (offload_optimizer) {  // zero/offload.c: an fp32 master in host memory even for fp32 compute
         z.host = (stage >= 1 ? part : n) * 4 + z.gpu.moments;

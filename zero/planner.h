@@ -37,6 +37,11 @@ typedef struct {
 } ZeroPlan;
 ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing,
                              int stage, int world, int offload_optimizer);
+// The same with the run's ZeRO options (stage, offload, and the stage-3 keys that size the
+// gather pool and the persistent units: zero_stage3_buffers); planner_memory_zero uses
+// zero_options_stage(stage) (DeepSpeed's defaults).
+ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, int S, int T,
+                                  int gradient_checkpointing, const void *zero_options, int world);
 // `train_t5 estimate` and `--explain`: the table for stages 0-3 (trainer/estimate.c prints it).
 
 // Print the plan as a table (GiB), with the cap if any.

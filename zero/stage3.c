@@ -1,26 +1,103 @@
 // zero/stage3.c: ZeRO stage 3 = the compute weights are partitioned as well. A rank keeps
-// only its partition of them (zero_init frees the whole copy); before forward or backward
-// reads a unit (model/params.h), fetch all-gathers the unit's pieces from every rank into
-// one of two weight buffers, in buckets of allgather_bucket_size elements, and release
-// marks it no longer in use. A buffer remembers its unit until the weights change (the
-// optimizer's update), so a unit used twice in a row (the tied embedding: the head at the
-// end of forward, again at the start of backward) is gathered once.
+// only its partition of them (zero_init frees the whole copy); before forward, backward
+// or generation reads a unit (model/params.h: the embedding, one block, a final norm, an
+// untied head), fetch all-gathers the unit's pieces from every rank into a buffer of a
+// small pool, in buckets of allgather_bucket_size elements, and release marks it no
+// longer in use. A buffer remembers its unit until the optimizer changes the weights, so
+// a unit used twice in a row (the tied embedding: the head at the end of forward, again
+// at the start of backward; or the head of one generation step and the embedding of the
+// next) is gathered once. Gradients go as at stage 2 (zero/stage2.c).
 //
-// Prefetch (GPU ranks): the fetches of one micro-batch come in the same order every time
-// (forward, then backward). The first micro-batch records that order; later ones, on
-// fetching unit i of it, start gathering unit i+1 into the other buffer on the
-// communication stream, so it arrives while unit i computes. Gradients go as at stage 2
-// (zero/stage2.c).
+// DeepSpeed's stage-3 keys, as they act here (a unit is the smallest piece gathered, so
+// sizes are counted in whole units):
+//   stage3_prefetch_bucket_size (elements)  how far ahead to gather: after fetching a unit,
+//       the coming units are gathered on the communication stream (GPU ranks) while the
+//       current one computes, as long as their elements fit in this budget; at least one
+//       unit when it is > 0, none when 0.
+//   stage3_max_live_parameters (elements)   bounds the pool: buffers = min(1 + the units
+//       the prefetch budget can hold, max_live / largest unit), at least one.
+//   stage3_max_reuse_distance (elements)    a gathered unit that will be needed again
+//       within this many fetched elements is not overwritten by a prefetch.
+//   stage3_param_persistence_threshold      units of at most this many elements (final
+//       norms at HF's "auto", 10 x d_model) stay gathered on every rank in one small
+//       buffer: gathered once after each update, never fetched again.
+// Which unit comes next is learned, not declared: succ[(a, b)] remembers the unit fetched
+// after a and then b. Two units of history tell forward from backward and training from
+// generation; after one pass of any pattern the predictions are right, and a wrong one
+// only costs a gather that was not started early. Eviction picks the buffer whose unit the
+// predicted order needs last (or never).
 #include "zero.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "../common/check.h"
 
-// Gather unit u into weight buffer k; returns the ticket of the last bucket.
-static CommTicket gather_unit(ZeroState *z, int u, int k, int async) {
+static size_t unit_size(const ParamLayout *L, int u) { return L->units[u].hi - L->units[u].lo; }
+
+static int is_persistent(const ParamLayout *L, const ZeroOptions *o, int u) {
+    return o->persist_threshold > 0 && unit_size(L, u) <= o->persist_threshold;
+}
+
+Stage3Buffers zero_stage3_buffers(const ParamLayout *L, const ZeroOptions *o) {
+    Stage3Buffers b = {0};
+    size_t smallest = SIZE_MAX;
+    for (int u = 0; u < L->n_units; u++) {
+        size_t k = unit_size(L, u);
+        if (is_persistent(L, o, u)) {
+            b.persist_elems += k;
+            continue;
+        }
+        if (k > b.pool_elems) b.pool_elems = k;
+        if (k < smallest) smallest = k;
+    }
+    if (b.pool_elems == 0) return b;  // every unit persists: no pool
+    // one buffer for the unit in use, plus what the prefetch budget holds (>= 1 unit when on)
+    size_t ahead = 0;
+    if (o->prefetch && o->prefetch_elems > 0) {
+        ahead = o->prefetch_elems / smallest;
+        if (ahead < 1) ahead = 1;
+    }
+    size_t n = 1 + ahead;
+    if (n < 2) n = 2;  // keep the last unit too: the tied embedding's reuse
+    size_t live = o->max_live ? o->max_live / b.pool_elems : n;
+    if (live < 2) b.max_live_below_two = 1;
+    if (live < n) n = live;
+    if (n < 1) n = 1;  // the unit in use is gathered whatever the limit says
+    if (n > (size_t)L->n_units) n = (size_t)L->n_units;
+    b.n_pool = (int)n;
+    return b;
+}
+
+void zero_stage3_describe(const ParamLayout *L, const ZeroOptions *o, const char *path) {
+    Stage3Buffers b = zero_stage3_buffers(L, o);
+    int n_persist = 0;
+    for (int u = 0; u < L->n_units; u++) n_persist += is_persistent(L, o, u);
+    printf("ZeRO stage 3 (%s): units are gathered whole (largest %zu elements); pool of %d buffer%s; "
+           "stage3_prefetch_bucket_size %zu: %s; stage3_max_live_parameters %zu; stage3_max_reuse_distance %zu; "
+           "stage3_param_persistence_threshold %zu: %d unit%s (%zu elements) stay gathered\n",
+           path, b.pool_elems, b.n_pool, b.n_pool == 1 ? "" : "s", o->prefetch_elems,
+           !o->prefetch || o->prefetch_elems == 0 ? "no prefetch"
+           : b.n_pool > 2 ? "prefetch as many coming units as fit (at least one)"
+                          : "prefetch one unit ahead (a unit is the smallest piece gathered)",
+           o->max_live, o->max_reuse, o->persist_threshold, n_persist, n_persist == 1 ? "" : "s", b.persist_elems);
+    if (b.max_live_below_two)
+        printf("NOTICE: %s: stage3_max_live_parameters %zu holds fewer than two units of %zu elements: %s\n", path,
+               o->max_live, b.pool_elems,
+               b.n_pool == 1 && o->max_live < b.pool_elems
+                   ? "one unit is gathered at a time anyway (the unit in use), no prefetch and no reuse"
+                   : "one unit at a time, no prefetch and no reuse");
+    fflush(stdout);
+}
+
+// Gather unit u into dst (unit_size elements) from every rank's partition; returns the
+// ticket of the last bucket (async) or waits (compute stream) for it.
+static CommTicket gather_unit(ZeroState *z, int u, void *dst, int async) {
     T5Model *m = z->m;
     const ParamUnit *pu = &m->lay.units[u];
     size_t e = m->elem, n = m->lay.total, step = z->gather_bucket ? z->gather_bucket : pu->hi - pu->lo;
-    char *part = z->param_part, *work = z->param_work[k];
+    char *part = z->param_part, *work = dst;
     CommTicket last = COMM_TICKET_NONE;
     for (size_t lo = pu->lo; lo < pu->hi; lo += step) {
         size_t hi = pu->hi - lo < step ? pu->hi : lo + step;
@@ -31,24 +108,144 @@ static CommTicket gather_unit(ZeroState *z, int u, int k, int async) {
         if (async) last = comm_allgather_range_async(z->comm, mine, out, lo, hi, n, m->be->act_dtype);
         else comm_allgather_range(z->comm, mine, out, lo, hi, n, m->be->act_dtype);
     }
-    z->param_unit[k] = u;
-    z->param_ticket[k] = last;
     return last;
 }
 
-// The unit the recorded order says comes after this fetch, or -1.
-static int trace_next(ZeroState *z, int unit) {
-    if (z->trace_state == TRACE_RECORD) {  // the first micro-batch's order
-        if (z->trace_len < z->trace_cap) z->trace[z->trace_len++] = unit;
-        return -1;
+static void gather_persistent(ZeroState *z, int async) {
+    const ParamLayout *L = &z->m->lay;
+    for (int u = 0; u < L->n_units; u++) {
+        if (z->persist_off[u] == SIZE_MAX) continue;
+        void *dst = (char *)z->persist + z->persist_off[u] * z->m->elem;
+        z->unit_ticket[u] = gather_unit(z, u, dst, async);
     }
-    if (z->trace_state == TRACE_WAIT) return -1;
-    if (z->trace_pos >= z->trace_len || z->trace[z->trace_pos] != unit) {
-        z->trace_state = TRACE_WAIT;  // the order changed (it should not): record the next micro-batch anew
-        return -1;
+}
+
+void zero_stage3_init(ZeroState *z, const ZeroOptions *o) {
+    T5Model *m = z->m;
+    const ParamLayout *L = &m->lay;
+    const Backend *be = m->be;
+    Stage3Buffers b = zero_stage3_buffers(L, o);
+    z->prefetch_elems = o->prefetch ? o->prefetch_elems : 0;
+    z->max_reuse = o->max_reuse;
+    z->persist_off = mallocCheck((size_t)L->n_units * sizeof(size_t));
+    size_t off = 0;
+    for (int u = 0; u < L->n_units; u++) {
+        z->persist_off[u] = is_persistent(L, o, u) ? off : SIZE_MAX;
+        if (z->persist_off[u] != SIZE_MAX) off += unit_size(L, u);
     }
-    z->trace_pos++;
-    return z->trace_pos < z->trace_len ? z->trace[z->trace_pos] : -1;
+    size_t before = be->mem_in_use();
+    if (b.persist_elems) z->persist = be->alloc(b.persist_elems * m->elem);
+    z->n_pool = b.n_pool;
+    z->pool = callocCheck((size_t)(b.n_pool ? b.n_pool : 1), sizeof(void *));
+    z->pool_unit = mallocCheck((size_t)(b.n_pool ? b.n_pool : 1) * sizeof(int));
+    z->pool_ticket = mallocCheck((size_t)(b.n_pool ? b.n_pool : 1) * sizeof(CommTicket));
+    for (int k = 0; k < b.n_pool; k++) {
+        z->pool[k] = be->alloc(b.pool_elems * m->elem);
+        z->pool_unit[k] = -1;
+        z->pool_ticket[k] = COMM_TICKET_NONE;
+    }
+    z->mem.param_work += be->mem_in_use() - before;
+    size_t n1 = (size_t)L->n_units + 1;
+    z->succ = mallocCheck(n1 * n1 * sizeof(int));
+    for (size_t i = 0; i < n1 * n1; i++) z->succ[i] = -1;
+    z->hist_a = z->hist_b = -1;
+    z->fetched = z->fetched_buf = -1;
+    gather_persistent(z, 0);
+    for (int u = 0; u < L->n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
+}
+
+void zero_stage3_free(ZeroState *z) {
+    const Backend *be = z->m->be;
+    for (int k = 0; k < z->n_pool; k++)
+        if (z->pool[k]) be->free(z->pool[k]);
+    if (z->persist) be->free(z->persist);
+    free(z->pool);
+    free(z->pool_unit);
+    free(z->pool_ticket);
+    free(z->persist_off);
+    free(z->succ);
+}
+
+static int *succ_of(ZeroState *z, int a, int b) {
+    return &z->succ[(size_t)(a + 1) * ((size_t)z->m->lay.n_units + 1) + (size_t)(b + 1)];
+}
+
+// The predicted fetch order from now: up to `cap` units after the last two fetched.
+static int predict(ZeroState *z, int *out, int cap) {
+    int a = z->hist_a, b = z->hist_b, n = 0;
+    while (n < cap) {
+        int c = *succ_of(z, a, b);
+        if (c < 0) break;
+        out[n++] = c;
+        a = b;
+        b = c;
+    }
+    return n;
+}
+
+// Position of unit u in the prediction (n entries), or n when it is not there; *elems:
+// the non-persistent elements fetched before it.
+static int next_use(ZeroState *z, const int *pred, int n, int u, size_t *elems) {
+    size_t acc = 0;
+    for (int i = 0; i < n; i++) {
+        if (pred[i] == u) {
+            if (elems) *elems = acc;
+            return i;
+        }
+        if (z->persist_off[pred[i]] == SIZE_MAX) acc += unit_size(&z->m->lay, pred[i]);
+    }
+    if (elems) *elems = SIZE_MAX;
+    return n;
+}
+
+// A buffer for a unit needed at prediction position `pos` (demand: -1): not in use, and
+// the one whose unit is needed last (empty first). A prefetch (pos >= 0) only takes a
+// buffer whose unit is needed after pos and not within max_reuse elements; -1: none.
+static int pick_buffer(ZeroState *z, const int *pred, int n, int pos) {
+    int best = -1, best_use = -2;
+    for (int k = 0; k < z->n_pool; k++) {
+        if (k == z->fetched_buf) continue;
+        int use;
+        size_t elems = SIZE_MAX;
+        if (z->pool_unit[k] < 0) use = n + 1;  // empty: the best choice
+        else use = next_use(z, pred, n, z->pool_unit[k], &elems);
+        if (pos >= 0 && (use <= pos || (elems != SIZE_MAX && elems <= z->max_reuse))) continue;
+        if (use > best_use) {
+            best_use = use;
+            best = k;
+        }
+    }
+    return best;
+}
+
+static int buffer_of(const ZeroState *z, int u) {
+    for (int k = 0; k < z->n_pool; k++)
+        if (z->pool_unit[k] == u) return k;
+    return -1;
+}
+
+// Gather the coming units into free buffers while the current one computes.
+static void prefetch(ZeroState *z) {
+    if (z->prefetch_elems == 0) return;
+    const ParamLayout *L = &z->m->lay;
+    int cap = 2 * L->n_units + 2;
+    int *pred = mallocCheck((size_t)cap * sizeof(int));
+    int n = predict(z, pred, cap);
+    size_t budget = z->prefetch_elems;
+    int issued = 0;
+    for (int i = 0; i < n; i++) {
+        int p = pred[i];
+        if (z->persist_off[p] != SIZE_MAX || buffer_of(z, p) >= 0) continue;  // persistent or there already
+        size_t need = unit_size(L, p);
+        if (issued > 0 && need > budget) break;
+        int k = pick_buffer(z, pred, n, i);
+        if (k < 0) break;
+        z->pool_ticket[k] = gather_unit(z, p, z->pool[k], 1);
+        z->pool_unit[k] = p;
+        budget = need > budget ? 0 : budget - need;
+        issued++;
+    }
+    free(pred);
 }
 
 void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit) {
@@ -56,45 +253,65 @@ void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit) {
     if (z->fetched >= 0)
         t5_die(__FILE__, __LINE__, "ZeRO stage 3: a unit was fetched while another one is in use",
                "forward/backward must release a unit before fetching the next");
-    int k = z->param_unit[0] == unit ? 0 : z->param_unit[1] == unit ? 1 : -1;
-    if (k < 0) {  // not gathered (or prefetched) yet: into the buffer not holding the last unit used
-        k = z->fetched_buf >= 0 ? 1 - z->fetched_buf : 0;
-        gather_unit(z, unit, k, 0);
+    // learn the order: after (hist_a, hist_b) came this unit
+    *succ_of(z, z->hist_a, z->hist_b) = unit;
+    z->hist_a = z->hist_b;
+    z->hist_b = unit;
+    z->fetched = unit;
+    if (z->persist_off[unit] != SIZE_MAX) {  // always gathered; wait for the refresh after an update
+        comm_wait(z->comm, z->unit_ticket[unit]);
+        z->unit_ticket[unit] = COMM_TICKET_NONE;
+        m->unit_params[unit] = (char *)z->persist + z->persist_off[unit] * m->elem;
+        z->fetched_buf = -1;
+        prefetch(z);
+        return;
+    }
+    int k = buffer_of(z, unit);
+    if (k < 0) {  // not gathered (or prefetched) yet: into the buffer needed last
+        const ParamLayout *L = &m->lay;
+        int cap = 2 * L->n_units + 2;
+        int *pred = mallocCheck((size_t)cap * sizeof(int));
+        int n = predict(z, pred, cap);
+        k = pick_buffer(z, pred, n, -1);
+        free(pred);
+        if (k < 0) t5_die(__FILE__, __LINE__, "ZeRO stage 3: no free gather buffer", "a bug: report it");
+        gather_unit(z, unit, z->pool[k], 0);
+        z->pool_unit[k] = unit;
+        z->pool_ticket[k] = COMM_TICKET_NONE;
         z->n_gathered++;
     } else {
-        if (k == z->fetched_buf) z->n_reused++;  // the unit used last, still there
-        else z->n_prefetched++;
-        comm_wait(z->comm, z->param_ticket[k]);  // a prefetch: wait for it to land
+        if (z->pool_ticket[k].slot >= 0) z->n_prefetched++;  // a prefetch: wait for it to land
+        else z->n_reused++;
+        comm_wait(z->comm, z->pool_ticket[k]);
+        z->pool_ticket[k] = COMM_TICKET_NONE;
     }
-    m->unit_params[unit] = z->param_work[k];
-    z->fetched = unit;
+    m->unit_params[unit] = z->pool[k];
     z->fetched_buf = k;
-    int next = trace_next(z, unit);
-    // prefetch into the other buffer; the gather starts after the compute queued so far,
-    // which includes every use of that buffer's previous unit
-    if (z->prefetch && next >= 0 && next != unit && z->param_unit[1 - k] != next) gather_unit(z, next, 1 - k, 1);
+    // prefetch into other buffers; the gathers start after the compute queued so far,
+    // which includes every use of those buffers' previous units
+    prefetch(z);
 }
 
 void zero_stage3_release_params(void *ctx, T5Model *m, int unit) {
     ZeroState *z = ctx;
     m->unit_params[unit] = NULL;
-    z->fetched = -1;
-}
-
-void zero_stage3_begin_micro(ZeroState *z) {
-    if (z->stage != 3) return;
-    if (z->trace_state == TRACE_RECORD && z->trace_len > 0) z->trace_state = TRACE_FOLLOW;  // recorded
-    if (z->trace_state == TRACE_WAIT) {
-        z->trace_len = 0;
-        z->trace_state = TRACE_RECORD;
-    }
-    z->trace_pos = 0;
+    z->fetched = z->fetched_buf = -1;
 }
 
 void zero_stage3_forget_gathered(ZeroState *z) {
     if (z->stage != 3) return;
     comm_wait_all(z->comm);  // no gather still writing into the buffers
-    z->param_unit[0] = z->param_unit[1] = -1;
-    z->param_ticket[0] = z->param_ticket[1] = COMM_TICKET_NONE;
+    for (int k = 0; k < z->n_pool; k++) {
+        z->pool_unit[k] = -1;
+        z->pool_ticket[k] = COMM_TICKET_NONE;
+    }
     z->fetched = z->fetched_buf = -1;
+    gather_persistent(z, 1);  // waited for at the next fetch of each
+}
+
+int zero_stage3_all_finished(void *ctx, int finished) {
+    ZeroState *z = ctx;
+    long long open = !finished;
+    comm_allreduce_sum_i64(z->comm, &open, 1);
+    return open == 0;
 }

@@ -30,9 +30,10 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     for (int i = 0; i < n_micro; i++) {
         long n_tok = 0;
         z->last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward (zero/stage0.c)
-        zero_stage3_begin_micro(z);
         loss += t5_forward(m, &micro[i], label_smoothing, &n_tok) / (double)total;
-        t5_backward(m, label_smoothing, (float)(loss_scale / (double)total));
+        float dloss = (float)(loss_scale / (double)total);
+        if (z->inject_step == z->steps_seen + 1) dloss = INFINITY;  // T5_TEST_OVERFLOW_STEP (zero.c)
+        t5_backward(m, label_smoothing, dloss);
         // stages 2-3 with overlap_comm: the gradient partitions are complete only when every
         // reduce-scatter of this backward is (the next micro-batch adds into them); stages
         // 0-1: the step's all-reduces issued during the last backward
@@ -67,10 +68,17 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     double sumsq = optimizer_grad_sumsq_layout(m->be, &m->lay, g, m->elem, own.begin, own.end);
     if (z->stage >= 2) comm_allreduce_sum_f64(z->comm, &sumsq, 1);
     r.grad_norm = sqrt(sumsq) / scale;
+    z->steps_seen++;
     if (!isfinite(r.grad_norm)) {
         r.skipped = 1;
-        if (scaler) loss_scaler_update(scaler, 1);
-        else t5_fail("training step %d: the gradient norm is %g (inf/nan); HINT: lower --learning_rate", opt->step + 1, r.grad_norm);
+        if (scaler) {
+            loss_scaler_update(scaler, 1);
+            // every rank says so, as DeepSpeed does: the same step on all of them
+            printf("rank %d: step %ld: gradient overflow (norm %g), update skipped; loss scale %g -> %g\n",
+                   z->comm->rank, z->steps_seen, r.grad_norm, scale, scaler->cur_scale);
+            fflush(stdout);
+        }
+        else t5_fail("training step %ld: the gradient norm is %g (inf/nan); HINT: lower --learning_rate", z->steps_seen, r.grad_norm);
         zero_all_grads(z);
         return r;
     }

@@ -9,6 +9,20 @@
 #include "../common/check.h"
 #include "../common/half.h"
 
+// Test hook T5_TEST_OVERFLOW_STEP=N[:R]: rank R (default every rank) scales step N's
+// backward by infinity, as an fp16 overflow in that rank's backward would; the reduction
+// carries the inf/nan to every rank, which must all skip step N (tests of the loss scaler
+// across ranks, bench/zero_equivalence.sh). Returns N for this rank, else 0.
+static long zero_test_overflow_step(int rank) {
+    const char *v = getenv("T5_TEST_OVERFLOW_STEP");
+    if (!v || !*v) return 0;
+    char *end = NULL;
+    long n = strtol(v, &end, 10), r = -1;
+    if (*end == ':') r = strtol(end + 1, &end, 10);
+    if (*end || n < 1) t5_fail("T5_TEST_OVERFLOW_STEP=\"%s\": expected STEP or STEP:RANK (a test hook)", v);
+    return r < 0 || r == rank ? n : 0;
+}
+
 // Allocate through the backend and count what the allocator handed out.
 static void *counted_alloc(const Backend *be, size_t bytes, size_t *counter) {
     size_t before = be->mem_in_use();
@@ -41,7 +55,9 @@ static size_t largest_unit(const ParamLayout *L, int skip) {
 }
 
 ZeroOptions zero_options_stage(int stage) {
-    ZeroOptions o = {.stage = stage};
+    // stage 3 without a config: DeepSpeed's defaults for the stage-3 keys
+    ZeroOptions o = {.stage = stage, .prefetch = 1, .prefetch_elems = 50000000, .max_live = 1000000000,
+                     .persist_threshold = 100000, .max_reuse = 1000000000};
     return o;
 }
 
@@ -66,6 +82,10 @@ ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
     o.gather_bucket = (size_t)c->zero.allgather_bucket_size.v;
     o.overlap_comm = c->zero.overlap_comm.v;
     o.prefetch = c->zero.stage3_prefetch_bucket_size.v > 0;
+    o.prefetch_elems = (size_t)c->zero.stage3_prefetch_bucket_size.v;
+    o.max_live = (size_t)c->zero.stage3_max_live_parameters.v;
+    o.persist_threshold = (size_t)c->zero.stage3_param_persistence_threshold.v;
+    o.max_reuse = (size_t)c->zero.stage3_max_reuse_distance.v;
     return o;
 }
 
@@ -87,9 +107,7 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     if (z->offload && stage < 1)
         t5_fail("offload_optimizer needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule): set zero_optimization.stage");
     z->fetched = z->fetched_buf = -1;
-    z->param_unit[0] = z->param_unit[1] = -1;
     z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
-    z->param_ticket[0] = z->param_ticket[1] = COMM_TICKET_NONE;
     z->part = stage >= 1 ? partition_range(n, comm->world, comm->rank) : (Range){0, n};
     size_t np = z->part.end - z->part.begin;
 
@@ -165,12 +183,9 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
             z->param_part = counted_alloc(be, np * e, &z->mem.params);
             upload_weights(be, z->param_part, m->host_master + z->part.begin, np);
         }
-        for (int k = 0; k < 2; k++)
-            z->param_work[k] = counted_alloc(be, largest_unit(L, -1) * e, &z->mem.param_work);
-        z->trace_cap = 4 * L->n_units + 16;
-        z->trace = mallocCheck((size_t)z->trace_cap * sizeof(int));
         z->hooks.fetch_params = zero_stage3_fetch_params;
         z->hooks.release_params = zero_stage3_release_params;
+        z->hooks.all_finished = zero_stage3_all_finished;
     } else {
         z->mem.params = m->alloc_params;
     }
@@ -178,9 +193,11 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     m->host_master = NULL;
     t5_bind_flat(m);
     // stage 0-1: reduce each unit's gradient as backward finishes it; stage 1-2: wait for a
-    // unit's all-gathered weights only when forward reaches it
+    // unit's all-gathered weights only when forward reaches it; stage 3: the gather pool
     z->unit_ticket = mallocCheck((size_t)L->n_units * sizeof(CommTicket));
     for (int u = 0; u < L->n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
+    if (stage == 3) zero_stage3_init(z, o);
+    z->inject_step = zero_test_overflow_step(comm->rank);
     if (stage <= 1) z->hooks.end_grads = zero_stage0_end_grads;
     if (stage == 1 || stage == 2) z->hooks.fetch_params = zero_stage1_fetch_params;
     z->hooks.ctx = z;
@@ -198,11 +215,10 @@ void zero_free(ZeroState *z) {
     comm_wait_all(z->comm);  // no collective still reading or writing a buffer freed below
     if (z->offload) offload_free(&z->off, &z->opt, be);
     else if (z->opt.m) adamw_free(&z->opt, be);
-    void *bufs[] = {z->master,       z->grad_part,    z->param_part,   z->grad_work[0],
-                    z->grad_work[1], z->grad_shared, z->param_work[0], z->param_work[1]};
+    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work[0], z->grad_work[1], z->grad_shared};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(bufs[i]);
-    free(z->trace);
+    if (z->stage == 3) zero_stage3_free(z);
     free(z->unit_ticket);
     if (z->m->hooks == &z->hooks) z->m->hooks = NULL;
     memset(z, 0, sizeof *z);
@@ -245,31 +261,14 @@ void zero_params_to_host(ZeroState *z, float *host) {
     free(mine);
 }
 
+// Evaluation and generation read the weights through the same hooks as training: stages
+// 0-2 hold them whole (after the last all-gather lands); stage 3 keeps gathering unit by
+// unit (never the whole model on one rank), and generation steps in lock-step across
+// ranks (T5UnitHooks.all_finished). The learned fetch order adapts to generation's.
 void zero_eval_begin(ZeroState *z) {
-    if (!z) return;
-    zero_settle(z);
-    if (z->stage != 3) return;
-    T5Model *m = z->m;
-    size_t n = m->lay.total, e = m->elem, step = z->gather_bucket ? z->gather_bucket : n;
-    m->params = m->be->alloc(n * e);
-    for (size_t lo = 0; lo < n; lo += step) {
-        size_t hi = lo + step < n ? lo + step : n;
-        size_t b = z->part.begin > lo ? z->part.begin : lo;
-        if (b > z->part.end) b = z->part.end;
-        comm_allgather_range(z->comm, (char *)z->param_part + (b - z->part.begin) * e, (char *)m->params + lo * e, lo,
-                             hi, n, m->be->act_dtype);
-    }
-    m->hooks = NULL;
-    t5_bind_flat(m);
-    zero_stage3_forget_gathered(z);
+    if (z) zero_settle(z);
 }
 
 void zero_eval_end(ZeroState *z) {
-    if (!z || z->stage != 3) return;
-    T5Model *m = z->m;
-    m->be->free(m->params);
-    m->params = NULL;
-    t5_bind_flat(m);
-    m->hooks = &z->hooks;
-    zero_stage3_forget_gathered(z);
+    (void)z;
 }

@@ -52,7 +52,13 @@ typedef struct {
     size_t gather_bucket;  // elements per all-gather (0: a whole unit / the whole model)
     int overlap_comm;      // a unit's gradient reduction runs while backward goes on, and (stage 1-2)
                            // the weights' all-gather while the next forward goes on (GPU ranks)
-    int prefetch;          // stage 3: gather the next unit while the current one computes (GPU ranks)
+    int prefetch;          // stage 3: gather coming units while the current one computes (GPU ranks)
+    size_t prefetch_elems; // stage 3: elements gathered ahead (stage3_prefetch_bucket_size; at least
+                           // one unit when > 0: a unit is the smallest piece gathered)
+    size_t max_live;       // stage 3: gathered elements alive at once (stage3_max_live_parameters):
+                           // bounds the buffer pool
+    size_t persist_threshold;  // stage 3: units this small stay gathered (stage3_param_persistence_threshold)
+    size_t max_reuse;      // stage 3: stage3_max_reuse_distance (elements)
     int offload_optimizer; // stage 1-3: master weights and moments in host memory, AdamW on the CPU (offload.h)
     int pin_memory;        // offload: page-locked host buffers
 } ZeroOptions;
@@ -83,17 +89,28 @@ typedef struct ZeroState {
     // of the updated weights (COMM_TICKET_NONE once the compute stream waited for it)
     int last_micro;
     CommTicket *unit_ticket;    // (lay.n_units)
-    // stage 3: two buffers (largest unit) of gathered weights: the unit in use and the next
-    // one (prefetched), each remembering its unit (-1: none) until the weights change
-    void *param_work[2];
-    int param_unit[2];
-    CommTicket param_ticket[2];
-    int fetched, fetched_buf;   // the unit in use and its buffer, or -1
-    // stage 3 prefetch: the order of fetches of one micro-batch (forward then backward),
-    // recorded on the first one; later micro-batches follow it to know the next unit
+    long steps_seen;            // optimizer steps taken or skipped (zero_step_apply calls)
+    long inject_step;           // T5_TEST_OVERFLOW_STEP: this rank's gradient overflows at that step (0: never)
+    // stage 3 (zero/stage3.c): a pool of buffers (largest non-persistent unit each) holding
+    // gathered units, each remembering its unit (-1: none) until the weights change
+    int n_pool;
+    void **pool;                // (n_pool) buffers
+    int *pool_unit;             // (n_pool) the unit a buffer holds, or -1
+    CommTicket *pool_ticket;    // (n_pool) the gather that last wrote it
+    int fetched, fetched_buf;   // the unit in use and its buffer (-1: none, or a persistent unit)
+    // stage 3: units of at most stage3_param_persistence_threshold elements stay gathered on
+    // every rank in one buffer, refreshed after each update (unit_ticket waits for that)
+    void *persist;
+    size_t *persist_off;        // (lay.n_units) element offset in persist, or SIZE_MAX
+    // stage 3 prefetch: the fetch order is learned, not declared: succ[(a, b)] is the unit
+    // fetched after a and then b last time (-1: unknown). Two units of history tell forward
+    // from backward (enc4, enc5 -> enc6; enc6, enc5 -> enc4) and training from generation.
+    int *succ;                  // ((n_units + 1)^2)
+    int hist_a, hist_b;         // the two units fetched last (-1: none)
+    size_t prefetch_elems;      // stage3_prefetch_bucket_size: elements gathered ahead (0: none)
+    size_t max_reuse;           // stage3_max_reuse_distance: a unit needed again within this many
+                                // elements is not overwritten by a prefetch
     long n_gathered, n_prefetched, n_reused;  // fetches that waited for a gather / found a prefetch / reused a buffer
-    int *trace, trace_len, trace_cap, trace_pos;
-    enum { TRACE_RECORD = 0, TRACE_FOLLOW, TRACE_WAIT } trace_state;  // WAIT: order changed, record next micro-batch
     T5UnitHooks hooks;
     AdamW opt;
     ZeroMem mem;
@@ -139,7 +156,21 @@ void zero_stage2_end_grads(void *ctx, T5Model *m, int unit);
 // there already, and prefetch the next one; release: the unit is no longer in use)
 void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit);
 void zero_stage3_release_params(void *ctx, T5Model *m, int unit);
-// stage 3: a micro-batch starts (the prefetch trace restarts); the weights changed (the
-// gathered copies are stale)
-void zero_stage3_begin_micro(ZeroState *z);
+// stage 3: set-up of the buffer pool and persistent units (after the partition exists) and
+// their release; the weights changed (the gathered copies are stale; persistent units are
+// gathered again, asynchronously)
+void zero_stage3_init(ZeroState *z, const ZeroOptions *o);
+void zero_stage3_free(ZeroState *z);
 void zero_stage3_forget_gathered(ZeroState *z);
+// stage 3 generation: every rank keeps stepping until all are finished (T5UnitHooks)
+int zero_stage3_all_finished(void *ctx, int finished);
+// The stage-3 buffers the options give for a layout: pool buffers x elements each, and the
+// persistent units' elements (the planner and zero_stage3_init agree through this).
+typedef struct {
+    int n_pool;
+    size_t pool_elems, persist_elems;
+    int max_live_below_two;  // stage3_max_live_parameters admits fewer than two units (said at start-up)
+} Stage3Buffers;
+Stage3Buffers zero_stage3_buffers(const ParamLayout *L, const ZeroOptions *o);
+// One line per stage-3 key saying what it does in this run (start-up, rank 0).
+void zero_stage3_describe(const ParamLayout *L, const ZeroOptions *o, const char *path);

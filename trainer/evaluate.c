@@ -1,0 +1,271 @@
+// trainer/evaluate.c: evaluation and prediction as HF's evaluation_loop +
+// Seq2SeqTrainer.prediction_step + run_translation's compute_metrics, spread over the ranks:
+//   batches: the dataset in order, per_device_eval_batch_size examples each (the last one
+//            shorter); batch k goes to rank k mod world, as accelerate's sharded eval
+//            dataloader does, so every batch holds the same examples whatever the world
+//            size and each rank's results are those one rank would compute;
+//   loss:    per batch the mean loss (label smoothing included when set), weighted by the
+//            batch size, averaged over samples;
+//   with --predict_with_generate: generate (greedy or beam), decode predictions and the
+//            (truncated) labels with special tokens skipped, strip; corpus BLEU (sacreBLEU's
+//            numbers, data/bleu.c), chrF, and gen_len = mean count of non-pad ids of each
+//            returned row (HF counts the eos filler of beam outputs too, and so do we).
+// Every rank sends its batches' records (loss, predictions, references, lengths) to rank 0
+// (comm_gather_bytes_host), which puts them back in batch order and computes the metrics
+// and generated_predictions.txt exactly as one rank would (same sums in the same order);
+// the metrics then go back to every rank. At ZeRO stage 3 the weights are gathered unit by
+// unit as in training (never whole on one rank); those gathers are collectives, so every
+// rank runs the same number of batches (a rank short of one repeats batch 0 and drops the
+// result, as accelerate's even_batches pads) and generation steps in lock-step
+// (T5UnitHooks.all_finished, model/generate.c).
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "../common/fileio.h"
+#include "../data/bleu.h"
+#include "../data/collate.h"
+#include "../model/generate.h"
+#include "run.h"
+
+// A growable byte buffer: this rank's records.
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Bytes;
+
+static void bytes_put(Bytes *b, const void *src, size_t n) {
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n) cap *= 2;
+        b->p = reallocCheck(b->p, cap);
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+
+static void bytes_put_str(Bytes *b, const char *s) {
+    uint32_t len = (uint32_t)strlen(s);
+    bytes_put(b, &len, sizeof len);
+    bytes_put(b, s, len);
+}
+
+// Reading records back (rank 0): a cursor over the gathered bytes.
+typedef struct {
+    const char *p, *end;
+} Cursor;
+
+static void cursor_get(Cursor *c, void *dst, size_t n) {
+    if ((size_t)(c->end - c->p) < n)
+        t5_die(__FILE__, __LINE__, "evaluation: a rank's records are cut short", "a bug: report it");
+    memcpy(dst, c->p, n);
+    c->p += n;
+}
+
+static const char *cursor_str(Cursor *c, uint32_t *len) {
+    cursor_get(c, len, sizeof *len);
+    if ((size_t)(c->end - c->p) < *len)
+        t5_die(__FILE__, __LINE__, "evaluation: a rank's records are cut short", "a bug: report it");
+    const char *s = c->p;
+    c->p += *len;
+    return s;
+}
+
+// Where read_record puts a batch's results (rank 0, in batch order).
+typedef struct {
+    BleuStats *bleu;
+    ChrfStats *chrf;
+    FILE *predictions;   // may be NULL
+    double weighted;     // the batch's weighted loss
+    double gen_tokens;   // its generated tokens
+} EvalSink;
+
+// Read one batch record (eval_batch's layout); with a sink, add its results there.
+// Returns the batch index.
+static int64_t read_record(Cursor *c, int generated, EvalSink *sink) {
+    int64_t k;
+    int32_t nb;
+    double w;
+    cursor_get(c, &k, sizeof k);
+    cursor_get(c, &nb, sizeof nb);
+    cursor_get(c, &w, sizeof w);
+    if (sink) sink->weighted = w;
+    for (int i = 0; generated && i < nb; i++) {
+        double gen;
+        uint32_t lp, lr;
+        cursor_get(c, &gen, sizeof gen);
+        const char *p = cursor_str(c, &lp), *rf = cursor_str(c, &lr);
+        if (!sink) continue;
+        sink->gen_tokens += gen;
+        bleu_stats_add_n(sink->bleu, p, lp, rf, lr);
+        chrf_stats_add_n(sink->chrf, p, lp, rf, lr);
+        if (sink->predictions) fprintf(sink->predictions, "%.*s\n", (int)lp, p);
+    }
+    return k;
+}
+
+// Decode one generated row as HF's batch_decode(skip_special_tokens=True) + strip():
+// tokens after the decoder start token.
+static char *decode_row(const Spm *spm, const int *row, int len) {
+    char *text = spm_decode(spm, (const int32_t *)row + 1, len > 1 ? len - 1 : 0);
+    char *start = text, *end = text + strlen(text);
+    while (*start == ' ' || *start == '\t' || *start == '\n') start++;
+    while (end > start && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n')) end--;
+    *end = '\0';
+    if (start != text) memmove(text, start, (size_t)(end - start) + 1);
+    return text;
+}
+
+// One batch on this rank; appends its record to out when keep (a padding batch is not kept):
+//   int64 k, int32 nb, double weighted loss, then per example (generation only):
+//   double generated tokens, string prediction, string reference.
+static void eval_batch(Run *r, const Dataset *ds, long k, int keep, Collated *c, int *out, int *out_len, Bytes *rec) {
+    const TrainArgs *a = &r->a;
+    T5Model *m = &r->m;
+    int B = a->per_device_eval_batch_size, L = a->generation_max_length;
+    long n = (long)ds->count, start = k * B;
+    int nb = (int)(n - start < B ? n - start : B);
+    uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
+    for (int i = 0; i < nb; i++) idx[i] = (uint64_t)(start + i);
+    collate_batch(c, ds, idx, nb, a->max_source_length, a->max_target_length, m->cfg.eos_token_id,
+                  m->cfg.pad_token_id, m->cfg.decoder_start_token_id);
+    free(idx);
+    long ntok = 0;
+    double sum = t5_forward(m, &c->batch, (float)a->label_smoothing_factor, &ntok);
+    double weighted = ntok > 0 ? sum / (double)ntok * nb : 0.0;
+    int width = 0;
+    if (a->predict_with_generate) {
+        GenerateConfig gc = {.num_beams = a->generation_num_beams, .max_length = L,
+                             .length_penalty = (float)a->length_penalty, .early_stopping = a->early_stopping};
+        width = t5_generate(m, c->batch.input_ids, c->batch.attention_mask, nb, c->batch.S, &gc, out, out_len);
+    }
+    if (!keep) return;
+    int64_t k64 = k;
+    int32_t nb32 = nb;
+    bytes_put(rec, &k64, sizeof k64);
+    bytes_put(rec, &nb32, sizeof nb32);
+    bytes_put(rec, &weighted, sizeof weighted);
+    if (!a->predict_with_generate) return;
+    int *ids = mallocCheck(((size_t)c->batch.T + 1) * sizeof(int));
+    for (int i = 0; i < nb; i++) {
+        const int *row = out + (size_t)i * L;
+        double gen = 0;
+        for (int t = 0; t < width; t++) gen += row[t] != m->cfg.pad_token_id;
+        char *pred = decode_row(r->spm, row, out_len[i]);
+        // the reference: the labels as the model saw them (truncated), decoded and stripped
+        // the same way (ids[0] stands in for the decoder start decode_row skips)
+        const int *lab = c->batch.labels + (size_t)i * c->batch.T;
+        int kk = 0;
+        ids[kk++] = m->cfg.decoder_start_token_id;
+        for (int t = 0; t < c->batch.T; t++)
+            if (lab[t] != -100) ids[kk++] = lab[t];
+        char *ref = decode_row(r->spm, ids, kk);
+        bytes_put(rec, &gen, sizeof gen);
+        bytes_put_str(rec, pred);
+        bytes_put_str(rec, ref);
+        free(pred);
+        free(ref);
+    }
+    free(ids);
+}
+
+cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const char *predictions_path) {
+    const TrainArgs *a = &r->a;
+    T5Model *m = &r->m;
+    const int world = r->comm.world, rank = r->comm.rank;
+    float saved_p = m->dropout_p;
+    m->dropout_p = 0.0f;
+    zero_eval_begin(r->zero.m ? &r->zero : NULL);
+    double t0 = now_seconds();
+    int B = a->per_device_eval_batch_size, L = a->generation_max_length;
+    long n = (long)ds->count, n_batches = (n + B - 1) / B;
+    // this rank's batches k = rank, rank + world, ...; synced (stage 3): as many as rank 0
+    long mine = rank < n_batches ? (n_batches - rank + world - 1) / world : 0;
+    long rounds = t5_synced_generation(m) ? (n_batches + world - 1) / world : mine;
+    int *out = mallocCheck((size_t)B * L * sizeof(int)), *out_len = mallocCheck((size_t)B * sizeof(int));
+    Collated c = {0};
+    Bytes rec = {0};
+    for (long i = 0; i < rounds; i++) {
+        long k = i * world + rank;
+        int keep = k < n_batches;
+        eval_batch(r, ds, keep ? k : 0, keep, &c, out, out_len, &rec);
+    }
+    free(out);
+    free(out_len);
+    collate_free(&c);
+    m->dropout_p = saved_p;
+    zero_eval_end(r->zero.m ? &r->zero : NULL);
+
+    // rank 0: every batch's record, in batch order; metrics as one rank computes them
+    char *all = NULL;
+    size_t *counts = callocCheck((size_t)world, sizeof(size_t));
+    comm_gather_bytes_host(&r->comm, rec.p ? rec.p : "", rec.n, &all, counts);
+    free(rec.p);
+    // [0] loss sum, [1] bleu, [2] chrf, [3] generated tokens, [4] runtime: rank 0's, then everyone's
+    double v[5] = {0};
+    if (is_main(r)) {
+        const char **at = callocCheck((size_t)(n_batches ? n_batches : 1), sizeof(char *));
+        size_t total = 0;
+        for (int q = 0; q < world; q++) total += counts[q];
+        Cursor cur = {all, all + total};  // the ranks' records one after the other
+        while (cur.p < cur.end) {
+            const char *begin = cur.p;
+            int64_t k = read_record(&cur, a->predict_with_generate, NULL);
+            if (k < 0 || k >= n_batches || at[k])
+                t5_die(__FILE__, __LINE__, "evaluation: a batch came back twice or out of range", "a bug: report it");
+            at[k] = begin;
+        }
+        BleuStats bleu;
+        ChrfStats chrf;
+        bleu_stats_init(&bleu);
+        chrf_stats_init(&chrf);
+        AtomicFile af;
+        FILE *pf = predictions_path ? atomic_open(&af, predictions_path) : NULL;
+        for (long k = 0; k < n_batches; k++) {
+            if (!at[k]) t5_die(__FILE__, __LINE__, "evaluation: a batch did not come back", "a bug: report it");
+            Cursor rc = {at[k], all + total};
+            EvalSink sink = {&bleu, &chrf, pf, 0, 0};
+            read_record(&rc, a->predict_with_generate, &sink);
+            v[0] += sink.weighted;
+            v[3] += sink.gen_tokens;
+        }
+        if (pf) atomic_commit(&af);
+        if (a->predict_with_generate) {
+            v[1] = bleu_stats_score(&bleu).score;
+            v[2] = chrf_stats_score(&chrf);
+        }
+        v[4] = now_seconds() - t0;
+        free(at);
+    }
+    free(all);
+    free(counts);
+    if (world > 1) {  // rank 0's figures to every rank (the others contribute zeros)
+        if (!is_main(r)) memset(v, 0, sizeof v);
+        comm_allreduce_sum_f64(&r->comm, v, 5);
+    }
+    double rt = v[4];
+    cJSON *met = cJSON_CreateObject();
+    char key[64];
+#define ADD_METRIC(name, value)                           \
+    do {                                                  \
+        snprintf(key, sizeof key, "%s_%s", prefix, name); \
+        cJSON_AddNumberToObject(met, key, value);         \
+    } while (0)
+    ADD_METRIC("loss", v[0] / (double)n);
+    if (a->predict_with_generate) {
+        // run_translation.py rounds its metrics to 4 decimals
+        ADD_METRIC("bleu", round(v[1] * 1e4) / 1e4);
+        ADD_METRIC("chrf", round(v[2] * 1e4) / 1e4);
+        ADD_METRIC("gen_len", round(v[3] / (double)n * 1e4) / 1e4);
+    }
+    ADD_METRIC("runtime", rt);
+    ADD_METRIC("samples_per_second", rt > 0 ? n / rt : 0);
+    ADD_METRIC("steps_per_second", rt > 0 ? n_batches / rt : 0);
+#undef ADD_METRIC
+    return met;
+}
