@@ -9,9 +9,11 @@
 // stage and world size 1, 2, 3. Two models: the tied relu fixture (the embedding's
 // gradient is open for the whole backward), and a random untied gated one whose 2-rank
 // partition boundary falls inside the blocks (pieces of one unit on two ranks).
-// Buckets of 3000 / 5000 elements cut units into several collectives. The untied runs
-// then evaluate and predict with beam search (stage 3 gathers the whole weights for it):
-// the same eval loss and byte-identical predictions as one rank.
+// Buckets of 3000 / 5000 elements cut units into several collectives; at stage 3 the
+// final norms persist (stage3_param_persistence_threshold 100) and the prefetch budget
+// (3000 elements) holds several blocks. The untied runs then evaluate and predict with
+// beam search, the batches spread over the ranks: the same eval loss and byte-identical
+// predictions as one rank.
 //
 // Acceptance 2: each rank prints the bytes the allocator gave it for parameters,
 // gradients, master weights and AdamW moments (zero_print_memory); they must equal the
@@ -239,7 +241,8 @@ int main(void) {
         snprintf(path, sizeof path, "%s/stage%d.json", tmp, s);
         snprintf(text, sizeof text,
                  "{\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 3000, "
-                 "\"allgather_bucket_size\": 5000}, \"gradient_clipping\": \"auto\"}\n", s);
+                 "\"allgather_bucket_size\": 5000, \"stage3_param_persistence_threshold\": 100, "
+                 "\"stage3_prefetch_bucket_size\": 3000}, \"gradient_clipping\": \"auto\"}\n", s);
         write_file(path, text);
         // stage 4-6 files: stages 1-3 with the optimizer offloaded to host memory
         snprintf(path, sizeof path, "%s/stage%d.json", tmp, s + 3);
@@ -336,10 +339,12 @@ int main(void) {
     if (ok)
         compare_runs(tmp, "six0_plain", "six0_w1_resumed",
                      "checkpoint of 2 ranks (stage 3, offload) resumed at 1 rank, stage 0");
-    // the untied runs also evaluate with generation after training (stage 3 gathers the
-    // whole weights for it): the same eval loss and predictions as one rank
+    // the untied runs also evaluate and predict with generation after training, batches of
+    // 2 spread over the ranks (batch k on rank k mod N; stage 3 gathers unit by unit and
+    // generates in lock-step, a rank short of a batch runs a padding one): the same eval
+    // loss and predictions as one rank
     const char *untied_args = "--init random --seed 7 --data_dir data/sample --n_train 24 --do_eval --n_val 5 "
-                              "--do_predict --n_test 6 --predict_with_generate "
+                              "--do_predict --n_test 7 --predict_with_generate --per_device_eval_batch_size 2 "
                               "--generation_max_length 6 --generation_num_beams 2";
     ok = ok && train_run(tmp, untied, untied_args, 1, -1, "untied_ref");
     for (int world = 2; ok && world <= 3; world++)
