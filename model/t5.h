@@ -27,20 +27,18 @@ typedef struct {
     const int *labels;             // (B,T) target ids, -100 = ignored
 } T5Batch;
 
-// Saved activations of one attention sublayer (self or cross).
+// Saved activations of one attention sublayer (self or cross). The sublayer's RMS norm
+// (output and rstd) is not kept: backward recomputes it from the sublayer input, which the
+// residual stream keeps anyway (t5.c, sublayer_norm).
 typedef struct {
-    void *ln_out;  // (B,Tq,D) rmsnorm output
-    float *rstd;   // (B*Tq)
     void *q;       // (B,Tq,HK)
     void *k, *v;   // (B,Tk,HK)
     void *att;     // (B,H,Tq,Tk) softmax probabilities
     void *ctx;     // (B,Tq,HK) attention output, input of the o projection
 } AttnActs;
 
-// Saved activations of one feed-forward sublayer.
+// Saved activations of one feed-forward sublayer (the norm is recomputed, as above).
 typedef struct {
-    void *ln_out;  // (B,T,D)
-    float *rstd;   // (B*T)
     void *a;       // (B,T,F) wi (or wi_0) output
     void *b;       // (B,T,F) wi_1 output (gated only)
 } FfnActs;
@@ -102,13 +100,19 @@ struct T5Model {
     void *enc_final;      // (B,S,D) encoder output (after final norm and dropout)
     void *dec_final;      // (B,T,D) decoder output, after final norm and dropout, scaled: the LM head input
     void *logits;         // (B,T,V)
+    // The RMS norm of the sublayer being computed, shared by all sublayers: forward writes
+    // it, backward rewrites it (same kernel, same input, same bits) right before the
+    // weight gradients that read it. One per sublayer would be 2 GB at t5-large B=64.
+    void *ln_out;         // (B,max(S,T),D)
+    float *ln_rstd;       // (B*max(S,T))
     // backward scratch
     void *d_enc_x, *d_dec_x;        // (B,S,D), (B,T,D) running residual gradient
     void *d_enc_final;              // (B,S,D) gradient of the encoder output (from cross-attention)
     void *d_tmp_d;                  // (B,max(S,T),D)
     void *d_ln;                     // (B,max(S,T),D)
     void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK)
-    void *d_h, *d_a, *d_b, *tmp_f;  // (B,max(S,T),F)
+    void *d_h, *tmp_f;              // (B,max(S,T),F); d_h is also d(wi output), see ffn_sublayer_backward
+    void *d_b;                      // (B,max(S,T),F) d(wi_1 output); NULL unless gated
     void *d_enc_bias, *d_dec_bias;  // (H,S,S), (H,T,T)
 
     // ---- per-batch state ----
