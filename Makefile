@@ -38,11 +38,11 @@ ifeq ($(HAVE_NVCC),1)
     CFLAGS   += -DT5_HAVE_CUDA -I$(CUDA_HOME)/include
     LDLIBS   += -L$(CUDA_HOME)/lib64 -lnccl -lcublasLt -lcudart_static -ldl -lrt -lpthread
   else
-    FEATURE_NOTES += "nvcc found, but kernels/cuda/ has no kernels yet: CPU backend only"
+    FEATURE_NOTES += nvcc found, but kernels/cuda/ has no kernels yet: CPU backend only
   endif
 else
   CUDA_SRC :=
-  FEATURE_NOTES += "nvcc not found: CPU backend only (--device cuda will say so)"
+  FEATURE_NOTES += nvcc not found: CPU backend only, --device cuda will say so
 endif
 FEATURES += cpu(fp32) sentencepiece cjson $(if $(MPI_LIBS),mpi,)
 
@@ -56,7 +56,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 all: features train_t5
 
 features:
-	@echo "train_t5 build: features [$(FEATURES)] $(FEATURE_NOTES)"
+	@echo 'train_t5 build: features [$(FEATURES)] $(FEATURE_NOTES)'
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

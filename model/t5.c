@@ -212,12 +212,8 @@ void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_s
 // forward
 
 // unit boundaries (T5UnitHooks)
-static inline void fetch(T5Model *m, int u) {
-    if (m->hooks && m->hooks->fetch_params) m->hooks->fetch_params(m->hooks->ctx, m, u);
-}
-static inline void release(T5Model *m, int u) {
-    if (m->hooks && m->hooks->release_params) m->hooks->release_params(m->hooks->ctx, m, u);
-}
+static inline void fetch(T5Model *m, int u) { t5_unit_fetch(m, u); }
+static inline void release(T5Model *m, int u) { t5_unit_release(m, u); }
 static inline void grads_begin(T5Model *m, int u) {
     if (m->hooks && m->hooks->begin_grads) m->hooks->begin_grads(m->hooks->ctx, m, u);
 }
