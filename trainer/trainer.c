@@ -317,6 +317,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
         }
     }
     progress_done(&r->prog);
+    if (is_main(r)) zero_stage3_print_stats(&r->zero);
     double rt = now_seconds() - t0;
     // HF: samples = max_steps * total batch when max_steps is set, else epochs * N
     double n_samples = a->max_steps > 0 ? (double)r->total_steps * B * world * GA : a->num_train_epochs * N;

@@ -16,8 +16,8 @@
 //       unit when it is > 0, none when 0.
 //   stage3_max_live_parameters (elements)   bounds the pool: buffers = min(1 + the units
 //       the prefetch budget can hold, max_live / largest unit), at least one.
-//   stage3_max_reuse_distance (elements)    a gathered unit that will be needed again
-//       within this many fetched elements is not overwritten by a prefetch.
+//   stage3_max_reuse_distance (elements)    on release, a unit stays in its buffer only
+//       when the predicted order needs it again within this many fetched elements.
 //   stage3_param_persistence_threshold      units of at most this many elements (final
 //       norms at HF's "auto", 10 x d_model) stay gathered on every rank in one small
 //       buffer: gathered once after each update, never fetched again.
@@ -139,6 +139,7 @@ void zero_stage3_init(ZeroState *z, const ZeroOptions *o) {
     z->pool = callocCheck((size_t)(b.n_pool ? b.n_pool : 1), sizeof(void *));
     z->pool_unit = mallocCheck((size_t)(b.n_pool ? b.n_pool : 1) * sizeof(int));
     z->pool_ticket = mallocCheck((size_t)(b.n_pool ? b.n_pool : 1) * sizeof(CommTicket));
+    z->pool_ahead = callocCheck((size_t)(b.n_pool ? b.n_pool : 1), sizeof(int));
     for (int k = 0; k < b.n_pool; k++) {
         z->pool[k] = be->alloc(b.pool_elems * m->elem);
         z->pool_unit[k] = -1;
@@ -162,6 +163,7 @@ void zero_stage3_free(ZeroState *z) {
     free(z->pool);
     free(z->pool_unit);
     free(z->pool_ticket);
+    free(z->pool_ahead);
     free(z->persist_off);
     free(z->succ);
 }
@@ -200,16 +202,15 @@ static int next_use(ZeroState *z, const int *pred, int n, int u, size_t *elems) 
 
 // A buffer for a unit needed at prediction position `pos` (demand: -1): not in use, and
 // the one whose unit is needed last (empty first). A prefetch (pos >= 0) only takes a
-// buffer whose unit is needed after pos and not within max_reuse elements; -1: none.
+// buffer whose unit is needed after pos; -1: none.
 static int pick_buffer(ZeroState *z, const int *pred, int n, int pos) {
     int best = -1, best_use = -2;
     for (int k = 0; k < z->n_pool; k++) {
         if (k == z->fetched_buf) continue;
         int use;
-        size_t elems = SIZE_MAX;
         if (z->pool_unit[k] < 0) use = n + 1;  // empty: the best choice
-        else use = next_use(z, pred, n, z->pool_unit[k], &elems);
-        if (pos >= 0 && (use <= pos || (elems != SIZE_MAX && elems <= z->max_reuse))) continue;
+        else use = next_use(z, pred, n, z->pool_unit[k], NULL);
+        if (pos >= 0 && use <= pos) continue;
         if (use > best_use) {
             best_use = use;
             best = k;
@@ -242,6 +243,7 @@ static void prefetch(ZeroState *z) {
         if (k < 0) break;
         z->pool_ticket[k] = gather_unit(z, p, z->pool[k], 1);
         z->pool_unit[k] = p;
+        z->pool_ahead[k] = 1;
         budget = need > budget ? 0 : budget - need;
         issued++;
     }
@@ -280,11 +282,12 @@ void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit) {
         z->pool_ticket[k] = COMM_TICKET_NONE;
         z->n_gathered++;
     } else {
-        if (z->pool_ticket[k].slot >= 0) z->n_prefetched++;  // a prefetch: wait for it to land
+        if (z->pool_ahead[k]) z->n_prefetched++;
         else z->n_reused++;
-        comm_wait(z->comm, z->pool_ticket[k]);
+        comm_wait(z->comm, z->pool_ticket[k]);  // a prefetch: wait for it to land
         z->pool_ticket[k] = COMM_TICKET_NONE;
     }
+    z->pool_ahead[k] = 0;
     m->unit_params[unit] = z->pool[k];
     z->fetched_buf = k;
     // prefetch into other buffers; the gathers start after the compute queued so far,
@@ -292,10 +295,26 @@ void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit) {
     prefetch(z);
 }
 
+// stage3_max_reuse_distance, as DeepSpeed reads it: a unit is released (its buffer free for
+// anything) unless the predicted order needs it again within that many elements; a kept
+// unit stays until the pool needs its buffer (the unit needed last goes first).
 void zero_stage3_release_params(void *ctx, T5Model *m, int unit) {
     ZeroState *z = ctx;
     m->unit_params[unit] = NULL;
+    int k = z->fetched_buf;
     z->fetched = z->fetched_buf = -1;
+    if (k < 0) return;  // a persistent unit
+    const ParamLayout *L = &m->lay;
+    int cap = 2 * L->n_units + 2;
+    int *pred = mallocCheck((size_t)cap * sizeof(int));
+    int n = predict(z, pred, cap);
+    size_t elems = SIZE_MAX;
+    next_use(z, pred, n, unit, &elems);
+    free(pred);
+    if (elems == SIZE_MAX || elems > z->max_reuse) {
+        z->pool_unit[k] = -1;
+        z->pool_ahead[k] = 0;
+    }
 }
 
 void zero_stage3_forget_gathered(ZeroState *z) {
@@ -304,9 +323,11 @@ void zero_stage3_forget_gathered(ZeroState *z) {
     for (int k = 0; k < z->n_pool; k++) {
         z->pool_unit[k] = -1;
         z->pool_ticket[k] = COMM_TICKET_NONE;
+        z->pool_ahead[k] = 0;
     }
     z->fetched = z->fetched_buf = -1;
     gather_persistent(z, 1);  // waited for at the next fetch of each
+    prefetch(z);              // the next forward's first units, with the updated weights
 }
 
 int zero_stage3_all_finished(void *ctx, int finished) {
@@ -314,4 +335,12 @@ int zero_stage3_all_finished(void *ctx, int finished) {
     long long open = !finished;
     comm_allreduce_sum_i64(z->comm, &open, 1);
     return open == 0;
+}
+
+void zero_stage3_print_stats(const ZeroState *z) {
+    if (z->stage != 3) return;
+    long total = z->n_gathered + z->n_prefetched + z->n_reused;
+    printf("ZeRO stage 3, rank %d: %ld fetches: %ld gathered on demand, %ld found gathered ahead (prefetch), %ld "
+           "found still gathered (reuse)\n", z->comm->rank, total, z->n_gathered, z->n_prefetched, z->n_reused);
+    fflush(stdout);
 }

@@ -97,6 +97,7 @@ typedef struct ZeroState {
     void **pool;                // (n_pool) buffers
     int *pool_unit;             // (n_pool) the unit a buffer holds, or -1
     CommTicket *pool_ticket;    // (n_pool) the gather that last wrote it
+    int *pool_ahead;            // (n_pool) 1: filled by a prefetch and not used since
     int fetched, fetched_buf;   // the unit in use and its buffer (-1: none, or a persistent unit)
     // stage 3: units of at most stage3_param_persistence_threshold elements stay gathered on
     // every rank in one buffer, refreshed after each update (unit_ticket waits for that)
@@ -162,6 +163,9 @@ void zero_stage3_release_params(void *ctx, T5Model *m, int unit);
 void zero_stage3_init(ZeroState *z, const ZeroOptions *o);
 void zero_stage3_free(ZeroState *z);
 void zero_stage3_forget_gathered(ZeroState *z);
+// stage 3: one line with the fetches so far: gathered on demand, found gathered ahead by a
+// prefetch, found still gathered from an earlier use (how well the prefetch predicts)
+void zero_stage3_print_stats(const ZeroState *z);
 // stage 3 generation: every rank keeps stepping until all are finished (T5UnitHooks)
 int zero_stage3_all_finished(void *ctx, int finished);
 // The stage-3 buffers the options give for a layout: pool buffers x elements each, and the
