@@ -209,6 +209,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (!a->sampler) a->sampler = "random";
 
     // ---- device and precision ----
+    if (a->num_gpus > 0 && a->local_rank != -1)
+        t5_fail("--num_gpus %d and --local_rank %d contradict each other: --num_gpus gives each rank it starts its own "
+                "local rank; drop --local_rank", a->num_gpus, a->local_rank);
+    launch_use_local_rank_flag(a->local_rank);  // checked against LOCAL_RANK; comm_init reads LOCAL_RANK
     if (strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
         t5_fail("--device \"%s\": expected cpu or cuda", a->device);
     if ((a->fp16 || a->bf16) && strcmp(a->device, "cuda") != 0)
@@ -227,10 +231,6 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (a->num_gpus > 0 && strcmp(a->device, "cuda") != 0)
         t5_fail("--num_gpus %d with --device %s: --num_gpus starts GPU ranks (NCCL); several CPU ranks run only under "
                 "mpirun (MPI is their transport): mpirun -np %d ./train_t5 ...", a->num_gpus, a->device, a->num_gpus);
-    if (a->num_gpus > 0 && a->local_rank != -1)
-        t5_fail("--num_gpus %d and --local_rank %d contradict each other: --num_gpus gives each rank it starts its own "
-                "local rank; drop --local_rank", a->num_gpus, a->local_rank);
-    launch_use_local_rank_flag(a->local_rank);  // checked against LOCAL_RANK; comm_init reads LOCAL_RANK
     // --deepspeed is loaded (full schema, zero/ds_config.c) and applied by the trainer
     // before anything is written (trainer/deepspeed.c)
 }
