@@ -56,7 +56,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 all: features train_t5
 
 features:
-	@echo "train_t5 build: features [$(FEATURES)] $(FEATURE_NOTES)"
+	@echo 'train_t5 build: features [$(FEATURES)] '$(FEATURE_NOTES)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
