@@ -169,6 +169,14 @@ int main(int argc, char **argv) {
         }
         return argc < 2;
     }
+    // the deepspeed launcher (without --no_local_rank) puts --local_rank=N before everything:
+    // `train_t5 --local_rank=0 bench ...` is `train_t5 bench --local_rank=0 ...`
+    if (argc > 2 && (!strncmp(argv[1], "--local_rank=", 13) || !strncmp(argv[1], "--local-rank=", 13)) &&
+        argv[2][0] != '-') {
+        char *flag = argv[1];
+        argv[1] = argv[2];
+        argv[2] = flag;
+    }
     const char *cmd = argv[1];
     Args a = args_default();
     FlagSpec specs[] = {

@@ -9,7 +9,12 @@
 //   - launch_spawn (--num_gpus): 3 re-executed copies of this binary get RANK = LOCAL_RANK,
 //     WORLD_SIZE, MASTER_ADDR/PORT, argv without --num_gpus, and meet at the rendezvous; a
 //     rank that exits non-zero or is killed stops the others and is named; a rank that
-//     ignores SIGTERM is killed after the grace period.
+//     ignores SIGTERM is killed after the grace period; a stopped (SIGSTOP) rank is woken
+//     with the SIGTERM, so it ends at once, not after the grace period; a rank that stops
+//     itself after the rendezvous (launch_tcp_broadcast_watched, as GPU ranks) is named by
+//     the heartbeat within 30 s, and no child is left;
+//   - --local_rank: checked against LOCAL_RANK (and mpirun's local rank), sets it when unset,
+//     picks a lone rank's GPU; parsed as --local_rank N, --local_rank=N, --local-rank=N.
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,7 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include "../kernels/backend.h"
+#include "../trainer/args.h"
 #include "../zero/comm.h"
 #include "../zero/launch.h"
 #include "test.h"
@@ -225,6 +233,18 @@ static int child_main(int argc, char **argv) {
         return 4;
     }
     if (!strcmp(mode, "ok")) return rank_run(atoi(port), c.rank, c.world, 128, 20.0);
+    if (!strcmp(mode, "freeze")) {  // as GPU ranks meet (comm_nccl_init), then rank 1 freezes
+        unsigned char id[128] = {0};
+        launch_tcp_broadcast_watched(addr, atoi(port), c.rank, c.world, id, sizeof id, 20.0);
+        if (c.rank == 1) raise(SIGSTOP);
+    }
+    if (!strcmp(mode, "stopped")) {  // no heartbeat: rank 1 stopped, rank 2 fails
+        if (c.rank == 1) raise(SIGSTOP);
+        if (c.rank == 2) {
+            sleep(1);
+            return 3;
+        }
+    }
     if (!strcmp(mode, "fail") && c.rank == 1) return 3;
     if (!strcmp(mode, "signal") && c.rank == 2) kill(getpid(), SIGKILL);
     if (!strcmp(mode, "stubborn")) {
@@ -249,6 +269,146 @@ static int spawn(const SpawnArg *a) {
 }
 
 static void spawn_fn(const void *p) { exit(spawn((const SpawnArg *)p)); }
+
+// Processes (not zombies) running this binary as a rank of `mode`.
+static int children_left(const char *mode) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0) continue;
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t k = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[k] = '\0';
+        size_t a = strlen(buf);  // argv[0] \0 "child" \0 mode
+        if (a + 1 >= k || strcmp(buf + a + 1, "child") != 0 || a + 7 >= k || strcmp(buf + a + 7, mode) != 0) continue;
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        f = fopen(path, "r");
+        if (!f) continue;
+        k = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[k] = '\0';
+        const char *paren = strrchr(buf, ')');
+        if (paren && paren[2] != 'Z') n++;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+// launch_spawn in a child with stderr captured; returns its exit code, *dt its run time.
+static int spawn_capture(const SpawnArg *a, char *err, size_t cap, double *dt) {
+    int fds[2];
+    if (pipe(fds) != 0) exit(2);
+    fflush(stdout);
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        if (!freopen("/dev/null", "w", stdout)) _exit(3);
+        spawn_fn(a);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while ((r = read(fds[0], err + n, cap - 1 - n)) > 0) n += (size_t)r;
+    err[n] = '\0';
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *dt = now_s() - t0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_spawn_frozen(const char *exe) {
+    char what[300], err[8192];
+    double dt = 0;
+    env_set(NULL);
+    // rank 1 stopped while rank 2 fails: the SIGTERM comes with SIGCONT, so rank 1 ends at once
+    SpawnArg stopped = {exe, "stopped", 20.0};
+    int code = spawn_capture(&stopped, err, sizeof err, &dt);
+    snprintf(what, sizeof what, "--num_gpus, rank 1 stopped, rank 2 exits 3: the job ends after %.2f s (grace 20 s), "
+             "exit %d: %.*s", dt, code, (int)strcspn(err, "\n"), err);
+    test_check(code == 1 && dt < 6 && strstr(err, "rank 2 exited with status 3"), what);
+    snprintf(what, sizeof what, "--num_gpus, rank 1 stopped: no child left (%d)", children_left("stopped"));
+    test_check(children_left("stopped") == 0, what);
+
+    // the heartbeat: rank 1 stops itself after the rendezvous; rank 0 names it
+    setenv("T5_HEARTBEAT_TIMEOUT", "3", 1);
+    SpawnArg frozen = {exe, "freeze", LAUNCH_GRACE_S};
+    code = spawn_capture(&frozen, err, sizeof err, &dt);
+    unsetenv("T5_HEARTBEAT_TIMEOUT");
+    const char *line = strstr(err, "rank 1 of 3 stopped responding");
+    snprintf(what, sizeof what, "--num_gpus, rank 1 frozen (SIGSTOP) after the rendezvous: the job ends after %.2f s "
+             "(<= 30; heartbeat timeout 3 s), exit %d: %.*s", dt, code, line ? (int)strcspn(line, "\n") : 9,
+             line ? line : "(missing)");
+    test_check(code == 1 && dt <= 30 && line, what);
+    snprintf(what, sizeof what, "--num_gpus, rank 1 frozen: no child left (%d)", children_left("freeze"));
+    test_check(children_left("freeze") == 0, what);
+}
+
+// ---- --local_rank ---------------------------------------------------------------------------
+
+static void local_rank_fn(const void *p) {
+    const char *const *kv = p;
+    env_set(kv + 1);
+    launch_use_local_rank_flag(atoi(kv[0]));
+}
+
+static void args_fn(const void *p) {
+    char **argv = (char **)p;
+    int argc = 0;
+    while (argv[argc]) argc++;
+    TrainArgs a = train_args_default();
+    train_args_parse(&a, argc, argv, 1);
+}
+
+static void test_local_rank(void) {
+    const char *torchrun[] = {"1", "WORLD_SIZE=2", "RANK=1", "LOCAL_RANK=1", "MASTER_ADDR=h", "MASTER_PORT=1", NULL};
+    local_rank_fn(torchrun);
+    Comm c;
+    comm_init(&c);
+    test_check(c.local_rank == 1 && c.rank == 1, "--local_rank=1 with LOCAL_RANK=1 (torch.distributed.launch): local rank 1");
+    const char *alone[] = {"2", NULL};
+    local_rank_fn(alone);
+    comm_init(&c);
+    const char *lr = getenv("LOCAL_RANK");
+    char what[160];
+    snprintf(what, sizeof what, "--local_rank=2 alone: LOCAL_RANK=%s, one rank on GPU %d", lr ? lr : "(unset)",
+             c.local_rank);
+    test_check(lr && !strcmp(lr, "2") && c.world == 1 && c.local_rank == 2, what);
+    const char *none[] = {"-1", NULL};
+    local_rank_fn(none);
+    test_check(!getenv("LOCAL_RANK"), "--local_rank -1 (HF's default): nothing set");
+    const char *differ[] = {"0", "WORLD_SIZE=2", "RANK=1", "LOCAL_RANK=1", "MASTER_ADDR=h", "MASTER_PORT=1", NULL};
+    test_expect_error("--local_rank 0 with LOCAL_RANK=1", local_rank_fn, differ, "--local_rank 0", "LOCAL_RANK=1");
+    const char *mpi[] = {"1", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=0", NULL};
+    test_expect_error("--local_rank 1 under mpirun's 0", local_rank_fn, mpi, "--local_rank 1",
+                      "OMPI_COMM_WORLD_LOCAL_RANK=0");
+    const char *neg[] = {"-3", NULL};
+    test_expect_error("--local_rank -3", local_rank_fn, neg, "--local_rank -3", NULL);
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+
+    // the trainer's flag, in the spellings launchers use
+    const char *spell[3] = {"--local_rank=1", "--local-rank=1", "--local_rank"};
+    for (int k = 0; k < 3; k++) {
+        env_set(NULL);
+        char *argv[] = {"train_t5", (char *)spell[k], k == 2 ? "1" : "--help", "--help", NULL};
+        TrainArgs a = train_args_default();
+        train_args_parse(&a, 4, argv, 1);
+        snprintf(what, sizeof what, "train_t5 %s%s: local_rank %d", spell[k], k == 2 ? " 1" : "", a.local_rank);
+        test_check(a.local_rank == 1, what);
+    }
+    char *both[] = {"train_t5", "--model", "m", "--output_dir", "o", "--do_train", "--data_dir", "d", "--device",
+                    "cuda", "--num_gpus", "2", "--local_rank=0", NULL};
+    test_expect_error("--num_gpus with --local_rank", args_fn, both, "--local_rank", NULL);
+    env_set(NULL);
+}
 
 static void test_spawn(const char *exe) {
     char what[200];
@@ -295,5 +455,7 @@ int main(int argc, char **argv) {
     test_broadcast_failures();
     test_env();
     test_spawn(argv[0]);
+    test_spawn_frozen(argv[0]);
+    test_local_rank();
     return test_summary();
 }

@@ -8,6 +8,7 @@
 
 #include "../common/check.h"
 #include "../common/flags.h"
+#include "../zero/launch.h"
 #include "device.h"
 
 TrainArgs train_args_default(void) {
@@ -40,6 +41,7 @@ TrainArgs train_args_default(void) {
     a.generation_max_length = -1;
     a.generation_num_beams = 1;
     a.length_penalty = 1.0;
+    a.local_rank = -1;
     return a;
 }
 
@@ -117,6 +119,10 @@ TrainArgs train_args_default(void) {
     {"resume_from_checkpoint", FLAG_STRING, &a->resume_from_checkpoint,                                             \
      "continue from OUTPUT_DIR/checkpoint-N (weights, optimizer, scaler, step; any world size or stage)"},           \
     {"num_gpus", FLAG_INT, &a->num_gpus, "start N GPU ranks on this host (like the deepspeed launcher)"},         \
+    {"local_rank", FLAG_INT, &a->local_rank,                                                                        \
+     "GPU index on this host; the deepspeed launcher and torch.distributed.launch pass it, and it must equal "          \
+     "LOCAL_RANK when both are set (-1: none)"},                                                                        \
+    {"local-rank", FLAG_INT, &a->local_rank, "alias of --local_rank (torch.distributed.launch's spelling)"},          \
     {"explain", FLAG_BOOL, &a->explain, "print the per-rank memory table of stages 0-3 at start-up (as estimate)"}, \
     {"help", FLAG_BOOL, &a->help, "this help"},
 
@@ -203,6 +209,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (!a->sampler) a->sampler = "random";
 
     // ---- device and precision ----
+    if (a->num_gpus > 0 && a->local_rank != -1)
+        t5_fail("--num_gpus %d and --local_rank %d contradict each other: --num_gpus gives each rank it starts its own "
+                "local rank; drop --local_rank", a->num_gpus, a->local_rank);
+    launch_use_local_rank_flag(a->local_rank);  // checked against LOCAL_RANK; comm_init reads LOCAL_RANK
     if (strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
         t5_fail("--device \"%s\": expected cpu or cuda", a->device);
     if ((a->fp16 || a->bf16) && strcmp(a->device, "cuda") != 0)

@@ -60,6 +60,7 @@ typedef struct {
     const char *deepspeed;        // DeepSpeed JSON config path
     const char *resume_from_checkpoint;  // checkpoint-N directory to continue from (NULL: start fresh)
     int num_gpus;                 // --num_gpus N: start N GPU ranks on this host (0: not given)
+    int local_rank;               // --local_rank N: this rank's GPU, as launchers pass it (-1: not given)
     int explain;                  // --explain: print the ZeRO memory table (trainer/estimate.c) at start-up
 
     int help;

@@ -213,6 +213,17 @@ int trainer_plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epo
     return total;
 }
 
+// Test hook (tests/test_liveness.c): T5_TEST_STALL_RANK=R T5_TEST_STALL_S=S make rank R's
+// main thread sleep S seconds after step 2, as a rank busy for minutes would (rank 0 saving
+// a checkpoint while the others wait in a collective). The heartbeat must not end it.
+static void test_hook_stall(const Run *r) {
+    const char *who = getenv("T5_TEST_STALL_RANK"), *secs = getenv("T5_TEST_STALL_S");
+    if (!who || !secs || atoi(who) != r->comm.rank) return;
+    fflush(stdout);
+    fprintf(stderr, "rank %d: T5_TEST_STALL_S: sleeping %s s after step %d\n", r->comm.rank, secs, r->global_step);
+    sleep((unsigned)atoi(secs));
+}
+
 static void train(Run *r, const Dataset *ds, const Dataset *val) {
     const TrainArgs *a = &r->a;
     T5Model *m = &r->m;
@@ -291,6 +302,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
             m->dropout_seed = (uint64_t)a->seed * 0x100000001B3ULL + (uint64_t)r->global_step;
             StepResult sr = zero_train_step(&r->zero, &sched, &scaler, micro, n_micro, (float)a->label_smoothing_factor);
             r->global_step++;
+            if (r->global_step == 2) test_hook_stall(r);
             r->epoch = epoch + (double)k / (double)micro_per_epoch;
             loss_since_log += sr.loss;
             loss_total += sr.loss;

@@ -10,6 +10,7 @@
 
 #include "../common/check.h"
 #include "launch.h"
+#include "liveness.h"
 #include "comm_nccl.h"  // declarations only; the NCCL side is built with CUDA
 #ifdef T5_HAVE_CUDA
 #include "../kernels/cuda/cuda_ops.h"
@@ -41,12 +42,20 @@ void comm_init(Comm *c) {
         const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
         if (!lr || !*lr) lr = getenv("MPI_LOCALRANKID");  // MPICH / Hydra
         c->local_rank = lr && *lr ? atoi(lr) : c->rank;
+        if (c->world > 1) {  // the heartbeat (zero/liveness.h): rank 0's host and port travel over MPI
+            LaunchRank0 at;
+            int ls = c->rank == 0 ? launch_tcp_listen_any(&at) : -1;
+            mpiCheck(MPI_Bcast(&at, (int)sizeof at, MPI_BYTE, 0, MPI_COMM_WORLD));
+            launch_tcp_watch(&at, ls, c->rank, c->world);
+        }
         return;
     }
     // torchrun-style variables or Slurm: no MPI; GPU ranks meet over TCP + NCCL
     // (comm_attach_device), CPU ranks are refused there
     LaunchEnv e;
-    if (launch_env_read(&e)) {
+    int launched = launch_env_read(&e);
+    c->local_rank = e.local_rank;  // one rank alone too: LOCAL_RANK (--local_rank) picks its GPU
+    if (launched) {
         c->rank = e.rank;
         c->world = e.world;
         c->local_rank = e.local_rank;
@@ -76,6 +85,7 @@ void comm_finalize(Comm *c) {
 #endif
     if (c->mpi) MPI_Finalize();
     c->mpi = 0;
+    liveness_stop();  // last: the peers stop watching this rank, which has finished
 }
 
 // Several ranks without MPI reach the MPI path when they are CPU ranks, or GPU ranks

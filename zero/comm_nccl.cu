@@ -253,7 +253,8 @@ extern "C" void comm_nccl_init(Comm *c) {
             const char *addr;
             int port;
             launch_master_addr(c->launcher, &addr, &port);
-            launch_tcp_broadcast(addr, port, c->rank, c->world, &id, sizeof id, LAUNCH_TCP_TIMEOUT_S);
+            // the connections stay open for the heartbeat (zero/liveness.h)
+            launch_tcp_broadcast_watched(addr, port, c->rank, c->world, &id, sizeof id, LAUNCH_TCP_TIMEOUT_S);
         }
     }
     watch_begin(s);  // set-up blocks until every rank has joined: watched too

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "liveness.h"
 
 extern char **environ;
 
@@ -96,12 +97,31 @@ int launch_env_read(LaunchEnv *e) {
         if (!env_int("SLURM_LOCALID", &local) || local < 0)
             t5_fail("SLURM_LOCALID is missing or negative: it picks this rank's GPU (srun sets it)");
     } else {
+        // one rank: LOCAL_RANK (or --local_rank, launch_use_local_rank_flag) still picks the GPU
+        if (env_int("LOCAL_RANK", &local) && local < 0) t5_fail("LOCAL_RANK=%d: must be >= 0", local);
+        e->local_rank = local;
         return 0;
     }
     e->rank = rank;
     e->world = world;
     e->local_rank = local;
     return 1;
+}
+
+void launch_use_local_rank_flag(int local_rank) {
+    if (local_rank == -1) return;  // HF's default: not given
+    if (local_rank < 0) t5_fail("--local_rank %d: must be >= 0 (the GPU index on this host), or -1 for none", local_rank);
+    int env = 0;
+    if (env_int("LOCAL_RANK", &env) && env != local_rank)
+        t5_fail("--local_rank %d disagrees with LOCAL_RANK=%d: the launcher set both; pass one (deepspeed: "
+                "--no_local_rank drops the flag)", local_rank, env);
+    const char *mpi_local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (mpi_local && *mpi_local && atoi(mpi_local) != local_rank)
+        t5_fail("--local_rank %d disagrees with mpirun's local rank OMPI_COMM_WORLD_LOCAL_RANK=%s: under mpirun drop "
+                "--local_rank", local_rank, mpi_local);
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", local_rank);
+    if (setenv("LOCAL_RANK", buf, 1) != 0) t5_die(__FILE__, __LINE__, strerror(errno), "the environment is full");
 }
 
 // ---- TCP rendezvous ----------------------------------------------------------------------
@@ -155,19 +175,29 @@ static void set_nonblocking(int fd) {
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) t5_die(__FILE__, __LINE__, strerror(errno), NULL);
 }
 
-// Rank 0: accept world-1 ranks, check their hello, send each the blob.
-static void tcp_serve(int port, int world, const void *blob, size_t n, double timeout_s) {
-    double deadline = now_s() + timeout_s;
+// Rank 0's listening socket on `port` (0: any free port); *bound gets the port.
+static int tcp_listen(int port, int backlog, int *bound) {
     int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (ls < 0) t5_die(__FILE__, __LINE__, strerror(errno), "the system is out of sockets (ulimit -n)");
     int one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = {htonl(INADDR_ANY)}};
-    if (bind(ls, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(ls, world) != 0) {
+    socklen_t len = sizeof sa;
+    if (bind(ls, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(ls, backlog) != 0 ||
+        getsockname(ls, (struct sockaddr *)&sa, &len) != 0) {
         char msg[256];
-        snprintf(msg, sizeof msg, "rank 0 cannot listen on port %d (MASTER_PORT): %s", port, strerror(errno));
+        snprintf(msg, sizeof msg, "rank 0 cannot listen on port %d%s: %s", port, port ? " (MASTER_PORT)" : "",
+                 strerror(errno));
         t5_die(__FILE__, __LINE__, msg, "another program or an earlier run holds this port: pick another MASTER_PORT");
     }
+    *bound = ntohs(sa.sin_port);
+    return ls;
+}
+
+// Rank 0: accept world-1 ranks on ls (then closed), check their hello, send each the blob.
+// keep: fds[r] = the connection to rank r; NULL: closed.
+static void tcp_serve(int ls, int port, int world, const void *blob, size_t n, double timeout_s, int *keep) {
+    double deadline = now_s() + timeout_s;
     int *fds = callocCheck((size_t)world, sizeof(int));
     int got = 0;
     while (got < world - 1) {
@@ -206,13 +236,17 @@ static void tcp_serve(int port, int world, const void *blob, size_t n, double ti
             snprintf(msg, sizeof msg, "rank 0 could not send the NCCL id to rank %d: %s", r, strerror(errno));
             t5_die(__FILE__, __LINE__, msg, "that rank died during start-up: see its output");
         }
-        close(fds[r]);  // the hello was read in full, so close sends FIN after the data, no reset
+        if (keep) keep[r] = fds[r];
+        else close(fds[r]);  // the hello was read in full, so close sends FIN after the data, no reset
     }
+    if (keep) keep[0] = -1;
     free(fds);
 }
 
 // Ranks > 0: connect (retrying until the deadline), send the hello, receive the blob.
-static void tcp_fetch(const char *addr, int port, int rank, int world, void *blob, size_t n, double timeout_s) {
+// Returns the connection when keep, else closes it and returns -1.
+static int tcp_fetch(const char *addr, int port, int rank, int world, void *blob, size_t n, double timeout_s,
+                     int keep) {
     double deadline = now_s() + timeout_s;
     char port_str[16], last[256] = "no attempt";
     snprintf(port_str, sizeof port_str, "%d", port);
@@ -256,7 +290,7 @@ static void tcp_fetch(const char *addr, int port, int rank, int world, void *blo
     IoResult r = fd_io(fd, hello, sizeof hello, 1, deadline);
     if (r == IO_OK) r = fd_io(fd, blob, n, 0, deadline);
     int err = errno;
-    close(fd);
+    if (r != IO_OK || !keep) close(fd);
     if (r != IO_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "rank %d: the rendezvous with rank 0 at %s:%d broke off: %s", rank, addr, port,
@@ -264,13 +298,59 @@ static void tcp_fetch(const char *addr, int port, int rank, int world, void *blo
         t5_die(__FILE__, __LINE__, msg,
                "rank 0 failed (see its output), or another program owns MASTER_PORT on that host: pick another port");
     }
+    return keep ? fd : -1;
+}
+
+// The rendezvous; keep: the connections stay open in fds (see launch_tcp_broadcast_watched).
+static void tcp_meet(const char *addr, int port, int listen_fd, int rank, int world, void *blob, size_t n,
+                     double timeout_s, int *keep) {
+    if (n > UINT32_MAX) t5_fail("launch_tcp_broadcast: %zu bytes is more than the rendezvous carries", n);
+    if (rank == 0) {
+        int bound = port;
+        if (listen_fd < 0) listen_fd = tcp_listen(port, world, &bound);
+        tcp_serve(listen_fd, bound, world, blob, n, timeout_s, keep);
+    } else {
+        int fd = tcp_fetch(addr, port, rank, world, blob, n, timeout_s, keep != NULL);
+        if (keep) keep[0] = fd;
+    }
 }
 
 void launch_tcp_broadcast(const char *addr, int port, int rank, int world, void *blob, size_t n, double timeout_s) {
     if (world <= 1) return;
-    if (n > UINT32_MAX) t5_fail("launch_tcp_broadcast: %zu bytes is more than the rendezvous carries", n);
-    if (rank == 0) tcp_serve(port, world, blob, n, timeout_s);
-    else tcp_fetch(addr, port, rank, world, blob, n, timeout_s);
+    tcp_meet(addr, port, -1, rank, world, blob, n, timeout_s, NULL);
+}
+
+void launch_tcp_broadcast_watched(const char *addr, int port, int rank, int world, void *blob, size_t n,
+                                  double timeout_s) {
+    if (world <= 1) return;
+    double hb = liveness_timeout_s();  // a malformed value fails before anyone waits
+    int *fds = callocCheck((size_t)world, sizeof(int));
+    tcp_meet(addr, port, -1, rank, world, blob, n, timeout_s, fds);
+    liveness_start(rank, world, fds, hb);
+    free(fds);
+}
+
+int launch_tcp_listen_any(LaunchRank0 *at) {
+    memset(at, 0, sizeof *at);
+    if (gethostname(at->host, sizeof at->host - 1) != 0)
+        t5_die(__FILE__, __LINE__, strerror(errno), "gethostname failed: check the host's configuration");
+    return tcp_listen(0, 64, &at->port);
+}
+
+void launch_tcp_watch(const LaunchRank0 *at, int listen_fd, int rank, int world) {
+    if (world <= 1) return;
+    double hb = liveness_timeout_s();
+    char host[sizeof at->host] = "";
+    gethostname(host, sizeof host - 1);
+    // the same host: loopback always works; elsewhere MASTER_ADDR (when set) beats a host name
+    // that may not resolve everywhere
+    const char *addr = !strcmp(host, at->host) ? "127.0.0.1" : getenv("MASTER_ADDR") && *getenv("MASTER_ADDR")
+                                                                  ? getenv("MASTER_ADDR")
+                                                                  : at->host;
+    int *fds = callocCheck((size_t)world, sizeof(int));
+    tcp_meet(addr, at->port, listen_fd, rank, world, NULL, 0, LAUNCH_TCP_TIMEOUT_S, fds);
+    liveness_start(rank, world, fds, hb);
+    free(fds);
 }
 
 int launch_free_port(void) {
@@ -324,10 +404,13 @@ static void describe_status(int status, char *out, size_t cap) {
     else snprintf(out, cap, "ended with wait status %d", status);
 }
 
-// SIGTERM to every live child, SIGKILL to those still alive after grace_s; reaps them all.
+// SIGTERM (+ SIGCONT) to every live child, SIGKILL to those still alive after grace_s; reaps them all.
 static void stop_children(pid_t *pids, int n, double grace_s) {
     for (int i = 0; i < n; i++)
-        if (pids[i] > 0) kill(pids[i], SIGTERM);
+        if (pids[i] > 0) {
+            kill(pids[i], SIGTERM);
+            kill(pids[i], SIGCONT);  // a stopped (frozen) rank acts on SIGTERM only once it runs again
+        }
     double deadline = now_s() + grace_s;
     for (;;) {
         int alive = 0;
@@ -381,15 +464,23 @@ int launch_spawn(int n, int argc, char **argv, double grace_s) {
     for (int i = 0; i < n && failed < 0; i++) {
         size_t own = 0;
         char **env = child_env(i, n, port, &own);
+        // a SIGTERM between fork and the child's own handlers would run the parent's (and be
+        // lost): blocked until they are restored, it then ends the child as it should
+        sigset_t block, prev;
+        sigemptyset(&block);
+        for (int s = 0; s < 3; s++) sigaddset(&block, sigs[s]);
+        sigprocmask(SIG_BLOCK, &block, &prev);
         pid_t pid = fork();
         if (pid == 0) {
             for (int s = 0; s < 3; s++) sigaction(sigs[s], &old[s], NULL);
+            sigprocmask(SIG_SETMASK, &prev, NULL);
             prctl(PR_SET_PDEATHSIG, SIGKILL);  // the parent killed outright takes its ranks along
             if (getppid() != parent) _exit(1);
             execve("/proc/self/exe", cargv, env);
             fprintf(stderr, "error: --num_gpus: cannot execute /proc/self/exe for rank %d: %s\n", i, strerror(errno));
             _exit(127);
         }
+        sigprocmask(SIG_SETMASK, &prev, NULL);
         if (pid < 0) {
             failed = i;
             snprintf(why, sizeof why, "could not be started: fork: %s", strerror(errno));
