@@ -28,6 +28,7 @@
 #include "../model/load.h"
 #include "../zero/comm.h"
 #include "../zero/ds_config.h"
+#include "../zero/launch.h"
 #include "../zero/planner.h"
 #include "../zero/step.h"
 #include "device.h"
@@ -142,7 +143,8 @@ int bench_main(int argc, char **argv, int start) {
         {"find_max_batch", FLAG_BOOL, &a.find_max_batch, "largest batch (multiple of 8) that fits the cap"},
         {"deepspeed", FLAG_STRING, &a.deepspeed, "DeepSpeed JSON config: its ZeRO stage, buckets, optimizer, fp16"},
         {"num_gpus", FLAG_INT, &a.num_gpus, "start N GPU ranks on this host (each runs --batch samples)"},
-        {"local_rank", FLAG_INT, &a.local_rank, "set by torch.distributed.launch / deepspeed: must equal LOCAL_RANK"},
+        {"local_rank", FLAG_INT, &a.local_rank, "GPU index; deepspeed/torch.distributed.launch pass it; must equal LOCAL_RANK"},
+        {"local-rank", FLAG_INT, &a.local_rank, "alias of --local_rank"},
         {"seed", FLAG_INT, &a.seed, "seed"},
         {"help", FLAG_BOOL, &a.help, "this help"},
     };
@@ -158,11 +160,9 @@ int bench_main(int argc, char **argv, int start) {
             t5_fail("bench: --num_gpus %d with --device %s: several CPU ranks run only under mpirun", a.num_gpus, a.device);
         return launch_spawn_ranks(a.num_gpus, argc, argv);  // each rank runs this again without --num_gpus
     }
+    launch_use_local_rank_flag(a.local_rank);  // agrees with LOCAL_RANK, or sets it
     Comm comm;
     comm_init(&comm);
-    if (a.local_rank >= 0 && a.local_rank != comm.local_rank)
-        t5_fail("bench: --local_rank %d but the launcher's local rank is %d (LOCAL_RANK): they must agree", a.local_rank,
-                comm.local_rank);
     comm_attach_device(&comm, a.device);
     const int main_rank = comm.rank == 0;
     a.world = comm.world;
