@@ -332,6 +332,7 @@ def main():
         dry_run(args, ds_dict, use_cpu)
         return 0
 
+    waited = 0.0
     if args.wait_file:
         waited, skip = wait_for(args.wait_file)
         say(f"INFO waited {waited:.1f}s for {args.wait_file}{' (skip)' if skip else ''}")
@@ -362,8 +363,9 @@ def main():
         if state["world"] > 1:
             os._exit(OOM_EXIT_MULTI_RANK)  # torchrun then stops the other ranks
         return 0
-    say(f"INFO first_step_end_s={state['first_step_end_s']:.1f} (script start to the end of the first step"
-        f"{', waiting included' if args.wait_file else ''})")
+    say(f"INFO first_step_end_s={state['first_step_end_s']:.1f} (script start to the end of the first step)"
+        + (f"; {state['first_step_end_s'] - waited:.1f} without the {waited:.1f} s waiting for --wait-file"
+           if args.wait_file else ""))
     say(result_line(args, state["stage"], state["world"], sps, "ok", peaks, step_ms))
     dist.barrier()
     dist.destroy_process_group()

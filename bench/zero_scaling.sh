@@ -12,8 +12,9 @@
 #   BENCH_FAKE=1 bash bench/zero_scaling.sh    # no GPU: made-up RESULT lines through the same
 #                                              # scheduling, deadline and tables (bench/test_zero_scaling.sh)
 # Order: train_t5 1-GPU runs (two at a time, one per GPU), train_t5 2-GPU runs, then DeepSpeed:
-# 2-GPU stages 2 and 3, 1-GPU stages 2 and 3 (in pairs), 2-GPU stages 0 and 1, 1-GPU stages 0 and 1.
-# A run that would end past the deadline is skipped and its cells say "not run (deadline)".
+# 2-GPU runs of stages 2, 3, 0, 1, then 1-GPU runs (16 and 64 of a stage side by side) in that order.
+# A run that would end past the deadline is skipped and its cells say "not run (deadline)"; a
+# run still going at the deadline is stopped (SIGTERM, SIGKILL 30 s later).
 # Each DeepSpeed run is started (imports only, ~10 s) while the run before it is still going, and
 # waits (--wait-file) for it to end before touching a GPU. FusedAdam is JIT-built once, in the
 # background during the train_t5 runs, into TORCH_EXTENSIONS_DIR.
@@ -98,7 +99,9 @@ if want deepspeed; then
         [ "${BENCH_FAKE_NO_DS:-0}" = 1 ] && { DS_OK=0; DS_WHY="deepspeed_not_importable"; }
     else
         has_ds() { "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed') is None)" 2>/dev/null; }
-        if ! has_ds && ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+        if ! has_ds && [ -d /tmp/site/deepspeed ]; then  # installed by an earlier call on this machine
+            export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+        elif ! has_ds && ls "$WHEELS"/*.whl >/dev/null 2>&1; then
             log "installing $(ls "$WHEELS"/*.whl | xargs -n1 basename | tr '\n' ' ')into /tmp/site"
             "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$WHEELS"/*.whl >>"$FULL" 2>&1 \
                 || log "pip install of $WHEELS/*.whl failed (scaling_full.log)"
@@ -125,7 +128,7 @@ ds_ready() {  # waits for the JIT build once; false when DeepSpeed cannot run
         wait "$JIT_PID"; rc=$?; JIT_DONE=1
         cat "$LOGDIR/jit.log" >>"$FULL"
         if [ $rc -ne 0 ]; then
-            DS_OK=0; DS_WHY="FusedAdam_JIT_build_failed"
+            DS_OK=0; DS_WHY="deepspeed_import_or_FusedAdam_build_failed"
             log "FusedAdam JIT build FAILED (rc $rc, waited $((SECONDS - t0)) s); last lines of jit.log:"
             tail -n 5 "$LOGDIR/jit.log"
         else
@@ -173,13 +176,13 @@ launch() {
         # shellcheck disable=SC2206
         [ -n "${BENCH_DS_ARGS:-}" ] && cmd+=($BENCH_DS_ARGS)
     fi
-    t=$((DEADLINE - $(now) + 5)); [ $t -lt 1 ] && t=1
+    t=$((DEADLINE - $(now))); [ $t -lt 1 ] && t=1
     LTMP=$(mktemp "$LOGDIR/.run.XXXXXX")
     if [ "$FAKE" = 1 ]; then
         fake_run "$1" "$wf" >"$LTMP" 2>&1 &
     else
         { echo "+ CUDA_VISIBLE_DEVICES=$gpus ${cmd[*]} (timeout ${t}s, at $(now)s)"
-          CUDA_VISIBLE_DEVICES=$gpus exec timeout -k 10 "$t" "${cmd[@]}"; } >"$LTMP" 2>&1 &
+          CUDA_VISIBLE_DEVICES=$gpus exec timeout -k 30 "$t" "${cmd[@]}"; } >"$LTMP" 2>&1 &
     fi
     LPID=$!
 }
@@ -256,11 +259,11 @@ if want train_t5; then
     for s in $STAGES; do for b in $BATCHES; do SLOTS+=("train_t5 plain $s 2 $b"); done; done
     [ "$CKPT" = 1 ] && for s in $STAGES; do SLOTS+=("train_t5 ckpt $s 2 $CKPT_BATCH"); done
 fi
-if want deepspeed; then
-    for group in "$(in_stages 2 3)" "$(in_stages 0 1)"; do
-        for s in $group; do for b in $BATCHES; do SLOTS+=("deepspeed plain $s 2 $b"); done; done
-        one=(); for s in $group; do for b in $BATCHES; do one+=("deepspeed plain $s 1 $b"); done; done
-        [ ${#one[@]} -gt 0 ] && add_pairs "${one[@]}"
+if want deepspeed; then  # 2 GPUs first (every acceptance check has them), stages 2 and 3 first
+    for s in $(in_stages 2 3 0 1); do for b in $BATCHES; do SLOTS+=("deepspeed plain $s 2 $b"); done; done
+    for s in $(in_stages 2 3 0 1); do
+        one=(); for b in $BATCHES; do one+=("deepspeed plain $s 1 $b"); done
+        add_pairs "${one[@]}"
     done
 fi
 
