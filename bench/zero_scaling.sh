@@ -109,8 +109,11 @@ if want deepspeed; then
         fi
         if has_ds; then
             # FusedAdam (the optimizer DeepSpeed builds from "AdamW"), compiled once while train_t5 runs
+            # A "lock" left by a build killed in an earlier call would make every load wait forever;
+            # nothing else builds now, so any lock there is stale.
             mkdir -p "$TORCH_EXTENSIONS_DIR"
-            "$PY" -c "import time; t = time.time()
+            find "$TORCH_EXTENSIONS_DIR" -name lock -type f -print -delete | sed 's/^/removed stale /' | tee -a "$FULL"
+            timeout -k 10 300 "$PY" -c "import time; t = time.time()
 from deepspeed.ops.op_builder import FusedAdamBuilder
 FusedAdamBuilder().load()
 print(f'FusedAdam ready in {time.time() - t:.1f} s')" >"$LOGDIR/jit.log" 2>&1 &
