@@ -93,6 +93,17 @@ def flops_per_sample(cfg, src_len, tgt_len):
     return fwd, 3 * fwd
 
 
+def synthetic_batch(B, seq, seed, device):
+    """The benchmark batch (also bench/ds_baseline.py's): src = tgt = seq random ids in [2, 32000)
+    with </s> (1) last, no padding, mask all ones. Returns (input_ids, attention_mask, labels)."""
+    g = torch.Generator(device="cpu").manual_seed(seed + B)
+    src = torch.randint(2, 32000, (B, seq), generator=g)
+    tgt = torch.randint(2, 32000, (B, seq), generator=g)
+    src[:, -1] = 1
+    tgt[:, -1] = 1
+    return src.to(device), torch.ones_like(src).to(device), tgt.to(device)
+
+
 def is_oom(exc):
     if isinstance(exc, torch.OutOfMemoryError):
         return True
@@ -142,14 +153,7 @@ class Bench:
         self.first_step_s = None  # script start to end of the first step, like the anchor
 
     def batch(self, B):
-        S = T = self.args.seq
-        g = torch.Generator(device="cpu").manual_seed(self.args.seed + B)
-        src = torch.randint(2, 32000, (B, S), generator=g)
-        tgt = torch.randint(2, 32000, (B, T), generator=g)
-        src[:, -1] = 1
-        tgt[:, -1] = 1
-        d = self.device
-        return src.to(d), torch.ones_like(src).to(d), tgt.to(d)
+        return synthetic_batch(B, self.args.seq, self.args.seed, self.device)
 
     def run(self, B, warmup, steps):
         """Returns (per-step seconds of the timed steps). Raises on OOM."""
