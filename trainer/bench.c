@@ -250,7 +250,7 @@ int bench_main(int argc, char **argv, int start) {
     peaks[comm.rank] = be->mem_peak() / 1073741824.0;
     comm_allreduce_sum_f64(&comm, peaks, (size_t)a.world);
     if (main_rank) {
-        printf("last loss %.4f, %d skipped steps (fp16 overflow), %.1f ms/step, ZeRO stage %d over %d rank%s\n", loss,
+        printf("last loss %.6f, %d skipped steps (fp16 overflow), %.1f ms/step, ZeRO stage %d over %d rank%s\n", loss,
                skipped, 1e3 * elapsed / a.steps, a.zo.stage, a.world, a.world > 1 ? "s" : "");
         zero_stage3_print_stats(&z);
         print_result(&a, B, sps, flops, peaks, "ok", comm_ms >= 0 ? comm_ms / a.steps : -1, 1e3 * elapsed / a.steps);
