@@ -62,6 +62,16 @@ import time
 
 T_START = time.perf_counter()
 
+# DeepSpeed 0.19.8's JIT builder parses TORCH_CUDA_ARCH_LIST as numbers and fails on an
+# arch-specific entry such as "9.0a" (ValueError: invalid literal for int(): '0a'), which the
+# GPU machine's image sets; FusedAdam needs no arch-specific instructions, so the suffix goes.
+_ARCH = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+if any(part.rstrip("+PTX").endswith("a") for part in _ARCH.replace(",", ";").replace(" ", ";").split(";") if part):
+    os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(
+        p[:-1] if p.endswith("a") else p for p in _ARCH.replace(",", ";").replace(" ", ";").split(";") if p)
+    print(f"INFO TORCH_CUDA_ARCH_LIST={_ARCH!r} -> {os.environ['TORCH_CUDA_ARCH_LIST']!r} (DeepSpeed's JIT builder "
+          "cannot parse arch-specific entries)", flush=True)
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 

@@ -15,6 +15,7 @@ set -u
 OUT=${OUT:-/tmp/gpu_one}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=/tmp/t5_torch_extensions
+echo "TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-unset}"
 S=$OUT/one.log; W=/tmp/one; mkdir -p $W
 say() { echo "$*" | tee -a "$S"; }
 say "== $(date -u +%FT%TZ) $(nvidia-smi -L 2>&1 | head -1)"

@@ -51,6 +51,11 @@ WHEELS=${BENCH_WHEELS:-.whl}
 FAKE=${BENCH_FAKE:-0}
 export NCCL_NVLS_ENABLE=0          # NVLink multicast stays off (docs/DEVICE.md)
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/t5_torch_extensions}
+# DeepSpeed's JIT builder cannot parse arch-specific entries ("9.0a", as the GPU image sets):
+# the same rewrite as bench/ds_baseline.py, so the prebuild and the runs share one build
+if [ -n "${TORCH_CUDA_ARCH_LIST:-}" ]; then
+    export TORCH_CUDA_ARCH_LIST=$(sed -E 's/([0-9])a(\+PTX)?/\1\2/g' <<<"$TORCH_CUDA_ARCH_LIST")
+fi
 export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
 

@@ -326,17 +326,22 @@ static void cstream_enter(NcclState *s) {
 }
 
 // A ticket after the collectives issued so far; async 0: the compute stream waits for it now.
-static int cstream_leave(NcclState *s, int async) {
-    if (s->timing) cudaCheckRank(s, cudaEventRecord(s->t_end[s->t_count++], s->cstream));
+static int ticket_record(NcclState *s, int async) {
     int slot = (int)(s->next_ticket++ % TICKET_RING);
     cudaCheckRank(s, cudaEventRecord(s->ring[slot], s->cstream));
     if (!async) cudaCheckRank(s, cudaStreamWaitEvent(s->stream, s->ring[slot], 0));
     return slot;
 }
 
+// The end of a collective cstream_enter began (its timing event), and its ticket.
+static int cstream_leave(NcclState *s, int async) {
+    if (s->timing) cudaCheckRank(s, cudaEventRecord(s->t_end[s->t_count++], s->cstream));
+    return ticket_record(s, async);
+}
+
 extern "C" void comm_nccl_wait(const Comm *c, int slot) {
     NcclState *s = state_of(c);
-    if (slot < 0) slot = cstream_leave(s, 1);  // everything issued so far
+    if (slot < 0) slot = ticket_record(s, 1);  // everything issued so far
     cudaCheckRank(s, cudaStreamWaitEvent(s->stream, s->ring[slot % TICKET_RING], 0));
 }
 
