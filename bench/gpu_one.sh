@@ -24,9 +24,11 @@ cp configs/ds_config_zero3.json $W/s3.json
 python3 -c "import json; c = json.load(open('configs/ds_config_zero3.json')); del c['scheduler']; json.dump(c, open('$W/s3_eval.json', 'w'))"
 (python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl > $W/pip.log 2>&1 || echo "pip failed" >> $W/pip.log) &
 PIP=$!
-T5_TEST_NO_PERF=1 timeout 150 build/tests-gpu/test_cuda_model > $OUT/test_cuda_model.log 2>&1
-say "test_cuda_model rc=$? :: $(grep -E 'passed, [0-9]+ failed' $OUT/test_cuda_model.log | tail -1)"
-grep "NOT OK" $OUT/test_cuda_model.log | head -5 | tee -a "$S"
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  T5_TEST_NO_PERF=1 timeout 150 build/tests-gpu/test_cuda_model > $OUT/test_cuda_model.log 2>&1
+  say "test_cuda_model rc=$? :: $(grep -E 'passed, [0-9]+ failed' $OUT/test_cuda_model.log | tail -1)"
+  grep "NOT OK" $OUT/test_cuda_model.log | head -5 | tee -a "$S"
+fi
 bench() {  # bench <stage> <batch> [extra]
   timeout 120 ./train_t5 bench --model t5-large --bf16 --batch $2 --seq 128 --steps 20 --warmup 5 --deepspeed $W/s$1.json ${3:-} > $W/b_$1_$2.log 2>&1
   say "bench stage $1 B=$2 ${3:-} rc=$? :: $(grep -E '^last loss|fetches|error' $W/b_$1_$2.log | tr '\n' ' ' | cut -c1-300)"
@@ -36,7 +38,7 @@ for st in 0 1 2 3; do bench $st 64; done
 bench 3 16
 bench 2 16 --gradient_checkpointing
 t0=$(date +%s.%N)
-timeout 200 ./train_t5 --model t5-large --init random --seed 42 --device cuda --bf16 --deepspeed $W/s3_eval.json \
+[ "${SKIP_EVAL:-0}" = 1 ] || timeout 200 ./train_t5 --model t5-large --init random --seed 42 --device cuda --bf16 --deepspeed $W/s3_eval.json \
   --tokenizer_name data/sample/spiece.model --data_dir data/sample --task translation_en_to_ro --cache_dir $W/cache \
   --do_eval --n_val 500 --predict_with_generate --generation_num_beams 4 --generation_max_length 128 \
   --max_source_length 128 --max_target_length 128 --per_device_eval_batch_size 64 --output_dir $W/eval > $W/eval.log 2>&1
