@@ -15,6 +15,8 @@
 #      without --no_local_rank, mpirun -np 2): 5 steps each on 2 GPUs.
 # The binary and libcjson are carried (.carry/lib); DeepSpeed's launcher from .whl.
 #   usage (repo root, on the GPU machine): OUT=dir bash bench/gpu_two.sh [A B C D E]
+# A CPU rehearsal of part D's mechanics (mpirun only, a tiny model):
+#   TWO_CPU=1 bash bench/gpu_two.sh D
 set -u
 OUT=${OUT:-/tmp/gpu_two}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
@@ -126,11 +128,11 @@ fi
 # failure <tag> <signal> <launcher> <rank>: start a long run, signal one rank mid-run, time the end
 failure() {
   local tag=$1 sig=$2 how=$3 victim=$4
-  local args="--model t5-small --device cuda --bf16 --per_device_train_batch_size 16 --max_steps 100000 --deepspeed $W/s2.json"
+  local args=${FAIL_ARGS:-"--model t5-small --device cuda --bf16 --per_device_train_batch_size 16 --max_steps 100000 --deepspeed $W/s2.json"}
   case $how in
     num_gpus) setsid -w ./train_t5 --num_gpus 2 $COMMON --output_dir $W/$tag $args > $W/$tag.log 2>&1 & ;;
     torchrun) setsid -w torchrun --standalone --nproc_per_node 2 --no-python ./train_t5 $COMMON --output_dir $W/$tag $args > $W/$tag.log 2>&1 & ;;
-    mpirun) setsid -w mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE ./train_t5 $COMMON --output_dir $W/$tag $args > $W/$tag.log 2>&1 & ;;
+    mpirun) setsid -w mpirun --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE ./train_t5 $COMMON --output_dir $W/$tag $args > $W/$tag.log 2>&1 & ;;
   esac
   local lpid=$!
   # wait until training steps are logged (mid-run), at most 90 s
@@ -150,7 +152,7 @@ failure() {
   sleep 1
   local left=$(pgrep -f "train_t5 .*$W/$tag" | wc -l)
   [ "$left" != 0 ] && pkill -9 -f "train_t5 .*$W/$tag"
-  local named=$(grep -ciE "rank $victim" $W/$tag.log)
+  local named=$(grep -ciE "error.*rank $victim|rank $victim[^0-9].*(stopped|ended|killed|signal|exited)|process rank $victim" $W/$tag.log)
   local verdict=PASS
   python3 -c "import sys; sys.exit(0 if $ended and $dt <= 30 else 1)" || verdict=FAIL
   [ "$left" = 0 ] && [ "$named" -gt 0 ] && [ $rc != 0 ] || verdict=FAIL
@@ -161,11 +163,17 @@ failure() {
 
 if want D; then
   say "--- D. a killed or frozen rank ends the job (heartbeat timeout ${T5_HEARTBEAT_TIMEOUT:-default})"
-  failure kill_numgpus KILL num_gpus 1
-  failure stop_numgpus STOP num_gpus 1
-  failure stop0_numgpus STOP num_gpus 0
-  failure stop_torchrun STOP torchrun 1
-  failure stop_mpirun STOP mpirun 1
+  if [ "${TWO_CPU:-0}" = 1 ]; then
+    FAIL_ARGS="--model tests/fixtures/trainer_model --init pretrained --device cpu --per_device_train_batch_size 2 --max_steps 100000 --max_source_length 16 --max_target_length 16"
+    failure stop_mpirun STOP mpirun 1
+    failure kill_mpirun KILL mpirun 0
+  else
+    failure kill_numgpus KILL num_gpus 1
+    failure stop_numgpus STOP num_gpus 1
+    failure stop0_numgpus STOP num_gpus 0
+    failure stop_torchrun STOP torchrun 1
+    failure stop_mpirun STOP mpirun 1
+  fi
 fi
 
 if want E; then
