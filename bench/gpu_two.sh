@@ -27,8 +27,10 @@ PARTS=${*:-A B C D E}
 say() { echo "$*" | tee -a "$S"; }
 want() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 say "== $(date -u +%FT%TZ) $(nvidia-smi -L 2>&1 | tr '\n' ' ') $(nproc) cores"
-for st in 0 1 2; do sed "s/\"stage\": 2/\"stage\": $st/" configs/ds_config_zero2.json > $W/s$st.json; done
-cp configs/ds_config_zero3.json $W/s3.json
+# every stage from configs/ds_config_zero3.json with only "stage" changed: the same optimizer,
+# scheduler (WarmupDecayLR) and buckets, so that runs of different stages are comparable step
+# by step (ds_config_zero2.json's WarmupLR would differ from step 3 on)
+for st in 0 1 2 3; do sed "s/\"stage\": 3/\"stage\": $st/" configs/ds_config_zero3.json > $W/s$st.json; done
 # evaluation alone: stage 3 without the scheduler (an "auto" total_num_steps needs training steps)
 python3 -c "import json; c = json.load(open('configs/ds_config_zero3.json')); del c['scheduler']; json.dump(c, open('$W/s3_eval.json', 'w'))"
 COMMON="--init random --seed 42 --tokenizer_name data/sample/spiece.model --data_dir data/sample
