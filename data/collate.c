@@ -79,3 +79,14 @@ void collate_free(Collated *c) {
     free(c->decoder_input_ids);
     memset(c, 0, sizeof *c);
 }
+
+long collate_label_count(const Dataset *ds, const uint64_t *idx, long n, int max_target_length) {
+    long total = 0;
+    for (long i = 0; i < n; i++) {
+        const int32_t *src, *tgt;
+        int ls, lt;
+        dataset_example(ds, idx[i], &src, &ls, &tgt, &lt);
+        total += trunc_len(lt, max_target_length);
+    }
+    return total;
+}

@@ -18,3 +18,6 @@ typedef struct {
 void collate_batch(Collated *c, const Dataset *ds, const uint64_t *idx, int B, int max_source_length,
                    int max_target_length, int eos_id, int pad_id, int decoder_start_id);
 void collate_free(Collated *c);
+// Label tokens (labels != -100) the examples idx[0..n) get in collate_batch: each target
+// truncated to max_target_length. Every rank counts a step's global batch this way.
+long collate_label_count(const Dataset *ds, const uint64_t *idx, long n, int max_target_length);

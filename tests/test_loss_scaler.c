@@ -104,7 +104,7 @@ static void test_skipped_step(void) {
     memcpy(before, m.params, bytes);
 
     long n = 0;
-    zero_step_accumulate(&z, &bf.batch, 1, 0.0f, sc.cur_scale, &n);
+    zero_step_accumulate(&z, &bf.batch, 1, 0.0f, sc.cur_scale, 0, &n);
     ((float *)m.grads)[m.lay.specs[5].offset + 3] = INFINITY;  // one inf anywhere
     StepResult r = zero_step_apply(&z, &sched, &sc);
     test_check(r.skipped == 1, "injected inf: the step is reported as skipped");

@@ -234,7 +234,8 @@ int bench_main(int argc, char **argv, int start) {
             t0 = now_seconds();
         }
         m.dropout_seed = (uint64_t)s;
-        StepResult r = zero_train_step(&z, &sched, &scaler, &batch, 1, 0.0f);
+        // every rank's synthetic batch has B x seq labels: the global count needs no collective
+        StepResult r = zero_train_step_tokens(&z, &sched, &scaler, &batch, 1, 0.0f, (long)B * a.seq * a.world);
         loss = r.loss;
         skipped += r.skipped;
     }

@@ -290,17 +290,37 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 continue;
             }
             for (; n_micro < GA && k < micro_per_epoch; n_micro++, k++) {
-                long start = k * B * world + (long)rank * B;
-                int nb = (int)(N - start < B ? N - start : B);
+                long g0 = k * B * world, start = g0 + (long)rank * B;
+                long g1 = g0 + (long)B * world < N ? g0 + (long)B * world : N;
+                int nb = start < N ? (int)(N - start < B ? N - start : B) : 0;
+                // the epoch's last global micro-batch may not reach this rank: it still runs
+                // forward and backward (the ZeRO collectives need every rank) on one example
+                // whose labels are all ignored, so it adds nothing to the loss or gradients
+                int empty = nb == 0;
+                if (empty) idx[0] = order[g0];
                 for (int i = 0; i < nb; i++) idx[i] = order[start + i];
-                collate_batch(&coll[n_micro], ds, idx, nb, a->max_source_length, a->max_target_length,
+                collate_batch(&coll[n_micro], ds, idx, empty ? 1 : nb, a->max_source_length, a->max_target_length,
                               m->cfg.eos_token_id, m->cfg.pad_token_id, m->cfg.decoder_start_token_id);
+                if (empty) {
+                    T5Batch *eb = &coll[n_micro].batch;
+                    for (int t = 0; t < eb->T; t++) coll[n_micro].labels[t] = -100;
+                    t5_shift_right(coll[n_micro].labels, coll[n_micro].decoder_input_ids, 1, eb->T,
+                                   m->cfg.decoder_start_token_id, m->cfg.pad_token_id);
+                }
                 micro[n_micro] = coll[n_micro].batch;
-                samples += nb * world;  // every rank's slice of the global micro-batch
+                samples += g1 - g0;  // the global micro-batch (every rank's slice)
                 r->total_flos += 6.0 * nb * micro[n_micro].S * (double)nonembed;
             }
+            // the step's global label tokens, counted by every rank from the global order (no
+            // collective before the step): micro-batches k - n_micro .. k - 1, all ranks' slices
+            long global_tokens = 0;
+            for (long q = k - n_micro; q < k; q++) {
+                long g0 = q * B * world, g1 = g0 + (long)B * world < N ? g0 + (long)B * world : N;
+                global_tokens += collate_label_count(ds, order + g0, g1 - g0, a->max_target_length);
+            }
             m->dropout_seed = (uint64_t)a->seed * 0x100000001B3ULL + (uint64_t)r->global_step;
-            StepResult sr = zero_train_step(&r->zero, &sched, &scaler, micro, n_micro, (float)a->label_smoothing_factor);
+            StepResult sr = zero_train_step_tokens(&r->zero, &sched, &scaler, micro, n_micro,
+                                                   (float)a->label_smoothing_factor, global_tokens);
             r->global_step++;
             if (r->global_step == 2) test_hook_stall(r);
             r->epoch = epoch + (double)k / (double)micro_per_epoch;

@@ -235,7 +235,11 @@ extern "C" void comm_nccl_init(Comm *c) {
         if (*end || !(s->timeout_s > 0)) t5_fail("T5_NCCL_TIMEOUT=\"%s\": expected seconds > 0", t);
     }
     cudaCheckRank(s, cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
-    cudaCheckRank(s, cudaStreamCreateWithFlags(&s->cstream, cudaStreamNonBlocking));
+    // the communication stream at the highest priority: a collective's blocks are scheduled
+    // ahead of the compute kernels queued beside it, so it is not starved behind them
+    int least_prio = 0, greatest_prio = 0;
+    cudaCheckRank(s, cudaDeviceGetStreamPriorityRange(&least_prio, &greatest_prio));
+    cudaCheckRank(s, cudaStreamCreateWithPriority(&s->cstream, cudaStreamNonBlocking, greatest_prio));
     cudaCheckRank(s, cudaEventCreateWithFlags(&s->ev_in, cudaEventDisableTiming));
     for (int i = 0; i < TICKET_RING; i++) cudaCheckRank(s, cudaEventCreateWithFlags(&s->ring[i], cudaEventDisableTiming));
     pthread_mutex_init(&s->mu, NULL);

@@ -12,7 +12,7 @@ const Comm *zero_comm_single(void) {
 }
 
 double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, float label_smoothing,
-                            double loss_scale, long *n_tokens) {
+                            double loss_scale, long global_tokens, long *n_tokens) {
     // The loss is normalized by the label tokens of the whole step (HF's
     // num_items_in_batch, which its LabelSmoother honours), so split micro-batches give
     // the same gradient as one big batch. HF 5.17 WITHOUT label smoothing sums the
@@ -23,7 +23,16 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     long long total_ll = 0;
     for (int i = 0; i < n_micro; i++)
         for (long k = 0; k < (long)micro[i].B * micro[i].T; k++) total_ll += micro[i].labels[k] != -100;
-    comm_allreduce_sum_i64(z->comm, &total_ll, 1);  // the global batch's label tokens
+    if (global_tokens > 0) {
+        // given by the caller: no collective (a host round trip that would also wait for the
+        // previous step's weight gathers of stages 1-2); one rank checks it against its own
+        if (z->comm->world == 1 && total_ll != global_tokens)
+            t5_die(__FILE__, __LINE__, "training step: the given global label-token count differs from the batch's",
+                   "a bug in the caller's count: report it");
+        total_ll = global_tokens;
+    } else {
+        comm_allreduce_sum_i64(z->comm, &total_ll, 1);  // the global batch's label tokens
+    }
     long total = (long)total_ll;
     if (total == 0) t5_fail("training step: the step has no label tokens (every label is -100)");
     double loss = 0;
@@ -106,8 +115,14 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
 
 StepResult zero_train_step(ZeroState *z, const LrSchedule *sched, LossScaler *scaler, const T5Batch *micro,
                            int n_micro, float label_smoothing) {
+    return zero_train_step_tokens(z, sched, scaler, micro, n_micro, label_smoothing, 0);
+}
+
+StepResult zero_train_step_tokens(ZeroState *z, const LrSchedule *sched, LossScaler *scaler, const T5Batch *micro,
+                                  int n_micro, float label_smoothing, long global_tokens) {
     long n_tok = 0;
-    double loss = zero_step_accumulate(z, micro, n_micro, label_smoothing, scaler ? scaler->cur_scale : 1.0, &n_tok);
+    double loss = zero_step_accumulate(z, micro, n_micro, label_smoothing, scaler ? scaler->cur_scale : 1.0,
+                                       global_tokens, &n_tok);
     StepResult r = zero_step_apply(z, sched, scaler);
     r.loss = loss;
     r.n_tokens = n_tok;

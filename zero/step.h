@@ -27,12 +27,17 @@ typedef struct {
 } StepResult;
 
 // Phase 1. Returns the step's mean loss; *n_tokens = label tokens of the step.
+// global_tokens > 0: the label tokens of the whole global batch, known to the caller (every
+// rank can count them from the sampler's order: trainer/trainer.c), so no collective is
+// needed before the step; 0: counted here (an all-reduce of the ranks' counts).
 double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, float label_smoothing,
-                            double loss_scale, long *n_tokens);
+                            double loss_scale, long global_tokens, long *n_tokens);
 // Phase 2. scaler may be NULL (no scaling).
 StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *scaler);
-// Both phases.
+// Both phases (the global token count counted here, or given: zero_train_step_tokens).
 StepResult zero_train_step(ZeroState *z, const LrSchedule *sched, LossScaler *scaler, const T5Batch *micro,
                            int n_micro, float label_smoothing);
+StepResult zero_train_step_tokens(ZeroState *z, const LrSchedule *sched, LossScaler *scaler, const T5Batch *micro,
+                                  int n_micro, float label_smoothing, long global_tokens);
 // A one-rank Comm (no launcher, no MPI, no NCCL) for tools and tests that train alone.
 const Comm *zero_comm_single(void);
