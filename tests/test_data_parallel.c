@@ -62,7 +62,7 @@ static int train_run(const char *tmp, const char *model, const char *extra, int 
     if (stage >= 0) snprintf(ds, sizeof ds, " --deepspeed %s/stage%d.json", tmp, stage);
     if (world > 1) snprintf(launcher, sizeof launcher, "mpirun --allow-run-as-root --oversubscribe -np %d ", world);
     snprintf(cmd, sizeof cmd,
-             "%s./train_t5 --model %s --tokenizer_name data/sample/spiece.model "
+             "%s./train_t5 --device cpu --model %s --tokenizer_name data/sample/spiece.model "
              "--data_dir tests/fixtures/trainer_data --task translation_en_to_ro --max_source_length 24 "
              "--max_target_length 20 --per_device_train_batch_size %d --gradient_accumulation_steps 2 --max_steps 5 "
              "--learning_rate 3e-3 --weight_decay 0.01 --max_grad_norm 0.5 --warmup_steps 2 --label_smoothing 0.1 "
@@ -213,7 +213,7 @@ static void kill_rank_test(const char *tmp) {
     snprintf(path, sizeof path, "%s/kill.sh", tmp);
     snprintf(script, sizeof script,
              "T=%s\n"
-             "( timeout 90 mpirun --allow-run-as-root --oversubscribe -np 2 ./train_t5 --model tests/fixtures/trainer_model "
+             "( timeout 90 mpirun --allow-run-as-root --oversubscribe -np 2 ./train_t5 --device cpu --model tests/fixtures/trainer_model "
              "--tokenizer_name data/sample/spiece.model --data_dir tests/fixtures/trainer_data --max_steps 100000 "
              "--per_device_train_batch_size 4 --do_train --save_strategy no --output_dir $T/killrun --cache_dir $T/cache "
              "> $T/kill.log 2>&1; echo $? > $T/kill.rc ) &\n"
