@@ -335,10 +335,11 @@ static void run_b(void) {
 // as validation and test split.
 static void run_lengths(void) {
     char args[2048];
-    snprintf(args, sizeof args, "--do_eval --do_predict --data_dir %s/d --output_dir %s/len_default", tmp, tmp);
+    // --device cpu: two runs compared to the last bit (a GPU machine would otherwise default to cuda)
+    snprintf(args, sizeof args, "--do_eval --do_predict --data_dir %s/d --device cpu --output_dir %s/len_default", tmp, tmp);
     int rc1 = run("len_default", args);
     snprintf(args, sizeof args,
-             "--do_eval --do_predict --data_dir %s/d --test_max_target_length 3 --predict_with_generate "
+             "--do_eval --do_predict --data_dir %s/d --device cpu --test_max_target_length 3 --predict_with_generate "
              "--prediction_loss_only --output_dir %s/len_3", tmp, tmp);
     int rc2 = run("len_3", args);
     if (!check_rc("len_default", rc1, 0, "eval-only run") || !check_rc("len_3", rc2, 0, "eval-only run, test length 3"))

@@ -357,7 +357,7 @@ void train_args_print_help(int usage_line) {
     // the others by name only: their notice or error says why (docs/TRAINER.md has the table)
     for (int pass = 0; pass < 2; pass++) {
         ArgRole want = pass ? ARG_REFUSED : ARG_NOOP;
-        printf("%s", pass ? "\nHF flags refused (the error says why, and what to use):\n "
+        printf("%s", pass ? "\nHF flags refused (some accept HF's default value; the error says why and what to use):\n "
                           : "\nHF flags accepted that change nothing here (a notice at start-up says why):\n ");
         int col = 1;
         for (int k = 0; k < n; k++) {
