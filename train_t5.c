@@ -3,8 +3,8 @@
 //   train_t5 convert  --model M --output_dir D  re-save as an HF directory (dtype f32|f16|bf16)
 //   train_t5 loss     --model M --batch F       loss of a batch file (safetensors ids)
 //   train_t5 overfit  --model M --batch F ...   N AdamW steps on one batch, then save
-// Fine-tuning from text (`train_t5 --model ... --do_train ...`) is the trainer CLI's
-// job (next issue); until it lands the bare form says so instead of doing something else.
+// Fine-tuning from text (`train_t5 --model ... --do_train ...`, HF Trainer flags) is
+// trainer/trainer.c's trainer_main; prepare, bleu, bench and estimate have their own files.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,7 +157,9 @@ static void usage(void) {
            "  convert  --model M --output_dir D       save as a Hugging Face directory [--dtype f32|f16|bf16]\n"
            "  loss     --model M --batch F            loss of a batch file [--label_smoothing x]\n"
            "  overfit  --model M --batch F --output_dir D [--steps N --learning_rate x ...]\n"
-           "M is a directory with config.json + model.safetensors, or a preset (with --init random).\n");
+           "M is a directory with config.json + model.safetensors, or a preset (with --init random).\n"
+           "The device is cuda when a GPU is visible, else cpu (--device says which). Several ranks: --num_gpus N\n"
+           "(GPUs), torchrun, srun, or mpirun -np N (as root, OpenMPI needs --allow-run-as-root).\n");
 }
 
 int main(int argc, char **argv) {
@@ -165,7 +167,7 @@ int main(int argc, char **argv) {
         usage();
         if (argc >= 2) {
             printf("\ntraining flags (HF Trainer names):\n");
-            train_args_print_help();
+            train_args_print_help(0);  // usage() above has the usage lines
         }
         return argc < 2;
     }

@@ -57,6 +57,8 @@ static void flags_suggest(const char *word, const char *const *names, int n, cha
             k += (size_t)snprintf(out + k, cap - k, "%s--%s", k ? " or " : "", names[i]);
 }
 
+static int is_true_word(const char *s) { return !strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "1"); }
+
 static int is_bool_word(const char *s) {
     return !strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "false") || !strcmp(s, "False") ||
            !strcmp(s, "1") || !strcmp(s, "0");
@@ -66,28 +68,57 @@ static void parse_value(const FlagSpec *f, const char *v, const char *command) {
     char *end = NULL;
     errno = 0;
     switch (f->type) {
-    case FLAG_STRING: *(const char **)f->dst = v; break;
+    case FLAG_STRING:
+        if (f->dst) *(const char **)f->dst = v;
+        break;
     case FLAG_INT: {
         long x = strtol(v, &end, 10);
         if (errno || !*v || *end || x < -2147483647L || x > 2147483647L)
             t5_fail("%s: --%s expects an integer, found \"%s\"", command, f->name, v);
-        *(int *)f->dst = (int)x;
+        if (f->dst) *(int *)f->dst = (int)x;
         break;
     }
     case FLAG_FLOAT: {
         double x = strtod(v, &end);
         if (errno || !*v || *end) t5_fail("%s: --%s expects a number, found \"%s\"", command, f->name, v);
-        *(double *)f->dst = x;
+        if (f->dst) *(double *)f->dst = x;
         break;
     }
     case FLAG_BOOL:
         if (!is_bool_word(v)) t5_fail("%s: --%s expects true or false, found \"%s\"", command, f->name, v);
-        *(int *)f->dst = !strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1");
+        if (f->dst) *(int *)f->dst = is_true_word(v);
         break;
     }
 }
 
-void flags_parse(int argc, char **argv, int start, const FlagSpec *specs, int n, const char *command) {
+// Unknown flags are collected and reported together: one run shows every misspelling.
+typedef struct {
+    char text[2048];
+    int count, suggested;
+} Unknown;
+
+static void unknown_add(Unknown *u, const char *name, const FlagSpec *specs, int n) {
+    const char *names[512];
+    int m = n < 512 ? n : 512;
+    for (int k = 0; k < m; k++) names[k] = specs[k].name;
+    char near[256];
+    flags_suggest(name, names, m, near, sizeof near);
+    size_t len = strlen(u->text);
+    if (len + 1 >= sizeof u->text) return;
+    if (near[0]) {
+        snprintf(u->text + len, sizeof u->text - len, "%s--%s (did you mean %s?)", u->count ? ", " : "", name, near);
+        u->suggested = 1;
+    } else {
+        snprintf(u->text + len, sizeof u->text - len, "%s--%s", u->count ? ", " : "", name);
+    }
+    u->count++;
+}
+
+void flags_parse_given(int argc, char **argv, int start, const FlagSpec *specs, int n, const char *command,
+                       const char **given) {
+    Unknown unknown = {{0}, 0, 0};
+    if (given)
+        for (int k = 0; k < n; k++) given[k] = NULL;
     for (int i = start; i < argc; i++) {
         const char *arg = argv[i];
         if (strncmp(arg, "--", 2) != 0)
@@ -98,27 +129,34 @@ void flags_parse(int argc, char **argv, int start, const FlagSpec *specs, int n,
         if (len >= sizeof name) t5_fail("%s: flag \"%s\" is too long", command, arg);
         memcpy(name, arg + 2, len);
         name[len] = '\0';
-        const FlagSpec *f = NULL;
+        int fk = -1;
         for (int k = 0; k < n; k++)
-            if (!strcmp(specs[k].name, name)) f = &specs[k];
-        if (!f) {
-            const char *names[256];
-            int m = n < 256 ? n : 256;
-            for (int k = 0; k < m; k++) names[k] = specs[k].name;
-            char near[256];
-            flags_suggest(name, names, m, near, sizeof near);
-            if (near[0]) t5_fail("%s: unknown flag --%s (did you mean %s?)", command, name, near);
-            t5_fail("%s: unknown flag --%s (see %s --help)", command, name, command);
-        }
-        if (f->type == FLAG_BOOL && !eq) {
-            if (i + 1 < argc && is_bool_word(argv[i + 1])) parse_value(f, argv[++i], command);
-            else *(int *)f->dst = 1;
+            if (!strcmp(specs[k].name, name)) fk = k;
+        if (fk < 0) {
+            unknown_add(&unknown, name, specs, n);
+            // its value, if it has one, is not a flag either (every argument here is a flag)
+            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) i++;
             continue;
         }
-        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!v) t5_fail("%s: --%s needs a value", command, name);
+        const FlagSpec *f = &specs[fk];
+        const char *v;
+        if (f->type == FLAG_BOOL && !eq) {
+            v = i + 1 < argc && is_bool_word(argv[i + 1]) ? argv[++i] : "true";
+        } else {
+            v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) t5_fail("%s: --%s needs a value", command, name);
+        }
         parse_value(f, v, command);
+        if (given) given[fk] = f->type == FLAG_BOOL ? (is_true_word(v) ? "true" : "false") : v;
     }
+    if (unknown.count == 1 && !unknown.suggested)
+        t5_fail("%s: unknown flag %s (see %s --help)", command, unknown.text, command);
+    if (unknown.count == 1) t5_fail("%s: unknown flag %s", command, unknown.text);
+    if (unknown.count > 1) t5_fail("%s: unknown flags %s (see %s --help)", command, unknown.text, command);
+}
+
+void flags_parse(int argc, char **argv, int start, const FlagSpec *specs, int n, const char *command) {
+    flags_parse_given(argc, argv, start, specs, n, command, NULL);
 }
 
 void flags_print_help(const FlagSpec *specs, int n) {

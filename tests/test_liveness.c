@@ -288,7 +288,7 @@ static int find_ranks(const char *tag, int rank, pid_t *out, int cap) {
 static pid_t start_job(const char *tag, int world, int max_steps, const char *env) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "exec env %s timeout 120 mpirun --allow-run-as-root --oversubscribe -np %d ./train_t5 "
+             "exec env %s timeout 120 mpirun --allow-run-as-root --oversubscribe -np %d ./train_t5 --device cpu "
              "--model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
              "--data_dir tests/fixtures/trainer_data --max_steps %d --per_device_train_batch_size 4 --do_train "
              "--save_strategy no --output_dir %s/%s --cache_dir %s/cache > %s/%s.log 2>&1",

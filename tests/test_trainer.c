@@ -53,7 +53,7 @@ static int run_train_t5(const char *run, const char *out_dir, const char *cache_
     const cJSON *flags = cJSON_GetObjectItem(args, "train_t5_flags");
     size_t cap = 8192, len = 0;
     char *cmd = mallocCheck(cap);
-    len += (size_t)snprintf(cmd, cap, "./train_t5");
+    len += (size_t)snprintf(cmd, cap, "./train_t5 --device cpu");  // a CPU test, GPU or not
     const cJSON *f;
     cJSON_ArrayForEach(f, flags) len += (size_t)snprintf(cmd + len, cap - len, " '%s'", f->valuestring);
     snprintf(cmd + len, cap - len, " --output_dir '%s' --cache_dir '%s' > '%s.log' 2>&1", out_dir, cache_dir, out_dir);
@@ -178,7 +178,7 @@ static void freeze_embeds(const char *tmp) {
     char out[512], cmd[2048], path[600];
     snprintf(out, sizeof out, "%s/freeze", tmp);
     snprintf(cmd, sizeof cmd,
-             "./train_t5 --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
+             "./train_t5 --device cpu --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
              "--data_dir tests/fixtures/trainer_data --max_steps 2 --per_device_train_batch_size 4 --learning_rate 1e-2 "
              "--freeze_embeds --do_train --output_dir '%s' --cache_dir '%s/cache' > '%s.log' 2>&1", out, tmp, out);
     if (!test_check(system(cmd) == 0, "freeze_embeds: ./train_t5 exits 0")) return;
@@ -214,7 +214,7 @@ static void deepspeed_config(const char *tmp) {
     char out[512], cmd[2048], path[600], what[200];
     snprintf(out, sizeof out, "%s/ds", tmp);
     snprintf(cmd, sizeof cmd,
-             "./train_t5 --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
+             "./train_t5 --device cpu --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
              "--data_dir tests/fixtures/trainer_data --max_steps 6 --per_device_train_batch_size 4 --learning_rate 1e-3 "
              "--warmup_steps 4 --logging_steps 1 --do_train --deepspeed configs/ds_config_zero2.json --output_dir '%s' "
              "--cache_dir '%s/cache' > '%s.log' 2>&1", out, tmp, out);

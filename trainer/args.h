@@ -2,7 +2,13 @@
 // defaults (TrainingArguments / Seq2SeqTrainingArguments, plus the data arguments of
 // run_translation.py and finetune_trainer.py). Parsed from the command line, then
 // validated as a whole: contradictory flags are an error naming both.
+// Every HF flag a translation user passes has a role (the table in args.c, listed in
+// docs/TRAINER.md): implemented, an alias, accepted with a start-up notice saying why it
+// changes nothing, or refused naming the reason. Unknown flags are one error naming all.
+// Settings that can come from several places (the device, fp16/bf16) carry where they came
+// from, and the errors about them say it.
 #pragma once
+#include "../zero/ds_config.h"
 
 typedef struct {
     // ---- model and tokenizer ----
@@ -11,6 +17,7 @@ typedef struct {
     const char *tokenizer_name;   // --tokenizer_name: spiece.model or a dir holding one
     double dropout_rate;          // --dropout_rate (< 0: the config's)
     int freeze_embeds;            // --freeze_embeds: shared.weight (and a tied head) frozen
+    int freeze_encoder;           // --freeze_encoder: the encoder and shared.weight (its embedding) frozen
 
     // ---- data ----
     const char *data_dir;         // --data_dir: {train,val,test}.{source,target} or *.t5ds
@@ -20,9 +27,13 @@ typedef struct {
     const char *source_prefix;    // --source_prefix (NULL: from --task)
     const char *cache_dir;        // --cache_dir: tokenized dataset cache
     int max_source_length, max_target_length;
+    int val_max_target_length;    // labels of the validation split (-1: max_target_length)
+    int test_max_target_length;   // labels of the test split (-1: val_max_target_length)
     int n_train, n_val, n_test;   // -1: all
     const char *sampler;          // --sampler random|sequential|sortish
     int sortish_sampler;          // --sortish_sampler (finetune_trainer's flag)
+    const char *train_sampling_strategy;  // HF 5.17: random|sequential|group_by_length
+    int group_by_length;          // HF 4.x: the sortish sampler, with a notice
 
     // ---- what to do ----
     const char *output_dir;
@@ -33,12 +44,15 @@ typedef struct {
     int per_device_train_batch_size, per_device_eval_batch_size, gradient_accumulation_steps;
     double learning_rate, weight_decay, adam_beta1, adam_beta2, adam_epsilon, max_grad_norm;
     const char *lr_scheduler_type;
-    int warmup_steps;
+    double warmup_steps_arg;      // --warmup_steps as given: >= 1 steps, (0, 1) a ratio (HF 5.17)
+    int warmup_steps;             // resolved
     double warmup_ratio;
     double num_train_epochs;
     int max_steps;                // -1: from num_train_epochs
     int seed;
+    int data_seed;                // the sampler's seed (-1: --seed)
     double label_smoothing_factor;
+    const char *optim;            // AdamW by any of HF's names for it
 
     // ---- generation in evaluation (Seq2SeqTrainingArguments) ----
     int predict_with_generate;    // eval/predict generate, then BLEU, chrF and gen_len
@@ -46,29 +60,66 @@ typedef struct {
     int generation_num_beams;     // 1: greedy
     double length_penalty;        // beam search (HF generation default 1.0)
     int early_stopping;           // beam search (HF generation default false)
+    int prediction_loss_only;     // eval/predict: the loss only, no generation
 
     // ---- logging / saving / evaluation ----
-    int logging_steps, eval_steps, save_steps;
+    double logging_steps, eval_steps, save_steps;  // >= 1: steps; (0, 1): of the total steps (HF 5.17)
+    const char *logging_strategy; // steps|epoch|no
+    int logging_first_step;       // log step 1 too
+    int disable_tqdm;             // no progress bar (the log lines stay)
+    const char *report_to;        // none (HF 5.17's default) | all (nothing is installed)
     const char *eval_strategy;    // no|steps|epoch
+    double eval_delay;            // no evaluation before this step (steps) or epoch (epoch)
+    int eval_on_start;            // evaluate before the first step
     const char *save_strategy;    // no|steps|epoch
 
     // ---- hardware and precision ----
-    const char *device;           // cpu|cuda
+    const char *device;           // cpu|cuda (resolved: cuda when built with CUDA and a GPU is visible)
+    const char *device_from;      // where it came from: "--device", "--use_cpu", "default: ..."
+    int use_cpu;                  // --use_cpu / --no_cuda: --device cpu
     int fp16, bf16;
+    const char *fp16_from, *bf16_from;  // "--fp16", "--fp16_full_eval", "FILE: fp16.enabled" (NULL: off)
+    int fp16_full_eval, bf16_full_eval; // evaluation in 16 bits
+    int ddp_timeout;              // seconds a collective may take (T5_NCCL_TIMEOUT; HF's 1800)
     double max_gpu_memory;        // GiB cap on everything train_t5 allocates on the GPU (0: none)
     int gradient_checkpointing;   // recompute each block's activations in backward
     const char *deepspeed;        // DeepSpeed JSON config path
     const char *resume_from_checkpoint;  // checkpoint-N directory to continue from (NULL: start fresh)
     int num_gpus;                 // --num_gpus N: start N GPU ranks on this host (0: not given)
     int local_rank;               // --local_rank N: this rank's GPU, as launchers pass it (-1: not given)
-    int explain;                  // --explain: print the ZeRO memory table (trainer/estimate.c) at start-up
+    int explain;                  // --explain: dry run: print the plan (trainer/estimate.c), exit 0
 
+    unsigned ds_flag_mask;        // DS_FLAG_* of the flags given (for --deepspeed's "auto" and conflicts)
+    char *notices;                // "NOTICE: ..." lines for the flags accepted that change nothing (NULL: none)
     int help;
 } TrainArgs;
 
+// How train_t5 takes a flag (the table in args.c; docs/TRAINER.md's flag table says the same).
+typedef enum {
+    ARG_IMPLEMENTED = 0,  // HF's meaning
+    ARG_ALIAS,            // another name of an implemented flag (help: "alias of --NAME")
+    ARG_NOOP,             // accepted; changes nothing here (help: why); a notice at start-up
+    ARG_REFUSED,          // an error naming the reason (help), unless its value is one of `accepted`
+} ArgRole;
+
 // HF defaults.
 TrainArgs train_args_default(void);
-// Parse argv[start..) into *a (exits with a one-line error on an unknown flag, with a
-// suggestion) and validate the whole set.
+// Parse argv[start..) into *a: unknown flags are one error naming all of them (each with a
+// suggestion), refused flags one error naming each with its reason; then the whole set is
+// validated and the device default resolved (cuda when a GPU is visible).
 void train_args_parse(TrainArgs *a, int argc, char **argv, int start);
-void train_args_print_help(void);
+// --deepspeed's precision: fp16/bf16 "enabled": true in the file turns it on, named as
+// "FILE: fp16.enabled" in every message about it. Call before train_args_check_device.
+void train_args_take_ds_precision(TrainArgs *a, const DsConfig *loaded);
+// The device checks, in one place: --device, fp16/bf16 (from a flag or the config),
+// --max_gpu_memory and --num_gpus against the device and the GPUs visible; each error says
+// where the setting came from.
+void train_args_check_device(const TrainArgs *a);
+// The target length of a split's labels: val/test_max_target_length, else max_target_length.
+int train_args_label_length(const TrainArgs *a, int is_test);
+void train_args_print_help(int usage_line);  // usage_line: start with the usage line
+// The role of flag `name` (without "--"): 1 and *role, *help (its help or reason) and
+// *accepted ("v1|v2": the values a refused flag accepts; NULL: none) when train_t5 knows it.
+int train_args_flag_role(const char *name, ArgRole *role, const char **help, const char **accepted);
+// The k-th flag's name (table order), NULL past the end.
+const char *train_args_flag_at(int k);

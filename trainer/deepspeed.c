@@ -14,7 +14,7 @@
 // clipping, precision, loss scaler and scheduler, the ZeRO stage with its buckets, overlap,
 // prefetch and optimizer offload (zero/zero.h). What DeepSpeed has and this build does not
 // (NVMe, parameter offload, a partial offload ratio) is refused by name.
-void trainer_apply_deepspeed(Run *r, int argc, char **argv, int start, long n_train) {
+void trainer_apply_deepspeed(Run *r, long n_train) {
     TrainArgs *a = &r->a;
     const DsConfig loaded = r->ds_loaded;
     DsConfig c;
@@ -31,7 +31,7 @@ void trainer_apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tr
     ra.fp16 = a->fp16;
     ra.bf16 = a->bf16;
     ra.d_model = mc.d_model;
-    ra.flag_set_mask = ds_flag_set_mask_from_argv(argc, argv, start);
+    ra.flag_set_mask = a->ds_flag_mask;  // the flags given, by any of their names (trainer/args.c)
     // twice when the file's batch sizes replace flags left at their defaults: the step
     // count ("auto" total_num_steps) depends on them
     for (int pass = 0; pass < 2; pass++) {
@@ -57,7 +57,7 @@ void trainer_apply_deepspeed(Run *r, int argc, char **argv, int start, long n_tr
         a->weight_decay = c.optimizer.weight_decay.v;
     }
     a->max_grad_norm = c.gradient_clipping.v;  // DeepSpeed clips only when the key says so
-    a->fp16 = c.fp16.enabled.v;
+    a->fp16 = c.fp16.enabled.v;  // as train_args_take_ds_precision saw it (the device checks ran on that)
     a->bf16 = c.bf16.enabled.v;
     if (a->fp16 && c.fp16.loss_scale.v == 0) {
         r->ds_scaler = loss_scaler_dynamic((int)c.fp16.initial_scale_power.v, (long)c.fp16.loss_scale_window.v,

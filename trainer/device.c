@@ -5,12 +5,27 @@
 
 #include "../common/check.h"
 #ifdef T5_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "../kernels/cuda/cuda_ops.h"
 #endif
 
 int device_cuda_built(void) {
 #ifdef T5_HAVE_CUDA
     return 1;
+#else
+    return 0;
+#endif
+}
+
+int device_gpu_count(void) {
+#ifdef T5_HAVE_CUDA
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {  // no driver, no device: the CPU it is
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
 #else
     return 0;
 #endif

@@ -7,6 +7,10 @@
 #include "../kernels/backend.h"
 
 int device_cuda_built(void);
+// GPUs the CUDA runtime sees (cudaGetDeviceCount: no context, nothing allocated); 0 without
+// CUDA, without a driver, or with CUDA_VISIBLE_DEVICES hiding them all. The trainer's
+// --device default is cuda when this is > 0.
+int device_gpu_count(void);
 // Select and initialize. device_index: the GPU (a rank's local rank; unused for cpu).
 // max_gpu_memory_gib <= 0: no cap.
 const Backend *device_backend(const char *device, int device_index, int bf16, int fp16, double max_gpu_memory_gib);

@@ -124,7 +124,9 @@ static char *decode_row(const Spm *spm, const int *row, int len) {
 // One batch on this rank; appends its record to out when keep (a padding batch is not kept):
 //   int64 k, int32 nb, double weighted loss, then per example (generation only):
 //   double generated tokens, string prediction, string reference.
-static void eval_batch(Run *r, const Dataset *ds, long k, int keep, Collated *c, int *out, int *out_len, Bytes *rec) {
+// label_len: the split's target length (val/test_max_target_length, trainer/args.h).
+static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_len, Collated *c, int *out, int *out_len,
+                       Bytes *rec) {
     const TrainArgs *a = &r->a;
     T5Model *m = &r->m;
     int B = a->per_device_eval_batch_size, L = a->generation_max_length;
@@ -132,7 +134,7 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, Collated *c,
     int nb = (int)(n - start < B ? n - start : B);
     uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
     for (int i = 0; i < nb; i++) idx[i] = (uint64_t)(start + i);
-    collate_batch(c, ds, idx, nb, a->max_source_length, a->max_target_length, m->cfg.eos_token_id,
+    collate_batch(c, ds, idx, nb, a->max_source_length, label_len, m->cfg.eos_token_id,
                   m->cfg.pad_token_id, m->cfg.decoder_start_token_id);
     free(idx);
     long ntok = 0;
@@ -183,6 +185,7 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     zero_eval_begin(r->zero.m ? &r->zero : NULL);
     double t0 = now_seconds();
     int B = a->per_device_eval_batch_size, L = a->generation_max_length;
+    int label_len = train_args_label_length(a, !strcmp(prefix, "predict"));
     long n = (long)ds->count, n_batches = (n + B - 1) / B;
     // this rank's batches k = rank, rank + world, ...; synced (stage 3): as many as rank 0
     long mine = rank < n_batches ? (n_batches - rank + world - 1) / world : 0;
@@ -193,7 +196,7 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     for (long i = 0; i < rounds; i++) {
         long k = i * world + rank;
         int keep = k < n_batches;
-        eval_batch(r, ds, keep ? k : 0, keep, &c, out, out_len, &rec);
+        eval_batch(r, ds, keep ? k : 0, keep, label_len, &c, out, out_len, &rec);
     }
     free(out);
     free(out_len);

@@ -24,6 +24,7 @@ typedef struct {
     cJSON *log_history;  // trainer_state.json's log_history
     cJSON *results;      // all_results.json
     int global_step, total_steps, steps_per_epoch, num_epochs;
+    int logging_every, eval_every, save_every;  // --*_steps in steps (a ratio resolved against total_steps)
     double total_flos;   // HF's estimate: 6 * input tokens * non-embedding parameters
     double epoch;        // fractional epoch of the last step
     Progress prog;
@@ -44,7 +45,7 @@ static inline int is_main(const Run *r) { return r->comm.rank == 0; }  // rank 0
 int trainer_plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epoch, int *num_epochs);
 
 // trainer/deepspeed.c: load-time --deepspeed (resolve "auto" against the flags, apply).
-void trainer_apply_deepspeed(Run *r, int argc, char **argv, int start, long n_train);
+void trainer_apply_deepspeed(Run *r, long n_train);
 
 // trainer/evaluate.c: eval/predict over the ranks (collective); metrics on every rank,
 // predictions_path (may be NULL) written by rank 0.

@@ -60,28 +60,48 @@ static char *resolve_spm_path(const TrainArgs *a) {
     return p;
 }
 
-static void prepare_output_dir(const TrainArgs *a) {
+// Before anything is loaded: the checks on --output_dir (it is created only once everything
+// that can fail on the input has passed: output_dir_create).
+static void output_dir_check(const TrainArgs *a) {
     trainer_check_resume_dir(a);  // the checkpoint must be whole before anything is written
     // resuming continues in a non-empty output_dir, as HF's scripts allow
     if (a->do_train && dir_is_nonempty(a->output_dir) && !a->overwrite_output_dir && !a->resume_from_checkpoint)
         t5_fail("--output_dir %s already exists and is not empty; use --overwrite_output_dir to write over it, or "
                 "--resume_from_checkpoint %s/checkpoint-N to continue", a->output_dir, a->output_dir);
+}
+
+// A run that fails after creating --output_dir but before writing into it leaves no empty
+// directory behind (rmdir removes only an empty one).
+static char *created_output_dir;
+static void output_dir_remove_if_empty(void) {
+    if (created_output_dir && !dir_is_nonempty(created_output_dir)) rmdir(created_output_dir);
+}
+
+static void output_dir_create(const TrainArgs *a) {
+    if (!path_exists(a->output_dir)) {
+        created_output_dir = path_join("", a->output_dir);
+        atexit(output_dir_remove_if_empty);
+    }
     mkdir_p(a->output_dir);
 }
 
-static void apply_freeze_embeds(T5Model *m) {
-    // finetune_trainer.py's freeze_embeds: the shared embedding (and with it a tied head)
-    for (int i = 0; i < m->lay.count; i++)
-        if (m->lay.specs[i].kind == PARAM_EMBEDDING) m->lay.specs[i].frozen = 1;
+static void apply_freeze(T5Model *m, int embeds, int encoder) {
+    // finetune_trainer.py's freeze_embeds: the shared embedding (and with it a tied head);
+    // its freeze_encoder: model.get_encoder()'s parameters, whose embed_tokens IS shared
+    for (int i = 0; i < m->lay.count; i++) {
+        ParamSpec *p = &m->lay.specs[i];
+        if ((embeds || encoder) && p->kind == PARAM_EMBEDDING) p->frozen = 1;
+        if (encoder && !strncmp(p->name, "encoder.", 8)) p->frozen = 1;
+    }
 }
 
-static void check_vocab(const Run *r, const Dataset *ds) {
+static void check_vocab(const Run *r, const Dataset *ds, int vocab_size) {
     if (ds->tokenizer_hash != spm_model_hash(r->spm))
         t5_fail("%s: tokenized with another SentencePiece model than %s; HINT: run train_t5 prepare again with "
                 "--tokenizer_name %s", ds->path, r->spm_path, r->spm_path);
-    if ((int)ds->vocab_size > r->m.cfg.vocab_size)
+    if ((int)ds->vocab_size > vocab_size)
         t5_fail("%s: tokenized with a vocabulary of %u ids but the model has %d; HINT: use the model's own spiece.model",
-                ds->path, ds->vocab_size, r->m.cfg.vocab_size);
+                ds->path, ds->vocab_size, vocab_size);
 }
 
 // ---------------------------------------------------------------------------------
@@ -125,16 +145,17 @@ static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_o
     int maxS = 1, maxT = 1;
     for (int k = 0; k < SPLIT_COUNT; k++) {
         if (!sets[k]) continue;
+        // each split's labels have their own limit (val/test_max_target_length)
+        int limT = k == SPLIT_TRAIN ? a->max_target_length : train_args_label_length(a, k == SPLIT_TEST);
         for (uint64_t i = 0; i < sets[k]->count; i++) {
             const int32_t *s, *t;
             int ls, lt;
             dataset_example(sets[k], i, &s, &ls, &t, &lt);
             if (ls > maxS) maxS = ls;
-            if (lt > maxT) maxT = lt;
+            if ((lt < limT ? lt : limT) > maxT) maxT = lt < limT ? lt : limT;
         }
     }
     if (maxS > a->max_source_length) maxS = a->max_source_length;
-    if (maxT > a->max_target_length) maxT = a->max_target_length;
     int B = 1;
     if (sets[SPLIT_TRAIN] && a->per_device_train_batch_size > B) B = a->per_device_train_batch_size;
     if ((sets[SPLIT_VAL] || sets[SPLIT_TEST]) && a->per_device_eval_batch_size > B) B = a->per_device_eval_batch_size;
@@ -169,12 +190,32 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
             a->max_gpu_memory, hint);
 }
 
-// As transformers 5.17: "steps" evaluates every eval_steps and at the last step.
+// --logging_steps/--eval_steps/--save_steps in steps: below 1 a ratio of all steps, as
+// transformers 5.17's TrainerState.compute_steps (ceil(total * ratio)).
+static int every_n_steps(double v, int total) {
+    if (v <= 0) return 1 << 30;  // unused (its strategy is not "steps")
+    int n = v < 1 ? (int)ceil(v * total) : (int)v;
+    return n < 1 ? 1 : n;
+}
+
+// As transformers 5.17's DefaultFlowCallback: step 1 with --logging_first_step, every
+// logging_steps ("steps") or at every epoch's end ("epoch").
+static int should_log(const Run *r, int epoch_end) {
+    const char *s = r->a.logging_strategy;
+    if (!epoch_end && r->global_step == 1 && r->a.logging_first_step) return 1;
+    if (!strcmp(s, "steps")) return !epoch_end && r->global_step % r->logging_every == 0;
+    if (!strcmp(s, "epoch")) return epoch_end;
+    return 0;
+}
+
+// As transformers 5.17: "steps" evaluates every eval_steps and at the last step, "epoch" at
+// every epoch's end; neither before --eval_delay (a step, or an epoch).
 static int should_eval(const Run *r, int epoch_end) {
     const char *s = r->a.eval_strategy;
     if (!strcmp(s, "steps"))
-        return !epoch_end && (r->global_step % r->a.eval_steps == 0 || r->global_step >= r->total_steps);
-    if (!strcmp(s, "epoch")) return epoch_end;
+        return !epoch_end && r->a.eval_delay <= r->global_step &&
+               (r->global_step % r->eval_every == 0 || r->global_step >= r->total_steps);
+    if (!strcmp(s, "epoch")) return epoch_end && r->a.eval_delay <= r->epoch;
     return 0;
 }
 
@@ -183,7 +224,7 @@ static int should_eval(const Run *r, int epoch_end) {
 static int should_save(const Run *r, int epoch_end) {
     const char *s = r->a.save_strategy;
     if (!strcmp(s, "steps"))
-        return !epoch_end && (r->global_step % r->a.save_steps == 0 || r->global_step >= r->total_steps);
+        return !epoch_end && (r->global_step % r->save_every == 0 || r->global_step >= r->total_steps);
     if (!strcmp(s, "epoch")) return epoch_end;
     return 0;
 }
@@ -232,6 +273,9 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     const long N = (long)ds->count;
     const long micro_per_epoch = (N + (long)B * world - 1) / ((long)B * world);
     r->total_steps = trainer_plan_steps(a, N, world, &r->steps_per_epoch, &r->num_epochs);
+    r->logging_every = every_n_steps(a->logging_steps, r->total_steps);
+    r->eval_every = every_n_steps(a->eval_steps, r->total_steps);
+    r->save_every = every_n_steps(a->save_steps, r->total_steps);
     SamplerType sampler;
     if (!sampler_parse(a->sampler, &sampler))
         t5_fail("--sampler \"%s\": expected random, sequential or sortish", a->sampler);
@@ -274,12 +318,14 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     T5Batch *micro = callocCheck((size_t)GA, sizeof(T5Batch));
     uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
     progress_init(&r->prog, r->total_steps);
-    if (!is_main(r)) r->prog.is_tty = 0;
+    if (!is_main(r) || a->disable_tqdm) r->prog.is_tty = 0;  // --disable_tqdm: the log lines, no bar
+    int started = 0;  // --eval_on_start ran (before the first step this invocation computes)
+    const uint64_t data_seed = (uint64_t)(a->data_seed >= 0 ? a->data_seed : a->seed);
     double t0 = now_seconds(), loss_since_log = 0, loss_total = 0;
     int steps_since_log = 0;
     long samples = 0;
     for (int epoch = 0; epoch < r->num_epochs && r->global_step < r->total_steps; epoch++) {
-        sampler_epoch_order(sampler, ds, (uint64_t)a->seed, epoch, B * world, order);
+        sampler_epoch_order(sampler, ds, data_seed, epoch, B * world, order);
         long k = 0;  // micro-batch index in the epoch
         while (k < micro_per_epoch && r->global_step < r->total_steps) {
             int n_micro = 0;
@@ -289,6 +335,8 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 r->epoch = epoch + (double)k / (double)micro_per_epoch;
                 continue;
             }
+            if (!started && a->eval_on_start && val) run_eval_during_training(r, val);
+            started = 1;
             for (; n_micro < GA && k < micro_per_epoch; n_micro++, k++) {
                 long g0 = k * B * world, start = g0 + (long)rank * B;
                 long g1 = g0 + (long)B * world < N ? g0 + (long)B * world : N;
@@ -329,7 +377,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
             steps_since_log++;
             if (is_main(r)) progress_step(&r->prog, r->global_step, sr.loss, samples);
             int epoch_end = k == micro_per_epoch;
-            if (r->global_step % a->logging_steps == 0) {
+            if (should_log(r, 0) || (epoch_end && should_log(r, 1))) {
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddNumberToObject(e, "epoch", r->epoch);
                 cJSON_AddNumberToObject(e, "grad_norm", sr.grad_norm);
@@ -378,6 +426,19 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
 
 // ---------------------------------------------------------------------------------
 
+// --ddp_timeout: the NCCL watchdog's limit (zero/comm_nccl.cu reads T5_NCCL_TIMEOUT); the
+// variable and a flag that disagree are an error naming both.
+static void apply_ddp_timeout(const TrainArgs *a) {
+    char want[32];
+    snprintf(want, sizeof want, "%d", a->ddp_timeout);
+    const char *env = getenv("T5_NCCL_TIMEOUT");
+    if (env && atof(env) != (double)a->ddp_timeout) {
+        if (a->ddp_timeout == 1800) return;  // the flag left at HF's default: the variable decides
+        t5_fail("--ddp_timeout %d and T5_NCCL_TIMEOUT=%s contradict each other: drop one", a->ddp_timeout, env);
+    }
+    setenv("T5_NCCL_TIMEOUT", want, 1);
+}
+
 int trainer_main(int argc, char **argv, int start) {
     Run r;
     memset(&r, 0, sizeof r);
@@ -385,21 +446,32 @@ int trainer_main(int argc, char **argv, int start) {
     train_args_parse(&r.a, argc, argv, start);
     TrainArgs *a = &r.a;
     if (a->help) {
-        train_args_print_help();
+        train_args_print_help(1);
         return 0;
     }
+    // everything that can be checked before the first byte is written, is; --output_dir is
+    // created only after the data, the config and the memory plan have passed
+    if (a->deepspeed) {
+        ds_config_load(&r.ds_loaded, a->deepspeed);
+        train_args_take_ds_precision(a, &r.ds_loaded);  // fp16/bf16 "enabled": true in the file
+    }
+    train_args_check_device(a);  // the device, precision and --num_gpus, each named with its source
     r.data = (DataArgs){.data_dir = a->data_dir, .train_file = a->train_file, .validation_file = a->validation_file,
                         .test_file = a->test_file, .source_lang = a->source_lang, .target_lang = a->target_lang,
                         .task = a->task, .source_prefix = a->source_prefix,
                         .n = {a->n_train, a->n_val, a->n_test}};
-    // everything that can be checked before the first byte is written, is
     (void)data_source_prefix(&r.data);
     r.spm_path = resolve_spm_path(a);
     if (a->num_gpus > 0) return launch_spawn_ranks(a->num_gpus, argc, argv);  // the ranks redo all of this
+    apply_ddp_timeout(a);
     comm_init(&r.comm);
     comm_attach_device(&r.comm, a->device);  // GPU ranks: this rank's GPU and the NCCL communicator
-    if (a->deepspeed) ds_config_load(&r.ds_loaded, a->deepspeed);
-    if (is_main(&r)) prepare_output_dir(a);
+    if (is_main(&r)) {
+        printf("device: %s (%s)\n", a->device, a->device_from);
+        if (a->notices) printf("%s", a->notices);
+        fflush(stdout);
+        output_dir_check(a);
+    }
     r.spm = spm_load(r.spm_path);
     r.log_history = cJSON_CreateArray();
     r.results = cJSON_CreateObject();
@@ -418,10 +490,19 @@ int trainer_main(int argc, char **argv, int start) {
     // without --deepspeed: stage 0 with each unit's gradient all-reduced while backward
     // goes on, as PyTorch DDP does; a config says for itself (DeepSpeed's overlap_comm)
     r.zopt.overlap_comm = 1;
-    if (a->deepspeed) trainer_apply_deepspeed(&r, argc, argv, start, a->do_train ? (long)train_ds.count : 0);
+    if (a->deepspeed) trainer_apply_deepspeed(&r, a->do_train ? (long)train_ds.count : 0);
+    T5Config mc;  // the model's shapes, before its weights load
+    hf_resolve_model(a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, &mc);
+    if (a->do_train) {
+        check_vocab(&r, &train_ds, mc.vocab_size);
+        long global = (long)a->per_device_train_batch_size;
+        if ((long)train_ds.count < global)
+            t5_fail("%s: %llu training examples, fewer than one batch (%ld); HINT: lower --per_device_train_batch_size",
+                    train_ds.path, (unsigned long long)train_ds.count, global);
+    }
+    if (has_val) check_vocab(&r, &val_ds, mc.vocab_size);
+    if (a->do_predict) check_vocab(&r, &test_ds, mc.vocab_size);
     if (a->explain && is_main(&r)) {  // the plan of every stage for this run's shapes, ours marked
-        T5Config mc;
-        hf_resolve_model(a->model, &mc);
         estimate_print_table(a->model, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32,
                              a->per_device_train_batch_size, a->max_source_length, a->max_target_length,
                              a->gradient_checkpointing, r.comm.world, 0, r.zopt.stage);
@@ -431,10 +512,21 @@ int trainer_main(int argc, char **argv, int start) {
                                                a->do_predict ? &test_ds : NULL};
     int plan_B, plan_S, plan_T;
     plan_shapes(&r, used, &plan_B, &plan_S, &plan_T);
-    {
-        T5Config mc;
-        hf_resolve_model(a->model, &mc);
-        plan_check(&r, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32, plan_B, plan_S, plan_T);
+    plan_check(&r, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32, plan_B, plan_S, plan_T);
+    if (a->explain) {  // the dry run ends here: nothing loaded, nothing trained, nothing written
+        if (is_main(&r))
+            printf("--explain: dry run: flags, config and data checked; nothing trained, nothing written to %s\n",
+                   a->output_dir);
+        if (a->do_train) dataset_close(&train_ds);
+        if (has_val) dataset_close(&val_ds);
+        if (a->do_predict) dataset_close(&test_ds);
+        cJSON_Delete(r.log_history);
+        cJSON_Delete(r.results);
+        spm_free(r.spm);
+        free(r.spm_path);
+        free(a->notices);
+        comm_finalize(&r.comm);
+        return 0;
     }
     // the weights stay on the host until zero_init places what the ZeRO stage keeps
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed,
@@ -443,7 +535,7 @@ int trainer_main(int argc, char **argv, int start) {
     if (a->resume_from_checkpoint) lo.init_random = 0;  // the checkpoint's weights (an HF directory)
     model_load(&r.m, a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, be, lo);
     if (a->dropout_rate >= 0) r.m.cfg.dropout_rate = r.m.dropout_p = (float)a->dropout_rate;
-    if (a->freeze_embeds) apply_freeze_embeds(&r.m);
+    if (a->freeze_embeds || a->freeze_encoder) apply_freeze(&r.m, a->freeze_embeds, a->freeze_encoder);
     // ZeRO: partition the model states over the ranks (stage 0 without --deepspeed); the
     // optimizer state only when training
     AdamWConfig oc = {.lr = (float)a->learning_rate, .beta1 = (float)a->adam_beta1, .beta2 = (float)a->adam_beta2,
@@ -451,17 +543,9 @@ int trainer_main(int argc, char **argv, int start) {
                       .max_grad_norm = (float)a->max_grad_norm};
     zero_init(&r.zero, &r.m, &r.comm, &r.zopt, a->do_train ? &oc : NULL);
     if (a->deepspeed || r.comm.world > 1) zero_print_memory(&r.zero);
-    if (a->do_train) {
-        check_vocab(&r, &train_ds);
-        long global = (long)a->per_device_train_batch_size;
-        if ((long)train_ds.count < global)
-            t5_fail("%s: %llu training examples, fewer than one batch (%ld); HINT: lower --per_device_train_batch_size",
-                    train_ds.path, (unsigned long long)train_ds.count, global);
-    }
-    if (has_val) check_vocab(&r, &val_ds);
-    if (a->do_predict) check_vocab(&r, &test_ds);
     r.m.gradient_checkpointing = a->gradient_checkpointing;
     t5_plan_activations(&r.m, plan_B, plan_S, plan_T);
+    if (is_main(&r)) output_dir_create(a);  // everything that can fail on the input has passed
     if (a->do_train) train(&r, &train_ds, has_val ? &val_ds : NULL);
     if (a->do_eval) {
         cJSON *met = trainer_evaluate(&r, &val_ds, "eval", NULL);
@@ -485,6 +569,7 @@ int trainer_main(int argc, char **argv, int start) {
     cJSON_Delete(r.results);
     spm_free(r.spm);
     free(r.spm_path);
+    free(a->notices);
     zero_free(&r.zero);
     t5_free(&r.m);
     comm_finalize(&r.comm);
