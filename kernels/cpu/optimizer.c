@@ -34,15 +34,15 @@ double cpu_optimizer_sumsq(const void *g_, size_t n) {
 
 // torch, per parameter tensor (python floats are doubles, tensors fp32):
 //   param.mul_(1 - lr * weight_decay)                    scalar in double, cast to fp32
-//   exp_avg.lerp_(grad, 1 - beta1)                       m + w * (g - m) for |w| < 0.5
-//   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+//   exp_avg.lerp_(grad, 1 - beta1)                       fma(w, g - m, m) for |w| < 0.5
+//   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)   fma(w2 * g, g, v * beta2)
 //   bias_correction1 = 1 - beta1 ** step; bias_correction2 = 1 - beta2 ** step  (double)
 //   step_size = lr / bias_correction1; bias_correction2_sqrt = sqrt(bias_correction2)
 //   denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
 //   param.addcdiv_(exp_avg, denom, value=-step_size)     param + (value * m) / denom
 // Here lr, betas and eps arrive as floats (torch keeps them as doubles), so scalars can
 // differ from torch's by the fp32 rounding of the hyperparameters themselves.
-// (torch's AVX2 lerp uses a fused multiply-add; its scalar path, followed here, does not.)
+// (torch's vectorized lerp and addcmul round as one fused multiply-add each: adamw_math.h)
 void cpu_optimizer_adamw_update(float *param, void *param_out_, const void *grad_, float *m, float *v, size_t n, float lr, float beta1,
                                 float beta2, float eps, float weight_decay, float grad_scale, int step) {
     const float *grad = grad_;
