@@ -2,6 +2,7 @@
 #include "step.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/check.h"
@@ -61,13 +62,16 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     // every stage reduced its gradients during the last backward (zero_step_accumulate waited)
     double scale = scaler ? scaler->cur_scale : 1.0;
     r.loss_scale = scale;
-    // the squared norm of the owned range, summed over ranks when ranges are partitions
-    // (stages 0-1 hold the whole, identical gradient on every rank: no sum needed)
+    // clip_grad_norm_'s total norm: per-tensor norms of the owned range, summed over ranks
+    // when ranges are partitions (stages 0-1 hold the whole, identical gradient on every
+    // rank: no sum needed), then the norm of the norms, rounded as torch rounds them
     Range own = z->stage >= 2 ? z->part : (Range){0, m->lay.total};
     const void *g = z->stage >= 2 ? z->grad_part : m->grads;
-    double sumsq = optimizer_grad_sumsq_layout(m->be, &m->lay, g, m->elem, own.begin, own.end);
-    if (z->stage >= 2) comm_allreduce_sum_f64(z->comm, &sumsq, 1);
-    r.grad_norm = sqrt(sumsq) / scale;
+    double *sq = mallocCheck(((size_t)m->lay.count + 1) * sizeof(double));
+    optimizer_tensor_norms_sq(m->be, &m->lay, g, m->elem, own.begin, own.end, sq);
+    if (z->stage >= 2) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);
+    r.grad_norm = optimizer_total_norm(&m->lay, sq) / scale;
+    free(sq);
     z->steps_seen++;
     if (!isfinite(r.grad_norm)) {
         r.skipped = 1;
