@@ -32,18 +32,6 @@ double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_si
     return be->sumsq((const char *)grads + begin * elem_size, end - begin);
 }
 
-double optimizer_grad_sumsq_layout(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
-                                   size_t begin, size_t end) {
-    double s = 0;
-    for (int i = 0; i < lay->count; i++) {
-        const ParamSpec *p = &lay->specs[i];
-        size_t lo = p->offset > begin ? p->offset : begin;
-        size_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
-        if (lo < hi && !p->frozen) s += optimizer_grad_sumsq(be, grads, elem_size, lo - begin, hi - begin);
-    }
-    return s;
-}
-
 void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
                                size_t begin, size_t end, double *sq) {
     for (int i = 0; i < lay->count; i++) {

@@ -55,6 +55,18 @@ static void zero_all_grads(ZeroState *z) {
     if (z->grad_part) z->m->be->zero(z->grad_part, (z->part.end - z->part.begin) * z->m->elem);
 }
 
+// T5_DUMP_GRAD_NORMS (zero.c): one JSON line per step, {"step": N, "grad_norms": {name: norm}},
+// the norms in layout order (= model.parameters() order), unscaled, frozen tensors left out.
+static void dump_grad_norms(const ZeroState *z, const double *sq, double scale) {
+    const ParamLayout *L = &z->m->lay;
+    FILE *f = fopenCheck(z->dump_grad_norms, "a");
+    fprintf(f, "{\"step\": %ld, \"grad_norms\": {", z->steps_seen + 1);
+    for (int i = 0, k = 0; i < L->count; i++)
+        if (!L->specs[i].frozen) fprintf(f, "%s\"%s\": %.9g", k++ ? ", " : "", L->specs[i].name, (float)sqrt(sq[i]) / scale);
+    fprintf(f, "}}\n");
+    fclose(f);
+}
+
 StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *scaler) {
     T5Model *m = z->m;
     AdamW *opt = &z->opt;
@@ -71,6 +83,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     optimizer_tensor_norms_sq(m->be, &m->lay, g, m->elem, own.begin, own.end, sq);
     if (z->stage >= 2) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);
     r.grad_norm = optimizer_total_norm(&m->lay, sq) / scale;
+    if (z->dump_grad_norms) dump_grad_norms(z, sq, scale);
     free(sq);
     z->steps_seen++;
     if (!isfinite(r.grad_norm)) {
