@@ -19,12 +19,12 @@
 //     TORCH_LANES running fp32 sums over j = lane, lane + TORCH_LANES, ..., then a
 //     butterfly over the lanes. With label smoothing, S adds V/8 copies of the tiny
 //     -dloss*eps/V to the label's -dloss*(1-eps) in one lane: every add is rounded
-//     against the large value, so S is off by ~3e-5 relative (0.9 * 1 ulp per add, all
-//     the same way), and so is every p_j * S. That is torch's gradient, and the
-//     grad_norm HF logs, 1e-5 away from the exact one.
-// TORCH_LANES = 8: torch's AVX2 kernels (what torch 2.11 picks on the machines our
-// fixtures come from; on an AVX-512 CPU it would use 16 lanes, and its gradient would
-// differ from its own AVX2 one by about as much). exp/log are glibc's expf/logf (torch:
+//     against the large value, the same way each time, so S is off by ~3e-5 relative,
+//     and so is every p_j * S. That is torch's gradient, and the grad_norm HF logs,
+//     1e-5 away from the exact one.
+// TORCH_LANES = 8: torch's AVX2 kernels (what torch 2.11 picked on the machine that made
+// tests/fixtures/exact: cpu_capability in its steps.json; on an AVX-512 CPU it would use
+// 16 lanes, and its gradient would differ from its own AVX2 one by about as much). exp/log are glibc's expf/logf (torch:
 // SLEEF's, within 1 ulp). The backward's `g - exp(lsm) * S` is one fused multiply-add
 // in torch's build (gcc contracts the AVX2 intrinsics), so fmaf here.
 #include <math.h>
