@@ -140,6 +140,11 @@ typedef struct Backend {
     // ---- optimizer building blocks (fp32 state) ---------------------------------------
     // sum of squares of g (n) as double, for the global gradient norm
     double (*sumsq)(const void *g, size_t n);
+    // L2 norm of one tensor's gradient g (n), rounded as torch.linalg.vector_norm rounds it
+    // on this device (what clip_grad_norm_ takes per parameter): the CPU backend follows
+    // torch's AVX2 kernel (8 fp32 lanes, kernels/cpu/optimizer.c); CUDA rounds its sumsq
+    // (torch's CUDA reduction is an fp32 tree, accurate to about an ulp).
+    float (*tensor_norm)(const void *g, size_t n);
     // torch.optim.AdamW on one contiguous range of fp32 master weights: g_eff = grad *
     // grad_scale (grad in act_dtype); master *= 1 - lr*wd; m,v updated; master -= lr/bc1 *
     // m / (sqrt(v)/sqrt(bc2) + eps). step counts from 1. param_out (act_dtype, may be

@@ -120,7 +120,7 @@ static void test_backend_struct(void) {
         (const void *)be->ffn_act_backward,
         (const void *)be->add, (const void *)be->axpy, (const void *)be->scale, (const void *)be->dropout_forward,
         (const void *)be->dropout_backward, (const void *)be->crossentropy_forward_backward,
-        (const void *)be->sumsq, (const void *)be->adamw_update,
+        (const void *)be->sumsq, (const void *)be->tensor_norm, (const void *)be->adamw_update,
     };
     int all = 1;
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) all &= fns[i] != NULL;
@@ -957,6 +957,34 @@ static void test_sumsq(void) {
     free(g);
 }
 
+// tensor_norm follows torch's CPU vector_norm bit for bit: 8 fp32 lanes whose long sums
+// lose precision (the constant tensor's norm comes out 3e-4 high), and the tail. Wanted
+// values: torch 2.11 (AVX2), torch.linalg.vector_norm on the same float32 tensors.
+static void test_tensor_norm(void) {
+    struct {
+        size_t n;
+        float v;           // constant value, or 0: the ramp (i + 1) * 1e-3
+        uint32_t want;     // bits of torch's float32 result
+    } cases[] = {{800003, 0.01f, 1091512157u}, {1000, 0.3f, 1092078102u}, {13, 0.7f, 1075939160u},
+                 {100003, 0.0f, 1183753411u}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float *g = malloc(cases[c].n * sizeof(float));
+        double exact = 0;
+        for (size_t i = 0; i < cases[c].n; i++) {
+            g[i] = cases[c].v != 0.0f ? cases[c].v : (float)(i + 1) * 1e-3f;
+            exact += (double)g[i] * g[i];
+        }
+        float got = be->tensor_norm(g, cases[c].n), want;
+        uint32_t bits = cases[c].want;
+        memcpy(&want, &bits, sizeof want);
+        char what[200];
+        snprintf(what, sizeof what, "tensor_norm n=%zu: %.9g, torch.linalg.vector_norm %.9g (exact %.9g)", cases[c].n,
+                 got, want, sqrt(exact));
+        test_check(got == want, what);
+        free(g);
+    }
+}
+
 static void test_adamw_case(float wd, float grad_scale) {
     enum { N = 13, STEPS = 3 };
     const float lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
@@ -1007,6 +1035,7 @@ int main(void) {
     test_dropout();
     test_crossentropy();
     test_sumsq();
+    test_tensor_norm();
     test_adamw();
     return test_summary();
 }

@@ -2,8 +2,10 @@
 #include "optimizer.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "../common/check.h"
+#include "../kernels/cpu/cpu_ops.h"
 
 AdamWConfig adamw_default_config(void) {
     AdamWConfig c = {.lr = 5e-5f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f,
@@ -30,16 +32,31 @@ double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_si
     return be->sumsq((const char *)grads + begin * elem_size, end - begin);
 }
 
-double optimizer_grad_sumsq_layout(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
-                                   size_t begin, size_t end) {
-    double s = 0;
+void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
+                               size_t begin, size_t end, double *sq) {
     for (int i = 0; i < lay->count; i++) {
         const ParamSpec *p = &lay->specs[i];
+        sq[i] = 0;
         size_t lo = p->offset > begin ? p->offset : begin;
         size_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
-        if (lo < hi && !p->frozen) s += optimizer_grad_sumsq(be, grads, elem_size, lo - begin, hi - begin);
+        if (lo >= hi || p->frozen) continue;
+        if (lo == p->offset && hi == p->offset + p->numel) {
+            double nrm = be->tensor_norm((const char *)grads + (lo - begin) * elem_size, p->numel);
+            sq[i] = nrm * nrm;  // exact: sqrt(sq[i]) gives the fp32 norm back
+        } else {  // a piece of a tensor split between ranks (ZeRO 2-3): its exact sum
+            sq[i] = optimizer_grad_sumsq(be, grads, elem_size, lo - begin, hi - begin);
+        }
     }
-    return s;
+}
+
+float optimizer_total_norm(const ParamLayout *lay, const double *sq) {
+    float *norms = mallocCheck(((size_t)lay->count + 1) * sizeof(float));
+    size_t n = 0;
+    for (int i = 0; i < lay->count; i++)
+        if (!lay->specs[i].frozen) norms[n++] = (float)sqrt(sq[i]);
+    float total = cpu_optimizer_tensor_norm(norms, n);  // the same kernel on the stacked norms
+    free(norms);
+    return total;
 }
 
 float optimizer_clip_coef(double grad_norm, float max_grad_norm) {

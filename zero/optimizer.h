@@ -33,11 +33,20 @@ void adamw_free(AdamW *opt, const Backend *be);
 
 // Global L2 norm of grads over [begin, end) squared (add across ranks before sqrt).
 double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_size, size_t begin, size_t end);
-// Same over the non-frozen tensors of the layout, clipped to [begin, end) (what torch
-// sees: frozen parameters have no .grad). Here grads points at element `begin` (a
-// partition's gradient, or the start of the whole buffer when begin is 0).
-double optimizer_grad_sumsq_layout(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
-                                   size_t begin, size_t end);
+// torch.nn.utils.clip_grad_norm_'s total norm, in two parts so that ranks holding pieces of
+// the gradient can add theirs in between. First, per non-frozen tensor of the layout (in
+// layout order = model.parameters() order), into sq[tensor index] (lay->count entries,
+// zeroed here; frozen tensors and those outside [begin, end) stay 0): the square of
+// be->tensor_norm when the whole tensor lies in [begin, end) (exact in double), else the
+// double sumsq of the piece. Frozen tensors are left out (torch: they have no .grad).
+// grads points at element `begin` (a partition's gradient, or the start of the whole
+// buffer when begin is 0).
+void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
+                               size_t begin, size_t end, double *sq);
+// Then the norm of the per-tensor norms (after the ranks' sq were summed): each norm
+// rounded to fp32, and their L2 norm taken as torch's CPU vector_norm takes it (8 fp32
+// lanes): torch.linalg.vector_norm(torch.stack(norms)). Frozen tensors are left out.
+float optimizer_total_norm(const ParamLayout *lay, const double *sq);
 // torch.nn.utils.clip_grad_norm_: coefficient min(1, max_norm / (norm + 1e-6)).
 float optimizer_clip_coef(double grad_norm, float max_grad_norm);
 

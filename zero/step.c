@@ -2,6 +2,7 @@
 #include "step.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/check.h"
@@ -63,6 +64,18 @@ static void zero_all_grads(ZeroState *z) {
     if (z->grad_part) z->m->be->zero(z->grad_part, (z->part.end - z->part.begin) * z->m->elem);
 }
 
+// T5_DUMP_GRAD_NORMS (zero.c): one JSON line per step, {"step": N, "grad_norms": {name: norm}},
+// the norms in layout order (= model.parameters() order), unscaled, frozen tensors left out.
+static void dump_grad_norms(const ZeroState *z, const double *sq, double scale) {
+    const ParamLayout *L = &z->m->lay;
+    FILE *f = fopenCheck(z->dump_grad_norms, "a");
+    fprintf(f, "{\"step\": %ld, \"grad_norms\": {", z->steps_seen + 1);
+    for (int i = 0, k = 0; i < L->count; i++)
+        if (!L->specs[i].frozen) fprintf(f, "%s\"%s\": %.9g", k++ ? ", " : "", L->specs[i].name, (float)sqrt(sq[i]) / scale);
+    fprintf(f, "}}\n");
+    fclose(f);
+}
+
 StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *scaler) {
     T5Model *m = z->m;
     AdamW *opt = &z->opt;
@@ -70,13 +83,17 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     // every stage reduced its gradients during the last backward (zero_step_accumulate waited)
     double scale = scaler ? scaler->cur_scale : 1.0;
     r.loss_scale = scale;
-    // the squared norm of the owned range, summed over ranks when ranges are partitions
-    // (stages 0-1 hold the whole, identical gradient on every rank: no sum needed)
+    // clip_grad_norm_'s total norm: per-tensor norms of the owned range, summed over ranks
+    // when ranges are partitions (stages 0-1 hold the whole, identical gradient on every
+    // rank: no sum needed), then the norm of the norms, rounded as torch rounds them
     Range own = z->stage >= 2 ? z->part : (Range){0, m->lay.total};
     const void *g = z->stage >= 2 ? z->grad_part : m->grads;
-    double sumsq = optimizer_grad_sumsq_layout(m->be, &m->lay, g, m->elem, own.begin, own.end);
-    if (z->stage >= 2) comm_allreduce_sum_f64(z->comm, &sumsq, 1);
-    r.grad_norm = sqrt(sumsq) / scale;
+    double *sq = mallocCheck(((size_t)m->lay.count + 1) * sizeof(double));
+    optimizer_tensor_norms_sq(m->be, &m->lay, g, m->elem, own.begin, own.end, sq);
+    if (z->stage >= 2) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);
+    r.grad_norm = optimizer_total_norm(&m->lay, sq) / scale;
+    if (z->dump_grad_norms) dump_grad_norms(z, sq, scale);
+    free(sq);
     z->steps_seen++;
     if (!isfinite(r.grad_norm)) {
         r.skipped = 1;

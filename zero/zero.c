@@ -198,6 +198,11 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     for (int u = 0; u < L->n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
     if (stage == 3) zero_stage3_init(z, o);
     z->inject_step = zero_test_overflow_step(comm->rank);
+    // Debug hook T5_DUMP_GRAD_NORMS=FILE: rank 0 appends, per optimizer step, every tensor's
+    // pre-clip gradient norm (zero/step.c), to set beside the norms torch's clip_grad_norm_
+    // stacks (tools/make_exact_fixture.py records HF's; tests/test_exact.c compares them)
+    const char *dump = getenv("T5_DUMP_GRAD_NORMS");
+    z->dump_grad_norms = comm->rank == 0 && dump && *dump ? dump : NULL;
     if (stage <= 1) z->hooks.end_grads = zero_stage0_end_grads;
     if (stage == 1 || stage == 2) z->hooks.fetch_params = zero_stage1_fetch_params;
     z->hooks.ctx = z;

@@ -91,6 +91,7 @@ typedef struct ZeroState {
     CommTicket *unit_ticket;    // (lay.n_units)
     long steps_seen;            // optimizer steps taken or skipped (zero_step_apply calls)
     long inject_step;           // T5_TEST_OVERFLOW_STEP: this rank's gradient overflows at that step (0: never)
+    const char *dump_grad_norms;  // T5_DUMP_GRAD_NORMS (rank 0): file to append each step's per-tensor norms to
     // stage 3 (zero/stage3.c): a pool of buffers (largest non-persistent unit each) holding
     // gathered units, each remembering its unit (-1: none) until the weights change
     int n_pool;

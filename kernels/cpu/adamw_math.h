@@ -34,10 +34,14 @@ static inline void adamw_math_update(float *param, float *m, float *v, float g_r
     float g = g_raw * c->grad_scale;
     float p = *param;
     if (c->has_decay) p = p * c->decay;
+    // exp_avg.lerp_(grad, w1) and exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=w2) as
+    // torch's CPU kernels round them: lerp_vec is fmadd(w, end - start, start) (weight < 0.5;
+    // else fmadd(w - 1, end - start, end)), and gcc contracts addcmul's self + w * t1 * t2 to
+    // fmadd(w * t1, t2, self). Bit-equal to torch 2.11 on AVX2 over 1e6 random elements
+    // (two separate roundings differ in the last bit for 11% of exp_avg).
     float mi = *m;
-    mi = c->small_w1 ? mi + c->w1 * (g - mi) : g - (g - mi) * (1.0f - c->w1);
-    float vi = *v * c->beta2;
-    vi = vi + c->w2 * g * g;
+    mi = c->small_w1 ? fmaf(c->w1, g - mi, mi) : fmaf(c->w1 - 1.0f, g - mi, g);
+    float vi = fmaf(c->w2 * g, g, *v * c->beta2);
     float denom = sqrtf(vi) / c->bc2_sqrt + c->eps;
     *param = p + c->neg_step_size * mi / denom;
     *m = mi;

@@ -35,6 +35,7 @@ static const Backend cpu_backend = {
     .clamp_fp16_overflow = cpu_clamp_fp16_overflow,
     .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
     .sumsq = cpu_optimizer_sumsq,
+    .tensor_norm = cpu_optimizer_tensor_norm,
     .adamw_update = cpu_optimizer_adamw_update,
 };
 

@@ -1,16 +1,26 @@
 // kernels/cpu/matmul.c: linear layer without bias, out (N,O) = inp (N,I) @ weight (O,I)^T,
 // and its backward. All three products go through one register-tiled kernel
-// (gemm_f32) in plain fp32: every output element is a fresh fp32 sum over k in
-// increasing k order, computed by one thread, so results do not depend on the thread
-// count. Backward sums are formed first and then added to the gradient (dinp += sum),
-// as torch does when it accumulates .grad.
+// (gemm_f32): every output element is a fresh sum over k in increasing k order,
+// computed by one thread, so results do not depend on the thread count. Backward sums
+// are formed first and then added to the gradient (dinp += sum), as torch does when it
+// accumulates .grad.
+//
+// The sum over k runs in blocks of GEMM_KC terms: each block is summed in fp32 (the
+// SIMD loop), the block sums are added in double. One fp32 running sum over all of k
+// is not accurate enough for long k: the head's backward sums V = 32128 terms
+// dlogits[n,v] * W[v,d], one of them (the label's) ~V times larger than the rest, and
+// every later term is rounded against that large partial sum. That lost ~1e-5 (relative)
+// of d(decoder output) where torch's blocked sgemm (MKL) loses ~4e-7, and moved
+// near-zero gradient elements enough to flip their sign, which AdamW's first step turns
+// into a full +-lr difference (issue 13). Blocks keep the error at the level of a
+// GEMM_KC-term fp32 sum.
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../common/check.h"
 #include "cpu_ops.h"
 
-enum { GEMM_MR = 4, GEMM_NR = 16 };  // register tile: 4 rows x 16 columns of C
+enum { GEMM_MR = 4, GEMM_NR = 16, GEMM_KC = 64 };  // register tile: 4 rows x 16 columns of C; k block
 
 // C (M,P) = or += sum_k A(m,k) * B(k,p).
 // A(m,k) is A[m*sam + k*sak] (strides let dout be read transposed); B is (K,P) with row
@@ -23,47 +33,53 @@ static void gemm_f32(float *C, size_t ldc, const float *A, size_t sam, size_t sa
         for (int pb = 0; pb < pblocks; pb++) {
             int m0 = mb * GEMM_MR, mr = M - m0 < GEMM_MR ? M - m0 : GEMM_MR;
             int p0 = pb * GEMM_NR, pw = P - p0 < GEMM_NR ? P - p0 : GEMM_NR;
-            float acc[GEMM_MR][GEMM_NR];
-            if (mr == GEMM_MR && pw == GEMM_NR) {
-                // Full tile: four named accumulator rows so the compiler keeps them in
-                // registers (an acc[r][j] loop nest is ~2x slower with gcc -O2).
-                float c0[GEMM_NR] = {0}, c1[GEMM_NR] = {0}, c2[GEMM_NR] = {0}, c3[GEMM_NR] = {0};
-                const float *a0 = A + (size_t)m0 * sam, *a1 = a0 + sam, *a2 = a1 + sam, *a3 = a2 + sam;
-                for (int k = 0; k < K; k++) {
-                    const float *b = B + (size_t)k * ldb + p0;
-                    size_t ko = (size_t)k * sak;
-                    float x0 = a0[ko], x1 = a1[ko], x2 = a2[ko], x3 = a3[ko];
+            double acc[GEMM_MR][GEMM_NR] = {{0}};  // the sum of the k blocks done
+            for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+                int k1 = k0 + GEMM_KC < K ? k0 + GEMM_KC : K;
+                if (mr == GEMM_MR && pw == GEMM_NR) {
+                    // Full tile: four named accumulator rows so the compiler keeps them in
+                    // registers (an acc[r][j] loop nest is ~2x slower with gcc -O2).
+                    float c0[GEMM_NR] = {0}, c1[GEMM_NR] = {0}, c2[GEMM_NR] = {0}, c3[GEMM_NR] = {0};
+                    const float *a0 = A + (size_t)m0 * sam, *a1 = a0 + sam, *a2 = a1 + sam, *a3 = a2 + sam;
+                    for (int k = k0; k < k1; k++) {
+                        const float *b = B + (size_t)k * ldb + p0;
+                        size_t ko = (size_t)k * sak;
+                        float x0 = a0[ko], x1 = a1[ko], x2 = a2[ko], x3 = a3[ko];
 #pragma omp simd
+                        for (int j = 0; j < GEMM_NR; j++) {
+                            float bj = b[j];
+                            c0[j] += x0 * bj;
+                            c1[j] += x1 * bj;
+                            c2[j] += x2 * bj;
+                            c3[j] += x3 * bj;
+                        }
+                    }
                     for (int j = 0; j < GEMM_NR; j++) {
-                        float bj = b[j];
-                        c0[j] += x0 * bj;
-                        c1[j] += x1 * bj;
-                        c2[j] += x2 * bj;
-                        c3[j] += x3 * bj;
+                        acc[0][j] += c0[j];
+                        acc[1][j] += c1[j];
+                        acc[2][j] += c2[j];
+                        acc[3][j] += c3[j];
                     }
-                }
-                memcpy(acc[0], c0, sizeof c0);
-                memcpy(acc[1], c1, sizeof c1);
-                memcpy(acc[2], c2, sizeof c2);
-                memcpy(acc[3], c3, sizeof c3);
-            } else {
-                // Edge tile: same arithmetic, same order, generic bounds.
-                for (int r = 0; r < GEMM_MR; r++)
-                    for (int j = 0; j < GEMM_NR; j++) acc[r][j] = 0.0f;
-                for (int k = 0; k < K; k++) {
-                    const float *b = B + (size_t)k * ldb + p0;
-                    for (int r = 0; r < mr; r++) {
-                        float x = A[(size_t)(m0 + r) * sam + (size_t)k * sak];
-                        for (int j = 0; j < pw; j++) acc[r][j] += x * b[j];
+                } else {
+                    // Edge tile: same arithmetic, same order, generic bounds.
+                    float part[GEMM_MR][GEMM_NR] = {{0}};
+                    for (int k = k0; k < k1; k++) {
+                        const float *b = B + (size_t)k * ldb + p0;
+                        for (int r = 0; r < mr; r++) {
+                            float x = A[(size_t)(m0 + r) * sam + (size_t)k * sak];
+                            for (int j = 0; j < pw; j++) part[r][j] += x * b[j];
+                        }
                     }
+                    for (int r = 0; r < mr; r++)
+                        for (int j = 0; j < pw; j++) acc[r][j] += part[r][j];
                 }
             }
             for (int r = 0; r < mr; r++) {
                 float *c = C + (size_t)(m0 + r) * ldc + p0;
                 if (accumulate)
-                    for (int j = 0; j < pw; j++) c[j] += acc[r][j];
+                    for (int j = 0; j < pw; j++) c[j] += (float)acc[r][j];
                 else
-                    for (int j = 0; j < pw; j++) c[j] = acc[r][j];
+                    for (int j = 0; j < pw; j++) c[j] = (float)acc[r][j];
             }
         }
     }

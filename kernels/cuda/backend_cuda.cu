@@ -4,6 +4,8 @@
 // one macro so the three structs cannot drift apart. Memory entries are memory.cu's.
 // copy_rows (row gathers/scatters for generation) lives here: a byte-moving kernel that
 // takes the host row indices as a kernel parameter.
+#include <math.h>
+
 #include "common.cuh"
 
 // ---- copy_rows ------------------------------------------------------------------------------
@@ -135,6 +137,7 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         return cuda_crossentropy_forward_backward(DT, dlogits, logits, labels, N, V, label_smoothing, dloss);     \
     }                                                                                                             \
     static double SFX##_sumsq(const void *g, size_t n) { return cuda_sumsq(DT, g, n); }                           \
+    static float SFX##_tensor_norm(const void *g, size_t n) { return (float)sqrt(cuda_sumsq(DT, g, n)); }         \
     static void SFX##_adamw_update(float *master, void *param_out, const void *grad, float *m, float *v,          \
                                    size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,    \
                                    float grad_scale, int step) {                                                  \
@@ -174,6 +177,7 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         .clamp_fp16_overflow = SFX##_clamp_fp16_overflow,                                                         \
         .crossentropy_forward_backward = SFX##_crossentropy_forward_backward,                                     \
         .sumsq = SFX##_sumsq,                                                                                     \
+        .tensor_norm = SFX##_tensor_norm,                                                                         \
         .adamw_update = SFX##_adamw_update,                                                                       \
     };
 

@@ -3,7 +3,9 @@
 // ignored. Per active row, in fp32:
 //   lse = max + log(sum exp(x - max))     (online max / sum-exp in one pass)
 //   loss = (1-eps) * (lse - x[label]) + eps * (lse - sum(x)/V)     (HF LabelSmoother)
-//   dlogits_j = dloss * (exp(x_j - lse) - (1-eps) * [j == label] - eps/V)
+//   dlogits_j = dloss * (exp(lsm_j) - (1-eps) * [j == label] - eps/V),  lsm_j = (x_j - max) - log(sum)
+//   (the log-softmax rounded to fp32 first, as torch does on both devices: exp(x_j - lse)
+//   would carry lse's rounding, up to 2e-6 relative for |lse| ~ 50, into a whole row)
 // One block per row. dlogits may alias logits: a block reads its whole row (and x[label])
 // before the barrier of the reduction, and afterwards each element is read and then
 // written by the same thread. Ignored rows get loss 0 and dlogits 0.
@@ -92,7 +94,7 @@ __global__ void __launch_bounds__(CE_MAX_THREADS)
         lse_merge(m, s, m2, s2);
         sx += __shfl_xor_sync(0xffffffffu, sx, o);
     }
-    const float lse = m + logf(s);
+    const float log_s = logf(s), lse = m + log_s;
     if (threadIdx.x == 0) {
         const double nll = (double)lse - (double)xl;
         const double smooth = (double)lse - (double)sx / Vocab;
@@ -104,7 +106,8 @@ __global__ void __launch_bounds__(CE_MAX_THREADS)
         float f[V];
         load_vec<T, V>(f, x + c);
 #pragma unroll
-        for (int k = 0; k < V; k++) f[k] = dloss * (expf(f[k] - lse) - (c + k == label ? t_label : t_other));
+        for (int k = 0; k < V; k++)  // p from the fp32 log-softmax (x - max) - log(s), as torch rounds it
+            f[k] = dloss * (expf(__fsub_rn(__fsub_rn(f[k], m), log_s)) - (c + k == label ? t_label : t_other));
         store_vec<T, V>(g + c, f);
     }
 }

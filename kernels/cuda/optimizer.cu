@@ -71,7 +71,7 @@ template <typename T> struct AdamWF {
     float *master, *m, *v;
     T *param_out;  // NULL: none
     const T *grad;
-    float grad_scale, decay, w1, one_minus_w1, beta2, w2, bc2_sqrt, eps, neg_step_size;
+    float grad_scale, decay, w1, w1_minus_1, beta2, w2, bc2_sqrt, eps, neg_step_size;
     int do_decay, small_w1;
     template <int V> __device__ void apply(size_t i) const {
         float g[V], p[V], mi[V], vi[V];
@@ -83,9 +83,10 @@ template <typename T> struct AdamWF {
         for (int k = 0; k < V; k++) {
             const float gk = __fmul_rn(g[k], grad_scale);
             float pk = do_decay ? __fmul_rn(p[k], decay) : p[k];
-            float mk = small_w1 ? __fadd_rn(mi[k], __fmul_rn(w1, __fsub_rn(gk, mi[k])))
-                                : __fsub_rn(gk, __fmul_rn(__fsub_rn(gk, mi[k]), one_minus_w1));
-            float vk = __fadd_rn(__fmul_rn(vi[k], beta2), __fmul_rn(__fmul_rn(w2, gk), gk));
+            // fused multiply-adds where torch's CPU lerp / addcmul have them (kernels/cpu/adamw_math.h)
+            float mk = small_w1 ? __fmaf_rn(w1, __fsub_rn(gk, mi[k]), mi[k])
+                                : __fmaf_rn(w1_minus_1, __fsub_rn(gk, mi[k]), gk);
+            float vk = __fmaf_rn(__fmul_rn(w2, gk), gk, __fmul_rn(vi[k], beta2));
             const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vk), bc2_sqrt), eps);
             p[k] = __fadd_rn(pk, __fdiv_rn(__fmul_rn(neg_step_size, mk), denom));
             mi[k] = mk;
@@ -114,7 +115,7 @@ static void adamw_update(float *master, void *param_out, const void *grad, float
     f.grad_scale = grad_scale;
     f.decay = (float)(1.0 - (double)lr * (double)weight_decay);
     f.w1 = (float)(1.0 - (double)beta1);
-    f.one_minus_w1 = 1.0f - f.w1;
+    f.w1_minus_1 = f.w1 - 1.0f;
     f.beta2 = beta2;
     f.w2 = (float)(1.0 - (double)beta2);
     f.bc2_sqrt = (float)sqrt(bc2);
