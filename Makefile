@@ -149,13 +149,15 @@ DEMO_FLAGS := --model data/sample/t5-demo --init random --tokenizer_name data/sa
   --output_dir out/demo --overwrite_output_dir
 # Built in parallel, and only for what this machine can run: without a visible GPU the CUDA
 # kernels (minutes of nvcc) are skipped and the objects go to build-cpu/, so that `make test`
-# (build/, CUDA whenever nvcc exists) neither reuses nor is confused by them.
+# (build/, CUDA whenever nvcc exists) neither reuses nor is confused by them. That build is for
+# this CPU (-O3 -march=native: twice as fast on the dev machine's AVX2, and bit-identical, since
+# -std=c11 forbids contracting a*b+c and nothing reassociates sums).
 NPROC = $(shell nproc 2>/dev/null || echo 2)
 demo: deps
 	@if [ "$(CUDA)" = 1 ] || { [ -z "$(CUDA)" ] && nvidia-smi -L >/dev/null 2>&1; }; then \
 	  $(MAKE) --no-print-directory -j$(NPROC) all; \
 	else \
 	  echo "make demo: no GPU visible (or CUDA=0): a CPU-only build in build-cpu/ (make demo CUDA=1 builds the CUDA backend too)"; \
-	  $(MAKE) --no-print-directory -j$(NPROC) BUILD=build-cpu HAVE_NVCC=0 all; \
+	  $(MAKE) --no-print-directory -j$(NPROC) BUILD=build-cpu HAVE_NVCC=0 OPT="-O3 -march=native -g" all; \
 	fi
 	./train_t5 $(DEMO_FLAGS)
