@@ -142,9 +142,9 @@ clean:
 # (no pretrained weights can ship in the repo: a 5M-parameter T5 with the real tokenizer,
 #  trained from scratch for 120 steps; the loss falls from ~10.4)
 DEMO_FLAGS := --model data/sample/t5-demo --init random --tokenizer_name data/sample/spiece.model \
-  --data_dir data/sample --task translation_en_to_ro --max_source_length 64 --max_target_length 64 \
+  --data_dir data/sample --task translation_en_to_ro --max_source_length 32 --max_target_length 32 \
   --per_device_train_batch_size 16 --per_device_eval_batch_size 32 --learning_rate 2e-3 --warmup_steps 10 \
-  --max_steps 120 --logging_steps 10 --sampler sortish --n_val 100 --do_train --do_eval \
+  --max_steps 120 --logging_steps 10 --sampler sortish --n_val 50 --do_train --do_eval \
   --predict_with_generate --generation_num_beams 4 --generation_max_length 32 \
   --output_dir out/demo --overwrite_output_dir
 # Built in parallel, and only for what this machine can run: without a visible GPU the CUDA
