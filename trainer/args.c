@@ -10,6 +10,7 @@
 
 #include "../common/check.h"
 #include "../common/flags.h"
+#include "../model/hf_cache.h"
 #include "../zero/launch.h"
 #include "../zero/lr_schedule.h"
 #include "device.h"
@@ -84,7 +85,7 @@ typedef struct {
 
 #define TRAIN_FLAGS(a)                                                                                               \
     /* ---- model ---- */                                                                                           \
-    USE("model", FLAG_STRING, model, "model directory (config.json + model.safetensors) or preset name"),          \
+    USE("model", FLAG_STRING, model, "model directory, a name in the Hugging Face cache, or preset name"),            \
     ALIAS("model_name_or_path", FLAG_STRING, model, "model"),                                                        \
     USE("init", FLAG_STRING, init, "pretrained (default) or random (required for a bare preset)"),                 \
     USE("tokenizer_name", FLAG_STRING, tokenizer_name, "spiece.model file or directory (default: the model's)"),   \
@@ -511,6 +512,17 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
 
     // ---- required and contradictory ----
     if (!a->model) t5_fail("--model is required (a model directory, or a preset name such as t5-small with --init random)");
+    // a hub name transformers has downloaded: its cached snapshot, as from_pretrained finds it
+    const char **names[] = {&a->model, &a->tokenizer_name};
+    const char *flag_names[] = {"--model", "--tokenizer_name"};
+    for (int i = 0; i < 2; i++) {
+        char *snap = hf_cache_find(*names[i]);
+        if (!snap) continue;
+        char what[600];
+        snprintf(what, sizeof what, "%s %s", flag_names[i], *names[i]);
+        notice_add(a, "NOTICE: %s: found in the Hugging Face cache, at %s", what, snap);
+        *names[i] = snap;
+    }
     if (!a->output_dir) t5_fail("--output_dir is required");
     if (!a->do_train && !a->do_eval && !a->do_predict)
         t5_fail("nothing to do: pass --do_train, --do_eval and/or --do_predict");

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# tests/post_commands.sh: the command lines a user brings, with only the program name changed,
+# parse and plan on the CPU (--explain: the dry run, nothing trained or written):
+#  - the 2021 post's full baseline command (transformers issue #8771, finetune_trainer.py flags,
+#    `--model_name_or_path t5-large` found in a Hugging Face cache as from_pretrained finds it),
+#    as `python -m torch.distributed.launch` starts each rank (--local-rank=N first);
+#  - its DeepSpeed rows (configs/ds_config.json and ds_config_1gpu.json: fp16 from the file);
+#  - the Transformers DeepSpeed page's launcher lines (deepspeed --num_gpus, deepspeed
+#    --include localhost:1, torchrun, python -m torch.distributed.run), each as the launcher
+#    hands it to rank 0 (its flags and environment);
+#  - three unknown flags in one command: one error naming all three.
+# The launchers themselves need a GPU machine: bench/gpu_launch_default.sh runs them there.
+# Prints OK / NOT OK per command and "N passed, M failed"; exits non-zero on a failure.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+BIN=${TRAIN_T5:-./train_t5}
+T=$(mktemp -d /tmp/t5_post_XXXXXX); trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok()  { echo "OK     $*"; pass=$((pass + 1)); }
+bad() { echo "NOT OK $*"; fail=$((fail + 1)); }
+
+# A Hugging Face hub cache holding t5-large's config and tokenizer (no weights: --explain reads none).
+SNAP=$T/hub/models--t5-large/snapshots/0123abcd
+mkdir -p "$SNAP" "$T/hub/models--t5-large/refs"
+printf '0123abcd' > "$T/hub/models--t5-large/refs/main"
+cp data/sample/spiece.model "$SNAP/"
+cat > "$SNAP/config.json" <<'JSON'
+{"architectures": ["T5ForConditionalGeneration"], "d_ff": 4096, "d_kv": 64, "d_model": 1024,
+ "decoder_start_token_id": 0, "dropout_rate": 0.1, "eos_token_id": 1, "feed_forward_proj": "relu",
+ "initializer_factor": 1.0, "is_encoder_decoder": true, "layer_norm_epsilon": 1e-06,
+ "model_type": "t5", "n_positions": 512, "num_decoder_layers": 24, "num_heads": 16, "num_layers": 24,
+ "pad_token_id": 0, "relative_attention_num_buckets": 32, "vocab_size": 32128}
+JSON
+export HF_HUB_CACHE=$T/hub
+
+# expect <label> <regex the output must hold> <env and command words...>: exit 0 and the regex
+expect() {
+    local label=$1 want=$2; shift 2
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && grep -qE -- "$want" <<< "$out"; then ok "$label"
+    else bad "$label: exit $rc, wanted /$want/; output: $(tail -n 3 <<< "$out" | tr '\n' ' ' | cut -c1-400)"; fi
+}
+
+# The post's full baseline command (#8771), $BS = 16, its data dir replaced by the shipped sample;
+# FLAGS: the two flags its ds_config.json contradicts (left out of the DeepSpeed rows: README).
+COMMON=(--model_name_or_path t5-large --output_dir "$T/output_dir" --data_dir data/sample
+  --do_eval --do_train --evaluation_strategy=steps --freeze_embeds --label_smoothing 0.1 --learning_rate 3e-5
+  --logging_first_step --logging_steps 1000 --max_source_length 128 --max_target_length 128
+  --num_train_epochs 1 --overwrite_output_dir --per_device_eval_batch_size 16 --per_device_train_batch_size 16
+  --predict_with_generate --eval_steps 25000 --sortish_sampler --task translation_en_to_ro
+  --test_max_target_length 128 --val_max_target_length 128 --n_train 2000 --n_val 500)
+FLAGS=(--adam_eps 1e-06 --warmup_steps 5)
+POST=("${COMMON[@]}" "${FLAGS[@]}")
+RANK0=(env LOCAL_RANK=0 RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500)
+expect "the post's baseline, as torch.distributed.launch starts rank 0" "found in the Hugging Face cache" \
+    "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --explain
+expect "the post's baseline plans t5-large (738M parameters)" "t5-large|737|738" \
+    "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --explain
+test -e "$T/output_dir" && bad "--explain created --output_dir" || ok "--explain wrote no --output_dir"
+# the DeepSpeed rows, fp16 from the file: they parse; on a machine with no GPU the answer is
+# that fp16 needs one, naming the file's key (on the GPU machine: bench/post_rows.sh)
+for cfg in configs/ds_config.json configs/ds_config_no_offload.json configs/ds_config_1gpu.json; do
+    expect "the post's DeepSpeed row, $cfg, as deepspeed starts rank 0: fp16 from the file needs a GPU" \
+        "^error: $cfg: fp16.enabled is true, which needs a GPU" \
+        sh -c '! "$@"' - "${RANK0[@]}" "$BIN" --local_rank=0 "${COMMON[@]}" --deepspeed "$cfg" --explain
+done
+
+# The Transformers DeepSpeed page's lines, <normal cl args> = a translation run on JSON lines.
+ARGS=(--model_name_or_path google-t5/t5-large --init random --tokenizer_name t5-large --do_train
+  --train_file data/sample/wmt16_sample.jsonl --source_lang en --target_lang ro --source_prefix "translate English to Romanian: "
+  --per_device_train_batch_size 1 --output_dir "$T/out2" --overwrite_output_dir --max_train_samples 500
+  --num_train_epochs 1 --deepspeed configs/ds_config_zero3.json --explain)
+[ -f configs/ds_config_zero3.json ] || bad "configs/ds_config_zero3.json is not shipped"
+expect "deepspeed --num_gpus=2 (rank 0: --local_rank=0 first)" "ZeRO|stage" \
+    env LOCAL_RANK=0 RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 "$BIN" --local_rank=0 "${ARGS[@]}"
+expect "deepspeed --include localhost:1 (CUDA_VISIBLE_DEVICES=1)" "ZeRO|stage" \
+    env CUDA_VISIBLE_DEVICES=1 LOCAL_RANK=0 RANK=0 WORLD_SIZE=1 "$BIN" --local_rank=0 "${ARGS[@]}"
+expect "torchrun --nproc_per_node=2 / python -m torch.distributed.run (environment only)" "ZeRO|stage" \
+    env LOCAL_RANK=0 RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 TORCHELASTIC_RUN_ID=none "$BIN" "${ARGS[@]}"
+expect "--local_rank that LOCAL_RANK contradicts is refused" "local_rank" \
+    sh -c "! env LOCAL_RANK=1 RANK=0 WORLD_SIZE=1 '$BIN' --local_rank=0 --model t5-small --init random \
+      --tokenizer_name data/sample/spiece.model --data_dir data/sample --do_train --output_dir '$T/o3' --explain 2>&1"
+
+# Three unknown flags: one error naming the three.
+out=$("$BIN" --model t5-small --init random --tokenizer_name data/sample/spiece.model --data_dir data/sample \
+      --do_train --output_dir "$T/o4" --frobnicate 1 --no_such_flag --warmup_stpes 3 2>&1); rc=$?
+if [ $rc -ne 0 ] && [ "$(grep -c '^error' <<< "$out")" = 1 ] && grep -q -- "--frobnicate" <<< "$out" \
+   && grep -q -- "--no_such_flag" <<< "$out" && grep -q -- "--warmup_stpes" <<< "$out"; then
+    ok "three unknown flags named in one error"
+else bad "three unknown flags: exit $rc: $out"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
