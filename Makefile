@@ -7,9 +7,9 @@
 #   make test-asan  the bad-input tests under AddressSanitizer (also part of `make test`)
 #   make test-gpu   GPU tests (run on the GPU machine)
 #   make clean
-# Sources are picked up by directory: every .c in common/ model/ kernels/cpu/ zero/
-# data/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
-# With nvcc, kernels/cuda/*.cu and zero/*.cu (NCCL) join it and the binary links -lnccl.
+# Sources are picked up by directory: every .c in common/ model/ kernels/cpu/ dist/ optim/
+# deepspeed/ zero/ data/ eval/ trainer/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
+# With nvcc, kernels/cuda/*.cu and dist/*.cu (NCCL) join it and the binary links -lnccl.
 
 CC      ?= gcc
 NVCC    ?= nvcc
@@ -23,7 +23,7 @@ CFLAGS  += $(MPI_CFLAGS)
 LDLIBS  := -lcjson -lsentencepiece -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
 ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined" HAVE_NVCC=0
 
-LIB_DIRS := common model kernels/cpu zero data trainer
+LIB_DIRS := common model kernels/cpu dist optim deepspeed zero data eval trainer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_CXX  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -31,7 +31,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 # ---- feature detection: print what was found, never silently drop a feature -------
 CUDA_HOME ?= /usr/local/cuda
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
-CUDA_SRC  := $(wildcard kernels/cuda/*.cu zero/*.cu)
+CUDA_SRC  := $(wildcard kernels/cuda/*.cu dist/*.cu)
 NVCCFLAGS := -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -Wall --expt-relaxed-constexpr \
              -MMD -MP -lineinfo -I$(CUDA_HOME)/include $(MPI_CFLAGS)
 ifeq ($(HAVE_NVCC),1)

@@ -13,7 +13,7 @@
 #include "common/check.h"
 #include "common/flags.h"
 #include "data/batch_file.h"
-#include "data/bleu.h"
+#include "eval/bleu.h"
 #include "data/prepare_cmd.h"
 #include "model/hf_dir.h"
 #include "model/load.h"

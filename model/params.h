@@ -51,7 +51,7 @@ typedef struct {
 // A unit: the tensors one step of forward/backward uses together (the embedding, one
 // block, a final norm, the untied head), a contiguous range [lo, hi) of the flat space.
 // ZeRO stage 3 gathers parameters a unit at a time; stages 2-3 reduce a unit's gradients
-// as soon as backward has finished them (zero/stage2.c, zero/stage3.c). Units cover the
+// as soon as backward has finished them (zero/grads_reduce_scatter.c, zero/params_fetch.c). Units cover the
 // flat space in order, without gaps.
 typedef struct {
     char name[48];   // "shared", "encoder.block.3", "encoder.final_layer_norm", "lm_head", ...

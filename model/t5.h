@@ -50,8 +50,8 @@ typedef struct {
 
 typedef struct T5Model T5Model;
 
-// Callbacks at unit boundaries (model/params.h units), for ZeRO stages 2-3 (zero/stage2.c,
-// zero/stage3.c). Forward and backward call fetch before reading a unit's weights and
+// Callbacks at unit boundaries (model/params.h units), for ZeRO stages 2-3 (zero/grads_reduce_scatter.c,
+// zero/params_fetch.c). Forward and backward call fetch before reading a unit's weights and
 // release after; backward calls begin_grads before its first write to a unit's gradient
 // and end_grads after its last (the unit's gradient of this micro-batch is then complete).
 // all_finished (generation, model/generate.c): when the weights are fetched through

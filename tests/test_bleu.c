@@ -1,4 +1,4 @@
-// tests/test_bleu.c: corpus BLEU and chrF (data/bleu.c) against sacreBLEU 2.6.0, using
+// tests/test_bleu.c: corpus BLEU and chrF (eval/bleu.c) against sacreBLEU 2.6.0, using
 // tests/fixtures/bleu/cases.json written by tools/make_bleu_fixture.py: for every case
 // (hypothesis sets derived from the 1999-line data/sample/test.target, the English source,
 // tiny hand cases) the summed statistics must be equal, the scores within 0.005 (they are
@@ -15,7 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "../common/check.h"
-#include "../data/bleu.h"
+#include "../eval/bleu.h"
 #include "test.h"
 #include "../trainer/progress.h"
 
@@ -365,7 +365,7 @@ int main(void) {
     }
     const char *ver = jstr(fx, "sacrebleu_version");
     char what[256];
-    snprintf(what, sizeof what, "fixture made with sacrebleu %s, data/bleu.h reproduces %s", ver,
+    snprintf(what, sizeof what, "fixture made with sacrebleu %s, eval/bleu.h reproduces %s", ver,
              BLEU_SACREBLEU_VERSION);
     test_check(!strcmp(ver, BLEU_SACREBLEU_VERSION), what);
 

@@ -1,5 +1,5 @@
 // tests/test_data_parallel.c: ZeRO stages 0-3 over CPU ranks under mpirun (zero/stage*.c,
-// zero/step.c, zero/comm.c, zero/partition.c), run through ./train_t5 (run from the
+// zero/step.c, dist/comm.c, zero/partition.c), run through ./train_t5 (run from the
 // repository root).
 //
 // Acceptance 1: the same global batch (12 examples per step = 1 x 6 x 2, 2 x 3 x 2 and
@@ -211,7 +211,7 @@ static void check_memory(const char *tmp, const char *tag, int world, int stage,
 
 // A rank killed mid-run (SIGKILL): the others must not hang. Under mpirun the launcher
 // ends the job and names the rank; checked: mpirun exits non-zero by itself (not by the
-// 90 s timeout) within 30 s of the kill, and mpirun or the heartbeat (zero/liveness.h,
+// 90 s timeout) within 30 s of the kill, and mpirun or the heartbeat (dist/liveness.h,
 // whichever is first) says which rank died.
 static void kill_rank_test(const char *tmp) {
     char path[700], script[3000];

@@ -1,4 +1,4 @@
-// tests/test_ds_config.c: the DeepSpeed JSON config (zero/ds_config.c) without a GPU:
+// tests/test_ds_config.c: the DeepSpeed JSON config (deepspeed/ds_config.c) without a GPU:
 //  - every file in configs/ loads, resolves unchanged and is accepted by the ZeRO set-up
 //    (zero_options_from_config: what is not built is refused there);
 //  - every file in configs/ trains 3 steps of a tiny T5 through ./train_t5 on the CPU, except
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
-#include "../zero/ds_config.h"
+#include "../deepspeed/ds_config.h"
 #include "../zero/zero.h"
 #include "test.h"
 #include "test_fork.h"

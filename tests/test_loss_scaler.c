@@ -1,5 +1,5 @@
 // tests/test_loss_scaler.c: DeepSpeed's dynamic loss scaler state machine
-// (zero/loss_scaler.c) on traces derived line by line from
+// (optim/loss_scaler.c) on traces derived line by line from
 // deepspeed/runtime/fp16/loss_scaler.py DynamicLossScaler.update_scale, and the skipped
 // step on the CPU training path: an inf injected into one gradient skips the update
 // (parameters, optimizer step count and lr schedule untouched) and counts hysteresis down.

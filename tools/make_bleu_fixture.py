@@ -3,7 +3,7 @@
 
     python3 tools/make_bleu_fixture.py [--out tests/fixtures/bleu] [--no-cli-check]
 
-Needs `pip install sacrebleu==2.6.0` (the version data/bleu.h reproduces; the script
+Needs `pip install sacrebleu==2.6.0` (the version eval/bleu.h reproduces; the script
 refuses another one). Run from the repository root. Writes, deterministically:
   - hypothesis files derived from data/sample/test.target (1999 Romanian lines, WMT16
     newstest2016) and a few tiny hand-made hypothesis/reference pairs, under --out;
@@ -217,7 +217,7 @@ def main():
     ap.add_argument("--no-cli-check", action="store_true")
     args = ap.parse_args()
     if sacrebleu.__version__ != SACREBLEU_VERSION:
-        sys.exit(f"sacrebleu {sacrebleu.__version__} installed; data/bleu.h reproduces {SACREBLEU_VERSION}: "
+        sys.exit(f"sacrebleu {sacrebleu.__version__} installed; eval/bleu.h reproduces {SACREBLEU_VERSION}: "
                  f"pip install sacrebleu=={SACREBLEU_VERSION}")
     # the "100 lines end in a tokenized period" warning is about punct_numbers, on purpose
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)

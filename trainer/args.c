@@ -11,8 +11,8 @@
 #include "../common/check.h"
 #include "../common/flags.h"
 #include "../model/hf_cache.h"
-#include "../zero/launch.h"
-#include "../zero/lr_schedule.h"
+#include "../dist/launch.h"
+#include "../optim/lr_schedule.h"
 #include "device.h"
 
 #define COUNT(x) ((int)(sizeof(x) / sizeof((x)[0])))

@@ -8,7 +8,7 @@
 // Settings that can come from several places (the device, fp16/bf16) carry where they came
 // from, and the errors about them say it.
 #pragma once
-#include "../zero/ds_config.h"
+#include "../deepspeed/ds_config.h"
 
 typedef struct {
     // ---- model and tokenizer ----

@@ -1,5 +1,5 @@
 // trainer/deepspeed.c: --deepspeed applied to a run: the config (loaded and validated at
-// start-up by zero/ds_config.c) resolved against the flags as HF's integration does, then
+// start-up by deepspeed/ds_config.c) resolved against the flags as HF's integration does, then
 // its batch sizes, optimizer, clipping, precision, loss scaler, scheduler and ZeRO settings
 // taken into the run.
 #include <stdio.h>

@@ -8,7 +8,7 @@
 //            batch size, averaged over samples;
 //   with --predict_with_generate: generate (greedy or beam), decode predictions and the
 //            (truncated) labels with special tokens skipped, strip; corpus BLEU (sacreBLEU's
-//            numbers, data/bleu.c), chrF, and gen_len = mean count of non-pad ids of each
+//            numbers, eval/bleu.c), chrF, and gen_len = mean count of non-pad ids of each
 //            returned row (HF counts the eos filler of beam outputs too, and so do we).
 // Every rank sends its batches' records (loss, predictions, references, lengths) to rank 0
 // (comm_gather_bytes_host), which puts them back in batch order and computes the metrics
@@ -27,7 +27,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
-#include "../data/bleu.h"
+#include "../eval/bleu.h"
 #include "../data/collate.h"
 #include "../model/generate.h"
 #include "run.h"

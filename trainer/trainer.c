@@ -22,7 +22,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
-#include "../data/bleu.h"
+#include "../eval/bleu.h"
 #include "../data/collate.h"
 #include "../data/sampler.h"
 #include "../data/splits.h"
@@ -30,8 +30,8 @@
 #include "../model/generate.h"
 #include "../model/load.h"
 #include "../zero/checkpoint.h"
-#include "../zero/comm.h"
-#include "../zero/ds_config.h"
+#include "../dist/comm.h"
+#include "../deepspeed/ds_config.h"
 #include "../zero/partition.h"
 #include "../zero/planner.h"
 #include "../zero/step.h"
@@ -426,7 +426,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
 
 // ---------------------------------------------------------------------------------
 
-// --ddp_timeout: the NCCL watchdog's limit (zero/comm_nccl.cu reads T5_NCCL_TIMEOUT); the
+// --ddp_timeout: the NCCL watchdog's limit (dist/comm_nccl.cu reads T5_NCCL_TIMEOUT); the
 // variable and a flag that disagree are an error naming both.
 static void apply_ddp_timeout(const TrainArgs *a) {
     char want[32];

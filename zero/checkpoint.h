@@ -8,7 +8,7 @@
 // resumes at any world size, ZeRO stage and offload setting: each rank reads back the
 // range it owns in the new run.
 #pragma once
-#include "loss_scaler.h"
+#include "../optim/loss_scaler.h"
 #include "zero.h"
 
 // Collective: every rank calls it; rank 0 writes into dir (which exists).

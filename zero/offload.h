@@ -11,7 +11,7 @@
 
 #include "../kernels/backend.h"
 #include "../model/params.h"
-#include "optimizer.h"
+#include "../optim/adamw.h"
 
 typedef struct {
     int pinned;          // page-locked host buffers (pin_memory)

@@ -2,7 +2,7 @@
 // contiguous range of the flat parameter space (model/params.h), the same for parameters,
 // gradients, master weights and optimizer moments: rank r owns
 // [r * chunk, min(n, (r + 1) * chunk)) with chunk = ceil(n / world). A tensor may straddle
-// two ranks; zero/optimizer.c splits its update at the boundary.
+// two ranks; optim/adamw.c splits its update at the boundary.
 #pragma once
 #include <stddef.h>
 

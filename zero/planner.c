@@ -58,7 +58,7 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
         }
         z.gpu.grads = part * e;
         z.gpu.zero_work = (shared + 2 * largest) * e;  // two work buffers take turns
-        if (stage >= 3) {  // the gather pool and the persistent units (zero/stage3.c)
+        if (stage >= 3) {  // the gather pool and the persistent units (zero/params_fetch.c)
             Stage3Buffers b = zero_stage3_buffers(&lay, o);
             z.gpu.params = part * e;
             z.gpu.zero_work += ((size_t)b.n_pool * b.pool_elems + b.persist_elems) * e;

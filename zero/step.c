@@ -39,7 +39,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     double loss = 0;
     for (int i = 0; i < n_micro; i++) {
         long n_tok = 0;
-        z->last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward (zero/stage0.c)
+        z->last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward (zero/grads_allreduce.c)
         loss += t5_forward(m, &micro[i], label_smoothing, &n_tok) / (double)total;
         float dloss = (float)(loss_scale / (double)total);
         if (z->inject_step == z->steps_seen + 1) dloss = INFINITY;  // T5_TEST_OVERFLOW_STEP (zero.c)
@@ -123,7 +123,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
                            z->stage == 3 ? z->param_part : (char *)m->params + b * e, (float)r.lr, (float)(coef / scale));
     else
         adamw_step(opt, m->be, &m->lay, master, param_out, owned_grads(z), e, (float)r.lr, (float)(coef / scale));
-    if (z->stage == 1 || z->stage == 2) zero_stage1_allgather_params(z);
+    if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);
     zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update
     if (scaler) loss_scaler_update(scaler, 0);
     zero_all_grads(z);

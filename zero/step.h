@@ -13,8 +13,8 @@
 //               clipped in one multiply; stages 1-2 all-gather the updated weights; zero grads.
 #pragma once
 #include "../model/t5.h"
-#include "loss_scaler.h"
-#include "lr_schedule.h"
+#include "../optim/loss_scaler.h"
+#include "../optim/lr_schedule.h"
 #include "zero.h"
 
 typedef struct {

@@ -165,8 +165,8 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
         z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
         for (int k = 0; k < 2; k++)
             z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
-        z->hooks.begin_grads = zero_stage2_begin_grads;
-        z->hooks.end_grads = zero_stage2_end_grads;
+        z->hooks.begin_grads = zero_reduce_scatter_begin_grads;
+        z->hooks.end_grads = zero_reduce_scatter_end_grads;
     } else {
         z->mem.grads = m->alloc_grads;
     }
@@ -204,8 +204,8 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     // stacks (tools/make_exact_fixture.py records HF's; tests/test_exact.c compares them)
     const char *dump = getenv("T5_DUMP_GRAD_NORMS");
     z->dump_grad_norms = comm->rank == 0 && dump && *dump ? dump : NULL;
-    if (stage <= 1) z->hooks.end_grads = zero_stage0_end_grads;
-    if (stage == 1 || stage == 2) z->hooks.fetch_params = zero_stage1_fetch_params;
+    if (stage <= 1) z->hooks.end_grads = zero_allreduce_end_grads;
+    if (stage == 1 || stage == 2) z->hooks.fetch_params = zero_allgather_fetch_params;
     z->hooks.ctx = z;
     m->hooks = &z->hooks;
     if (oc && !z->offload) {

@@ -3,9 +3,9 @@
 // (zero/partition.h: one contiguous range of the flat parameter space per rank):
 //
 //   state (per element)        stage 0   stage 1   stage 2   stage 3
-//   compute weights (act dtype)  whole     whole     whole     partition  (zero/stage3.c)
-//   gradients (act dtype)        whole     whole     partition partition  (zero/stage2.c)
-//   fp32 master weights          whole     partition partition partition  (zero/stage1.c)
+//   compute weights (act dtype)  whole     whole     whole     partition  (zero/params_fetch.c)
+//   gradients (act dtype)        whole     whole     partition partition  (zero/grads_reduce_scatter.c)
+//   fp32 master weights          whole     partition partition partition  (zero/params_allgather.c)
 //   AdamW moments m, v (fp32)    whole     partition partition partition
 //   (offload_optimizer: the last two rows in host memory, updated by the CPU: offload.h)
 //
@@ -13,7 +13,7 @@
 // step (zero/step.c) is then the same at every stage:
 //   forward/backward per micro-batch   stage 0-1: on the step's last micro-batch, each
 //                                       unit's gradient is all-reduced as soon as backward
-//                                       finishes it (T5UnitHooks, zero/stage0.c);
+//                                       finishes it (T5UnitHooks, zero/grads_allreduce.c);
 //                                       stage 2-3: each unit's gradient is reduce-scattered
 //                                       into the owners' partitions as soon as backward
 //                                       finishes it; stage 3: each unit's weights are
@@ -24,16 +24,16 @@
 //   publish weights                    stage 1-2: all-gather the partitions of the compute
 //                                       weights unit by unit, in forward order; the next
 //                                       forward waits for each unit as it reaches it
-//                                       (zero/stage1.c); stage 3: nothing (gathered at use)
+//                                       (zero/params_allgather.c); stage 3: nothing (gathered at use)
 // docs/ZERO.md walks through a step at each stage.
 #pragma once
 #include <stddef.h>
 
 #include "../model/t5.h"
-#include "comm.h"
-#include "ds_config.h"
+#include "../dist/comm.h"
+#include "../deepspeed/ds_config.h"
 #include "offload.h"
-#include "optimizer.h"
+#include "../optim/adamw.h"
 #include "partition.h"
 
 // Bytes this rank allocated for each model state, counted by the backend's allocator
@@ -92,7 +92,7 @@ typedef struct ZeroState {
     long steps_seen;            // optimizer steps taken or skipped (zero_step_apply calls)
     long inject_step;           // T5_TEST_OVERFLOW_STEP: this rank's gradient overflows at that step (0: never)
     const char *dump_grad_norms;  // T5_DUMP_GRAD_NORMS (rank 0): file to append each step's per-tensor norms to
-    // stage 3 (zero/stage3.c): a pool of buffers (largest non-persistent unit each) holding
+    // stage 3 (zero/params_fetch.c): a pool of buffers (largest non-persistent unit each) holding
     // gathered units, each remembering its unit (-1: none) until the weights change
     int n_pool;
     void **pool;                // (n_pool) buffers
@@ -126,7 +126,7 @@ typedef struct ZeroState {
 void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc);
 // Stage 0 on one rank (tools and tests that train alone).
 ZeroOptions zero_options_stage(int stage);
-// The zero_optimization section of a resolved DeepSpeed config (zero/ds_config.h) as
+// The zero_optimization section of a resolved DeepSpeed config (deepspeed/ds_config.h) as
 // ZeroOptions; what DeepSpeed has and this build does not (NVMe, parameter offload, a
 // partial offload ratio) is refused by name, with the config's path.
 ZeroOptions zero_options_from_config(const DsConfig *c, const char *path);
@@ -141,19 +141,19 @@ void zero_params_to_host(ZeroState *z, float *host);
 void zero_eval_begin(ZeroState *z);
 void zero_eval_end(ZeroState *z);
 
-// ---- per stage (zero/stage0.c .. stage3.c) --------------------------------------------
+// ---- per stage: grads_allreduce.c (0-1), params_allgather.c (1-2), grads_reduce_scatter.c (2-3), params_fetch.c (3)
 // stage 0-1: gradient hook (end: on the step's last micro-batch, all-reduce the unit's
 // gradient over ranks in buckets of reduce_bucket_size, on the communication stream)
-void zero_stage0_end_grads(void *ctx, T5Model *m, int unit);
+void zero_allreduce_end_grads(void *ctx, T5Model *m, int unit);
 // stage 1-2: all-gather every rank's partition of the compute weights after the update,
 // unit by unit (asynchronous with overlap_comm); the fetch hook waits for a unit's gather
 // before forward or backward reads it
-void zero_stage1_allgather_params(ZeroState *z);
-void zero_stage1_fetch_params(void *ctx, T5Model *m, int unit);
+void zero_allgather_params(ZeroState *z);
+void zero_allgather_fetch_params(void *ctx, T5Model *m, int unit);
 // stage 2-3: gradient hooks (begin: point the unit at a zeroed work buffer; end: reduce-
 // scatter it into the owners' partitions, adding what the partition already holds)
-void zero_stage2_begin_grads(void *ctx, T5Model *m, int unit);
-void zero_stage2_end_grads(void *ctx, T5Model *m, int unit);
+void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit);
+void zero_reduce_scatter_end_grads(void *ctx, T5Model *m, int unit);
 // stage 3: weight hooks (fetch: all-gather the unit into a weight buffer, unless it is
 // there already, and prefetch the next one; release: the unit is no longer in use)
 void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit);

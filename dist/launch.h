@@ -1,4 +1,4 @@
-// zero/launch.h: how ranks are started without mpirun, and how GPU ranks meet.
+// dist/launch.h: how ranks are started without mpirun, and how GPU ranks meet.
 //   torchrun / deepspeed style  WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
 //   Slurm (srun, no mpirun)     SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID + MASTER_ADDR/PORT
 //   --num_gpus N                this binary re-executes itself N times on this host with the
@@ -6,8 +6,8 @@
 //                               they report that launcher (launch_spawn_ranks)
 // Rank 0 then sends the NCCL unique id to the others over one TCP rendezvous at
 // MASTER_ADDR:MASTER_PORT (launch_tcp_broadcast_watched); those connections stay open and
-// carry the heartbeat that ends the job when a rank dies or freezes (zero/liveness.h).
-// Under mpirun, MPI starts the ranks and carries the id (zero/comm.c, zero/comm_nccl.cu);
+// carry the heartbeat that ends the job when a rank dies or freezes (dist/liveness.h).
+// Under mpirun, MPI starts the ranks and carries the id (dist/comm.c, dist/comm_nccl.cu);
 // only the heartbeat's connections are made here, to a port rank 0 announces over MPI
 // (launch_tcp_listen_any, launch_tcp_watch). docs/LAUNCH.md: every launcher, step by step.
 // Pure C (sockets, fork/exec): built and tested without CUDA (tests/test_launch.c).

@@ -1,4 +1,4 @@
-// zero/lr_schedule.c: HF get_scheduler's lambdas (transformers optimization.py),
+// optim/lr_schedule.c: HF get_scheduler's lambdas (transformers optimization.py),
 // computed in double as Python does, then used as fp32 by the optimizer.
 #include "lr_schedule.h"
 

@@ -1,4 +1,4 @@
-// zero/comm_nccl.cu: the NCCL side of zero/comm.h for GPU ranks (see comm_nccl.h).
+// dist/comm_nccl.cu: the NCCL side of dist/comm.h for GPU ranks (see comm_nccl.h).
 // Every call is on the backend's stream, so collectives are ordered with the kernels
 // around them. NCCL has no all-gather-v / reduce-scatter-v: the ranged collectives are one
 // group of per-piece broadcasts (all-gather) or reduces (reduce-scatter), root = the
@@ -31,7 +31,7 @@ extern "C" {
 #include "../kernels/backend.h"
 #include "comm.h"
 #include "launch.h"
-#include "partition.h"
+#include "../zero/partition.h"
 }
 #include "../kernels/cuda/cuda_ops.h"
 #include "comm_nccl.h"
@@ -257,7 +257,7 @@ extern "C" void comm_nccl_init(Comm *c) {
             const char *addr;
             int port;
             launch_master_addr(c->launcher, &addr, &port);
-            // the connections stay open for the heartbeat (zero/liveness.h)
+            // the connections stay open for the heartbeat (dist/liveness.h)
             launch_tcp_broadcast_watched(addr, port, c->rank, c->world, &id, sizeof id, LAUNCH_TCP_TIMEOUT_S);
         }
     }

@@ -1,4 +1,4 @@
-// zero/loss_scaler.c: DeepSpeed's DynamicLossScaler.update_scale (see loss_scaler.h).
+// optim/loss_scaler.c: DeepSpeed's DynamicLossScaler.update_scale (see loss_scaler.h).
 #include "loss_scaler.h"
 
 #include <math.h>

@@ -1,12 +1,12 @@
-// zero/comm.h: communication between ranks: one interface over MPI (CPU ranks, host
-// buffers) and NCCL (GPU ranks, device buffers, zero/comm_nccl.cu). ZeRO's stages only
+// dist/comm.h: communication between ranks: one interface over MPI (CPU ranks, host
+// buffers) and NCCL (GPU ranks, device buffers, dist/comm_nccl.cu). ZeRO's stages only
 // call these collectives; nothing else in the code knows how ranks talk.
 //
 // Start-up (comm_init): under mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set) MPI is
 // initialized and every rank learns (rank, world). torchrun/deepspeed-style variables
 // (WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), Slurm's (SLURM_NTASKS,
 // SLURM_PROCID, SLURM_LOCALID + MASTER_ADDR/PORT) and --num_gpus (which sets the torchrun
-// ones for the ranks it spawns) give (rank, world, local_rank) without MPI: zero/launch.h.
+// ones for the ranks it spawns) give (rank, world, local_rank) without MPI: dist/launch.h.
 // Without a launcher the run is one rank and no MPI call is made. comm_attach_device then
 // creates the NCCL communicator for GPU ranks on device local_rank (the unique id goes
 // from rank 0 to the others over MPI, or over TCP to MASTER_ADDR:MASTER_PORT), and refuses
@@ -26,7 +26,7 @@ typedef struct {
     int local_rank;       // rank on this host (GPU index)
     int mpi;              // 1: MPI initialized by comm_init
     const char *launcher; // "none", "mpirun", "torchrun", "slurm", "num_gpus"
-    void *nccl;           // NCCL communicator state (zero/comm_nccl.cu) for GPU ranks, else NULL
+    void *nccl;           // NCCL communicator state (dist/comm_nccl.cu) for GPU ranks, else NULL
 } Comm;
 
 void comm_init(Comm *c);

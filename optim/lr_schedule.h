@@ -1,4 +1,4 @@
-// zero/lr_schedule.h: learning-rate schedules as Hugging Face's get_scheduler builds
+// optim/lr_schedule.h: learning-rate schedules as Hugging Face's get_scheduler builds
 // them (LambdaLR multipliers on the base lr). `step` is the number of optimizer steps
 // already taken: the first update uses step 0, as HF does.
 #pragma once

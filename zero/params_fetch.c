@@ -1,4 +1,4 @@
-// zero/stage3.c: ZeRO stage 3 = the compute weights are partitioned as well. A rank keeps
+// zero/params_fetch.c: ZeRO stage 3 = the compute weights are partitioned as well. A rank keeps
 // only its partition of them (zero_init frees the whole copy); before forward, backward
 // or generation reads a unit (model/params.h: the embedding, one block, a final norm, an
 // untied head), fetch all-gathers the unit's pieces from every rank into a buffer of a
@@ -6,7 +6,7 @@
 // longer in use. A buffer remembers its unit until the optimizer changes the weights, so
 // a unit used twice in a row (the tied embedding: the head at the end of forward, again
 // at the start of backward; or the head of one generation step and the embedding of the
-// next) is gathered once. Gradients go as at stage 2 (zero/stage2.c).
+// next) is gathered once. Gradients go as at stage 2 (zero/grads_reduce_scatter.c).
 //
 // DeepSpeed's stage-3 keys, as they act here (a unit is the smallest piece gathered, so
 // sizes are counted in whole units):

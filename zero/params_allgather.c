@@ -1,8 +1,8 @@
-// zero/stage1.c: ZeRO stage 1 = the optimizer state is partitioned. Each rank keeps the
+// zero/params_allgather.c: publishing the updated weights at ZeRO stages 1 and 2. Stage 1 = the optimizer state is partitioned. Each rank keeps the
 // fp32 master weights and AdamW moments of its partition only (zero_init), updates just
 // that range, then the compute weights of every partition are all-gathered so that each
 // rank again holds the whole model for the next forward. Gradients are still whole and
-// all-reduced (zero/stage0.c). Stage 2 publishes weights the same way.
+// all-reduced (zero/grads_allreduce.c). Stage 2 publishes weights the same way.
 //
 // The all-gather goes unit by unit in the order forward uses them (the layout's order:
 // embedding, encoder blocks, encoder norm, decoder blocks, decoder norm, head). With
@@ -13,7 +13,7 @@
 // checkpoint) first calls comm_wait_all.
 #include "zero.h"
 
-void zero_stage1_allgather_params(ZeroState *z) {
+void zero_allgather_params(ZeroState *z) {
     if (z->comm->world == 1) return;
     T5Model *m = z->m;
     const ParamLayout *L = &m->lay;
@@ -34,7 +34,7 @@ void zero_stage1_allgather_params(ZeroState *z) {
     }
 }
 
-void zero_stage1_fetch_params(void *ctx, T5Model *m, int unit) {
+void zero_allgather_fetch_params(void *ctx, T5Model *m, int unit) {
     ZeroState *z = ctx;
     (void)m;
     if (z->unit_ticket[unit].slot < 0) return;

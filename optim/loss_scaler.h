@@ -1,4 +1,4 @@
-// zero/loss_scaler.h: DeepSpeed's dynamic loss scaler (deepspeed/runtime/fp16/
+// optim/loss_scaler.h: DeepSpeed's dynamic loss scaler (deepspeed/runtime/fp16/
 // loss_scaler.py, DynamicLossScaler.update_scale), as one small state machine.
 // fp16 training multiplies the loss by `scale` so small gradients survive in fp16;
 // an inf/nan anywhere in the gradients means the step is skipped and:

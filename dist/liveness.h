@@ -1,11 +1,11 @@
-// zero/liveness.h: is every rank still alive? A heartbeat between the ranks, kept apart from
+// dist/liveness.h: is every rank still alive? A heartbeat between the ranks, kept apart from
 // progress: a rank busy for minutes (rank 0 writing a checkpoint while the others wait at a
 // barrier) keeps beating and is never ended; a process that is stopped (SIGSTOP, Ctrl-Z, a
 // debugger), hung or gone with its host falls silent and ends the whole job.
 //
 // Shape: a star around rank 0 over TCP. Rank 0 holds one connection per other rank, every
 // other rank one connection to rank 0 (the connections of the rendezvous that carried the
-// NCCL id, or made for this under mpirun: zero/launch.h). Only this control plane goes
+// NCCL id, or made for this under mpirun: dist/launch.h). Only this control plane goes
 // there; every tensor still travels over NCCL or MPI (torchrun's store and NCCL's own
 // bootstrap are TCP side channels of the same kind). Each rank runs one thread that sends
 // a small heartbeat every second and watches what arrives:

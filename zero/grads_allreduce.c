@@ -1,4 +1,6 @@
-// zero/stage0.c: ZeRO stage 0 = plain data parallelism. Every rank holds every state
+// zero/grads_allreduce.c: the gradient reduction of ZeRO stages 0 and 1 (stage 0 = plain data
+// parallelism; stage 1 reduces the same way, then each rank updates only its partition).
+// Every rank holds every state
 // whole, and every rank must end the step with the gradient summed over ranks. As
 // PyTorch DDP does, the sum is not left to the end of backward: on the step's last
 // micro-batch (earlier ones only accumulate locally, DDP's no_sync), backward announces
@@ -12,7 +14,7 @@
 // gradient is written at both ends of backward).
 #include "zero.h"
 
-void zero_stage0_end_grads(void *ctx, T5Model *m, int unit) {
+void zero_allreduce_end_grads(void *ctx, T5Model *m, int unit) {
     ZeroState *z = ctx;
     if (!z->last_micro || z->comm->world == 1) return;
     const ParamUnit *u = &m->lay.units[unit];

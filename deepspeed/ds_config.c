@@ -1,4 +1,4 @@
-// zero/ds_config.c: DeepSpeed JSON config: key table, loader, "auto" resolution (see
+// deepspeed/ds_config.c: DeepSpeed JSON config: key table, loader, "auto" resolution (see
 // ds_config.h). Defaults and bounds follow DeepSpeed's runtime/config.py, runtime/constants.py,
 // runtime/zero/config.py, runtime/zero/offload_config.py and runtime/lr_schedules.py; the
 // "auto" rules follow transformers' integrations/deepspeed.py (HfTrainerDeepSpeedConfig).

@@ -1,4 +1,4 @@
-// zero/optimizer.h: AdamW over the flat parameter space, as HF Trainer runs
+// optim/adamw.h: AdamW over the flat parameter space, as HF Trainer runs
 // torch.optim.AdamW: weight decay on every tensor except those the layout marks
 // no_decay (norm weights), global-norm gradient clipping with the pre-clip norm
 // reported. Works on any contiguous range [begin, end) of the flat space, so a ZeRO

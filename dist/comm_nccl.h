@@ -1,4 +1,4 @@
-// zero/comm_nccl.h: the NCCL side of zero/comm.h, for GPU ranks (zero/comm_nccl.cu; built
+// dist/comm_nccl.h: the NCCL side of dist/comm.h, for GPU ranks (dist/comm_nccl.cu; built
 // only with CUDA). comm.c calls these when Comm.nccl is set; buffers are device pointers
 // on the backend's stream (kernels/cuda: cuda_stream()), so collectives are ordered with
 // the kernels around them.
@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "comm.h"
-#include "partition.h"
+#include "../zero/partition.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-// data/bleu.c: sacreBLEU-exact corpus BLEU and chrF (see bleu.h). Sources reproduced
+// eval/bleu.c: sacreBLEU-exact corpus BLEU and chrF (see bleu.h). Sources reproduced
 // (sacrebleu 2.6.0): tokenizers/tokenizer_13a.py, tokenizers/tokenizer_re.py,
 // metrics/helpers.py, metrics/bleu.py (compute_bleu), metrics/chrf.py
 // (_compute_f_score, _get_match_statistics), utils.py (my_log), sacrebleu.py (files read as
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "../common/check.h"
-#include "utf8.h"
+#include "../data/utf8.h"
 
 // ---- UTF-8 and Python's whitespace ---------------------------------------------------------
 

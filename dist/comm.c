@@ -1,5 +1,5 @@
-// zero/comm.c: rank start-up and the MPI side of zero/comm.h; GPU ranks are dispatched to
-// zero/comm_nccl.cu.
+// dist/comm.c: rank start-up and the MPI side of dist/comm.h; GPU ranks are dispatched to
+// dist/comm_nccl.cu.
 #include "comm.h"
 
 #include <limits.h>
@@ -15,7 +15,7 @@
 #ifdef T5_HAVE_CUDA
 #include "../kernels/cuda/cuda_ops.h"
 #endif
-#include "partition.h"
+#include "../zero/partition.h"
 
 #define mpiCheck(call)                                                                                  \
     do {                                                                                                \
@@ -42,7 +42,7 @@ void comm_init(Comm *c) {
         const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
         if (!lr || !*lr) lr = getenv("MPI_LOCALRANKID");  // MPICH / Hydra
         c->local_rank = lr && *lr ? atoi(lr) : c->rank;
-        if (c->world > 1) {  // the heartbeat (zero/liveness.h): rank 0's host and port travel over MPI
+        if (c->world > 1) {  // the heartbeat (dist/liveness.h): rank 0's host and port travel over MPI
             LaunchRank0 at;
             int ls = c->rank == 0 ? launch_tcp_listen_any(&at) : -1;
             mpiCheck(MPI_Bcast(&at, (int)sizeof at, MPI_BYTE, 0, MPI_COMM_WORLD));

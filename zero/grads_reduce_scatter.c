@@ -1,4 +1,4 @@
-// zero/stage2.c: ZeRO stage 2 = gradients are partitioned too. Backward announces each
+// zero/grads_reduce_scatter.c: ZeRO stage 2 = gradients are partitioned too. Backward announces each
 // unit (model/params.h: the embedding, one block, a final norm) before it writes the
 // unit's gradient and after its last write (T5UnitHooks). Begin points the unit's
 // gradient at a zeroed work buffer; end reduce-scatters the buffer, in buckets of
@@ -17,7 +17,7 @@
 
 #include "../common/check.h"
 
-void zero_stage2_begin_grads(void *ctx, T5Model *m, int unit) {
+void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit) {
     ZeroState *z = ctx;
     const ParamUnit *u = &m->lay.units[unit];
     void *buf;
@@ -38,7 +38,7 @@ void zero_stage2_begin_grads(void *ctx, T5Model *m, int unit) {
     m->unit_grads[unit] = buf;
 }
 
-void zero_stage2_end_grads(void *ctx, T5Model *m, int unit) {
+void zero_reduce_scatter_end_grads(void *ctx, T5Model *m, int unit) {
     ZeroState *z = ctx;
     const ParamUnit *u = &m->lay.units[unit];
     size_t e = m->elem, n = m->lay.total, step = z->reduce_bucket ? z->reduce_bucket : u->hi - u->lo;

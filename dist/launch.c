@@ -1,4 +1,4 @@
-// zero/launch.c: launcher environments, the TCP rendezvous that carries the NCCL id, and
+// dist/launch.c: launcher environments, the TCP rendezvous that carries the NCCL id, and
 // --num_gpus (see launch.h).
 #include "launch.h"
 

@@ -1,5 +1,5 @@
-// zero/optimizer.c: AdamW over ranges of the flat parameter space (see optimizer.h).
-#include "optimizer.h"
+// optim/adamw.c: AdamW over ranges of the flat parameter space (see adamw.h).
+#include "adamw.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-// data/bleu.h: corpus BLEU and chrF that give sacreBLEU's numbers exactly (sacrebleu 2.6.0
+// eval/bleu.h: corpus BLEU and chrF that give sacreBLEU's numbers exactly (sacrebleu 2.6.0
 // defaults: BLEU with the 13a tokenizer, 4-gram, "exp" smoothing, mixed case; chrF2 with
 // 6 character orders, no word orders, whitespace removed, effective-order averaging).
 //

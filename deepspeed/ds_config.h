@@ -1,4 +1,4 @@
-// zero/ds_config.h: the DeepSpeed JSON config (--deepspeed FILE) as a typed object.
+// deepspeed/ds_config.h: the DeepSpeed JSON config (--deepspeed FILE) as a typed object.
 // Two steps, as HF Trainer + DeepSpeed do:
 //   ds_config_load     parse + check types and bounds; "auto" is kept (is_auto) for now.
 //   ds_config_resolve  fill every "auto" from the flags (HfTrainerDeepSpeedConfig's
