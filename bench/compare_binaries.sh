@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench/compare_binaries.sh: a refactor changes no result and costs no speed. Two train_t5
+# binaries (OLD, NEW) on the GPU machine, in one call, interleaved (old, new, old, new) so that
+# clock drift hits both: the per-step losses of short t5-large trainings (bf16, ZeRO stages 0, 2,
+# 3 and stage 2 with the optimizer offloaded) must be equal, and `train_t5 bench` samples/s at
+# B=16 and B=64 (bf16, src = tgt = 128) are printed side by side with the ratio new/old.
+#   usage (repo root, GPU machine): OLD=path/train_t5 NEW=./train_t5 OUT=dir bash bench/compare_binaries.sh
+set -u
+OLD=${OLD:?OLD=path of the binary before the change}; NEW=${NEW:-./train_t5}
+OUT=${OUT:-/tmp/compare}; mkdir -p "$OUT"; W=/tmp/compare_work; mkdir -p $W
+export LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+S=$OUT/compare.log
+say() { echo "$*" | tee -a "$S"; }
+C="--model t5-large --init random --seed 42 --bf16 --tokenizer_name data/sample/spiece.model --data_dir data/sample
+  --task translation_en_to_ro --max_source_length 128 --max_target_length 128 --per_device_train_batch_size 32
+  --max_steps 8 --logging_steps 1 --do_train --save_strategy no --cache_dir $W/cache --overwrite_output_dir"
+losses() { grep -oE '"(loss|grad_norm)": ?[0-9.e+-]+' "$1" | tr '\n' ' '; }
+same=0; differ=0
+for cfg in none configs/ds_config_zero2.json configs/ds_config_zero3.json configs/ds_config_zero2_offload.json; do
+  ds=""; [ "$cfg" != none ] && ds="--deepspeed $cfg"
+  for tag in old new; do
+    bin=$OLD; [ $tag = new ] && bin=$NEW
+    timeout 200 "$bin" $C $ds --output_dir $W/$tag > $W/train_$tag.log 2>&1
+    echo "rc=$?" >> $W/train_$tag.log
+    cat $W/train_$tag.log >> "$OUT/train_runs.log"
+  done
+  lo=$(losses $W/train_old.log); ln=$(losses $W/train_new.log)
+  if [ -n "$lo" ] && [ "$lo" = "$ln" ]; then same=$((same + 1)); say "SAME   losses, $cfg: $lo"
+  else differ=$((differ + 1)); say "DIFFER losses, $cfg: old [$lo] new [$ln] :: $(grep -E '^error' $W/train_new.log | head -1)"; fi
+done
+say "losses: $same configs equal, $differ differ"
+for b in 16 64; do
+  for rep in 1 2; do
+    for tag in old new; do
+      bin=$OLD; [ $tag = new ] && bin=$NEW
+      r=$(timeout 120 "$bin" bench --model t5-large --init random --batch $b --seq 128 --bf16 --steps 20 --warmup 5 2>&1 | grep RESULT)
+      echo "$tag $r" >> "$OUT/bench.log"
+      sps=$(grep -oE 'samples_per_s=[0-9.]+' <<< "$r" | cut -d= -f2)
+      eval "sps_${tag}_${b}_${rep}=${sps:-0}"
+    done
+  done
+  python3 - "$b" $(eval echo \$sps_old_${b}_1 \$sps_old_${b}_2 \$sps_new_${b}_1 \$sps_new_${b}_2) <<'PY' | tee -a "$S"
+import sys
+b = sys.argv[1]; o1, o2, n1, n2 = map(float, sys.argv[2:])
+o, n = max(o1, o2), max(n1, n2)
+print(f"bench bf16 B={b}: old {o1:.1f}/{o2:.1f}, new {n1:.1f}/{n2:.1f} samples/s; best new/old {n / o if o else 0:.3f}")
+PY
+done
