@@ -3,7 +3,8 @@
 # binaries (OLD, NEW) on the GPU machine, in one call, interleaved (old, new, old, new) so that
 # clock drift hits both: the per-step losses of short t5-large trainings (bf16, ZeRO stages 0, 2,
 # 3 and stage 2 with the optimizer offloaded) must be equal, and `train_t5 bench` samples/s at
-# B=16 and B=64 (bf16, src = tgt = 128) are printed side by side with the ratio new/old.
+# B=16 and B=64 (bf16, src = tgt = 128) are printed side by side with the ratio new/old
+# (REPS [1] alternating runs each).
 #   usage (repo root, GPU machine): OLD=path/train_t5 NEW=./train_t5 OUT=dir bash bench/compare_binaries.sh
 set -u
 OLD=${OLD:?OLD=path of the binary before the change}; NEW=${NEW:-./train_t5}
@@ -30,7 +31,7 @@ for cfg in none configs/ds_config_zero2.json configs/ds_config_zero3.json config
 done
 say "losses: $same configs equal, $differ differ"
 for b in 16 64; do
-  for rep in 1 2; do
+  for rep in $(seq 1 ${REPS:-1}); do
     for tag in old new; do
       bin=$OLD; [ $tag = new ] && bin=$NEW
       r=$(timeout 120 "$bin" bench --model t5-large --init random --batch $b --seq 128 --bf16 --steps 20 --warmup 5 2>&1 | grep RESULT)
@@ -39,10 +40,13 @@ for b in 16 64; do
       eval "sps_${tag}_${b}_${rep}=${sps:-0}"
     done
   done
-  python3 - "$b" $(eval echo \$sps_old_${b}_1 \$sps_old_${b}_2 \$sps_new_${b}_1 \$sps_new_${b}_2) <<'PY' | tee -a "$S"
+  olds=""; news=""
+  for rep in $(seq 1 ${REPS:-1}); do olds="$olds $(eval echo \$sps_old_${b}_$rep)"; news="$news $(eval echo \$sps_new_${b}_$rep)"; done
+  python3 - "$b" "$olds" "$news" <<'PY' | tee -a "$S"
 import sys
-b = sys.argv[1]; o1, o2, n1, n2 = map(float, sys.argv[2:])
-o, n = max(o1, o2), max(n1, n2)
-print(f"bench bf16 B={b}: old {o1:.1f}/{o2:.1f}, new {n1:.1f}/{n2:.1f} samples/s; best new/old {n / o if o else 0:.3f}")
+b, olds, news = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
+o, n = max(olds), max(news)
+print(f"bench bf16 B={b}: old {'/'.join('%.1f' % x for x in olds)}, new {'/'.join('%.1f' % x for x in news)} samples/s; "
+      f"best new/old {n / o if o else 0:.3f}")
 PY
 done
