@@ -14,6 +14,7 @@
 
 #include "../common/check.h"
 #include "../common/flags.h"
+#include "../optim/adamw.h"
 
 // enum fields are written through int pointers by the table
 _Static_assert(sizeof(ZeroStage) == sizeof(int), "ZeroStage must be int-sized");
@@ -178,7 +179,7 @@ static const KeySpec k_keys[] = {
     {.path = "optimizer.params.betas", .kind = K_BETAS, .off = O(optimizer.betas), .fl = F_AUTO,
      .dflt_text = "[0.9,0.999]",
      .doc = "[beta1, beta2], each in [0, 1) (default [0.9, 0.999]; HF: --adam_beta1, --adam_beta2)"},
-    NUM("optimizer.params.eps", optimizer.eps, 0, INF, 1e-8, F_AUTO | F_LO_OPEN, "Adam epsilon (HF: --adam_epsilon)"),
+    NUM("optimizer.params.eps", optimizer.eps, 0, INF, ADAMW_HF_EPS, F_AUTO | F_LO_OPEN, "Adam epsilon (HF: --adam_epsilon)"),
     NUM("optimizer.params.weight_decay", optimizer.weight_decay, 0, INF, 0, F_AUTO,
         "decoupled weight decay (HF: --weight_decay)"),
     BOOL("optimizer.params.torch_adam", optimizer.torch_adam, 0, F_NOOP,
@@ -595,8 +596,8 @@ static void set_defaults(DsConfig *c) {
         default: break;
         }
     }
-    c->optimizer.betas[0].v = 0.9;
-    c->optimizer.betas[1].v = 0.999;
+    c->optimizer.betas[0].v = ADAMW_HF_BETA1;
+    c->optimizer.betas[1].v = ADAMW_HF_BETA2;
 }
 
 static const char *stage_name(ZeroStage s) {
@@ -749,12 +750,12 @@ DsResolveArgs ds_resolve_args_default(void) {
     a.per_device_train_batch_size = 8;
     a.gradient_accumulation_steps = 1;
     a.world_size = 1;
-    a.learning_rate = 5e-5;
-    a.adam_beta1 = 0.9;
-    a.adam_beta2 = 0.999;
-    a.adam_epsilon = 1e-8;
-    a.weight_decay = 0.0;
-    a.max_grad_norm = 1.0;
+    a.learning_rate = ADAMW_HF_LR;  // optim/adamw.h: HF's defaults
+    a.adam_beta1 = ADAMW_HF_BETA1;
+    a.adam_beta2 = ADAMW_HF_BETA2;
+    a.adam_epsilon = ADAMW_HF_EPS;
+    a.weight_decay = ADAMW_HF_WEIGHT_DECAY;
+    a.max_grad_norm = ADAMW_HF_MAX_GRAD_NORM;
     return a;
 }
 

@@ -12,6 +12,7 @@
 #include "../common/flags.h"
 #include "../model/hf_cache.h"
 #include "../dist/launch.h"
+#include "../optim/adamw.h"
 #include "../optim/lr_schedule.h"
 #include "device.h"
 
@@ -31,11 +32,12 @@ TrainArgs train_args_default(void) {
     a.per_device_train_batch_size = 8;
     a.per_device_eval_batch_size = 8;
     a.gradient_accumulation_steps = 1;
-    a.learning_rate = 5e-5;
-    a.adam_beta1 = 0.9;
-    a.adam_beta2 = 0.999;
-    a.adam_epsilon = 1e-8;
-    a.max_grad_norm = 1.0;
+    a.learning_rate = ADAMW_HF_LR;  // optim/adamw.h: HF's optimizer defaults, one table
+    a.adam_beta1 = ADAMW_HF_BETA1;
+    a.adam_beta2 = ADAMW_HF_BETA2;
+    a.adam_epsilon = ADAMW_HF_EPS;
+    a.weight_decay = ADAMW_HF_WEIGHT_DECAY;
+    a.max_grad_norm = ADAMW_HF_MAX_GRAD_NORM;
     a.lr_scheduler_type = "linear";
     a.optim = "adamw_torch";
     a.num_train_epochs = 3.0;
