@@ -145,10 +145,8 @@ static int test_bad_loads(void) {
     return n;
 }
 
-// Errors found while resolving against the flags. Returns the number of cases.
-static int test_bad_resolves(void) {
-    int n = 0;
-    BadResolve r[16];
+// The configs that fail while resolving against the flags, with the flags; returns how many.
+static int bad_resolve_cases(BadResolve r[16]) {
     int nr = 0;
     DsResolveArgs d = ds_resolve_args_default();
 #define ADD(nm, js, needle1_, needle2_) \
@@ -224,6 +222,14 @@ static int test_bad_resolves(void) {
         "{\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"total_num_steps\": 1000}}}",
         "\"scheduler.params.total_num_steps\" is 1000", "100 optimizer steps");
 #undef ADD
+    return nr;
+}
+
+// Errors found while resolving against the flags. Returns the number of cases.
+static int test_bad_resolves(void) {
+    int n = 0;
+    BadResolve r[16];
+    int nr = bad_resolve_cases(r);
     for (int i = 0; i < nr; i++) {
         Job j = {.path = write_tmp(r[i].name, r[i].json), .a = r[i].a, .resolve = 1};
         test_expect_error(r[i].name, job_fn, &j, r[i].needle1, r[i].needle2);
