@@ -17,6 +17,7 @@
 #include "data/prepare_cmd.h"
 #include "model/hf_dir.h"
 #include "model/load.h"
+#include "optim/adamw.h"
 #include "trainer/args.h"
 #include "trainer/bench.h"
 #include "trainer/estimate.h"
@@ -39,11 +40,11 @@ static Args args_default(void) {
     a.lr_scheduler_type = "linear";
     a.seed = 42;
     a.steps = 10;
-    a.learning_rate = 5e-5f;
-    a.adam_beta1 = 0.9f;
-    a.adam_beta2 = 0.999f;
-    a.adam_epsilon = 1e-8f;
-    a.max_grad_norm = 1.0f;
+    a.learning_rate = ADAMW_HF_LR;  // optim/adamw.h: HF's defaults
+    a.adam_beta1 = ADAMW_HF_BETA1;
+    a.adam_beta2 = ADAMW_HF_BETA2;
+    a.adam_epsilon = ADAMW_HF_EPS;
+    a.max_grad_norm = ADAMW_HF_MAX_GRAD_NORM;
     a.dropout_rate = -1.0f;  // -1: keep the config's
     return a;
 }

@@ -11,6 +11,12 @@
 void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadOptions opt) {
     T5Config cfg;
     int has_weights = hf_resolve_model(model_arg, &cfg);
+    model_load_resolved(m, model_arg, &cfg, has_weights, be, opt);
+}
+
+void model_load_resolved(T5Model *m, const char *model_arg, const T5Config *resolved, int has_weights,
+                         const Backend *be, ModelLoadOptions opt) {
+    T5Config cfg = *resolved;
     if (!has_weights && !opt.init_random)
         t5_fail("--model \"%s\" is a preset with no local weights; pass a model directory, or --init random to "
                 "train from a random initialization", model_arg);

@@ -16,3 +16,7 @@ typedef struct {
 } ModelLoadOptions;
 
 void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadOptions opt);
+// The same with model_arg's config already resolved (hf_resolve_model's cfg and return
+// value): the trainer parses config.json once, at start-up (trainer/plan.c).
+void model_load_resolved(T5Model *m, const char *model_arg, const T5Config *cfg, int has_weights,
+                         const Backend *be, ModelLoadOptions opt);

@@ -8,8 +8,9 @@
 #include "../kernels/cpu/cpu_ops.h"
 
 AdamWConfig adamw_default_config(void) {
-    AdamWConfig c = {.lr = 5e-5f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f,
-                     .max_grad_norm = 1.0f};
+    AdamWConfig c = {.lr = (float)ADAMW_HF_LR, .beta1 = (float)ADAMW_HF_BETA1, .beta2 = (float)ADAMW_HF_BETA2,
+                     .eps = (float)ADAMW_HF_EPS, .weight_decay = (float)ADAMW_HF_WEIGHT_DECAY,
+                     .max_grad_norm = (float)ADAMW_HF_MAX_GRAD_NORM};
     return c;
 }
 

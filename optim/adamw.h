@@ -11,12 +11,21 @@
 #include "../kernels/backend.h"
 #include "../model/params.h"
 
+// HF TrainingArguments' optimizer defaults, which DeepSpeed's optimizer.params share: the
+// one table every default comes from (trainer/args.c, deepspeed/, train_t5.c, adamw.c).
+#define ADAMW_HF_LR 5e-5
+#define ADAMW_HF_BETA1 0.9
+#define ADAMW_HF_BETA2 0.999
+#define ADAMW_HF_EPS 1e-8
+#define ADAMW_HF_WEIGHT_DECAY 0.0
+#define ADAMW_HF_MAX_GRAD_NORM 1.0
+
 typedef struct {
     float lr;            // base learning rate (the schedule scales it)
-    float beta1, beta2;  // HF defaults 0.9, 0.999
-    float eps;           // HF default 1e-8
-    float weight_decay;  // HF default 0.0
-    float max_grad_norm; // HF default 1.0; <= 0 disables clipping
+    float beta1, beta2;  // HF defaults ADAMW_HF_BETA1, ADAMW_HF_BETA2
+    float eps;           // HF default ADAMW_HF_EPS
+    float weight_decay;  // HF default ADAMW_HF_WEIGHT_DECAY
+    float max_grad_norm; // HF default ADAMW_HF_MAX_GRAD_NORM; <= 0 disables clipping
 } AdamWConfig;
 
 typedef struct {

@@ -365,6 +365,28 @@ SLURM_NTASKS=2 SLURM_PROCID=0 SLURM_LOCALID=0 expect_train_error "Slurm w/o ADDR
   --data_dir "$T/d_ok"
 WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 expect_train_error "torchrun, cpu ranks" \
   "mpirun" --do_train --data_dir "$T/d_ok" --device cpu
+# flag errors (trainer/plan.c, trainer/args.c): before --output_dir is created, the tokenizer
+# loaded or the data tokenized (its --cache_dir is never made) and the model loaded
+expect_flag_error() { # NAME NEEDLE MODEL TRAINER-ARGS...
+  local name=$1 needle=$2 model=$3; shift 3
+  n_out=$((n_out + 1))
+  local out="$T/out$n_out" cache="$T/flagcache$n_out"
+  expect_error_cmd "$name" "$needle" --model "$model" --tokenizer_name "$TOK" --cache_dir "$cache" \
+    --output_dir "$out" --max_steps 2 --per_device_train_batch_size 4 --do_train --data_dir "$T/d_ok" "$@"
+  [ -e "$out" ] && notok "$name: --output_dir $out exists after the error"
+  [ -e "$cache" ] && notok "$name: the data was tokenized ($cache exists) before the flag error"
+  return 0
+}
+expect_flag_error "flag: bad sampler" "--sampler" "$TM" --sampler shuffled
+expect_flag_error "flag: bad lr sched" "--lr_scheduler_type" "$TM" --lr_scheduler_type polynomial
+expect_flag_error "flag: eval_strategy" "--eval_strategy" "$TM" --eval_strategy often
+expect_flag_error "flag: save_strategy" "--save_strategy" "$TM" --save_strategy often
+expect_flag_error "flag: bad init" "--init" "$TM" --init zeros
+expect_flag_error "flag: optim" "--optim sgd" "$TM" --optim sgd
+expect_flag_error "flag: bare preset" "preset with no local weights" t5-small
+expect_flag_error "flag: no model dir" "$T/nomodel" "$T/nomodel"
+mkdir -p "$T/nocfg"
+expect_flag_error "flag: no config.json" "config.json" "$T/nocfg"
 expect_error_cmd "non-empty output_dir" "--overwrite_output_dir" --model "$TM" --tokenizer_name "$TOK" --do_train \
   --data_dir "$T/d_ok" --output_dir "$T/busy"
 [ "$(ls "$T/busy")" = "file.txt" ] || notok "non-empty output_dir: its contents changed"

@@ -13,7 +13,7 @@
 typedef void (*FailFn)(const void *arg);
 extern void __lsan_disable(void) __attribute__((weak));
 
-static void test_expect_error(const char *what, FailFn fn, const void *arg, const char *needle1,
+static inline void test_expect_error(const char *what, FailFn fn, const void *arg, const char *needle1,
                               const char *needle2) {
     int fds[2];
     if (pipe(fds) != 0) {

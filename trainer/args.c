@@ -12,6 +12,7 @@
 #include "../common/flags.h"
 #include "../model/hf_cache.h"
 #include "../dist/launch.h"
+#include "../optim/adamw.h"
 #include "../optim/lr_schedule.h"
 #include "device.h"
 
@@ -31,11 +32,12 @@ TrainArgs train_args_default(void) {
     a.per_device_train_batch_size = 8;
     a.per_device_eval_batch_size = 8;
     a.gradient_accumulation_steps = 1;
-    a.learning_rate = 5e-5;
-    a.adam_beta1 = 0.9;
-    a.adam_beta2 = 0.999;
-    a.adam_epsilon = 1e-8;
-    a.max_grad_norm = 1.0;
+    a.learning_rate = ADAMW_HF_LR;  // optim/adamw.h: HF's optimizer defaults, one table
+    a.adam_beta1 = ADAMW_HF_BETA1;
+    a.adam_beta2 = ADAMW_HF_BETA2;
+    a.adam_epsilon = ADAMW_HF_EPS;
+    a.weight_decay = ADAMW_HF_WEIGHT_DECAY;
+    a.max_grad_norm = ADAMW_HF_MAX_GRAD_NORM;
     a.lr_scheduler_type = "linear";
     a.optim = "adamw_torch";
     a.num_train_epochs = 3.0;
@@ -469,7 +471,15 @@ static void resolve_device(TrainArgs *a, const TrainFlag *t, const char **given,
         t5_fail("--device \"%s\": expected cpu or cuda", a->device);
 }
 
-void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
+// Which flags the user set (by any of their names), for the checks that depend on it.
+typedef struct {
+    int num_gpus, warmup_ratio;
+    int predict_with_generate;
+} GivenFlags;
+
+// The table parse: values into *a, refused flags judged, the --deepspeed "auto" mask, the
+// device. Returns 0 for --help.
+static int parse_table(TrainArgs *a, int argc, char **argv, int start, GivenFlags *g) {
     int n;
     TrainFlag *t = flag_table(a, &n);
     FlagSpec *specs = mallocCheck((size_t)n * sizeof *specs);
@@ -480,7 +490,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (a->help) {
         free(given);
         free(t);
-        return;
+        return 0;
     }
     judge_roles(a, t, given, n);
 
@@ -503,14 +513,17 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     };
     for (int i = 0; i < COUNT(ds_bits); i++)
         if (given_for(t, given, n, (char *)a + ds_bits[i].offset, NULL)) a->ds_flag_mask |= ds_bits[i].bit;
-    int num_gpus_given = given_for(t, given, n, &a->num_gpus, NULL) != NULL;
-    int warmup_ratio_given = given_for(t, given, n, &a->warmup_ratio, NULL) != NULL;
-    const TrainFlag *pwg = given_for(t, given, n, &a->predict_with_generate, NULL);
+    g->num_gpus = given_for(t, given, n, &a->num_gpus, NULL) != NULL;
+    g->warmup_ratio = given_for(t, given, n, &a->warmup_ratio, NULL) != NULL;
+    g->predict_with_generate = given_for(t, given, n, &a->predict_with_generate, NULL) != NULL;
     resolve_device(a, t, given, n);
     free(given);
     free(t);
+    return 1;
+}
 
-    // ---- required and contradictory ----
+// Required flags and contradictory pairs; a hub name found in the HF cache.
+static void check_required(TrainArgs *a) {
     if (!a->model) t5_fail("--model is required (a model directory, or a preset name such as t5-small with --init random)");
     // a hub name transformers has downloaded: its cached snapshot, as from_pretrained finds it
     const char **names[] = {&a->model, &a->tokenizer_name};
@@ -540,8 +553,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
         t5_fail("--do_eval needs data: --data_dir DIR (val.source/val.target) or --validation_file FILE");
     if (a->do_predict && !a->data_dir && !a->test_file)
         t5_fail("--do_predict needs data: --data_dir DIR (test.source/test.target) or --test_file FILE");
+}
 
-    // ---- ranges ----
+// Ranges; --warmup_steps below 1 is a ratio (HF 5.17).
+static void check_ranges(TrainArgs *a, const GivenFlags *g) {
     if (a->per_device_train_batch_size < 1) t5_fail("--per_device_train_batch_size %d: must be >= 1", a->per_device_train_batch_size);
     if (a->per_device_eval_batch_size < 1) t5_fail("--per_device_eval_batch_size %d: must be >= 1", a->per_device_eval_batch_size);
     if (a->gradient_accumulation_steps < 1) t5_fail("--gradient_accumulation_steps %d: must be >= 1", a->gradient_accumulation_steps);
@@ -555,7 +570,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     // HF 5.17: --warmup_steps below 1 is a ratio of all steps (it has no --warmup_ratio any more)
     if (!(a->warmup_steps_arg >= 0)) t5_fail("--warmup_steps %g: must be >= 0", a->warmup_steps_arg);
     if (a->warmup_steps_arg > 0 && a->warmup_steps_arg < 1) {
-        if (warmup_ratio_given && a->warmup_ratio != a->warmup_steps_arg)
+        if (g->warmup_ratio && a->warmup_ratio != a->warmup_steps_arg)
             t5_fail("--warmup_steps %g (a ratio, below 1) and --warmup_ratio %g contradict each other: pick one",
                     a->warmup_steps_arg, a->warmup_ratio);
         a->warmup_ratio = a->warmup_steps_arg;
@@ -584,8 +599,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (a->ddp_timeout < 1) t5_fail("--ddp_timeout %d: must be >= 1 second", a->ddp_timeout);
     if (strcmp(a->init, "pretrained") != 0 && strcmp(a->init, "random") != 0)
         t5_fail("--init \"%s\": expected pretrained or random", a->init);
+}
 
-    // ---- optimizer and schedule ----
+// --optim (AdamW by any name) and --lr_scheduler_type.
+static void check_optim_schedule(TrainArgs *a) {
     static const char *const adamw[] = {"adamw_torch", "adamw_torch_fused", "adamw_hf", "adamw_apex_fused"};
     if (!one_of(a->optim, adamw, COUNT(adamw))) {
         if (!strcmp(a->optim, "adafactor")) t5_fail("--optim adafactor: Adafactor is not built; train_t5's optimizer is AdamW");
@@ -597,8 +614,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (!lr_schedule_parse(a->lr_scheduler_type, &lr_type))
         t5_fail("--lr_scheduler_type \"%s\": not built; expected linear, constant, constant_with_warmup or cosine",
                 a->lr_scheduler_type);
+}
 
-    // ---- logging, evaluation, saving (HF 5.17's DefaultFlowCallback) ----
+// Logging, evaluation, saving (HF 5.17's DefaultFlowCallback), --report_to, generation.
+static void check_strategies(TrainArgs *a, const GivenFlags *g) {
     static const char *const strategies[] = {"no", "steps", "epoch"};
     if (!one_of(a->logging_strategy, strategies, 3))
         t5_fail("--logging_strategy \"%s\": expected steps, epoch or no", a->logging_strategy);
@@ -630,12 +649,14 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
                     "trainer_state.json's log_history", a->report_to);
     }
     if (a->prediction_loss_only && a->predict_with_generate) {
-        if (pwg) notice_add(a, "NOTICE: --predict_with_generate is off: %s%s", "--prediction_loss_only reports the loss only ",
+        if (g->predict_with_generate) notice_add(a, "NOTICE: --predict_with_generate is off: %s%s", "--prediction_loss_only reports the loss only ",
                             "(as HF's Seq2SeqTrainer)");
         a->predict_with_generate = 0;
     }
+}
 
-    // ---- sampler ----
+// --sampler and the flags that pick one (HF 5.17, HF 4.x, finetune_trainer.py).
+static void resolve_sampler(TrainArgs *a) {
     if (a->train_sampling_strategy) {
         static const char *const ok[] = {"random", "sequential"};
         if (!strcmp(a->train_sampling_strategy, "group_by_length")) a->group_by_length = 1;
@@ -662,7 +683,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (!a->sampler) a->sampler = "random";
     static const char *const samplers[] = {"random", "sequential", "sortish"};
     if (!one_of(a->sampler, samplers, 3)) t5_fail("--sampler \"%s\": expected random, sequential or sortish", a->sampler);
+}
 
+// run_translation.py's prefix warning; the precision of an eval-only run.
+static void resolve_precision(TrainArgs *a) {
     // ---- data: run_translation.py's warning ----
     if ((a->train_file || a->validation_file || a->test_file) && !a->source_prefix && !a->task)
         notice_add(a, "WARNING: %s%s", "You're running a t5 model but didn't provide a source prefix, which is expected, "
@@ -683,79 +707,30 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (a->fp16 && !a->fp16_from) a->fp16_from = "--fp16";
     if (a->bf16 && !a->bf16_from) a->bf16_from = "--bf16";
     if (a->fp16 && a->bf16) t5_fail("%s and %s contradict each other: pick one", a->fp16_from, a->bf16_from);
+}
 
-    // ---- launchers ----
+// --num_gpus / --local_rank; --max_gpu_memory.
+static void check_launchers(const TrainArgs *a, const GivenFlags *g) {
     if (a->num_gpus > 0 && a->local_rank != -1)
         t5_fail("--num_gpus %d and --local_rank %d contradict each other: --num_gpus gives each rank it starts its own "
                 "local rank; drop --local_rank", a->num_gpus, a->local_rank);
     launch_use_local_rank_flag(a->local_rank);  // checked against LOCAL_RANK; comm_init reads LOCAL_RANK
-    if (num_gpus_given && a->num_gpus < 1)
+    if (g->num_gpus && a->num_gpus < 1)
         t5_fail("--num_gpus %d: must be >= 1 (the number of GPU ranks to start on this host)", a->num_gpus);
     if (a->max_gpu_memory < 0) t5_fail("--max_gpu_memory %g: must be > 0 GiB", a->max_gpu_memory);
+}
+
+void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
+    GivenFlags g = {0};
+    if (!parse_table(a, argc, argv, start, &g)) return;  // --help
+    check_required(a);
+    check_ranges(a, &g);
+    check_optim_schedule(a);
+    check_strategies(a, &g);
+    resolve_sampler(a);
+    resolve_precision(a);
+    check_launchers(a, &g);
     // the device checks need --deepspeed's precision: train_args_check_device, after the config loads
-}
-
-void train_args_take_ds_precision(TrainArgs *a, const DsConfig *c) {
-    static char fp16_from[DS_PATH_MAX + 32], bf16_from[DS_PATH_MAX + 32];
-    if (c->fp16.enabled.is_set && !c->fp16.enabled.is_auto && c->fp16.enabled.v && !(a->ds_flag_mask & DS_FLAG_FP16)) {
-        snprintf(fp16_from, sizeof fp16_from, "%s: fp16.enabled", c->file);
-        a->fp16 = 1;
-        a->fp16_from = fp16_from;
-    }
-    if (c->bf16.enabled.is_set && !c->bf16.enabled.is_auto && c->bf16.enabled.v && !(a->ds_flag_mask & DS_FLAG_BF16)) {
-        snprintf(bf16_from, sizeof bf16_from, "%s: bf16.enabled", c->file);
-        a->bf16 = 1;
-        a->bf16_from = bf16_from;
-    }
-}
-
-static int from_config(const char *from) { return strstr(from, ": ") != NULL; }
-
-void train_args_check_device(const TrainArgs *a) {
-    int cuda = !strcmp(a->device, "cuda"), defaulted = !strncmp(a->device_from, "default", 7);
-    if (a->num_gpus > 0 && (!cuda || device_gpu_count() < a->num_gpus)) {
-        int gpus = device_gpu_count();
-        if (!device_cuda_built())
-            t5_fail("--num_gpus %d: this train_t5 was built without CUDA (nvcc not found at build time); HINT: to train "
-                    "on the CPU drop --num_gpus (one rank), or run CPU ranks under mpirun: mpirun -np %d ./train_t5 ... "
-                    "--device cpu", a->num_gpus, a->num_gpus);
-        if (!cuda && !defaulted)
-            t5_fail("--num_gpus %d with %s: --num_gpus starts GPU ranks (NCCL); several CPU ranks run only under "
-                    "mpirun (MPI is their transport): mpirun -np %d ./train_t5 ... --device cpu", a->num_gpus,
-                    a->device_from, a->num_gpus);
-        if (gpus == 0)
-            t5_fail("--num_gpus %d: no GPU is visible (the CUDA runtime finds none; CUDA_VISIBLE_DEVICES=%s); HINT: to "
-                    "train on the CPU drop --num_gpus (one rank), or run CPU ranks under mpirun: mpirun -np %d "
-                    "./train_t5 ... --device cpu", a->num_gpus,
-                    getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "(unset)", a->num_gpus);
-        t5_fail("--num_gpus %d: only %d GPU%s visible; HINT: --num_gpus %d, or check CUDA_VISIBLE_DEVICES", a->num_gpus,
-                gpus, gpus == 1 ? " is" : "s are", gpus);
-    }
-    if (cuda && !device_cuda_built())
-        t5_fail("--device cuda: this train_t5 was built without CUDA (nvcc not found at build time; see make's "
-                "feature line)");
-    if (cuda && device_gpu_count() == 0)
-        t5_fail("--device cuda: no GPU is visible (the CUDA runtime finds none; CUDA_VISIBLE_DEVICES=%s); HINT: drop "
-                "--device to train on the CPU, or check nvidia-smi", getenv("CUDA_VISIBLE_DEVICES") ?
-                getenv("CUDA_VISIBLE_DEVICES") : "(unset)");
-    const char *p16 = a->fp16 ? a->fp16_from : a->bf16 ? a->bf16_from : NULL;
-    if (p16 && !cuda) {
-        if (from_config(p16))
-            t5_fail("%s is true, which needs a GPU (--device cuda), but the device is cpu (%s); HINT: set it to \"auto\" "
-                    "(it follows --%s) or false to train in fp32 on the CPU", p16, a->device_from, a->fp16 ? "fp16" : "bf16");
-        t5_fail("%s needs a GPU (--device cuda), but the device is cpu (%s): the CPU backend is the fp32 reference", p16,
-                a->device_from);
-    }
-    if (a->max_gpu_memory > 0 && !cuda)
-        t5_fail("--max_gpu_memory caps GPU memory: it needs a GPU (--device cuda), but the device is cpu (%s)",
-                a->device_from);
-    // full evaluation in 16 bits after training in another precision: one backend per run
-    if ((a->fp16_full_eval && !a->fp16) || (a->bf16_full_eval && !a->bf16))
-        t5_fail("--%s_full_eval after training in %s: switching precision between training and evaluation is not "
-                "built; HINT: train with --%s (its evaluation runs in %s too), or evaluate in a run of its own with "
-                "--do_eval --%s_full_eval", a->fp16_full_eval ? "fp16" : "bf16", a->fp16 ? "fp16" : a->bf16 ? "bf16" : "fp32",
-                a->fp16_full_eval ? "fp16" : "bf16", a->fp16_full_eval ? "fp16" : "bf16",
-                a->fp16_full_eval ? "fp16" : "bf16");
 }
 
 int train_args_label_length(const TrainArgs *a, int is_test) {

@@ -125,36 +125,115 @@ static void synthetic_batch(int B, int S, int V, uint64_t seed, int *ids, int *m
     t5_shift_right(labels, dec, B, S, 0, 0);
 }
 
-int bench_main(int argc, char **argv, int start) {
-    BenchArgs a = {.model = "t5-large", .init = "random", .device = "cuda", .batch = 16, .seq = 128, .steps = 20,
-                   .warmup = 5, .seed = 42, .local_rank = -1};
+// The flags; 0 for --help (printed).
+static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
+    *a = (BenchArgs){.model = "t5-large", .init = "random", .device = "cuda", .batch = 16, .seq = 128, .steps = 20,
+                     .warmup = 5, .seed = 42, .local_rank = -1};
     FlagSpec specs[] = {
-        {"model", FLAG_STRING, &a.model, "preset or model directory (t5-large)"},
-        {"init", FLAG_STRING, &a.init, "random (default) or pretrained"},
-        {"device", FLAG_STRING, &a.device, "cuda (default) or cpu"},
-        {"batch", FLAG_INT, &a.batch, "micro-batch per rank (16)"},
-        {"seq", FLAG_INT, &a.seq, "source = target tokens (128)"},
-        {"steps", FLAG_INT, &a.steps, "timed steps (20)"},
-        {"warmup", FLAG_INT, &a.warmup, "untimed steps first (5)"},
-        {"bf16", FLAG_BOOL, &a.bf16, "bf16 mixed precision"},
-        {"fp16", FLAG_BOOL, &a.fp16, "fp16 mixed precision + dynamic loss scaling"},
-        {"gradient_checkpointing", FLAG_BOOL, &a.gradient_checkpointing, "recompute block activations"},
-        {"max_gpu_memory", FLAG_FLOAT, &a.max_gpu_memory, "cap on GPU memory, GiB"},
-        {"find_max_batch", FLAG_BOOL, &a.find_max_batch, "largest batch (multiple of 8) that fits the cap"},
-        {"deepspeed", FLAG_STRING, &a.deepspeed, "DeepSpeed JSON config: its ZeRO stage, buckets, optimizer, fp16"},
-        {"num_gpus", FLAG_INT, &a.num_gpus, "start N GPU ranks on this host (each runs --batch samples)"},
-        {"local_rank", FLAG_INT, &a.local_rank, "GPU index; deepspeed/torch.distributed.launch pass it; must equal LOCAL_RANK"},
-        {"local-rank", FLAG_INT, &a.local_rank, "alias of --local_rank"},
-        {"seed", FLAG_INT, &a.seed, "seed"},
-        {"help", FLAG_BOOL, &a.help, "this help"},
+        {"model", FLAG_STRING, &a->model, "preset or model directory (t5-large)"},
+        {"init", FLAG_STRING, &a->init, "random (default) or pretrained"},
+        {"device", FLAG_STRING, &a->device, "cuda (default) or cpu"},
+        {"batch", FLAG_INT, &a->batch, "micro-batch per rank (16)"},
+        {"seq", FLAG_INT, &a->seq, "source = target tokens (128)"},
+        {"steps", FLAG_INT, &a->steps, "timed steps (20)"},
+        {"warmup", FLAG_INT, &a->warmup, "untimed steps first (5)"},
+        {"bf16", FLAG_BOOL, &a->bf16, "bf16 mixed precision"},
+        {"fp16", FLAG_BOOL, &a->fp16, "fp16 mixed precision + dynamic loss scaling"},
+        {"gradient_checkpointing", FLAG_BOOL, &a->gradient_checkpointing, "recompute block activations"},
+        {"max_gpu_memory", FLAG_FLOAT, &a->max_gpu_memory, "cap on GPU memory, GiB"},
+        {"find_max_batch", FLAG_BOOL, &a->find_max_batch, "largest batch (multiple of 8) that fits the cap"},
+        {"deepspeed", FLAG_STRING, &a->deepspeed, "DeepSpeed JSON config: its ZeRO stage, buckets, optimizer, fp16"},
+        {"num_gpus", FLAG_INT, &a->num_gpus, "start N GPU ranks on this host (each runs --batch samples)"},
+        {"local_rank", FLAG_INT, &a->local_rank, "GPU index; deepspeed/torch.distributed.launch pass it; must equal LOCAL_RANK"},
+        {"local-rank", FLAG_INT, &a->local_rank, "alias of --local_rank"},
+        {"seed", FLAG_INT, &a->seed, "seed"},
+        {"help", FLAG_BOOL, &a->help, "this help"},
     };
     flags_parse(argc, argv, start, specs, (int)(sizeof specs / sizeof specs[0]), "bench");
-    if (a.help) {
+    if (a->help) {
         flags_print_help(specs, (int)(sizeof specs / sizeof specs[0]));
         return 0;
     }
-    if (a.bf16 && a.fp16) t5_fail("bench: --fp16 and --bf16 contradict each other: pick one");
-    if (a.batch < 1 || a.seq < 2 || a.steps < 1 || a.warmup < 0) t5_fail("bench: --batch, --seq, --steps must be positive");
+    if (a->bf16 && a->fp16) t5_fail("bench: --fp16 and --bf16 contradict each other: pick one");
+    if (a->batch < 1 || a->seq < 2 || a->steps < 1 || a->warmup < 0) t5_fail("bench: --batch, --seq, --steps must be positive");
+    return 1;
+}
+
+// The batch to run: --batch, or with --find_max_batch the largest multiple of 8 the memory
+// plan fits under --max_gpu_memory. 0: it does not fit (an "oom" row printed).
+static int bench_pick_batch(BenchArgs *a, const T5Config *cfg, Dtype dt, double flops, int main_rank) {
+    int B = a->batch;
+    if (a->find_max_batch) {
+        if (a->max_gpu_memory <= 0) t5_fail("bench: --find_max_batch needs --max_gpu_memory");
+        int lo_b = 0, hi_b = 8;
+        while (plan_fits(a, cfg, dt, hi_b) && hi_b < 65536) lo_b = hi_b, hi_b *= 2;
+        while (hi_b - lo_b > 8) {
+            int mid = (lo_b + hi_b) / 2 / 8 * 8;
+            if (plan_fits(a, cfg, dt, mid)) lo_b = mid;
+            else hi_b = mid;
+        }
+        if (lo_b == 0) {
+            if (main_rank) print_result(a, 8, 0, flops, NULL, "oom", -1, 0);
+            return 0;
+        }
+        B = lo_b;
+        if (main_rank) printf("largest batch under %.1f GiB by the memory plan: %d\n", a->max_gpu_memory, B);
+    }
+    MemPlan plan = plan_of(a, cfg, dt, B);
+    if (main_rank) planner_print(&plan, a->max_gpu_memory);
+    if (!plan_fits(a, cfg, dt, B)) {
+        if (main_rank) print_result(a, B, 0, flops, NULL, "oom", -1, 0);
+        return 0;
+    }
+    return B;
+}
+
+// warmup + steps training steps on a synthetic batch; the timed steps' seconds, the
+// communication's milliseconds (-1: not timed), the last loss and the skipped steps.
+static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroState *z, LossScaler *scaler,
+                               float lr, int B, double *comm_ms, double *loss, int *skipped) {
+    const Backend *be = m->be;
+    LrSchedule sched = {.type = LR_CONSTANT, .base_lr = lr, .total_steps = a->warmup + a->steps};
+    size_t n = (size_t)B * a->seq;
+    int *ids = mallocCheck(n * sizeof(int)), *mask = mallocCheck(n * sizeof(int));
+    int *labels = mallocCheck(n * sizeof(int)), *dec = mallocCheck(n * sizeof(int));
+    synthetic_batch(B, a->seq, m->cfg.vocab_size, (uint64_t)a->seed + 7919u * (uint64_t)comm->rank, ids, mask, labels,
+                    dec);
+    T5Batch batch = {.B = B, .S = a->seq, .T = a->seq, .input_ids = ids, .attention_mask = mask,
+                     .decoder_input_ids = dec, .labels = labels};
+    double t0 = 0;
+    *loss = 0;
+    *skipped = 0;
+    comm_timing(comm, 1);
+    for (int s = 0; s < a->warmup + a->steps; s++) {
+        if (s == a->warmup) {
+            comm_wait_all(comm);  // stages 1-2: the last step's weight gathers are part of the step
+            device_synchronize(be);
+            comm_barrier(comm);
+            (void)comm_busy_ms(comm);  // the warm-up's communication is not counted
+            t0 = now_seconds();
+        }
+        m->dropout_seed = (uint64_t)s;
+        // every rank's synthetic batch has B x seq labels: the global count needs no collective
+        StepResult r = zero_train_step_tokens(z, &sched, scaler, &batch, 1, 0.0f, (long)B * a->seq * a->world);
+        *loss = r.loss;
+        *skipped += r.skipped;
+    }
+    comm_wait_all(comm);
+    device_synchronize(be);
+    double elapsed = now_seconds() - t0;
+    *comm_ms = comm_busy_ms(comm);
+    comm_timing(comm, 0);
+    free(ids);
+    free(mask);
+    free(labels);
+    free(dec);
+    return elapsed;
+}
+
+int bench_main(int argc, char **argv, int start) {
+    BenchArgs a;
+    if (!bench_parse(&a, argc, argv, start)) return 0;
     if (a.num_gpus > 0) {
         if (strcmp(a.device, "cuda") != 0)
             t5_fail("bench: --num_gpus %d with --device %s: several CPU ranks run only under mpirun", a.num_gpus, a.device);
@@ -173,7 +252,7 @@ int bench_main(int argc, char **argv, int start) {
     T5Config cfg;
     ModelLoadOptions lo = {.init_random = !strcmp(a.init, "random"), .seed = (unsigned long long)a.seed,
                            .defer_weights = 1};
-    hf_resolve_model(a.model, &cfg);  // the config only: plan before allocating anything
+    int has_weights = hf_resolve_model(a.model, &cfg);  // the config only (once): plan before allocating anything
     if (!lo.init_random) cfg.untied_lm_head = hf_probe_untied(a.model);
     AdamWConfig oc = adamw_default_config();
     oc.lr = 1e-4f;
@@ -182,68 +261,21 @@ int bench_main(int argc, char **argv, int start) {
     a.zo.overlap_comm = 1;  // without a config: stage 0 overlapped as DDP (as the trainer)
     if (a.deepspeed) bench_apply_deepspeed(&a, &cfg, &oc, &scaler);
     double flops = planner_flops_per_sample(&cfg, a.seq, a.seq);
-    int B = a.batch;
-    if (a.find_max_batch) {
-        if (a.max_gpu_memory <= 0) t5_fail("bench: --find_max_batch needs --max_gpu_memory");
-        int lo_b = 0, hi_b = 8;
-        while (plan_fits(&a, &cfg, dt, hi_b) && hi_b < 65536) lo_b = hi_b, hi_b *= 2;
-        while (hi_b - lo_b > 8) {
-            int mid = (lo_b + hi_b) / 2 / 8 * 8;
-            if (plan_fits(&a, &cfg, dt, mid)) lo_b = mid;
-            else hi_b = mid;
-        }
-        if (lo_b == 0) {
-            if (main_rank) print_result(&a, 8, 0, flops, NULL, "oom", -1, 0);
-            comm_finalize(&comm);
-            return 0;
-        }
-        B = lo_b;
-        if (main_rank) printf("largest batch under %.1f GiB by the memory plan: %d\n", a.max_gpu_memory, B);
-    }
-    MemPlan plan = plan_of(&a, &cfg, dt, B);
-    if (main_rank) planner_print(&plan, a.max_gpu_memory);
-    if (!plan_fits(&a, &cfg, dt, B)) {
-        if (main_rank) print_result(&a, B, 0, flops, NULL, "oom", -1, 0);
+    int B = bench_pick_batch(&a, &cfg, dt, flops, main_rank);
+    if (!B) {
         comm_finalize(&comm);
         return 0;
     }
-
     const Backend *be = device_backend(a.device, comm.local_rank, a.bf16, a.fp16, a.max_gpu_memory);
     T5Model m;
-    model_load(&m, a.model, be, lo);
+    model_load_resolved(&m, a.model, &cfg, has_weights, be, lo);
     m.gradient_checkpointing = a.gradient_checkpointing;
     ZeroState z;
     zero_init(&z, &m, &comm, &a.zo, &oc);
     t5_plan_activations(&m, B, a.seq, a.seq);
-    LrSchedule sched = {.type = LR_CONSTANT, .base_lr = oc.lr, .total_steps = a.warmup + a.steps};
-    size_t n = (size_t)B * a.seq;
-    int *ids = mallocCheck(n * sizeof(int)), *mask = mallocCheck(n * sizeof(int));
-    int *labels = mallocCheck(n * sizeof(int)), *dec = mallocCheck(n * sizeof(int));
-    synthetic_batch(B, a.seq, m.cfg.vocab_size, (uint64_t)a.seed + 7919u * (uint64_t)comm.rank, ids, mask, labels, dec);
-    T5Batch batch = {.B = B, .S = a.seq, .T = a.seq, .input_ids = ids, .attention_mask = mask,
-                     .decoder_input_ids = dec, .labels = labels};
-    double t0 = 0, loss = 0;
-    int skipped = 0;
-    comm_timing(&comm, 1);
-    for (int s = 0; s < a.warmup + a.steps; s++) {
-        if (s == a.warmup) {
-            comm_wait_all(&comm);  // stages 1-2: the last step's weight gathers are part of the step
-            device_synchronize(be);
-            comm_barrier(&comm);
-            (void)comm_busy_ms(&comm);  // the warm-up's communication is not counted
-            t0 = now_seconds();
-        }
-        m.dropout_seed = (uint64_t)s;
-        // every rank's synthetic batch has B x seq labels: the global count needs no collective
-        StepResult r = zero_train_step_tokens(&z, &sched, &scaler, &batch, 1, 0.0f, (long)B * a.seq * a.world);
-        loss = r.loss;
-        skipped += r.skipped;
-    }
-    comm_wait_all(&comm);
-    device_synchronize(be);
-    double elapsed = now_seconds() - t0;
-    double comm_ms = comm_busy_ms(&comm);
-    comm_timing(&comm, 0);
+    double comm_ms, loss;
+    int skipped;
+    double elapsed = bench_time_steps(&a, &comm, &m, &z, &scaler, oc.lr, B, &comm_ms, &loss, &skipped);
     // samples/s of all ranks together, from rank 0's clock (the step's collectives keep the
     // ranks in step); every rank's allocator peak
     double sps = (double)B * a.world * a.steps / elapsed;
@@ -257,10 +289,6 @@ int bench_main(int argc, char **argv, int start) {
         print_result(&a, B, sps, flops, peaks, "ok", comm_ms >= 0 ? comm_ms / a.steps : -1, 1e3 * elapsed / a.steps);
     }
     free(peaks);
-    free(ids);
-    free(mask);
-    free(labels);
-    free(dec);
     zero_free(&z);
     t5_free(&m);
     comm_finalize(&comm);

@@ -32,7 +32,7 @@ void trainer_save_state(const Run *r, const char *dir) {
     cJSON_AddNumberToObject(st, "num_train_epochs", r->num_epochs);
     cJSON_AddNumberToObject(st, "save_steps", r->a.save_steps);
     cJSON_AddNumberToObject(st, "total_flos", r->total_flos);
-    cJSON_AddNumberToObject(st, "train_batch_size", r->a.per_device_train_batch_size);
+    cJSON_AddNumberToObject(st, "train_batch_size", r->p.micro_batch);
     cJSON_AddNullToObject(st, "trial_name");
     cJSON_AddNullToObject(st, "trial_params");
     char *path = path_join(dir, "trainer_state.json");

@@ -176,6 +176,65 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
     free(ids);
 }
 
+// Rank 0: every batch's record (the ranks' records one after the other in all[0..total)),
+// in batch order; metrics as one rank computes them into v ([0] loss sum, [1] bleu, [2]
+// chrf, [3] generated tokens); predictions_path (may be NULL) written.
+static void evaluate_collect(const TrainArgs *a, const char *all, size_t total, long n_batches,
+                             const char *predictions_path, double v[5]) {
+    const char **at = callocCheck((size_t)(n_batches ? n_batches : 1), sizeof(char *));
+    Cursor cur = {all, all + total};
+    while (cur.p < cur.end) {
+        const char *begin = cur.p;
+        int64_t k = read_record(&cur, a->predict_with_generate, NULL);
+        if (k < 0 || k >= n_batches || at[k])
+            t5_die(__FILE__, __LINE__, "evaluation: a batch came back twice or out of range", "a bug: report it");
+        at[k] = begin;
+    }
+    BleuStats bleu;
+    ChrfStats chrf;
+    bleu_stats_init(&bleu);
+    chrf_stats_init(&chrf);
+    AtomicFile af;
+    FILE *pf = predictions_path ? atomic_open(&af, predictions_path) : NULL;
+    for (long k = 0; k < n_batches; k++) {
+        if (!at[k]) t5_die(__FILE__, __LINE__, "evaluation: a batch did not come back", "a bug: report it");
+        Cursor rc = {at[k], all + total};
+        EvalSink sink = {&bleu, &chrf, pf, 0, 0};
+        read_record(&rc, a->predict_with_generate, &sink);
+        v[0] += sink.weighted;
+        v[3] += sink.gen_tokens;
+    }
+    if (pf) atomic_commit(&af);
+    if (a->predict_with_generate) {
+        v[1] = bleu_stats_score(&bleu).score;
+        v[2] = chrf_stats_score(&chrf);
+    }
+    free(at);
+}
+
+// PREFIX_loss, _bleu, _chrf, _gen_len (run_translation.py rounds them to 4 decimals), _runtime ...
+static cJSON *evaluate_metrics(const char *prefix, int with_generate, const double v[5], long n, long n_batches) {
+    double rt = v[4];
+    cJSON *met = cJSON_CreateObject();
+    char key[64];
+#define ADD_METRIC(name, value)                           \
+    do {                                                  \
+        snprintf(key, sizeof key, "%s_%s", prefix, name); \
+        cJSON_AddNumberToObject(met, key, value);         \
+    } while (0)
+    ADD_METRIC("loss", v[0] / (double)n);
+    if (with_generate) {
+        ADD_METRIC("bleu", round(v[1] * 1e4) / 1e4);
+        ADD_METRIC("chrf", round(v[2] * 1e4) / 1e4);
+        ADD_METRIC("gen_len", round(v[3] / (double)n * 1e4) / 1e4);
+    }
+    ADD_METRIC("runtime", rt);
+    ADD_METRIC("samples_per_second", rt > 0 ? n / rt : 0);
+    ADD_METRIC("steps_per_second", rt > 0 ? n_batches / rt : 0);
+#undef ADD_METRIC
+    return met;
+}
+
 cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const char *predictions_path) {
     const TrainArgs *a = &r->a;
     T5Model *m = &r->m;
@@ -212,38 +271,10 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     // [0] loss sum, [1] bleu, [2] chrf, [3] generated tokens, [4] runtime: rank 0's, then everyone's
     double v[5] = {0};
     if (is_main(r)) {
-        const char **at = callocCheck((size_t)(n_batches ? n_batches : 1), sizeof(char *));
         size_t total = 0;
         for (int q = 0; q < world; q++) total += counts[q];
-        Cursor cur = {all, all + total};  // the ranks' records one after the other
-        while (cur.p < cur.end) {
-            const char *begin = cur.p;
-            int64_t k = read_record(&cur, a->predict_with_generate, NULL);
-            if (k < 0 || k >= n_batches || at[k])
-                t5_die(__FILE__, __LINE__, "evaluation: a batch came back twice or out of range", "a bug: report it");
-            at[k] = begin;
-        }
-        BleuStats bleu;
-        ChrfStats chrf;
-        bleu_stats_init(&bleu);
-        chrf_stats_init(&chrf);
-        AtomicFile af;
-        FILE *pf = predictions_path ? atomic_open(&af, predictions_path) : NULL;
-        for (long k = 0; k < n_batches; k++) {
-            if (!at[k]) t5_die(__FILE__, __LINE__, "evaluation: a batch did not come back", "a bug: report it");
-            Cursor rc = {at[k], all + total};
-            EvalSink sink = {&bleu, &chrf, pf, 0, 0};
-            read_record(&rc, a->predict_with_generate, &sink);
-            v[0] += sink.weighted;
-            v[3] += sink.gen_tokens;
-        }
-        if (pf) atomic_commit(&af);
-        if (a->predict_with_generate) {
-            v[1] = bleu_stats_score(&bleu).score;
-            v[2] = chrf_stats_score(&chrf);
-        }
+        evaluate_collect(a, all, total, n_batches, predictions_path, v);
         v[4] = now_seconds() - t0;
-        free(at);
     }
     free(all);
     free(counts);
@@ -251,24 +282,5 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
         if (!is_main(r)) memset(v, 0, sizeof v);
         comm_allreduce_sum_f64(&r->comm, v, 5);
     }
-    double rt = v[4];
-    cJSON *met = cJSON_CreateObject();
-    char key[64];
-#define ADD_METRIC(name, value)                           \
-    do {                                                  \
-        snprintf(key, sizeof key, "%s_%s", prefix, name); \
-        cJSON_AddNumberToObject(met, key, value);         \
-    } while (0)
-    ADD_METRIC("loss", v[0] / (double)n);
-    if (a->predict_with_generate) {
-        // run_translation.py rounds its metrics to 4 decimals
-        ADD_METRIC("bleu", round(v[1] * 1e4) / 1e4);
-        ADD_METRIC("chrf", round(v[2] * 1e4) / 1e4);
-        ADD_METRIC("gen_len", round(v[3] / (double)n * 1e4) / 1e4);
-    }
-    ADD_METRIC("runtime", rt);
-    ADD_METRIC("samples_per_second", rt > 0 ? n / rt : 0);
-    ADD_METRIC("steps_per_second", rt > 0 ? n_batches / rt : 0);
-#undef ADD_METRIC
-    return met;
+    return evaluate_metrics(prefix, a->predict_with_generate, v, n, n_batches);
 }

@@ -1,6 +1,7 @@
 // trainer/run.h: the state of one `train_t5 --do_train ...` run, shared by the rooms of the
-// trainer: trainer.c (the loop, evaluation, main), deepspeed.c (--deepspeed applied to the
-// run), checkpoint.c (model, trainer_state.json and resumable checkpoints).
+// trainer: trainer.c (the loop, evaluation, main), plan.c and deepspeed.c (the run plan:
+// flags and --deepspeed resolved before anything is written), checkpoint.c (model,
+// trainer_state.json and resumable checkpoints).
 #pragma once
 #include <cjson/cJSON.h>
 
@@ -13,10 +14,12 @@
 #include "../optim/lr_schedule.h"
 #include "../zero/zero.h"
 #include "args.h"
+#include "plan.h"
 #include "progress.h"
 
 typedef struct {
-    TrainArgs a;
+    TrainArgs a;         // the flags as given, with HF's defaults (and --deepspeed's fp16/bf16 "enabled": true)
+    RunPlan p;           // what the run does: the flags and --deepspeed resolved (plan.h)
     DataArgs data;
     T5Model m;
     Spm *spm;
@@ -29,23 +32,10 @@ typedef struct {
     double epoch;        // fractional epoch of the last step
     Progress prog;
     Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
-    // from --deepspeed (trainer_apply_deepspeed): DeepSpeed's scheduler and fp16 loss scaler
-    int has_ds_sched;
-    LrSchedule ds_sched;
-    int has_ds_scaler;
-    LossScaler ds_scaler;
-    DsConfig ds_loaded;  // --deepspeed as loaded (validated before the output dir is touched)
-    ZeroOptions zopt;    // from --deepspeed (stage 0, one collective per reduction, without)
     ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
 } Run;
 
 static inline int is_main(const Run *r) { return r->comm.rank == 0; }  // rank 0 prints and writes
-
-// Optimizer steps of the run, as HF: steps per epoch ceil(ceil(N / (B*world)) / GA).
-int trainer_plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epoch, int *num_epochs);
-
-// trainer/deepspeed.c: load-time --deepspeed (resolve "auto" against the flags, apply).
-void trainer_apply_deepspeed(Run *r, long n_train);
 
 // trainer/evaluate.c: eval/predict over the ranks (collective); metrics on every rank,
 // predictions_path (may be NULL) written by rank 0.

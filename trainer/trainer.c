@@ -1,6 +1,7 @@
 // trainer/trainer.c: the HF Trainer loop, evaluation and `train_t5 --do_train ...`'s main
-// (see trainer.h and docs/TRAINER.md). The run's state is trainer/run.h; --deepspeed is
-// applied in deepspeed.c; models, trainer_state.json and checkpoints are checkpoint.c's.
+// (see trainer.h and docs/TRAINER.md). The run's state is trainer/run.h; what it does is
+// the run plan (plan.c, --deepspeed's part in deepspeed.c), resolved before anything is
+// written; models, trainer_state.json and checkpoints are checkpoint.c's.
 //
 // Step arithmetic, as transformers' Trainer._inner_training_loop:
 //   micro-batches per epoch  M = ceil(N / (B * world))        (no drop_last)
@@ -157,7 +158,7 @@ static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_o
     }
     if (maxS > a->max_source_length) maxS = a->max_source_length;
     int B = 1;
-    if (sets[SPLIT_TRAIN] && a->per_device_train_batch_size > B) B = a->per_device_train_batch_size;
+    if (sets[SPLIT_TRAIN] && r->p.micro_batch > B) B = r->p.micro_batch;
     if ((sets[SPLIT_VAL] || sets[SPLIT_TEST]) && a->per_device_eval_batch_size > B) B = a->per_device_eval_batch_size;
     *B_out = B;
     *S_out = maxS;
@@ -169,17 +170,17 @@ static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_o
 // and the cheapest change that would fit.
 static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int T) {
     const TrainArgs *a = &r->a;
-    MemPlan plan = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, &r->zopt, r->comm.world).gpu;
+    MemPlan plan = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, &r->p.zopt, r->comm.world).gpu;
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s%s; ", B, S, T,
-               r->zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "",
-               r->zopt.offload_optimizer ? ", optimizer offloaded" : "");
+               r->p.zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "",
+               r->p.zopt.offload_optimizer ? ", optimizer offloaded" : "");
         planner_print(&plan, a->max_gpu_memory);
     }
     const double G = 1073741824.0, cap = a->max_gpu_memory * G;
-    if (a->max_gpu_memory <= 0 || (double)plan.total <= cap || strcmp(a->device, "cuda") != 0) return;
+    if (a->max_gpu_memory <= 0 || (double)plan.total <= cap || r->p.device != DEVICE_CUDA) return;
     double states = (double)(plan.params + plan.grads + plan.master + plan.moments);
-    const char *hint = states > 0.6 * cap && !r->zopt.offload_optimizer
+    const char *hint = states > 0.6 * cap && !r->p.zopt.offload_optimizer
                            ? "the model states alone take most of it: offload the optimizer to host memory "
                              "(--deepspeed configs/ds_config_zero2_offload.json) or partition over more ranks"
                        : a->gradient_checkpointing
@@ -201,32 +202,34 @@ static int every_n_steps(double v, int total) {
 // As transformers 5.17's DefaultFlowCallback: step 1 with --logging_first_step, every
 // logging_steps ("steps") or at every epoch's end ("epoch").
 static int should_log(const Run *r, int epoch_end) {
-    const char *s = r->a.logging_strategy;
     if (!epoch_end && r->global_step == 1 && r->a.logging_first_step) return 1;
-    if (!strcmp(s, "steps")) return !epoch_end && r->global_step % r->logging_every == 0;
-    if (!strcmp(s, "epoch")) return epoch_end;
-    return 0;
+    switch (r->p.logging) {
+    case STRATEGY_STEPS: return !epoch_end && r->global_step % r->logging_every == 0;
+    case STRATEGY_EPOCH: return epoch_end;
+    default: return 0;
+    }
 }
 
 // As transformers 5.17: "steps" evaluates every eval_steps and at the last step, "epoch" at
 // every epoch's end; neither before --eval_delay (a step, or an epoch).
 static int should_eval(const Run *r, int epoch_end) {
-    const char *s = r->a.eval_strategy;
-    if (!strcmp(s, "steps"))
+    switch (r->p.eval) {
+    case STRATEGY_STEPS:
         return !epoch_end && r->a.eval_delay <= r->global_step &&
                (r->global_step % r->eval_every == 0 || r->global_step >= r->total_steps);
-    if (!strcmp(s, "epoch")) return epoch_end && r->a.eval_delay <= r->epoch;
-    return 0;
+    case STRATEGY_EPOCH: return epoch_end && r->a.eval_delay <= r->epoch;
+    default: return 0;
+    }
 }
 
 // As transformers 5.17's DefaultFlowCallback: "steps" saves every save_steps AND at the last
 // step; "epoch" at every epoch's end, the last one included.
 static int should_save(const Run *r, int epoch_end) {
-    const char *s = r->a.save_strategy;
-    if (!strcmp(s, "steps"))
-        return !epoch_end && (r->global_step % r->save_every == 0 || r->global_step >= r->total_steps);
-    if (!strcmp(s, "epoch")) return epoch_end;
-    return 0;
+    switch (r->p.save) {
+    case STRATEGY_STEPS: return !epoch_end && (r->global_step % r->save_every == 0 || r->global_step >= r->total_steps);
+    case STRATEGY_EPOCH: return epoch_end;
+    default: return 0;
+    }
 }
 
 static void run_eval_during_training(Run *r, const Dataset *val) {
@@ -234,24 +237,6 @@ static void run_eval_during_training(Run *r, const Dataset *val) {
     cJSON_AddNumberToObject(met, "epoch", r->epoch);
     cJSON_AddNumberToObject(met, "step", r->global_step);
     log_entry(r, met, 1);
-}
-
-int trainer_plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epoch, int *num_epochs) {
-    int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
-    long micro = (N + (long)B * world - 1) / ((long)B * world);
-    int spe = (int)((micro + GA - 1) / GA);
-    if (spe < 1) spe = 1;
-    int total, epochs;
-    if (a->max_steps > 0) {
-        total = a->max_steps;
-        epochs = (a->max_steps + spe - 1) / spe;
-    } else {
-        total = (int)ceil(a->num_train_epochs * spe);
-        epochs = (int)ceil(a->num_train_epochs);
-    }
-    if (steps_per_epoch) *steps_per_epoch = spe;
-    if (num_epochs) *num_epochs = epochs;
-    return total;
 }
 
 // Test hook (tests/test_liveness.c): T5_TEST_STALL_RANK=R T5_TEST_STALL_S=S make rank R's
@@ -265,151 +250,190 @@ static void test_hook_stall(const Run *r) {
     sleep((unsigned)atoi(secs));
 }
 
-static void train(Run *r, const Dataset *ds, const Dataset *val) {
+// The training loop's state across steps, shared by train()'s pieces.
+typedef struct {
+    const Dataset *ds, *val;
+    int B, GA, world, rank;
+    long N, micro_per_epoch;
+    LrSchedule sched;
+    LossScaler scaler;
+    int resume_step;      // steps already taken by the checkpoint: the loop walks past them without computing
+    size_t nonembed;      // HF's floating_point_ops: parameters outside nn.Embedding modules
+    uint64_t *order;      // (N) this epoch's global order
+    Collated *coll;       // (GA) this step's micro-batches
+    T5Batch *micro;       // (GA)
+    uint64_t *idx;        // (B) this rank's slice of a micro-batch
+    uint64_t data_seed;
+    int started;          // --eval_on_start ran (before the first step this invocation computes)
+    double t0, loss_since_log, loss_total;
+    int steps_since_log;
+    long samples;
+} TrainLoop;
+
+// The schedule (the DeepSpeed config's when it has one) and the loss scaler.
+static void train_schedule(const Run *r, TrainLoop *L) {
+    const RunPlan *p = &r->p;
+    L->sched = (LrSchedule){.type = p->lr_type, .base_lr = p->lr, .total_steps = r->total_steps};
+    L->sched.warmup_steps = lr_schedule_warmup_steps(p->warmup_steps, p->warmup_ratio, r->total_steps);
+    if (p->has_ds_sched) L->sched = p->ds_sched;  // the DeepSpeed config's scheduler
+    // fp16: DeepSpeed's dynamic loss scaler with its defaults (initial_scale_power 16,
+    // loss_scale_window 1000, hysteresis 2, min_loss_scale 1); others: no scaling
+    int fp16 = p->precision == PRECISION_FP16;
+    L->scaler = fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
+    if (fp16 && p->has_ds_scaler) L->scaler = p->ds_scaler;  // the config's fp16 block
+}
+
+static void train_print_header(const Run *r, const TrainLoop *L) {
+    if (!is_main(r)) return;
+    printf("***** Running training *****  (%d rank%s)\n", L->world, L->world > 1 ? "s" : "");
+    printf("  Num examples = %ld\n  Num epochs = %d\n  Instantaneous batch size per device = %d\n", L->N,
+           r->num_epochs, L->B);
+    printf("  Total train batch size (w. parallel & accumulation) = %d\n", L->B * L->world * L->GA);
+    printf("  Gradient accumulation steps = %d\n  Total optimization steps = %d\n", L->GA, r->total_steps);
+    printf("  Number of trainable parameters = %zu\n", r->m.lay.total);
+    fflush(stdout);
+}
+
+static void train_begin(Run *r, TrainLoop *L, const Dataset *ds, const Dataset *val) {
     const TrainArgs *a = &r->a;
-    T5Model *m = &r->m;
-    const int world = r->comm.world, rank = r->comm.rank;
-    const int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
-    const long N = (long)ds->count;
-    const long micro_per_epoch = (N + (long)B * world - 1) / ((long)B * world);
-    r->total_steps = trainer_plan_steps(a, N, world, &r->steps_per_epoch, &r->num_epochs);
+    memset(L, 0, sizeof *L);
+    L->ds = ds;
+    L->val = val;
+    L->world = r->comm.world;
+    L->rank = r->comm.rank;
+    L->B = r->p.micro_batch;
+    L->GA = r->p.grad_accum;
+    L->N = (long)ds->count;
+    L->micro_per_epoch = (L->N + (long)L->B * L->world - 1) / ((long)L->B * L->world);
+    r->total_steps = run_plan_steps(&r->p, L->N, L->world, &r->steps_per_epoch, &r->num_epochs);
     r->logging_every = every_n_steps(a->logging_steps, r->total_steps);
     r->eval_every = every_n_steps(a->eval_steps, r->total_steps);
     r->save_every = every_n_steps(a->save_steps, r->total_steps);
-    SamplerType sampler;
-    if (!sampler_parse(a->sampler, &sampler))
-        t5_fail("--sampler \"%s\": expected random, sequential or sortish", a->sampler);
-
-    LrSchedule sched = {.base_lr = a->learning_rate, .total_steps = r->total_steps};
-    if (!lr_schedule_parse(a->lr_scheduler_type, &sched.type))
-        t5_fail("--lr_scheduler_type \"%s\": expected linear, constant, constant_with_warmup or cosine",
-                a->lr_scheduler_type);
-    sched.warmup_steps = lr_schedule_warmup_steps(a->warmup_steps, a->warmup_ratio, r->total_steps);
-    if (r->has_ds_sched) sched = r->ds_sched;  // the DeepSpeed config's scheduler
-    // fp16: DeepSpeed's dynamic loss scaler with its defaults (initial_scale_power 16,
-    // loss_scale_window 1000, hysteresis 2, min_loss_scale 1); others: no scaling
-    LossScaler scaler = a->fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
-    if (a->fp16 && r->has_ds_scaler) scaler = r->ds_scaler;  // the config's fp16 block
-    int resume_step = 0;  // steps already taken by the checkpoint: the loop walks past them without computing
+    train_schedule(r, L);
     if (a->resume_from_checkpoint) {
-        resume_step = trainer_load_state(r, a->resume_from_checkpoint);
-        zero_load_optimizer(&r->zero, &scaler, a->resume_from_checkpoint);
-        r->zero.steps_seen = resume_step;  // the steps the checkpoint took (zero/step.c counts on)
-        if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, resume_step);
+        L->resume_step = trainer_load_state(r, a->resume_from_checkpoint);
+        zero_load_optimizer(&r->zero, &L->scaler, a->resume_from_checkpoint);
+        r->zero.steps_seen = L->resume_step;  // the steps the checkpoint took (zero/step.c counts on)
+        if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, L->resume_step);
     }
-
-    if (is_main(r)) printf("***** Running training *****  (%d rank%s)\n", world, world > 1 ? "s" : "");
-    if (is_main(r)) {
-    printf("  Num examples = %ld\n  Num epochs = %d\n  Instantaneous batch size per device = %d\n", N, r->num_epochs, B);
-    printf("  Total train batch size (w. parallel & accumulation) = %d\n", B * world * GA);
-    printf("  Gradient accumulation steps = %d\n  Total optimization steps = %d\n", GA, r->total_steps);
-    printf("  Number of trainable parameters = %zu\n", m->lay.total);
-    fflush(stdout);
-    }
-
+    train_print_header(r, L);
     // HF's floating_point_ops counts parameters outside nn.Embedding modules: not
     // shared.weight (nor a tied head) and not the relative attention bias tables
-    size_t nonembed = 0;
-    for (int i = 0; i < m->lay.count; i++)
-        if (m->lay.specs[i].kind != PARAM_EMBEDDING && m->lay.specs[i].kind != PARAM_RELBIAS)
-            nonembed += m->lay.specs[i].numel;
-    uint64_t *order = mallocCheck((size_t)N * sizeof(uint64_t));
-    Collated *coll = callocCheck((size_t)GA, sizeof(Collated));
-    T5Batch *micro = callocCheck((size_t)GA, sizeof(T5Batch));
-    uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
+    const ParamLayout *lay = &r->m.lay;
+    for (int i = 0; i < lay->count; i++)
+        if (lay->specs[i].kind != PARAM_EMBEDDING && lay->specs[i].kind != PARAM_RELBIAS)
+            L->nonembed += lay->specs[i].numel;
+    L->order = mallocCheck((size_t)L->N * sizeof(uint64_t));
+    L->coll = callocCheck((size_t)L->GA, sizeof(Collated));
+    L->micro = callocCheck((size_t)L->GA, sizeof(T5Batch));
+    L->idx = mallocCheck((size_t)L->B * sizeof(uint64_t));
     progress_init(&r->prog, r->total_steps);
     if (!is_main(r) || a->disable_tqdm) r->prog.is_tty = 0;  // --disable_tqdm: the log lines, no bar
-    int started = 0;  // --eval_on_start ran (before the first step this invocation computes)
-    const uint64_t data_seed = (uint64_t)(a->data_seed >= 0 ? a->data_seed : a->seed);
-    double t0 = now_seconds(), loss_since_log = 0, loss_total = 0;
-    int steps_since_log = 0;
-    long samples = 0;
-    for (int epoch = 0; epoch < r->num_epochs && r->global_step < r->total_steps; epoch++) {
-        sampler_epoch_order(sampler, ds, data_seed, epoch, B * world, order);
-        long k = 0;  // micro-batch index in the epoch
-        while (k < micro_per_epoch && r->global_step < r->total_steps) {
-            int n_micro = 0;
-            if (r->global_step < resume_step) {  // resuming: this step is in the checkpoint already
-                for (; n_micro < GA && k < micro_per_epoch; n_micro++) k++;
-                r->global_step++;
-                r->epoch = epoch + (double)k / (double)micro_per_epoch;
-                continue;
-            }
-            if (!started && a->eval_on_start && val) run_eval_during_training(r, val);
-            started = 1;
-            for (; n_micro < GA && k < micro_per_epoch; n_micro++, k++) {
-                long g0 = k * B * world, start = g0 + (long)rank * B;
-                long g1 = g0 + (long)B * world < N ? g0 + (long)B * world : N;
-                int nb = start < N ? (int)(N - start < B ? N - start : B) : 0;
-                // the epoch's last global micro-batch may not reach this rank: it still runs
-                // forward and backward (the ZeRO collectives need every rank) on one example
-                // whose labels are all ignored, so it adds nothing to the loss or gradients
-                int empty = nb == 0;
-                if (empty) idx[0] = order[g0];
-                for (int i = 0; i < nb; i++) idx[i] = order[start + i];
-                collate_batch(&coll[n_micro], ds, idx, empty ? 1 : nb, a->max_source_length, a->max_target_length,
-                              m->cfg.eos_token_id, m->cfg.pad_token_id, m->cfg.decoder_start_token_id);
-                if (empty) {
-                    T5Batch *eb = &coll[n_micro].batch;
-                    for (int t = 0; t < eb->T; t++) coll[n_micro].labels[t] = -100;
-                    t5_shift_right(coll[n_micro].labels, coll[n_micro].decoder_input_ids, 1, eb->T,
-                                   m->cfg.decoder_start_token_id, m->cfg.pad_token_id);
-                }
-                micro[n_micro] = coll[n_micro].batch;
-                samples += g1 - g0;  // the global micro-batch (every rank's slice)
-                r->total_flos += 6.0 * nb * micro[n_micro].S * (double)nonembed;
-            }
-            // the step's global label tokens, counted by every rank from the global order (no
-            // collective before the step): micro-batches k - n_micro .. k - 1, all ranks' slices
-            long global_tokens = 0;
-            for (long q = k - n_micro; q < k; q++) {
-                long g0 = q * B * world, g1 = g0 + (long)B * world < N ? g0 + (long)B * world : N;
-                global_tokens += collate_label_count(ds, order + g0, g1 - g0, a->max_target_length);
-            }
-            m->dropout_seed = (uint64_t)a->seed * 0x100000001B3ULL + (uint64_t)r->global_step;
-            StepResult sr = zero_train_step_tokens(&r->zero, &sched, &scaler, micro, n_micro,
-                                                   (float)a->label_smoothing_factor, global_tokens);
-            r->global_step++;
-            if (r->global_step == 2) test_hook_stall(r);
-            r->epoch = epoch + (double)k / (double)micro_per_epoch;
-            loss_since_log += sr.loss;
-            loss_total += sr.loss;
-            steps_since_log++;
-            if (is_main(r)) progress_step(&r->prog, r->global_step, sr.loss, samples);
-            int epoch_end = k == micro_per_epoch;
-            if (should_log(r, 0) || (epoch_end && should_log(r, 1))) {
-                cJSON *e = cJSON_CreateObject();
-                cJSON_AddNumberToObject(e, "epoch", r->epoch);
-                cJSON_AddNumberToObject(e, "grad_norm", sr.grad_norm);
-                cJSON_AddNumberToObject(e, "learning_rate", sr.lr);  // the lr this update used, as HF 5.17 logs
-                cJSON_AddNumberToObject(e, "loss", loss_since_log / steps_since_log);
-                cJSON_AddNumberToObject(e, "step", r->global_step);
-                if (a->fp16) {
-                    cJSON_AddNumberToObject(e, "loss_scale", sr.loss_scale);
-                    cJSON_AddNumberToObject(e, "skipped_steps", (double)scaler.skipped_steps);
-                }
-                log_entry(r, e, 1);
-                loss_since_log = 0;
-                steps_since_log = 0;
-            }
-            if (val && (should_eval(r, 0) || (epoch_end && should_eval(r, 1)))) run_eval_during_training(r, val);
-            if (should_save(r, 0) || (epoch_end && should_save(r, 1))) trainer_save_checkpoint(r, &scaler);
-        }
+    L->data_seed = (uint64_t)(a->data_seed >= 0 ? a->data_seed : a->seed);
+    L->t0 = now_seconds();
+}
+
+// Micro-batch k of the epoch, this rank's slice, collated into L->coll[n].
+static void train_collate_micro(Run *r, TrainLoop *L, long k, int n) {
+    const T5Config *cfg = &r->m.cfg;
+    const long B = L->B, N = L->N;
+    long g0 = k * B * L->world, start = g0 + (long)L->rank * B;
+    long g1 = g0 + B * L->world < N ? g0 + B * L->world : N;
+    int nb = start < N ? (int)(N - start < B ? N - start : B) : 0;
+    // the epoch's last global micro-batch may not reach this rank: it still runs
+    // forward and backward (the ZeRO collectives need every rank) on one example
+    // whose labels are all ignored, so it adds nothing to the loss or gradients
+    int empty = nb == 0;
+    if (empty) L->idx[0] = L->order[g0];
+    for (int i = 0; i < nb; i++) L->idx[i] = L->order[start + i];
+    collate_batch(&L->coll[n], L->ds, L->idx, empty ? 1 : nb, r->a.max_source_length, r->a.max_target_length,
+                  cfg->eos_token_id, cfg->pad_token_id, cfg->decoder_start_token_id);
+    if (empty) {
+        T5Batch *eb = &L->coll[n].batch;
+        for (int t = 0; t < eb->T; t++) L->coll[n].labels[t] = -100;
+        t5_shift_right(L->coll[n].labels, L->coll[n].decoder_input_ids, 1, eb->T, cfg->decoder_start_token_id,
+                       cfg->pad_token_id);
     }
+    L->micro[n] = L->coll[n].batch;
+    L->samples += g1 - g0;  // the global micro-batch (every rank's slice)
+    r->total_flos += 6.0 * nb * L->micro[n].S * (double)L->nonembed;
+}
+
+// The step's global label tokens, counted by every rank from the global order (no
+// collective before the step): micro-batches k - n_micro .. k - 1, all ranks' slices.
+static long train_global_tokens(const Run *r, const TrainLoop *L, long k, int n_micro) {
+    long global_tokens = 0, BW = (long)L->B * L->world;
+    for (long q = k - n_micro; q < k; q++) {
+        long g0 = q * BW, g1 = g0 + BW < L->N ? g0 + BW : L->N;
+        global_tokens += collate_label_count(L->ds, L->order + g0, g1 - g0, r->a.max_target_length);
+    }
+    return global_tokens;
+}
+
+// After a step: the log entry, evaluation and checkpoint its strategies ask for.
+static void train_after_step(Run *r, TrainLoop *L, const StepResult *sr, int epoch_end) {
+    L->loss_since_log += sr->loss;
+    L->loss_total += sr->loss;
+    L->steps_since_log++;
+    if (is_main(r)) progress_step(&r->prog, r->global_step, sr->loss, L->samples);
+    if (should_log(r, 0) || (epoch_end && should_log(r, 1))) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "epoch", r->epoch);
+        cJSON_AddNumberToObject(e, "grad_norm", sr->grad_norm);
+        cJSON_AddNumberToObject(e, "learning_rate", sr->lr);  // the lr this update used, as HF 5.17 logs
+        cJSON_AddNumberToObject(e, "loss", L->loss_since_log / L->steps_since_log);
+        cJSON_AddNumberToObject(e, "step", r->global_step);
+        if (r->p.precision == PRECISION_FP16) {
+            cJSON_AddNumberToObject(e, "loss_scale", sr->loss_scale);
+            cJSON_AddNumberToObject(e, "skipped_steps", (double)L->scaler.skipped_steps);
+        }
+        log_entry(r, e, 1);
+        L->loss_since_log = 0;
+        L->steps_since_log = 0;
+    }
+    if (L->val && (should_eval(r, 0) || (epoch_end && should_eval(r, 1)))) run_eval_during_training(r, L->val);
+    if (should_save(r, 0) || (epoch_end && should_save(r, 1))) trainer_save_checkpoint(r, &L->scaler);
+}
+
+// One optimizer step from micro-batch *k of `epoch` on (or, resuming, walking past one).
+static void train_step(Run *r, TrainLoop *L, int epoch, long *k) {
+    int n_micro = 0;
+    if (r->global_step < L->resume_step) {  // resuming: this step is in the checkpoint already
+        for (; n_micro < L->GA && *k < L->micro_per_epoch; n_micro++) (*k)++;
+        r->global_step++;
+        r->epoch = epoch + (double)*k / (double)L->micro_per_epoch;
+        return;
+    }
+    if (!L->started && r->a.eval_on_start && L->val) run_eval_during_training(r, L->val);
+    L->started = 1;
+    for (; n_micro < L->GA && *k < L->micro_per_epoch; n_micro++, (*k)++) train_collate_micro(r, L, *k, n_micro);
+    long global_tokens = train_global_tokens(r, L, *k, n_micro);
+    r->m.dropout_seed = (uint64_t)r->a.seed * 0x100000001B3ULL + (uint64_t)r->global_step;
+    StepResult sr = zero_train_step_tokens(&r->zero, &L->sched, &L->scaler, L->micro, n_micro,
+                                           (float)r->a.label_smoothing_factor, global_tokens);
+    r->global_step++;
+    if (r->global_step == 2) test_hook_stall(r);
+    r->epoch = epoch + (double)*k / (double)L->micro_per_epoch;
+    train_after_step(r, L, &sr, *k == L->micro_per_epoch);
+}
+
+// The train metrics, the model and trainer_state.json; the loop's buffers freed.
+static void train_end(Run *r, TrainLoop *L) {
     progress_done(&r->prog);
     if (is_main(r)) zero_stage3_print_stats(&r->zero);
-    double rt = now_seconds() - t0;
+    double rt = now_seconds() - L->t0;
     // HF: samples = max_steps * total batch when max_steps is set, else epochs * N
-    double n_samples = a->max_steps > 0 ? (double)r->total_steps * B * world * GA : a->num_train_epochs * N;
+    double n_samples = r->p.max_steps > 0 ? (double)r->total_steps * L->B * L->world * L->GA
+                                          : r->p.num_train_epochs * L->N;
     cJSON *met = cJSON_CreateObject();
     cJSON_AddNumberToObject(met, "epoch", r->epoch);
     cJSON_AddNumberToObject(met, "total_flos", r->total_flos);
-    cJSON_AddNumberToObject(met, "train_loss", loss_total / (r->global_step ? r->global_step : 1));
+    cJSON_AddNumberToObject(met, "train_loss", L->loss_total / (r->global_step ? r->global_step : 1));
     cJSON_AddNumberToObject(met, "train_runtime", rt);
     cJSON_AddNumberToObject(met, "train_samples_per_second", rt > 0 ? n_samples / rt : 0);
     cJSON_AddNumberToObject(met, "train_steps_per_second", rt > 0 ? r->global_step / rt : 0);
-    if (strncmp(m->be->name, "cuda", 4) == 0)
-        cJSON_AddNumberToObject(met, "train_peak_gpu_memory_gib", m->be->mem_peak() / 1073741824.0);
+    if (r->p.device == DEVICE_CUDA)
+        cJSON_AddNumberToObject(met, "train_peak_gpu_memory_gib", r->m.be->mem_peak() / 1073741824.0);
     cJSON *entry = cJSON_Duplicate(met, 1);
     cJSON_AddNumberToObject(entry, "step", r->global_step);
     log_entry(r, entry, 0);
@@ -417,13 +441,23 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     save_metrics(r, "train", met);
     cJSON_Delete(met);
     trainer_save_state(r, r->a.output_dir);
-    for (int i = 0; i < GA; i++) collate_free(&coll[i]);
-    free(coll);
-    free(micro);
-    free(idx);
-    free(order);
+    for (int i = 0; i < L->GA; i++) collate_free(&L->coll[i]);
+    free(L->coll);
+    free(L->micro);
+    free(L->idx);
+    free(L->order);
 }
 
+static void train(Run *r, const Dataset *ds, const Dataset *val) {
+    TrainLoop L;
+    train_begin(r, &L, ds, val);
+    for (int epoch = 0; epoch < r->num_epochs && r->global_step < r->total_steps; epoch++) {
+        sampler_epoch_order(r->p.sampler, ds, L.data_seed, epoch, L.B * L.world, L.order);
+        long k = 0;  // micro-batch index in the epoch
+        while (k < L.micro_per_epoch && r->global_step < r->total_steps) train_step(r, &L, epoch, &k);
+    }
+    train_end(r, &L);
+}
 // ---------------------------------------------------------------------------------
 
 // --ddp_timeout: the NCCL watchdog's limit (dist/comm_nccl.cu reads T5_NCCL_TIMEOUT); the
@@ -439,29 +473,127 @@ static void apply_ddp_timeout(const TrainArgs *a) {
     setenv("T5_NCCL_TIMEOUT", want, 1);
 }
 
+// Start-up, before anything is written or read besides the flags' files (docs/TRAINER.md
+// "Start-up"): the flags, --deepspeed's config, the device, the plan (config.json), the data
+// layout and the tokenizer's path. Returns 0 for --help.
+static int startup_resolve(Run *r, int argc, char **argv, int start) {
+    TrainArgs *a = &r->a;
+    *a = train_args_default();
+    train_args_parse(a, argc, argv, start);
+    if (a->help) return 0;
+    DsConfig ds;
+    if (a->deepspeed) {
+        ds_config_load(&ds, a->deepspeed);
+        train_args_take_ds_precision(a, &ds);  // fp16/bf16 "enabled": true in the file
+    }
+    train_args_check_device(a);  // the device, precision and --num_gpus, each named with its source
+    trainer_check_resume_dir(a);  // whole before its config.json is read
+    run_plan_resolve(&r->p, a, a->deepspeed ? &ds : NULL);
+    r->data = (DataArgs){.data_dir = a->data_dir, .train_file = a->train_file, .validation_file = a->validation_file,
+                         .test_file = a->test_file, .source_lang = a->source_lang, .target_lang = a->target_lang,
+                         .task = a->task, .source_prefix = a->source_prefix,
+                         .n = {a->n_train, a->n_val, a->n_test}};
+    (void)data_source_prefix(&r->data);
+    r->spm_path = resolve_spm_path(a);
+    return 1;
+}
+
+// The splits the run uses; rank 0 tokenizes into the cache first, the others then map the
+// same files. Each is checked against the tokenizer and the model's vocabulary.
+static void open_data(Run *r, Dataset sets[SPLIT_COUNT], const Dataset *used[SPLIT_COUNT]) {
+    const TrainArgs *a = &r->a;
+    const int want[SPLIT_COUNT] = {[SPLIT_TRAIN] = a->do_train, [SPLIT_VAL] = r->p.has_val,
+                                   [SPLIT_TEST] = a->do_predict};
+    for (int pass = 0; pass < 2; pass++) {
+        if ((pass == 0) == is_main(r))
+            for (int k = 0; k < SPLIT_COUNT; k++)
+                if (want[k]) data_open_split(&r->data, (Split)k, r->spm, a->cache_dir, &sets[k]);
+        if (pass == 0) comm_barrier(&r->comm);
+    }
+    for (int k = 0; k < SPLIT_COUNT; k++) used[k] = want[k] ? &sets[k] : NULL;
+}
+
+static void check_data(const Run *r, const Dataset *const used[SPLIT_COUNT]) {
+    const int vocab = r->p.model_cfg.vocab_size;
+    if (used[SPLIT_TRAIN]) {
+        const Dataset *ds = used[SPLIT_TRAIN];
+        check_vocab(r, ds, vocab);
+        long global = (long)r->p.micro_batch;
+        if ((long)ds->count < global)
+            t5_fail("%s: %llu training examples, fewer than one batch (%ld); HINT: lower --per_device_train_batch_size",
+                    ds->path, (unsigned long long)ds->count, global);
+    }
+    if (used[SPLIT_VAL]) check_vocab(r, used[SPLIT_VAL], vocab);
+    if (used[SPLIT_TEST]) check_vocab(r, used[SPLIT_TEST], vocab);
+}
+
+static void run_free(Run *r, const Dataset *const used[SPLIT_COUNT]) {
+    for (int k = 0; k < SPLIT_COUNT; k++)
+        if (used[k]) dataset_close((Dataset *)used[k]);  // sets[k] in open_data
+    cJSON_Delete(r->log_history);
+    cJSON_Delete(r->results);
+    spm_free(r->spm);
+    free(r->spm_path);
+    free(r->a.notices);
+    if (r->zero.m) zero_free(&r->zero);
+    if (r->m.lay.specs) t5_free(&r->m);
+    comm_finalize(&r->comm);
+}
+
+// The model's weights stay on the host until zero_init places what the ZeRO stage keeps;
+// ZeRO partitions the model states over the ranks (stage 0 without --deepspeed), the
+// optimizer state only when training.
+static void load_model(Run *r, int B, int S, int T) {
+    const TrainArgs *a = &r->a;
+    const RunPlan *p = &r->p;
+    ModelLoadOptions lo = {.init_random = p->init == INIT_RANDOM, .seed = (unsigned long long)a->seed,
+                           .defer_weights = 1};
+    const Backend *be = device_backend(a->device, r->comm.local_rank, p->precision == PRECISION_BF16,
+                                       p->precision == PRECISION_FP16, a->max_gpu_memory);
+    if (a->resume_from_checkpoint) lo.init_random = 0;  // the checkpoint's weights (an HF directory)
+    model_load_resolved(&r->m, a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, &p->model_cfg,
+                        p->model_has_weights, be, lo);
+    if (a->dropout_rate >= 0) r->m.cfg.dropout_rate = r->m.dropout_p = (float)a->dropout_rate;
+    if (a->freeze_embeds || a->freeze_encoder) apply_freeze(&r->m, a->freeze_embeds, a->freeze_encoder);
+    AdamWConfig oc = {.lr = (float)p->lr, .beta1 = (float)p->beta1, .beta2 = (float)p->beta2, .eps = (float)p->eps,
+                      .weight_decay = (float)p->weight_decay, .max_grad_norm = (float)p->max_grad_norm};
+    zero_init(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL);
+    if (a->deepspeed || r->comm.world > 1) zero_print_memory(&r->zero);
+    r->m.gradient_checkpointing = a->gradient_checkpointing;
+    t5_plan_activations(&r->m, B, S, T);
+}
+
+// --do_train, --do_eval, --do_predict in HF's order.
+static void run_tasks(Run *r, const Dataset *const used[SPLIT_COUNT]) {
+    const TrainArgs *a = &r->a;
+    if (a->do_train) train(r, used[SPLIT_TRAIN], used[SPLIT_VAL]);
+    if (a->do_eval) {
+        cJSON *met = trainer_evaluate(r, used[SPLIT_VAL], "eval", NULL);
+        cJSON_AddNumberToObject(met, "epoch", r->epoch);
+        cJSON_AddNumberToObject(met, "eval_samples", (double)used[SPLIT_VAL]->count);
+        save_metrics(r, "eval", met);
+        cJSON_Delete(met);
+    }
+    if (a->do_predict) {
+        char *pred_path = a->predict_with_generate ? path_join(a->output_dir, "generated_predictions.txt") : NULL;
+        cJSON *met = trainer_evaluate(r, used[SPLIT_TEST], "predict", pred_path);
+        free(pred_path);
+        cJSON_AddNumberToObject(met, "predict_samples", (double)used[SPLIT_TEST]->count);
+        save_metrics(r, "predict", met);
+        cJSON_Delete(met);
+    }
+}
+
 int trainer_main(int argc, char **argv, int start) {
     Run r;
     memset(&r, 0, sizeof r);
-    r.a = train_args_default();
-    train_args_parse(&r.a, argc, argv, start);
-    TrainArgs *a = &r.a;
-    if (a->help) {
+    // everything that can be checked before the first byte is written, is; --output_dir is
+    // created only after the data, the config and the memory plan have passed
+    if (!startup_resolve(&r, argc, argv, start)) {
         train_args_print_help(1);
         return 0;
     }
-    // everything that can be checked before the first byte is written, is; --output_dir is
-    // created only after the data, the config and the memory plan have passed
-    if (a->deepspeed) {
-        ds_config_load(&r.ds_loaded, a->deepspeed);
-        train_args_take_ds_precision(a, &r.ds_loaded);  // fp16/bf16 "enabled": true in the file
-    }
-    train_args_check_device(a);  // the device, precision and --num_gpus, each named with its source
-    r.data = (DataArgs){.data_dir = a->data_dir, .train_file = a->train_file, .validation_file = a->validation_file,
-                        .test_file = a->test_file, .source_lang = a->source_lang, .target_lang = a->target_lang,
-                        .task = a->task, .source_prefix = a->source_prefix,
-                        .n = {a->n_train, a->n_val, a->n_test}};
-    (void)data_source_prefix(&r.data);
-    r.spm_path = resolve_spm_path(a);
+    TrainArgs *a = &r.a;
     if (a->num_gpus > 0) return launch_spawn_ranks(a->num_gpus, argc, argv);  // the ranks redo all of this
     apply_ddp_timeout(a);
     comm_init(&r.comm);
@@ -475,103 +607,30 @@ int trainer_main(int argc, char **argv, int start) {
     r.spm = spm_load(r.spm_path);
     r.log_history = cJSON_CreateArray();
     r.results = cJSON_CreateObject();
-
-    Dataset train_ds = {0}, val_ds = {0}, test_ds = {0};
-    int has_val = a->do_eval || strcmp(a->eval_strategy, "no") != 0;
-    // rank 0 tokenizes into the cache first; the others then map the same files
-    for (int pass = 0; pass < 2; pass++) {
-        if ((pass == 0) == is_main(&r)) {
-            if (a->do_train) data_open_split(&r.data, SPLIT_TRAIN, r.spm, a->cache_dir, &train_ds);
-            if (has_val) data_open_split(&r.data, SPLIT_VAL, r.spm, a->cache_dir, &val_ds);
-            if (a->do_predict) data_open_split(&r.data, SPLIT_TEST, r.spm, a->cache_dir, &test_ds);
-        }
-        if (pass == 0) comm_barrier(&r.comm);
-    }
-    // without --deepspeed: stage 0 with each unit's gradient all-reduced while backward
-    // goes on, as PyTorch DDP does; a config says for itself (DeepSpeed's overlap_comm)
-    r.zopt.overlap_comm = 1;
-    if (a->deepspeed) trainer_apply_deepspeed(&r, a->do_train ? (long)train_ds.count : 0);
-    T5Config mc;  // the model's shapes, before its weights load
-    hf_resolve_model(a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, &mc);
-    if (a->do_train) {
-        check_vocab(&r, &train_ds, mc.vocab_size);
-        long global = (long)a->per_device_train_batch_size;
-        if ((long)train_ds.count < global)
-            t5_fail("%s: %llu training examples, fewer than one batch (%ld); HINT: lower --per_device_train_batch_size",
-                    train_ds.path, (unsigned long long)train_ds.count, global);
-    }
-    if (has_val) check_vocab(&r, &val_ds, mc.vocab_size);
-    if (a->do_predict) check_vocab(&r, &test_ds, mc.vocab_size);
+    Dataset sets[SPLIT_COUNT] = {{0}};
+    const Dataset *used[SPLIT_COUNT];
+    open_data(&r, sets, used);
+    if (a->deepspeed) run_plan_apply_deepspeed(&r.p, a, a->do_train ? (long)sets[SPLIT_TRAIN].count : 0, r.comm.world,
+                                               is_main(&r));
+    check_data(&r, used);
     if (a->explain && is_main(&r)) {  // the plan of every stage for this run's shapes, ours marked
-        estimate_print_table(a->model, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32,
-                             a->per_device_train_batch_size, a->max_source_length, a->max_target_length,
-                             a->gradient_checkpointing, r.comm.world, 0, r.zopt.stage);
+        estimate_print_table(a->model, &r.p.model_cfg, run_plan_dtype(&r.p), r.p.micro_batch, a->max_source_length,
+                             a->max_target_length, a->gradient_checkpointing, r.comm.world, 0, r.p.zopt.stage);
         fflush(stdout);
     }
-    const Dataset *const used[SPLIT_COUNT] = {a->do_train ? &train_ds : NULL, has_val ? &val_ds : NULL,
-                                               a->do_predict ? &test_ds : NULL};
     int plan_B, plan_S, plan_T;
     plan_shapes(&r, used, &plan_B, &plan_S, &plan_T);
-    plan_check(&r, &mc, a->bf16 ? DTYPE_BF16 : a->fp16 ? DTYPE_F16 : DTYPE_F32, plan_B, plan_S, plan_T);
+    plan_check(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_B, plan_S, plan_T);
     if (a->explain) {  // the dry run ends here: nothing loaded, nothing trained, nothing written
         if (is_main(&r))
             printf("--explain: dry run: flags, config and data checked; nothing trained, nothing written to %s\n",
                    a->output_dir);
-        if (a->do_train) dataset_close(&train_ds);
-        if (has_val) dataset_close(&val_ds);
-        if (a->do_predict) dataset_close(&test_ds);
-        cJSON_Delete(r.log_history);
-        cJSON_Delete(r.results);
-        spm_free(r.spm);
-        free(r.spm_path);
-        free(a->notices);
-        comm_finalize(&r.comm);
+        run_free(&r, used);
         return 0;
     }
-    // the weights stay on the host until zero_init places what the ZeRO stage keeps
-    ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed,
-                           .defer_weights = 1};
-    const Backend *be = device_backend(a->device, r.comm.local_rank, a->bf16, a->fp16, a->max_gpu_memory);
-    if (a->resume_from_checkpoint) lo.init_random = 0;  // the checkpoint's weights (an HF directory)
-    model_load(&r.m, a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, be, lo);
-    if (a->dropout_rate >= 0) r.m.cfg.dropout_rate = r.m.dropout_p = (float)a->dropout_rate;
-    if (a->freeze_embeds || a->freeze_encoder) apply_freeze(&r.m, a->freeze_embeds, a->freeze_encoder);
-    // ZeRO: partition the model states over the ranks (stage 0 without --deepspeed); the
-    // optimizer state only when training
-    AdamWConfig oc = {.lr = (float)a->learning_rate, .beta1 = (float)a->adam_beta1, .beta2 = (float)a->adam_beta2,
-                      .eps = (float)a->adam_epsilon, .weight_decay = (float)a->weight_decay,
-                      .max_grad_norm = (float)a->max_grad_norm};
-    zero_init(&r.zero, &r.m, &r.comm, &r.zopt, a->do_train ? &oc : NULL);
-    if (a->deepspeed || r.comm.world > 1) zero_print_memory(&r.zero);
-    r.m.gradient_checkpointing = a->gradient_checkpointing;
-    t5_plan_activations(&r.m, plan_B, plan_S, plan_T);
+    load_model(&r, plan_B, plan_S, plan_T);
     if (is_main(&r)) output_dir_create(a);  // everything that can fail on the input has passed
-    if (a->do_train) train(&r, &train_ds, has_val ? &val_ds : NULL);
-    if (a->do_eval) {
-        cJSON *met = trainer_evaluate(&r, &val_ds, "eval", NULL);
-        cJSON_AddNumberToObject(met, "epoch", r.epoch);
-        cJSON_AddNumberToObject(met, "eval_samples", (double)val_ds.count);
-        save_metrics(&r, "eval", met);
-        cJSON_Delete(met);
-    }
-    if (a->do_predict) {
-        char *pred_path = a->predict_with_generate ? path_join(a->output_dir, "generated_predictions.txt") : NULL;
-        cJSON *met = trainer_evaluate(&r, &test_ds, "predict", pred_path);
-        free(pred_path);
-        cJSON_AddNumberToObject(met, "predict_samples", (double)test_ds.count);
-        save_metrics(&r, "predict", met);
-        cJSON_Delete(met);
-    }
-    if (a->do_train) dataset_close(&train_ds);
-    if (has_val) dataset_close(&val_ds);
-    if (a->do_predict) dataset_close(&test_ds);
-    cJSON_Delete(r.log_history);
-    cJSON_Delete(r.results);
-    spm_free(r.spm);
-    free(r.spm_path);
-    free(a->notices);
-    zero_free(&r.zero);
-    t5_free(&r.m);
-    comm_finalize(&r.comm);
+    run_tasks(&r, used);
+    run_free(&r, used);
     return 0;
 }
