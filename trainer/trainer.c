@@ -529,8 +529,9 @@ int trainer_main(int argc, char **argv, int start) {
         return 0;
     }
     // the weights stay on the host until zero_init places what the ZeRO stage keeps
+    float *host_weights = NULL;
     ModelLoadOptions lo = {.init_random = !strcmp(a->init, "random"), .seed = (unsigned long long)a->seed,
-                           .defer_weights = 1};
+                           .host_weights = &host_weights, .defer_weights = 1};
     const Backend *be = device_backend(a->device, r.comm.local_rank, a->bf16, a->fp16, a->max_gpu_memory);
     if (a->resume_from_checkpoint) lo.init_random = 0;  // the checkpoint's weights (an HF directory)
     model_load(&r.m, a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, be, lo);
@@ -541,7 +542,7 @@ int trainer_main(int argc, char **argv, int start) {
     AdamWConfig oc = {.lr = (float)a->learning_rate, .beta1 = (float)a->adam_beta1, .beta2 = (float)a->adam_beta2,
                       .eps = (float)a->adam_epsilon, .weight_decay = (float)a->weight_decay,
                       .max_grad_norm = (float)a->max_grad_norm};
-    zero_init(&r.zero, &r.m, &r.comm, &r.zopt, a->do_train ? &oc : NULL);
+    zero_init(&r.zero, &r.m, &r.comm, &r.zopt, a->do_train ? &oc : NULL, host_weights);
     if (a->deepspeed || r.comm.world > 1) zero_print_memory(&r.zero);
     r.m.gradient_checkpointing = a->gradient_checkpointing;
     t5_plan_activations(&r.m, plan_B, plan_S, plan_T);
