@@ -133,7 +133,7 @@ static int cmd_overfit(Args *a) {
                       .eps = a->adam_epsilon, .weight_decay = a->weight_decay, .max_grad_norm = a->max_grad_norm};
     ZeroState z;
     ZeroOptions zo = zero_options_stage(0);
-    zero_init(&z, &m, zero_comm_single(), &zo, &oc);
+    zero_init(&z, &m, zero_comm_single(), &zo, &oc, NULL);  // fp32 CPU: the weights are the master
     for (int s = 0; s < a->steps; s++) {
         m.dropout_seed = (unsigned long long)a->seed * 1000003ULL + (unsigned long long)s;
         StepResult r = zero_train_step(&z, &sched, NULL, &bf.batch, 1, a->label_smoothing);

@@ -21,6 +21,9 @@ void model_load_resolved(T5Model *m, const char *model_arg, const T5Config *reso
         t5_fail("--model \"%s\" is a preset with no local weights; pass a model directory, or --init random to "
                 "train from a random initialization", model_arg);
     if (has_weights && !opt.init_random) cfg.untied_lm_head = hf_probe_untied(model_arg);
+    if (opt.defer_weights && !opt.host_weights)
+        t5_die(__FILE__, __LINE__, "model_load: defer_weights without host_weights would lose the weights",
+               "a bug in the caller: pass host_weights and hand them to zero_init");
     if (opt.defer_weights) t5_init_layout(m, &cfg, be);
     else t5_init(m, &cfg, be);
     float *host = mallocCheck(m->lay.total * sizeof(float));
@@ -32,26 +35,16 @@ void model_load_resolved(T5Model *m, const char *model_arg, const T5Config *reso
         params_init_random(&m->cfg, &m->lay, host, opt.seed);
     }
     size_t n = m->lay.total;
-    if (opt.defer_weights) {
-        m->host_master = host;  // zero_init places weights, gradients and master
-        return;
-    }
-    if (be->act_dtype == DTYPE_F32) {
-        be->to_device(m->params, host, n * sizeof(float));
-    } else {
-        // mixed precision: fp32 master weights for the optimizer, a 16-bit copy to compute with
-        uint16_t *half = mallocCheck(n * sizeof(uint16_t));
-        half_from_f32_array(half, host, n, be->act_dtype == DTYPE_BF16);
-        be->to_device(m->params, half, n * sizeof(uint16_t));
-        free(half);
-        if (opt.master_on_host) {
-            m->host_master = host;  // zero_init places it
-            return;
+    if (!opt.defer_weights) {
+        if (be->act_dtype == DTYPE_F32) {
+            be->to_device(m->params, host, n * sizeof(float));
+        } else {  // mixed precision: a 16-bit copy to compute with (the fp32 master is ZeRO's: zero_init)
+            uint16_t *half = mallocCheck(n * sizeof(uint16_t));
+            half_from_f32_array(half, host, n, be->act_dtype == DTYPE_BF16);
+            be->to_device(m->params, half, n * sizeof(uint16_t));
+            free(half);
         }
-        size_t before = be->mem_in_use();
-        m->master = be->alloc(n * sizeof(float));
-        m->alloc_master = be->mem_in_use() - before;
-        be->to_device(m->master, host, n * sizeof(float));
     }
-    free(host);
+    if (opt.host_weights) *opt.host_weights = host;  // zero_init places the master (and, deferred, the rest)
+    else free(host);
 }

@@ -7,12 +7,13 @@
 typedef struct {
     int init_random;     // 1: random init (required for a preset name without weights)
     unsigned long long seed;
-    int master_on_host;  // 16-bit compute: leave the fp32 weights in m->host_master instead of a whole
-                         // fp32 master on the device; zero_init (zero/zero.c) then places the master
-                         // where the ZeRO stage and offload want it (a partition, or host memory)
-    int defer_weights;   // nothing on the device at all: the fp32 weights stay in m->host_master and
-                         // zero_init allocates and uploads only what the stage keeps (stage 3: the
-                         // rank's partition), so set-up never holds a whole copy on the device
+    float **host_weights;  // non-NULL: receives the fp32 weights on the host (lay.total floats), for
+                           // zero_init to place the optimizer's master where the ZeRO stage and
+                           // offload want it (it takes them over); NULL: they are freed here (then
+                           // 16-bit compute cannot train: its fp32 master comes only from them)
+    int defer_weights;     // nothing on the device at all (needs host_weights): zero_init allocates
+                           // and uploads only what the stage keeps (stage 3: the rank's partition),
+                           // so set-up never holds a whole copy on the device
 } ModelLoadOptions;
 
 void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadOptions opt);

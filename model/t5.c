@@ -50,12 +50,8 @@ void t5_init_layout(T5Model *m, const T5Config *cfg, const Backend *be) {
 
 void t5_init(T5Model *m, const T5Config *cfg, const Backend *be) {
     t5_init_layout(m, cfg, be);
-    size_t before = be->mem_in_use();
     m->params = be->alloc(m->lay.total * m->elem);
-    m->alloc_params = be->mem_in_use() - before;
-    before = be->mem_in_use();
     m->grads = be->alloc(m->lay.total * m->elem);
-    m->alloc_grads = be->mem_in_use() - before;
     t5_bind_flat(m);
 }
 
@@ -67,12 +63,7 @@ void t5_bind_flat(T5Model *m) {
     }
 }
 
-void t5_params_to_host(const T5Model *m, float *host) {
-    m->be->to_host(host, t5_master_weights(m), m->lay.total * sizeof(float));
-}
-
 void t5_free(T5Model *m) {
-    if (m->master) m->be->free(m->master);
     if (m->arena) m->be->free(m->arena);
     if (m->params) m->be->free(m->params);
     if (m->grads) m->be->free(m->grads);
@@ -82,7 +73,6 @@ void t5_free(T5Model *m) {
     free(m->dec);
     free(m->unit_params);
     free(m->unit_grads);
-    free(m->host_master);
     params_free_layout(&m->lay);
     memset(m, 0, sizeof *m);
 }

@@ -76,15 +76,11 @@ struct T5Model {
     size_t elem;     // bytes per element of act_dtype
     void *params;    // (lay.total) in act dtype on the backend
     void *grads;     // (lay.total)
-    float *master;   // (lay.total) fp32 master weights when act dtype is 16-bit, else NULL (params are fp32)
     // Where each unit's weights and gradient are now: (lay.n_units) pointers, into params and
     // grads after t5_init (t5_bind_flat). ZeRO stage 2 points unit_grads at work buffers and
     // frees grads; stage 3 also points unit_params at gathered copies and frees params.
     void **unit_params, **unit_grads;
     const T5UnitHooks *hooks;  // NULL: stages 0-1, everything stays in params/grads
-    size_t alloc_params, alloc_grads, alloc_master;  // bytes the allocator gave for each (ZeRO's memory report)
-    float *host_master;  // (lay.total) fp32 weights on the host left by model_load for zero_init, or NULL
-                         // (with defer_weights, params and grads are not allocated yet either)
 
     // ---- activation plan (maximum shapes) ----
     int maxB, maxS, maxT;
@@ -145,10 +141,6 @@ void t5_encoder_forward(T5Model *m);
 // dloss = 1 / (label tokens of the whole global batch) for HF's mean loss.
 void t5_backward(T5Model *m, float label_smoothing, float dloss);
 void t5_zero_grads(T5Model *m);
-// fp32 weights on the host (from master, or params when fp32), lay.total floats.
-void t5_params_to_host(const T5Model *m, float *host);
-// The fp32 weights the optimizer updates: master, or params when they are fp32.
-static inline float *t5_master_weights(const T5Model *m) { return m->master ? m->master : (float *)m->params; }
 
 // Pointer to the weights / gradient at element offset off, wherever its unit lives now
 // (unit_params / unit_grads: the flat buffers, or ZeRO's work buffers).

@@ -3,8 +3,9 @@
 // no_decay (norm weights), global-norm gradient clipping with the pre-clip norm
 // reported. Works on any contiguous range [begin, end) of the flat space, so a ZeRO
 // rank updates just its partition (zero/partition.c decides the range).
-// Optimizer state is fp32 and lives wherever the partition's placement says (GPU,
-// host, NVMe later); this file only does the math through the backend.
+// Optimizer state is fp32 and lives wherever ZeRO placed the owned range (zero/owned.h:
+// device here; host memory with offload, zero/offload.c); this file only does the math
+// through the backend.
 #pragma once
 #include <stddef.h>
 

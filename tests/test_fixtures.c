@@ -177,7 +177,7 @@ static void run_variant(const char *variant) {
     zo.prefetch_elems = 2 * (m.lay.units[m.lay.unit_enc0].hi - m.lay.units[m.lay.unit_enc0].lo);
     zo.persist_threshold = 0;
     zo.offload_optimizer = offload;
-    zero_init(&z, &m, zero_comm_single(), &zo, &oc);
+    zero_init(&z, &m, zero_comm_single(), &zo, &oc, NULL);
     const cJSON *steps = cJSON_GetObjectItem(ref, "steps");
     int clipped = 0;
     long gathered_first = 0;

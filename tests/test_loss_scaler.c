@@ -95,7 +95,7 @@ static void test_skipped_step(void) {
     oc.lr = 1e-2f;
     ZeroState z;
     ZeroOptions zo = zero_options_stage(0);
-    zero_init(&z, &m, zero_comm_single(), &zo, &oc);
+    zero_init(&z, &m, zero_comm_single(), &zo, &oc, NULL);
     const AdamW *opt = &z.opt;
     LrSchedule sched = {.type = LR_LINEAR, .base_lr = 1e-2, .warmup_steps = 0, .total_steps = 10};
     LossScaler sc = loss_scaler_dynamic(10, 1000, 2, 1.0, 0);
@@ -129,7 +129,7 @@ static void test_skipped_step(void) {
     ref.dropout_p = 0;
     t5_plan_activations(&ref, bf.batch.B, bf.batch.S, bf.batch.T);
     ZeroState z2;
-    zero_init(&z2, &ref, zero_comm_single(), &zo, &oc);
+    zero_init(&z2, &ref, zero_comm_single(), &zo, &oc, NULL);
     StepResult r2 = zero_train_step(&z2, &sched, NULL, &bf.batch, 1, 0.0f);
     char what[200];
     snprintf(what, sizeof what, "grad_norm with scale 1024 = without (%.9g vs %.9g)", r.grad_norm, r2.grad_norm);

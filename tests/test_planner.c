@@ -60,7 +60,7 @@ static void plan_vs_allocator(void) {
         AdamWConfig oc = adamw_default_config();
         ZeroState z;
         ZeroOptions zo = zero_options_stage(stage);
-        zero_init(&z, &m, zero_comm_single(), &zo, &oc);
+        zero_init(&z, &m, zero_comm_single(), &zo, &oc, NULL);
         used = be->mem_in_use() - before;
         ZeroPlan zp = planner_memory_zero(&m.cfg, DTYPE_F32, 3, 13, 9, 0, stage, 1, 0);
         size_t planned = zp.gpu.params + zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.gpu.zero_work;
@@ -73,7 +73,7 @@ static void plan_vs_allocator(void) {
             model_load(&m, "tests/fixtures/relu_tied", be, lo);
             ZeroOptions zoff = zo;
             zoff.offload_optimizer = 1;
-            zero_init(&z, &m, zero_comm_single(), &zoff, &oc);
+            zero_init(&z, &m, zero_comm_single(), &zoff, &oc, NULL);
             ZeroPlan zpo = planner_memory_zero(&m.cfg, DTYPE_F32, 3, 13, 9, 0, stage, 1, 1);
             size_t dev = be->mem_in_use() - before;
             size_t planned_dev = zpo.gpu.params + zpo.gpu.grads + zpo.gpu.master + zpo.gpu.moments + zpo.gpu.zero_work;

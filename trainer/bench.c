@@ -250,8 +250,9 @@ int bench_main(int argc, char **argv, int start) {
     if (!strcmp(a.device, "cpu")) dt = DTYPE_F32;
 
     T5Config cfg;
+    float *host_weights = NULL;
     ModelLoadOptions lo = {.init_random = !strcmp(a.init, "random"), .seed = (unsigned long long)a.seed,
-                           .defer_weights = 1};
+                           .host_weights = &host_weights, .defer_weights = 1};
     int has_weights = hf_resolve_model(a.model, &cfg);  // the config only (once): plan before allocating anything
     if (!lo.init_random) cfg.untied_lm_head = hf_probe_untied(a.model);
     AdamWConfig oc = adamw_default_config();
@@ -271,7 +272,7 @@ int bench_main(int argc, char **argv, int start) {
     model_load_resolved(&m, a.model, &cfg, has_weights, be, lo);
     m.gradient_checkpointing = a.gradient_checkpointing;
     ZeroState z;
-    zero_init(&z, &m, &comm, &a.zo, &oc);
+    zero_init(&z, &m, &comm, &a.zo, &oc, host_weights);
     t5_plan_activations(&m, B, a.seq, a.seq);
     double comm_ms, loss;
     int skipped;

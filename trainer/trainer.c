@@ -546,8 +546,10 @@ static void run_free(Run *r, const Dataset *const used[SPLIT_COUNT]) {
 static void load_model(Run *r, int B, int S, int T) {
     const TrainArgs *a = &r->a;
     const RunPlan *p = &r->p;
+    // the weights stay on the host until zero_init places what the ZeRO stage keeps
+    float *host_weights = NULL;
     ModelLoadOptions lo = {.init_random = p->init == INIT_RANDOM, .seed = (unsigned long long)a->seed,
-                           .defer_weights = 1};
+                           .host_weights = &host_weights, .defer_weights = 1};
     const Backend *be = device_backend(a->device, r->comm.local_rank, p->precision == PRECISION_BF16,
                                        p->precision == PRECISION_FP16, a->max_gpu_memory);
     if (a->resume_from_checkpoint) lo.init_random = 0;  // the checkpoint's weights (an HF directory)
@@ -557,7 +559,7 @@ static void load_model(Run *r, int B, int S, int T) {
     if (a->freeze_embeds || a->freeze_encoder) apply_freeze(&r->m, a->freeze_embeds, a->freeze_encoder);
     AdamWConfig oc = {.lr = (float)p->lr, .beta1 = (float)p->beta1, .beta2 = (float)p->beta2, .eps = (float)p->eps,
                       .weight_decay = (float)p->weight_decay, .max_grad_norm = (float)p->max_grad_norm};
-    zero_init(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL);
+    zero_init(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL, host_weights);
     if (a->deepspeed || r->comm.world > 1) zero_print_memory(&r->zero);
     r->m.gradient_checkpointing = a->gradient_checkpointing;
     t5_plan_activations(&r->m, B, S, T);

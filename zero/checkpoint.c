@@ -12,20 +12,13 @@
 #define OPT_FILE "optimizer.safetensors"
 #define STATE_FILE "zero_state.json"
 
-// This rank's moment (m or v) of its owned range, on the host.
-static float *moment_to_host(const ZeroState *z, const float *mom) {
-    size_t n = z->opt.end - z->opt.begin;
-    float *h = mallocCheck((n ? n : 1) * sizeof(float));
-    if (z->offload) memcpy(h, mom, n * sizeof(float));  // already in host memory
-    else z->m->be->to_host(h, mom, n * sizeof(float));
-    return h;
-}
-
-// The whole flat moment on rank 0 (NULL elsewhere): stage 0 owns everything already.
-static float *moment_gather(const ZeroState *z, const float *mom) {
-    size_t total = z->m->lay.total;
-    float *mine = moment_to_host(z, mom);
-    if (z->stage == 0) {
+// The whole flat moment (m or v of the owned range, z->own) on rank 0 (NULL elsewhere):
+// stage 0 owns everything already.
+static float *moment_gather(const ZeroState *z, const OwnedBuf *mom) {
+    size_t total = z->m->lay.total, n = z->own.range.end - z->own.range.begin;
+    float *mine = mallocCheck((n ? n : 1) * sizeof(float));
+    zero_owned_f32_to_host(mom, z->m->be, 0, n, mine);
+    if (!z->own.range_is_partition) {
         if (z->comm->rank == 0) return mine;
         free(mine);
         return NULL;
@@ -37,8 +30,8 @@ static float *moment_gather(const ZeroState *z, const float *mom) {
 }
 
 void zero_save_optimizer(ZeroState *z, const LossScaler *scaler, const char *dir) {
-    if (!z->opt.m) t5_fail("checkpoint: no optimizer state to save (not a training run)");
-    float *m = moment_gather(z, z->opt.m), *v = moment_gather(z, z->opt.v);
+    if (z->own.m.place == OWNED_NONE) t5_fail("checkpoint: no optimizer state to save (not a training run)");
+    float *m = moment_gather(z, &z->own.m), *v = moment_gather(z, &z->own.v);
     if (z->comm->rank != 0) return;
     int64_t total = (int64_t)z->m->lay.total;
     StTensorDesc descs[2] = {{.name = "exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {total}},
@@ -76,7 +69,7 @@ static double json_number(const cJSON *o, const char *key, const char *path) {
 }
 
 void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir) {
-    if (!z->opt.m) t5_fail("--resume_from_checkpoint: no optimizer to restore (pass --do_train)");
+    if (z->own.m.place == OWNED_NONE) t5_fail("--resume_from_checkpoint: no optimizer to restore (pass --do_train)");
     char *path = path_join(dir, STATE_FILE);
     char *text = read_text_file(path, NULL);
     if (!text)
@@ -106,8 +99,8 @@ void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir) {
     StFile f;
     st_open(&f, path);
     const char *names[2] = {"exp_avg", "exp_avg_sq"};
-    float *dst[2] = {z->opt.m, z->opt.v};
-    size_t n = z->opt.end - z->opt.begin;
+    const OwnedBuf *dst[2] = {&z->own.m, &z->own.v};
+    size_t n = z->own.range.end - z->own.range.begin;
     float *all = mallocCheck(total * sizeof(float));
     for (int k = 0; k < 2; k++) {
         const StTensor *t = st_find(&f, names[k]);
@@ -115,8 +108,7 @@ void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir) {
             t5_fail("%s: tensor \"%s\" of %zu elements is missing; HINT: a checkpoint of this model written by "
                     "train_t5", path, names[k], total);
         st_read_f32(&f, t, all);
-        if (z->offload) memcpy(dst[k], all + z->opt.begin, n * sizeof(float));
-        else z->m->be->to_device(dst[k], all + z->opt.begin, n * sizeof(float));
+        zero_owned_f32_from_host(dst[k], z->m->be, 0, n, all + z->own.range.begin);
     }
     free(all);
     st_close(&f);

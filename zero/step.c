@@ -54,11 +54,6 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     return loss;
 }
 
-// The gradient of the owned range: the partition (stages 2-3) or the whole buffer.
-static void *owned_grads(const ZeroState *z) {
-    return z->grad_part ? z->grad_part : (char *)z->m->grads + z->part.begin * z->m->elem;
-}
-
 static void zero_all_grads(ZeroState *z) {
     t5_zero_grads(z->m);
     if (z->grad_part) z->m->be->zero(z->grad_part, (z->part.end - z->part.begin) * z->m->elem);
@@ -86,11 +81,10 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     // clip_grad_norm_'s total norm: per-tensor norms of the owned range, summed over ranks
     // when ranges are partitions (stages 0-1 hold the whole, identical gradient on every
     // rank: no sum needed), then the norm of the norms, rounded as torch rounds them
-    Range own = z->stage >= 2 ? z->part : (Range){0, m->lay.total};
-    const void *g = z->stage >= 2 ? z->grad_part : m->grads;
+    const ZeroOwned *w = &z->own;
     double *sq = mallocCheck(((size_t)m->lay.count + 1) * sizeof(double));
-    optimizer_tensor_norms_sq(m->be, &m->lay, g, m->elem, own.begin, own.end, sq);
-    if (z->stage >= 2) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);
+    optimizer_tensor_norms_sq(m->be, &m->lay, w->grads.ptr, m->elem, w->grad_range.begin, w->grad_range.end, sq);
+    if (w->grads_partitioned) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);
     r.grad_norm = optimizer_total_norm(&m->lay, sq) / scale;
     if (z->dump_grad_norms) dump_grad_norms(z, sq, scale);
     free(sq);
@@ -110,19 +104,8 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     }
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
-    // the owned range's fp32 master and (16-bit compute) the copy the update refreshes
-    size_t b = z->part.begin, e = m->elem;
-    float *master = z->master ? z->master
-                    : m->master ? m->master + b
-                    : z->stage == 3 ? (float *)z->param_part
-                                    : (float *)m->params + b;
-    void *param_out = NULL;
-    if (m->be->act_dtype != DTYPE_F32) param_out = z->stage == 3 ? z->param_part : (char *)m->params + b * e;
-    if (z->offload)  // the CPU updates the host master; the new compute weights go up into the rank's piece
-        offload_adamw_step(&z->off, opt, m->be, &m->lay, owned_grads(z),
-                           z->stage == 3 ? z->param_part : (char *)m->params + b * e, (float)r.lr, (float)(coef / scale));
-    else
-        adamw_step(opt, m->be, &m->lay, master, param_out, owned_grads(z), e, (float)r.lr, (float)(coef / scale));
+    // AdamW on the owned range, wherever zero_init placed it (device, or host with offload)
+    zero_owned_update(w, opt, &z->off, m->be, &m->lay, (float)r.lr, (float)(coef / scale));
     if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);
     zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update
     if (scaler) loss_scaler_update(scaler, 0);

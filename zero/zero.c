@@ -90,13 +90,133 @@ ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
     return o;
 }
 
-void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc) {
+// model_load deferred everything (defer_weights): allocate the compute weights and the
+// gradients the stage keeps whole, straight from the host copy (stage 3's partition and
+// stage 2-3's gradient partition come later): no whole copy the stage does not keep. Whole
+// buffers t5_init allocated are counted by their size (the backends' allocators count
+// exactly the bytes asked for: kernels/backend.h mem_in_use).
+static void place_whole(ZeroState *z, const float *host) {
+    T5Model *m = z->m;
+    const Backend *be = m->be;
+    size_t n = m->lay.total, e = m->elem;
+    const int deferred = !m->params && host;
+    if (z->stage < 3) {
+        if (deferred) {
+            m->params = counted_alloc(be, n * e, &z->mem.params);
+            upload_weights(be, m->params, host, n);
+        } else if (m->params) {
+            z->mem.params = n * e;
+        }
+    }
+    if (z->stage < 2) {
+        if (deferred) m->grads = counted_alloc(be, n * e, &z->mem.grads);
+        else if (m->grads) z->mem.grads = n * e;
+    }
+}
+
+// The fp32 master of the owned range: in host memory with the moments (offload, fp32
+// compute too), on the device from the host copy (16-bit compute), or nowhere: fp32
+// compute trains the weights in place.
+static void place_master(ZeroState *z, const float *host, int pinned, const AdamWConfig *oc) {
+    T5Model *m = z->m;
+    const Backend *be = m->be;
+    size_t b = z->part.begin, np = z->part.end - z->part.begin;
+    if (oc && be->act_dtype != DTYPE_F32 && !host)
+        t5_die(__FILE__, __LINE__, "zero_init: 16-bit training without the fp32 weights on the host",
+               "a bug in the caller: load with ModelLoadOptions.host_weights and pass them to zero_init");
+    if (z->offload) {
+        const float *src = host ? host + b : (const float *)m->params + b;
+        offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, host != NULL, pinned);
+        z->mem.host = z->off.host_bytes;
+    } else if (be->act_dtype != DTYPE_F32 && host) {
+        z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
+        be->to_device(z->master, host + b, np * sizeof(float));
+    }
+}
+
+// Stage >= 2: the gradient of the partition, and work buffers for the units in flight.
+static void place_grads(ZeroState *z) {
+    T5Model *m = z->m;
+    const Backend *be = m->be;
+    const ParamLayout *L = &m->lay;
+    size_t e = m->elem, np = z->part.end - z->part.begin;
+    if (m->grads) be->free(m->grads);
+    m->grads = NULL;
+    z->grad_part = counted_alloc(be, np * e, &z->mem.grads);
+    const ParamUnit *sh = &L->units[L->unit_shared];
+    z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
+    for (int k = 0; k < 2; k++)
+        z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
+}
+
+// Stage 3: the partition of the compute weights (units are gathered on use), from the
+// whole copy (freed before the partition is taken) or straight from the host copy.
+static void place_stage3_params(ZeroState *z, const float *host) {
+    T5Model *m = z->m;
+    const Backend *be = m->be;
+    size_t e = m->elem, np = z->part.end - z->part.begin;
+    if (m->params) {
+        void *staged = mallocCheck(np ? np * e : 1);
+        be->to_host(staged, (char *)m->params + z->part.begin * e, np * e);
+        be->free(m->params);
+        m->params = NULL;
+        z->param_part = counted_alloc(be, np * e, &z->mem.params);
+        be->to_device(z->param_part, staged, np * e);
+        free(staged);
+    } else {
+        z->param_part = counted_alloc(be, np * e, &z->mem.params);
+        upload_weights(be, z->param_part, host + z->part.begin, np);
+    }
+}
+
+// The record of where the owned range lives (owned.h), from what the place_* above left.
+static void owned_build(ZeroState *z) {
+    const T5Model *m = z->m;
+    const Dtype act = m->be->act_dtype;
+    ZeroOwned *w = &z->own;
+    memset(w, 0, sizeof *w);
+    w->range = z->part;
+    w->range_is_partition = z->stage >= 1;
+    void *compute = z->stage == 3 ? z->param_part : (char *)m->params + z->part.begin * m->elem;
+    if (z->offload) w->master = (OwnedBuf){z->off.master, OWNED_HOST, DTYPE_F32};
+    else if (z->master) w->master = (OwnedBuf){z->master, OWNED_DEVICE, DTYPE_F32};
+    else if (act == DTYPE_F32) w->master = (OwnedBuf){compute, OWNED_DEVICE, DTYPE_F32};
+    if (z->offload || z->master) w->params = (OwnedBuf){compute, OWNED_DEVICE, act};
+    if (z->opt.m) {
+        OwnedPlace p = z->offload ? OWNED_HOST : OWNED_DEVICE;
+        w->m = (OwnedBuf){z->opt.m, p, DTYPE_F32};
+        w->v = (OwnedBuf){z->opt.v, p, DTYPE_F32};
+    }
+    w->grads_partitioned = z->stage >= 2;
+    w->grad_range = z->stage >= 2 ? z->part : (Range){0, m->lay.total};
+    w->grads = (OwnedBuf){z->stage >= 2 ? z->grad_part : m->grads, OWNED_DEVICE, act};
+}
+
+// Each stage's unit hooks (T5UnitHooks): stage 0-1 reduce each unit's gradient as backward
+// finishes it; stage 1-2 wait for a unit's all-gathered weights only when forward reaches it;
+// stage 2-3 reduce-scatter gradients; stage 3 gathers weights on use.
+static void hooks_set(ZeroState *z) {
+    if (z->stage <= 1) z->hooks.end_grads = zero_allreduce_end_grads;
+    if (z->stage == 1 || z->stage == 2) z->hooks.fetch_params = zero_allgather_fetch_params;
+    if (z->stage >= 2) {
+        z->hooks.begin_grads = zero_reduce_scatter_begin_grads;
+        z->hooks.end_grads = zero_reduce_scatter_end_grads;
+    }
+    if (z->stage == 3) {
+        z->hooks.fetch_params = zero_stage3_fetch_params;
+        z->hooks.release_params = zero_stage3_release_params;
+        z->hooks.all_finished = zero_stage3_all_finished;
+    }
+    z->hooks.ctx = z;
+    z->m->hooks = &z->hooks;
+}
+
+void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
+               float *host_weights) {
     int stage = o->stage;
     if (stage < 0 || stage > 3) t5_fail("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
     memset(z, 0, sizeof *z);
     const Backend *be = m->be;
-    const ParamLayout *L = &m->lay;
-    size_t n = L->total, e = m->elem;
     z->stage = stage;
     z->comm = comm;
     z->m = m;
@@ -109,94 +229,15 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
         t5_fail("offload_optimizer needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule): set zero_optimization.stage");
     z->fetched = z->fetched_buf = -1;
     z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
-    z->part = stage >= 1 ? partition_range(n, comm->world, comm->rank) : (Range){0, n};
-    size_t np = z->part.end - z->part.begin;
-
-    // model_load may have left the fp32 weights on the host (m->host_master): then the
-    // partition's master comes from there and no whole fp32 master ever sits on the device
-    const float *host_src = m->host_master ? m->host_master + z->part.begin : NULL;
-    // model_load deferred everything (defer_weights): allocate the compute weights and the
-    // gradients the stage keeps whole, straight from the host copy (stage 3's partition and
-    // stage 2-3's gradient partition come below): no whole copy the stage does not keep
-    const int deferred = !m->params && m->host_master;
-    if (deferred && stage < 3) {
-        m->params = counted_alloc(be, n * e, &m->alloc_params);
-        upload_weights(be, m->params, m->host_master, n);
-    }
-    if (deferred && stage < 2) m->grads = counted_alloc(be, n * e, &m->alloc_grads);
-    // the fp32 master comes from the host copy only with 16-bit compute (fp32: the weights are it)
-    if (be->act_dtype == DTYPE_F32 && !z->offload) host_src = NULL;
-    if (z->offload) {  // master and moments of the partition in host memory (fp32 compute too)
-        const float *src = host_src                      ? host_src
-                           : m->master                   ? m->master + z->part.begin
-                                                         : (const float *)m->params + z->part.begin;
-        offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, host_src != NULL, o->pin_memory);
-        z->mem.host = z->off.host_bytes;
-        if (m->master) {
-            be->free(m->master);
-            m->master = NULL;
-        }
-    } else if (stage >= 1 && (m->master || host_src)) {
-        // stage >= 1: the fp32 master of the partition only (16-bit compute; fp32 trains the
-        // weights in place). Through the host, the whole one freed first: no moment with both.
-        float *staged = NULL;
-        if (!host_src) {
-            staged = mallocCheck((np ? np : 1) * sizeof(float));
-            be->to_host(staged, m->master + z->part.begin, np * sizeof(float));
-        }
-        if (m->master) be->free(m->master);
-        m->master = NULL;
-        z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
-        be->to_device(z->master, host_src ? host_src : staged, np * sizeof(float));
-        free(staged);
-    } else if (host_src) {  // stage 0: the whole master on the device
-        m->master = counted_alloc(be, m->lay.total * sizeof(float), &m->alloc_master);
-        be->to_device(m->master, m->host_master, m->lay.total * sizeof(float));
-        z->mem.master = m->alloc_master;
-    } else {
-        z->mem.master = m->alloc_master;
-    }
-    // stage >= 2: the gradient of the partition, and work buffers for the units in flight
-    if (stage >= 2) {
-        if (m->grads) be->free(m->grads);
-        m->grads = NULL;
-        z->grad_part = counted_alloc(be, np * e, &z->mem.grads);
-        const ParamUnit *sh = &L->units[L->unit_shared];
-        z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
-        for (int k = 0; k < 2; k++)
-            z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
-        z->hooks.begin_grads = zero_reduce_scatter_begin_grads;
-        z->hooks.end_grads = zero_reduce_scatter_end_grads;
-    } else {
-        z->mem.grads = m->alloc_grads;
-    }
-    // stage 3: the partition of the compute weights; units are gathered on use
-    if (stage == 3) {
-        if (m->params) {
-            void *host = mallocCheck(np ? np * e : 1);  // the whole copy freed before the partition is taken
-            be->to_host(host, (char *)m->params + z->part.begin * e, np * e);
-            be->free(m->params);
-            m->params = NULL;
-            z->param_part = counted_alloc(be, np * e, &z->mem.params);
-            be->to_device(z->param_part, host, np * e);
-            free(host);
-        } else {  // deferred: the partition straight from the host copy
-            z->param_part = counted_alloc(be, np * e, &z->mem.params);
-            upload_weights(be, z->param_part, m->host_master + z->part.begin, np);
-        }
-        z->hooks.fetch_params = zero_stage3_fetch_params;
-        z->hooks.release_params = zero_stage3_release_params;
-        z->hooks.all_finished = zero_stage3_all_finished;
-    } else {
-        z->mem.params = m->alloc_params;
-    }
-    free(m->host_master);  // everything is placed
-    m->host_master = NULL;
+    z->part = stage >= 1 ? partition_range(m->lay.total, comm->world, comm->rank) : (Range){0, m->lay.total};
+    place_whole(z, host_weights);
+    place_master(z, host_weights, o->pin_memory, oc);
+    if (stage >= 2) place_grads(z);
+    if (stage == 3) place_stage3_params(z, host_weights);
+    free(host_weights);  // everything is placed
     t5_bind_flat(m);
-    // stage 0-1: reduce each unit's gradient as backward finishes it; stage 1-2: wait for a
-    // unit's all-gathered weights only when forward reaches it; stage 3: the gather pool
-    z->unit_ticket = mallocCheck((size_t)L->n_units * sizeof(CommTicket));
-    for (int u = 0; u < L->n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
+    z->unit_ticket = mallocCheck((size_t)m->lay.n_units * sizeof(CommTicket));
+    for (int u = 0; u < m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
     if (stage == 3) zero_stage3_init(z, o);
     z->inject_step = zero_test_overflow_step(comm->rank);
     // Debug hook T5_DUMP_GRAD_NORMS=FILE: rank 0 appends, per optimizer step, every tensor's
@@ -204,15 +245,13 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     // stacks (tools/make_exact_fixture.py records HF's; tests/test_exact.c compares them)
     const char *dump = getenv("T5_DUMP_GRAD_NORMS");
     z->dump_grad_norms = comm->rank == 0 && dump && *dump ? dump : NULL;
-    if (stage <= 1) z->hooks.end_grads = zero_allreduce_end_grads;
-    if (stage == 1 || stage == 2) z->hooks.fetch_params = zero_allgather_fetch_params;
-    z->hooks.ctx = z;
-    m->hooks = &z->hooks;
+    hooks_set(z);
     if (oc && !z->offload) {
         size_t before = be->mem_in_use();
         adamw_init(&z->opt, be, *oc, z->part.begin, z->part.end);
         z->mem.moments = be->mem_in_use() - before;
     }
+    owned_build(z);
 }
 
 void zero_free(ZeroState *z) {
@@ -250,19 +289,19 @@ static void zero_settle(ZeroState *z) {
 
 void zero_params_to_host(ZeroState *z, float *host) {
     T5Model *m = z->m;
+    const ZeroOwned *w = &z->own;
     zero_settle(z);
-    if (z->stage == 0) {  // every rank holds the same whole model
-        if (z->comm->rank == 0) t5_params_to_host(m, host);
+    if (w->master.place == OWNED_NONE)
+        t5_die(__FILE__, __LINE__, "zero_params_to_host: no fp32 weights (16-bit compute loaded without them)",
+               "a bug in the caller: load with ModelLoadOptions.host_weights and pass them to zero_init");
+    if (!w->range_is_partition) {  // every rank holds the same whole model
+        if (z->comm->rank == 0) zero_owned_f32_to_host(&w->master, m->be, 0, m->lay.total, host);
         return;
     }
     // the fp32 weights of this rank's partition, then every partition to rank 0
-    size_t np = z->part.end - z->part.begin;
-    const float *src = z->master ? z->master
-                       : z->stage == 3 ? (const float *)z->param_part
-                                       : (const float *)m->params + z->part.begin;
+    size_t np = w->range.end - w->range.begin;
     float *mine = mallocCheck((np ? np : 1) * sizeof(float));
-    if (z->offload) memcpy(mine, z->off.master, np * sizeof(float));  // already in host memory
-    else m->be->to_host(mine, src, np * sizeof(float));
+    zero_owned_f32_to_host(&w->master, m->be, 0, np, mine);
     comm_gather_partitions_host_f32(z->comm, mine, host, m->lay.total);
     free(mine);
 }

@@ -9,7 +9,13 @@
 //   AdamW moments m, v (fp32)    whole     partition partition partition
 //   (offload_optimizer: the last two rows in host memory, updated by the CPU: offload.h)
 //
-// (the master is the compute weights themselves when training in fp32). One optimizer
+// (the master is the compute weights themselves when training in fp32). zero_init decides
+// once where the range a rank updates lives and records it in ZeroState.own (a ZeroOwned,
+// zero/owned.h): the range (stage 0: all; 1-3: the partition), and for its fp32 master, its
+// moments m and v, its reduced gradient and its compute weights a pointer, the memory
+// (device or host) and the dtype. The step, the checkpoint and the weights' host copy read
+// that record; nothing after zero_init asks the stage or offload where a state is. The model
+// (T5Model) holds only the compute weights and gradients it computes with. One optimizer
 // step (zero/step.c) is then the same at every stage:
 //   forward/backward per micro-batch   stage 0-1: on the step's last micro-batch, each
 //                                       unit's gradient is all-reduced as soon as backward
@@ -34,6 +40,7 @@
 #include "../deepspeed/ds_config.h"
 #include "offload.h"
 #include "../optim/adamw.h"
+#include "owned.h"
 #include "partition.h"
 
 // Bytes this rank allocated for each model state, counted by the backend's allocator
@@ -73,7 +80,7 @@ typedef struct ZeroState {
     int overlap_comm, prefetch;  // ZeroOptions
     int offload;                 // the optimizer state is in host memory (off)
     ZeroOffload off;
-    float *master;      // (part) fp32 master weights of the partition: stage >= 1 with 16-bit compute
+    float *master;      // (part) fp32 master weights on the device: 16-bit compute without offload
     void *grad_part;    // (part) act dtype: stage >= 2, the reduced gradient of the partition
     void *param_part;   // (part) act dtype: stage 3, the partition of the compute weights
     // stage >= 2: two work buffers (largest unit but the embedding) taking turns, so backward
@@ -115,15 +122,20 @@ typedef struct ZeroState {
     long n_gathered, n_prefetched, n_reused;  // fetches that waited for a gather / found a prefetch / reused a buffer
     T5UnitHooks hooks;
     AdamW opt;
+    ZeroOwned own;      // where the owned range's master, moments, gradient and weights live (owned.h)
     ZeroMem mem;
 } ZeroState;
 
-// Set up stage `stage` for a loaded model (params, grads, master as model_load left them):
-// take the partition, re-home or free what the stage partitions, allocate the AdamW moments
-// of the owned range. Buckets: elements per collective (0: a whole unit, or the whole
-// model for stage 0-1's all-reduce and all-gather).
-// oc NULL: no optimizer state (evaluation only).
-void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc);
+// Set up stage `stage` for a loaded model (params and grads as model_load left them, or not
+// allocated with defer_weights): take the partition, re-home or free what the stage
+// partitions, place the fp32 master and allocate the AdamW moments of the owned range, and
+// record where each lives (z->own). Buckets: elements per collective (0: a whole unit, or
+// the whole model for stage 0-1's all-reduce and all-gather).
+// oc NULL: no optimizer state (evaluation only). host_weights: the fp32 weights on the host
+// from model_load (ModelLoadOptions.host_weights; lay.total floats, freed here), the source
+// of the master; NULL: fp32 compute only (the weights are the master), or evaluation.
+void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
+               float *host_weights);
 // Stage 0 on one rank (tools and tests that train alone).
 ZeroOptions zero_options_stage(int stage);
 // The zero_optimization section of a resolved DeepSpeed config (deepspeed/ds_config.h) as

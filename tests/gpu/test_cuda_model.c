@@ -115,7 +115,8 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
     for (int run = 0; run < 2; run++) {
         const Backend *be = run == 0 ? backend_cpu() : device_backend("cuda", 0, bf16, fp16, 0);
         T5Model m;
-        ModelLoadOptions lo = {0};
+        float *host_weights = NULL;  // the fp32 master of 16-bit training comes from them (zero_init)
+        ModelLoadOptions lo = {.host_weights = &host_weights};
         model_load(&m, dir, be, lo);
         m.dropout_p = 0;
         BatchFile bf;
@@ -125,7 +126,7 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
         oc.lr = 3e-3f;
         ZeroState z;
         ZeroOptions zo = zero_options_stage(0);
-        zero_init(&z, &m, zero_comm_single(), &zo, &oc);
+        zero_init(&z, &m, zero_comm_single(), &zo, &oc, host_weights);
         LrSchedule sched = {.type = LR_CONSTANT, .base_lr = 3e-3, .total_steps = 20};
         LossScaler sc = run == 1 && fp16 ? loss_scaler_dynamic(16, 1000, 2, 1.0, 0) : loss_scaler_static(1.0);
         for (int s = 0; s < 20 + 4 && applied[run] < 20; s++) {
