@@ -228,7 +228,7 @@ int bench_main(int argc, char **argv, int start) {
     for (int s = 0; s < a.warmup + a.steps; s++) {
         if (s == a.warmup) {
             comm_wait_all(&comm);  // stages 1-2: the last step's weight gathers are part of the step
-            device_synchronize(be);
+            be->synchronize();
             comm_barrier(&comm);
             (void)comm_busy_ms(&comm);  // the warm-up's communication is not counted
             t0 = now_seconds();
@@ -240,7 +240,7 @@ int bench_main(int argc, char **argv, int start) {
         skipped += r.skipped;
     }
     comm_wait_all(&comm);
-    device_synchronize(be);
+    be->synchronize();
     double elapsed = now_seconds() - t0;
     double comm_ms = comm_busy_ms(&comm);
     comm_timing(&comm, 0);

@@ -91,7 +91,7 @@ static void apply_freeze(T5Model *m, int embeds, int encoder) {
     for (int i = 0; i < m->lay.count; i++) {
         ParamSpec *p = &m->lay.specs[i];
         if ((embeds || encoder) && p->kind == PARAM_EMBEDDING) p->frozen = 1;
-        if (encoder && !strncmp(p->name, "encoder.", 8)) p->frozen = 1;
+        if (encoder && params_is_encoder(&m->lay, p)) p->frozen = 1;
     }
 }
 
@@ -408,7 +408,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     cJSON_AddNumberToObject(met, "train_runtime", rt);
     cJSON_AddNumberToObject(met, "train_samples_per_second", rt > 0 ? n_samples / rt : 0);
     cJSON_AddNumberToObject(met, "train_steps_per_second", rt > 0 ? r->global_step / rt : 0);
-    if (strncmp(m->be->name, "cuda", 4) == 0)
+    if (m->be->device_memory)
         cJSON_AddNumberToObject(met, "train_peak_gpu_memory_gib", m->be->mem_peak() / 1073741824.0);
     cJSON *entry = cJSON_Duplicate(met, 1);
     cJSON_AddNumberToObject(entry, "step", r->global_step);
