@@ -7,8 +7,10 @@
 // first argument), and a process drives one GPU (cuda_init refuses a second device: one
 // rank per GPU), so "the context of the backend called through" is this process's one
 // context. cuda_context is the only mutable file-scope object of kernels/cuda; the other
-// statics left there are constant tables (static const) or the three Backend structs,
-// which only point at it.
+// statics left there are constant tables (static const), the three Backend structs (which
+// only point at it), two flags read once from the environment (matmul.cu) and the shared
+// memory size opted in per kernel instantiation (rmsnorm.cu: it mirrors an attribute the
+// driver keeps on the kernel function itself).
 #pragma once
 #include <stddef.h>
 
@@ -33,6 +35,7 @@ enum CudaScratchId {
     CUDA_SCRATCH_SUMSQ,          // optimizer.cu: [0] result, [1 ..] block sums
     CUDA_SCRATCH_POSITION_DIAG,  // position_bias.cu: (H, Tq+Tk-1) diagonal sums of the backward
     CUDA_SCRATCH_RMSNORM,        // rmsnorm.cu: per-block partial dweight sums
+    CUDA_SCRATCH_CLAMP_FLAG,     // elementwise.cu: the "any inf" flag of clamp_fp16_overflow
     CUDA_SCRATCH_COUNT
 };
 

@@ -137,7 +137,7 @@ static void rmsnorm_backward_launch(T *dinp, float *partial, const T *dout, cons
     const size_t smem = (size_t)D * sizeof(float);
     // Up to 48 KiB per block (static + dynamic) without opting in; block_sum's static
     // shared array needs a few hundred bytes of it. Per instantiation (the attribute is
-    // per kernel).
+    // per kernel; the static mirrors it: state of this kernel function, not of the context).
     const size_t static_reserve = 1024;
     static size_t smem_opted = (48 << 10) - static_reserve;
     if (smem > smem_opted) {
