@@ -9,7 +9,9 @@
 #   make clean
 # Sources are picked up by directory: every .c in common/ model/ kernels/cpu/ dist/ optim/
 # deepspeed/ zero/ data/ eval/ trainer/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
-# With nvcc, kernels/cuda/*.cu and dist/*.cu (NCCL) join it and the binary links -lnccl.
+# With nvcc, kernels/cuda/*.cu and dist/*.cu (NCCL) join it and the binary links -lnccl;
+# without, the *_absent.c files stand in for them (entry points that refuse --device cuda
+# naming the build), so no caller needs an #ifdef.
 
 CC      ?= gcc
 NVCC    ?= nvcc
@@ -23,7 +25,7 @@ CFLAGS  += $(MPI_CFLAGS)
 LDLIBS  := -lcjson -lsentencepiece -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
 ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined" HAVE_NVCC=0
 
-LIB_DIRS := common model kernels/cpu dist optim deepspeed zero data eval trainer
+LIB_DIRS := common model kernels kernels/cpu dist optim deepspeed zero data eval trainer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_CXX  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -37,6 +39,7 @@ NVCCFLAGS := -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -Wa
 ifeq ($(HAVE_NVCC),1)
   ifneq ($(CUDA_SRC),)
     FEATURES += cuda(sm_90a) nccl
+    LIB_SRC  := $(filter-out %_absent.c,$(LIB_SRC))
     CFLAGS   += -DT5_HAVE_CUDA -I$(CUDA_HOME)/include
     LDLIBS   += -L$(CUDA_HOME)/lib64 -lnccl -lcublasLt -lcudart_static -ldl -lrt -lpthread
   else

@@ -15,7 +15,7 @@ say "== $(date -u +%FT%TZ) $(nvidia-smi -L 2>&1 | head -1)"
 python3 -c "import sacrebleu, torch, transformers; print('sacrebleu', sacrebleu.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)" 2>&1 | tee -a "$S"
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  for t in build/tests-gpu/test_cuda_ops_pointwise build/tests-gpu/test_cuda_ops_matmul_attention build/tests-gpu/test_cuda_model; do
+  for t in build/tests-gpu/test_backend_ops build/tests-gpu/test_backend_ops_perf build/tests-gpu/test_cuda_model; do
     [ -x "$t" ] || { say "missing $t"; continue; }
     T5_TEST_NO_PERF=${T5_TEST_NO_PERF:-0} timeout 150 "$t" >"$OUT/$(basename "$t").log" 2>&1
     say "$(basename "$t") rc=$? :: $(grep -E 'passed, [0-9]+ failed' "$OUT/$(basename "$t").log" | tail -1)"

@@ -1,16 +1,25 @@
-// dist/comm.h: communication between ranks: one interface over MPI (CPU ranks, host
-// buffers) and NCCL (GPU ranks, device buffers, dist/comm_nccl.cu). ZeRO's stages only
-// call these collectives; nothing else in the code knows how ranks talk.
+// dist/comm.h: communication between ranks: one object, Comm, whose `ops` is a table of
+// functions with three implementations, chosen once at start-up:
+//   single rank (dist/comm_single.c): copies only, never a call into MPI or NCCL;
+//   MPI         (dist/comm_mpi.c): CPU ranks, host buffers, fp32 collectives;
+//   NCCL        (dist/comm_nccl.cu): GPU ranks, device buffers on the backend's stream,
+//               any Dtype; host scalars go over MPI when it is up, else through NCCL.
+// ZeRO's stages and the trainer only call the comm_* wrappers below, which call through
+// c->ops; nothing else in the code knows how ranks talk, and no caller tests for CUDA.
+// A build without nvcc links dist/comm_nccl_absent.c instead of the NCCL table: asking for
+// it (--device cuda) is then an error naming the build, never a fall-back.
 //
 // Start-up (comm_init): under mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set) MPI is
 // initialized and every rank learns (rank, world). torchrun/deepspeed-style variables
 // (WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), Slurm's (SLURM_NTASKS,
 // SLURM_PROCID, SLURM_LOCALID + MASTER_ADDR/PORT) and --num_gpus (which sets the torchrun
 // ones for the ranks it spawns) give (rank, world, local_rank) without MPI: dist/launch.h.
-// Without a launcher the run is one rank and no MPI call is made. comm_attach_device then
-// creates the NCCL communicator for GPU ranks on device local_rank (the unique id goes
-// from rank 0 to the others over MPI, or over TCP to MASTER_ADDR:MASTER_PORT), and refuses
-// several CPU ranks without mpirun (MPI is their only transport).
+// Without a launcher the run is one rank and no MPI call is made. comm_init picks the
+// single-rank table for one rank and the MPI table for several; comm_attach_device then
+// swaps in the NCCL table for GPU ranks (it selects device local_rank and creates the
+// communicator; the unique id goes from rank 0 to the others over MPI, or over TCP to
+// MASTER_ADDR:MASTER_PORT), and refuses several CPU ranks without mpirun (MPI is their
+// only transport).
 //
 // Partitions: the ranged collectives below split the flat space [0, n_total) as
 // zero/partition.h does (rank r owns partition_range(n_total, world, r)); a range
@@ -19,15 +28,49 @@
 #include <stddef.h>
 
 #include "../kernels/backend.h"
+#include "../zero/partition.h"  // Range
 #include "launch.h"  // the launchers (--num_gpus: launch_spawn_ranks)
 
-typedef struct {
+typedef struct CommOps CommOps;
+
+typedef struct Comm {
     int rank, world;
     int local_rank;       // rank on this host (GPU index)
     int mpi;              // 1: MPI initialized by comm_init
     const char *launcher; // "none", "mpirun", "torchrun", "slurm", "num_gpus"
+    const CommOps *ops;   // the implementation (see the top of this file); set by comm_init
     void *nccl;           // NCCL communicator state (dist/comm_nccl.cu) for GPU ranks, else NULL
 } Comm;
+
+// The table every implementation fills; the comm_* functions below document each entry.
+// Ranged and bucketed collectives take `async`: 0 = finished (GPU ranks: the compute
+// stream waits for it) on return; 1 = return a ticket slot for wait (GPU ranks only; the
+// others finish every collective before returning and give -1).
+struct CommOps {
+    const char *name;  // "single", "mpi", "nccl"
+    void (*finalize)(Comm *c);  // the implementation's own state (not MPI, not the heartbeat)
+    void (*allreduce_sum)(const Comm *c, void *buf, size_t n, Dtype t);
+    int (*allgather_range)(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total,
+                           Dtype t, int async);
+    int (*reduce_scatter_range)(const Comm *c, const void *send, void *recv, size_t lo, size_t hi, size_t n_total,
+                                Dtype t, int async);
+    int (*allreduce_sum_buckets)(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t, int async);
+    void (*wait)(const Comm *c, int slot);  // slot < 0: everything issued so far
+    void (*allreduce_host)(const Comm *c, void *buf, size_t n, int is_f64);  // double or long long
+    void (*gather_partitions_host_f32)(const Comm *c, const float *mine, float *all, size_t n_total);
+    void (*barrier)(const Comm *c);
+    void (*gather_bytes_host)(const Comm *c, const void *mine, size_t n, char **all, size_t *counts);
+    void (*timing)(const Comm *c, int on);
+    double (*busy_ms)(const Comm *c);
+};
+
+// The three tables. comm_nccl_ops exists in every build; without CUDA, attaching it
+// fails naming the build (dist/comm_nccl_absent.c).
+extern const CommOps comm_single_ops, comm_mpi_ops;
+const CommOps *comm_nccl_ops(void);
+// The NCCL table's attach step (dist/comm_nccl.cu): select GPU local_rank, create the
+// communicator, set c->nccl. Called by comm_attach_device.
+void comm_nccl_attach(Comm *c);
 
 void comm_init(Comm *c);
 // device: "cpu" or "cuda" (--device). GPU ranks: select the GPU of local_rank and create
@@ -41,16 +84,21 @@ void comm_finalize(Comm *c);
 // memory for GPU ranks (NCCL, any Dtype). One rank: copies only, never a call into MPI.
 
 // buf (n) summed over ranks, in place.
-void comm_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t);
+static inline void comm_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) { c->ops->allreduce_sum(c, buf, n, t); }
 // Gather the range [lo, hi) of a partitioned flat buffer: `mine` is this rank's piece
 // ((lo, hi) ∩ its partition, possibly empty), out (hi - lo) receives every rank's piece
 // in place. `mine` may point into `out` at its own position (in-place gather).
-void comm_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total, Dtype t);
+static inline void comm_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
+                                        size_t n_total, Dtype t) {
+    (void)c->ops->allgather_range(c, mine, out, lo, hi, n_total, t, 0);
+}
 // Reduce-scatter of the range [lo, hi): every rank has `send` (hi - lo) elements; the sum
 // over ranks of this rank's piece ((lo, hi) ∩ its partition) is written to `recv`
 // (the piece's length). recv must not overlap send.
-void comm_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi, size_t n_total,
-                               Dtype t);
+static inline void comm_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
+                                             size_t n_total, Dtype t) {
+    (void)c->ops->reduce_scatter_range(c, send, recv, lo, hi, n_total, t, 0);
+}
 
 // ---- asynchronous collectives (overlap_comm, stage 3 prefetch) ---------------------------
 // GPU ranks run every collective on a communication stream of their own, after the work
@@ -62,27 +110,45 @@ typedef struct {
     int slot;  // < 0: nothing to wait for
 } CommTicket;
 static const CommTicket COMM_TICKET_NONE = {-1};
-CommTicket comm_allgather_range_async(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
-                                      size_t n_total, Dtype t);
-CommTicket comm_reduce_scatter_range_async(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
-                                           size_t n_total, Dtype t);
+static inline CommTicket comm_allgather_range_async(const Comm *c, const void *mine, void *out, size_t lo,
+                                                    size_t hi, size_t n_total, Dtype t) {
+    CommTicket k = {c->ops->allgather_range(c, mine, out, lo, hi, n_total, t, 1)};
+    return k;
+}
+static inline CommTicket comm_reduce_scatter_range_async(const Comm *c, const void *send, void *recv, size_t lo,
+                                                         size_t hi, size_t n_total, Dtype t) {
+    CommTicket k = {c->ops->reduce_scatter_range(c, send, recv, lo, hi, n_total, t, 1)};
+    return k;
+}
 // buf (n) summed over ranks in place, as one group of all-reduces of at most `bucket`
 // elements each (0: one); stages 0-1 reduce a unit's gradient this way during backward.
-CommTicket comm_allreduce_sum_async(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t);
-void comm_wait(const Comm *c, CommTicket t);
-void comm_wait_all(const Comm *c);  // the compute stream waits for every collective issued so far
+static inline CommTicket comm_allreduce_sum_async(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t) {
+    CommTicket k = {c->ops->allreduce_sum_buckets(c, buf, n, bucket, t, 1)};
+    return k;
+}
+static inline void comm_wait(const Comm *c, CommTicket t) {
+    if (t.slot >= 0) c->ops->wait(c, t.slot);
+}
+// the compute stream waits for every collective issued so far
+static inline void comm_wait_all(const Comm *c) { c->ops->wait(c, -1); }
 
 // ---- host scalars and host arrays (token counts, losses, norms, checkpoint gathers) ----
-void comm_allreduce_sum_f64(const Comm *c, double *buf, size_t n);
-void comm_allreduce_sum_i64(const Comm *c, long long *buf, size_t n);
+static inline void comm_allreduce_sum_f64(const Comm *c, double *buf, size_t n) { c->ops->allreduce_host(c, buf, n, 1); }
+static inline void comm_allreduce_sum_i64(const Comm *c, long long *buf, size_t n) {
+    c->ops->allreduce_host(c, buf, n, 0);
+}
 // Every rank's partition of an fp32 flat host array of n_total elements (mine = its
 // partition's elements) collected on rank 0 into all (n_total); all is unused elsewhere.
-void comm_gather_partitions_host_f32(const Comm *c, const float *mine, float *all, size_t n_total);
-void comm_barrier(const Comm *c);
+static inline void comm_gather_partitions_host_f32(const Comm *c, const float *mine, float *all, size_t n_total) {
+    c->ops->gather_partitions_host_f32(c, mine, all, n_total);
+}
+static inline void comm_barrier(const Comm *c) { c->ops->barrier(c); }
 // Every rank's n bytes (n may differ, 0 too) concatenated in rank order on rank 0: *all
 // (malloc'ed; the caller frees it) and counts[world] there; elsewhere *all = NULL and
 // counts is unused (may be NULL). Evaluation gathers each rank's predictions this way.
-void comm_gather_bytes_host(const Comm *c, const void *mine, size_t n, char **all, size_t *counts);
+static inline void comm_gather_bytes_host(const Comm *c, const void *mine, size_t n, char **all, size_t *counts) {
+    c->ops->gather_bytes_host(c, mine, n, all, counts);
+}
 
 // ---- communication time (GPU ranks) -----------------------------------------------------
 // With timing on, every collective on the communication stream is bracketed by timed
@@ -90,8 +156,12 @@ void comm_gather_bytes_host(const Comm *c, const void *mine, size_t n, char **al
 // last call (it waits for them), or -1 where there is no such stream (CPU ranks, MPI).
 // The stream runs one collective at a time, so the sum is its busy time; a peer that
 // arrives late shows up as busy time too. `train_t5 bench` reports it per step.
-void comm_timing(const Comm *c, int on);
-double comm_busy_ms(const Comm *c);
+static inline void comm_timing(const Comm *c, int on) { c->ops->timing(c, on); }
+static inline double comm_busy_ms(const Comm *c) { return c->ops->busy_ms(c); }
 
 // Bytes per element of a Dtype.
 static inline size_t comm_dtype_size(Dtype t) { return t == DTYPE_F32 ? 4 : 2; }
+
+// The piece of [lo, hi) that rank r owns ([lo, hi) ∩ partition_range(n_total, world, r)),
+// as offsets relative to lo (empty: begin == end). Shared by every implementation (comm.c).
+Range comm_piece_of(const Comm *c, int r, size_t lo, size_t hi, size_t n_total);

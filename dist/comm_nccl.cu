@@ -1,4 +1,8 @@
-// dist/comm_nccl.cu: the NCCL side of dist/comm.h for GPU ranks (see comm_nccl.h).
+// dist/comm_nccl.cu: the NCCL table of dist/comm.h, for GPU ranks (comm_nccl_ops,
+// attached by comm_attach_device through comm_nccl_attach). Buffers are device pointers
+// on the backend's stream; host arrays (token counts, losses, checkpoint and prediction
+// gathers) go over MPI when the ranks were started by mpirun, else through a device
+// staging buffer and NCCL.
 // Every call is on the backend's stream, so collectives are ordered with the kernels
 // around them. NCCL has no all-gather-v / reduce-scatter-v: the ranged collectives are one
 // group of per-piece broadcasts (all-gather) or reduces (reduce-scatter), root = the
@@ -34,7 +38,7 @@ extern "C" {
 #include "../zero/partition.h"
 }
 #include "../kernels/cuda/cuda_ops.h"
-#include "comm_nccl.h"
+#include "comm_mpi.h"  // mpirun GPU ranks: host arrays over MPI
 
 #define STAGE_BYTES ((size_t)64 << 20)  // device staging for host arrays, in chunks
 #define DEFAULT_TIMEOUT_S 1800.0
@@ -214,7 +218,7 @@ static ncclDataType_t nccl_type(Dtype t) {
 
 static NcclState *state_of(const Comm *c) { return (NcclState *)c->nccl; }
 
-extern "C" void comm_nccl_init(Comm *c) {
+static void nccl_init(Comm *c) {
     if (c->nccl) return;
     NcclState *s = (NcclState *)callocCheck(1, sizeof(NcclState));
     s->rank = c->rank;
@@ -225,7 +229,7 @@ extern "C" void comm_nccl_init(Comm *c) {
         char msg[256];
         snprintf(msg, sizeof msg, "rank %d runs on CUDA device %d, but its local rank is %d", c->rank, s->device,
                  c->local_rank);
-        t5_die(__FILE__, __LINE__, msg, "cuda_init(local_rank) must come before comm_attach_device (a bug in the caller)");
+        t5_die(__FILE__, __LINE__, msg, "comm_nccl_attach selects the GPU of the local rank first (a bug in the caller)");
     }
     const char *t = getenv("T5_NCCL_TIMEOUT");
     s->timeout_s = DEFAULT_TIMEOUT_S;
@@ -279,7 +283,7 @@ extern "C" void comm_nccl_init(Comm *c) {
     c->nccl = s;
 }
 
-extern "C" void comm_nccl_finalize(Comm *c) {
+static void nccl_finalize(Comm *c) {
     NcclState *s = state_of(c);
     if (!s) return;
     cudaCheckRank(s, cudaStreamSynchronize(s->stream));
@@ -343,13 +347,13 @@ static int cstream_leave(NcclState *s, int async) {
     return ticket_record(s, async);
 }
 
-extern "C" void comm_nccl_wait(const Comm *c, int slot) {
+static void nccl_wait(const Comm *c, int slot) {
     NcclState *s = state_of(c);
     if (slot < 0) slot = ticket_record(s, 1);  // everything issued so far
     cudaCheckRank(s, cudaStreamWaitEvent(s->stream, s->ring[slot % TICKET_RING], 0));
 }
 
-extern "C" void comm_nccl_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
+static void nccl_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
     NcclState *s = state_of(c);
     if (n == 0) return;
     cstream_enter(s);
@@ -359,7 +363,7 @@ extern "C" void comm_nccl_allreduce_sum(const Comm *c, void *buf, size_t n, Dtyp
     cstream_leave(s, 0);
 }
 
-extern "C" int comm_nccl_allreduce_sum_buckets(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t, int async) {
+static int nccl_allreduce_sum_buckets(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t, int async) {
     NcclState *s = state_of(c);
     size_t es = comm_dtype_size(t), step = bucket ? bucket : (n ? n : 1);
     cstream_enter(s);
@@ -373,7 +377,7 @@ extern "C" int comm_nccl_allreduce_sum_buckets(const Comm *c, void *buf, size_t 
     return cstream_leave(s, async);
 }
 
-extern "C" int comm_nccl_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
+static int nccl_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi,
                                          size_t n_total, Dtype t, int async) {
     NcclState *s = state_of(c);
     size_t es = comm_dtype_size(t);
@@ -392,7 +396,7 @@ extern "C" int comm_nccl_allgather_range(const Comm *c, const void *mine, void *
     return cstream_leave(s, async);
 }
 
-extern "C" int comm_nccl_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
+static int nccl_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
                                               size_t n_total, Dtype t, int async) {
     NcclState *s = state_of(c);
     size_t es = comm_dtype_size(t);
@@ -420,7 +424,7 @@ static void *stage_of(NcclState *s) {
 
 static void stage_sync(NcclState *s) { cudaCheckRank(s, cudaStreamSynchronize(s->cstream)); }
 
-extern "C" void comm_nccl_allreduce_host(const Comm *c, void *buf, size_t n, int is_f64) {
+static void nccl_allreduce_host(const Comm *c, void *buf, size_t n, int is_f64) {
     NcclState *s = state_of(c);
     const size_t es = 8, chunk = STAGE_BYTES / es;  // double and long long are both 8 bytes
     char *dev = (char *)stage_of(s), *host = (char *)buf;
@@ -437,7 +441,7 @@ extern "C" void comm_nccl_allreduce_host(const Comm *c, void *buf, size_t n, int
 
 // Chunk by chunk of the flat space: every rank > 0 sends its piece to rank 0, which copies
 // its own piece in and the whole chunk out.
-extern "C" void comm_nccl_gather_partitions_host_f32(const Comm *c, const float *mine, float *all, size_t n_total) {
+static void nccl_gather_partitions_host_f32(const Comm *c, const float *mine, float *all, size_t n_total) {
     NcclState *s = state_of(c);
     const size_t chunk = STAGE_BYTES / sizeof(float);
     float *dev = (float *)stage_of(s);
@@ -466,7 +470,7 @@ extern "C" void comm_nccl_gather_partitions_host_f32(const Comm *c, const float 
     }
 }
 
-extern "C" void comm_nccl_barrier(const Comm *c) {
+static void nccl_barrier(const Comm *c) {
     NcclState *s = state_of(c);
     void *dev = stage_of(s);
     watch_begin(s);
@@ -477,11 +481,11 @@ extern "C" void comm_nccl_barrier(const Comm *c) {
 
 // Byte counts first (an all-reduce of a world-long vector holding this rank's count), then
 // chunk by chunk every rank > 0 sends its bytes to rank 0 through the staging buffer.
-extern "C" void comm_nccl_gather_bytes_host(const Comm *c, const void *mine, size_t n, char **all, size_t *counts) {
+static void nccl_gather_bytes_host(const Comm *c, const void *mine, size_t n, char **all, size_t *counts) {
     NcclState *s = state_of(c);
     long long *sizes = (long long *)callocCheck((size_t)c->world, sizeof(long long));
     sizes[c->rank] = (long long)n;
-    comm_nccl_allreduce_host(c, sizes, (size_t)c->world, 0);
+    nccl_allreduce_host(c, sizes, (size_t)c->world, 0);
     size_t total = 0;
     for (int r = 0; r < c->world; r++) total += (size_t)sizes[r];
     char *out = c->rank == 0 ? (char *)mallocCheck(total ? total : 1) : NULL;
@@ -511,7 +515,7 @@ extern "C" void comm_nccl_gather_bytes_host(const Comm *c, const void *mine, siz
     *all = out;
 }
 
-extern "C" void comm_nccl_timing(const Comm *c, int on) {
+static void nccl_timing(const Comm *c, int on) {
     NcclState *s = state_of(c);
     if (on && !s->t_start) {
         s->t_start = (cudaEvent_t *)callocCheck(2 * TIMING_RING, sizeof(cudaEvent_t));
@@ -525,11 +529,59 @@ extern "C" void comm_nccl_timing(const Comm *c, int on) {
     s->timing = on && s->t_start;
 }
 
-extern "C" double comm_nccl_busy_ms(const Comm *c) {
+static double nccl_busy_ms(const Comm *c) {
     NcclState *s = state_of(c);
     if (!s->t_start) return -1.0;
     timing_fold(s);
     double ms = s->busy_ms;
     s->busy_ms = 0;
     return ms;
+}
+
+// ---- the table --------------------------------------------------------------------------------
+// Host arrays: ranks started by mpirun have MPI up and use it (the MPI table's entries);
+// the others (torchrun, Slurm, --num_gpus) stage them through the device.
+
+static void nccl_allreduce_host_or_mpi(const Comm *c, void *buf, size_t n, int is_f64) {
+    if (c->mpi) return comm_mpi_ops.allreduce_host(c, buf, n, is_f64);
+    nccl_allreduce_host(c, buf, n, is_f64);
+}
+
+static void nccl_gather_partitions_host_or_mpi(const Comm *c, const float *mine, float *all, size_t n_total) {
+    if (c->mpi) return comm_mpi_ops.gather_partitions_host_f32(c, mine, all, n_total);
+    nccl_gather_partitions_host_f32(c, mine, all, n_total);
+}
+
+static void nccl_barrier_or_mpi(const Comm *c) {
+    if (c->mpi) return comm_mpi_ops.barrier(c);
+    nccl_barrier(c);
+}
+
+static void nccl_gather_bytes_host_or_mpi(const Comm *c, const void *mine, size_t n, char **all, size_t *counts) {
+    if (c->mpi) return comm_mpi_ops.gather_bytes_host(c, mine, n, all, counts);
+    *all = NULL;
+    nccl_gather_bytes_host(c, mine, n, all, counts);
+}
+
+static const CommOps nccl_ops = {
+    "nccl",
+    nccl_finalize,
+    nccl_allreduce_sum,
+    nccl_allgather_range,
+    nccl_reduce_scatter_range,
+    nccl_allreduce_sum_buckets,
+    nccl_wait,
+    nccl_allreduce_host_or_mpi,
+    nccl_gather_partitions_host_or_mpi,
+    nccl_barrier_or_mpi,
+    nccl_gather_bytes_host_or_mpi,
+    nccl_timing,
+    nccl_busy_ms,
+};
+
+extern "C" const CommOps *comm_nccl_ops(void) { return &nccl_ops; }
+
+extern "C" void comm_nccl_attach(Comm *c) {
+    cuda_init(c->local_rank);  // this rank's GPU (the backend's context), before NCCL binds to it
+    nccl_init(c);
 }

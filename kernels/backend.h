@@ -1,7 +1,18 @@
 // kernels/backend.h: the backend interface. model/t5.c describes forward and backward
 // once, as calls through this struct of function pointers; kernels/cpu/ is the fp32
 // reference implementation, kernels/cuda/ the fast one. Every op of a backend has a
-// CPU twin and a test comparing them (tests/test_ops.c for the CPU finite differences).
+// CPU twin and a test comparing them (tests/test_ops.c for the CPU finite differences;
+// tests/gpu/ runs one table of cases through both backends).
+//
+// The object: a Backend is a table of functions plus `ctx`, the device state behind it
+// (CUDA: the stream, cuBLASLt handle and workspace, GEMM plan cache, allocator bookkeeping,
+// memory cap and the ops' scratch buffers: kernels/cuda/context.cuh; the CPU: NULL, it
+// keeps only its allocation counters). The ops do not take the Backend as an argument:
+// model/ calls them as be->op(...), and each implementation reaches its own state (a
+// process drives one device, so a backend's ops find their context without being told;
+// context.cuh says how). Callers never branch on the name: what differs between devices
+// is asked through the table (synchronize, the memory cap, device_memory).
+// Backends are opened by device name in kernels/backend_registry.h.
 //
 // Conventions (hold for every backend):
 // - Pointers are device pointers of the backend (host memory for the CPU backend).
@@ -43,8 +54,19 @@ typedef struct {
 } DropoutArgs;
 
 typedef struct Backend {
-    const char *name;
-    Dtype act_dtype;  // dtype of activations, parameters and their gradients
+    const char *name;    // "cpu", "cuda-fp32", "cuda-bf16", "cuda-fp16": for messages only
+    Dtype act_dtype;     // dtype of activations, parameters and their gradients
+    int device_memory;   // 1: alloc returns accelerator memory (reported as GPU memory), 0: host
+    void *ctx;           // the device state behind the ops (see the top); NULL for the CPU
+
+    // ---- device -----------------------------------------------------------------------
+    // Wait until every op queued so far has finished (timing); the CPU returns at once.
+    void (*synchronize)(void);
+    // Cap on the bytes alloc may hold (--max_gpu_memory; 0 = none): an alloc beyond it
+    // fails with the figures, as a smaller GPU would. The CPU backend has no cap and
+    // refuses a nonzero one.
+    void (*set_mem_cap)(size_t bytes);
+    size_t (*mem_cap)(void);
 
     // ---- memory (bytes); alloc returns zeroed memory -------------------------------
     void *(*alloc)(size_t bytes);

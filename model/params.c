@@ -259,3 +259,8 @@ void params_init_random(const T5Config *cfg, const ParamLayout *lay, float *para
         }
     }
 }
+
+int params_is_encoder(const ParamLayout *lay, const ParamSpec *p) {
+    int u = params_unit_of(lay, p->offset);
+    return u >= lay->unit_enc0 && u <= lay->unit_enc_final;
+}

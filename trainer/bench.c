@@ -208,7 +208,7 @@ static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroS
     for (int s = 0; s < a->warmup + a->steps; s++) {
         if (s == a->warmup) {
             comm_wait_all(comm);  // stages 1-2: the last step's weight gathers are part of the step
-            device_synchronize(be);
+            be->synchronize();
             comm_barrier(comm);
             (void)comm_busy_ms(comm);  // the warm-up's communication is not counted
             t0 = now_seconds();
@@ -220,7 +220,7 @@ static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroS
         *skipped += r.skipped;
     }
     comm_wait_all(comm);
-    device_synchronize(be);
+    be->synchronize();
     double elapsed = now_seconds() - t0;
     *comm_ms = comm_busy_ms(comm);
     comm_timing(comm, 0);

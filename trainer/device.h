@@ -1,4 +1,5 @@
-// trainer/device.h: --device / --bf16 / --fp16 / --max_gpu_memory -> a Backend.
+// trainer/device.h: --device / --bf16 / --fp16 / --max_gpu_memory -> a Backend (through
+// kernels/backend_registry.h; the cap goes to the backend's set_mem_cap).
 // cpu: the fp32 reference backend. cuda: the CUDA backend in fp32, bf16 or fp16
 // (16-bit = mixed precision: fp32 master weights and moments, 16-bit compute), present
 // when the binary was built with nvcc (the Makefile says so); asking for it otherwise is
@@ -14,5 +15,4 @@ int device_gpu_count(void);
 // Select and initialize. device_index: the GPU (a rank's local rank; unused for cpu).
 // max_gpu_memory_gib <= 0: no cap.
 const Backend *device_backend(const char *device, int device_index, int bf16, int fp16, double max_gpu_memory_gib);
-// Synchronize the device (for timing); no-op on the CPU.
-void device_synchronize(const Backend *be);
+

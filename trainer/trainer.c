@@ -92,7 +92,7 @@ static void apply_freeze(T5Model *m, int embeds, int encoder) {
     for (int i = 0; i < m->lay.count; i++) {
         ParamSpec *p = &m->lay.specs[i];
         if ((embeds || encoder) && p->kind == PARAM_EMBEDDING) p->frozen = 1;
-        if (encoder && !strncmp(p->name, "encoder.", 8)) p->frozen = 1;
+        if (encoder && params_is_encoder(&m->lay, p)) p->frozen = 1;
     }
 }
 

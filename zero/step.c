@@ -8,7 +8,7 @@
 #include "../common/check.h"
 
 const Comm *zero_comm_single(void) {
-    static const Comm one = {.rank = 0, .world = 1, .local_rank = 0, .launcher = "none"};
+    static const Comm one = {.rank = 0, .world = 1, .local_rank = 0, .launcher = "none", .ops = &comm_single_ops};
     return &one;
 }
 

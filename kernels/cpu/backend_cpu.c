@@ -5,6 +5,11 @@
 static const Backend cpu_backend = {
     .name = "cpu",
     .act_dtype = DTYPE_F32,
+    .device_memory = 0,
+    .ctx = NULL,  // the allocation counters of memory.c are its only state
+    .synchronize = cpu_memory_synchronize,
+    .set_mem_cap = cpu_memory_set_cap,
+    .mem_cap = cpu_memory_cap,
     .alloc = cpu_memory_alloc,
     .free = cpu_memory_free,
     .zero = cpu_memory_zero,

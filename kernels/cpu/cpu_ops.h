@@ -20,6 +20,9 @@ size_t cpu_memory_in_use(void);
 size_t cpu_memory_peak(void);
 void *cpu_memory_host_alloc(size_t bytes, int pinned);
 void cpu_memory_host_free(void *p, int pinned);
+void cpu_memory_synchronize(void);     // nothing is queued: returns at once
+void cpu_memory_set_cap(size_t bytes); // 0 only: the CPU backend has no memory cap
+size_t cpu_memory_cap(void);           // 0
 
 // embedding.c
 void cpu_embedding_forward(void *out, const int *ids, const void *table, int N, int D);

@@ -66,3 +66,11 @@ void cpu_copy_rows(void *dst, const int *dst_rows, const void *src, const int *s
         memcpy(d + di * row_elems, s + si * row_elems, bytes);
     }
 }
+
+void cpu_memory_synchronize(void) {}
+
+void cpu_memory_set_cap(size_t bytes) {
+    if (bytes) t5_fail("a memory cap (--max_gpu_memory) needs --device cuda: the CPU backend has none");
+}
+
+size_t cpu_memory_cap(void) { return 0; }

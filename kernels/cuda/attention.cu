@@ -387,15 +387,8 @@ __global__ void dbias_reduce_kernel(T *__restrict__ dbias, const T *__restrict__
 static size_t att_align(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 // The scratch buffer, grown to the largest request so far.
-static char *att_scratch = NULL;
-static size_t att_scratch_bytes = 0;
 static char *att_scratch_reserve(size_t bytes) {
-    if (bytes > att_scratch_bytes) {
-        if (att_scratch) cuda_free(att_scratch);
-        att_scratch = (char *)cuda_alloc(bytes);
-        att_scratch_bytes = bytes;
-    }
-    return att_scratch;
+    return (char *)cuda_scratch_reserve(CUDA_SCRATCH_ATTENTION, bytes);
 }
 
 static unsigned addr_align(const void *p) {

@@ -1,12 +1,76 @@
-// kernels/cuda/context.cuh: the CUDA backend's shared context, owned by memory.cu and
-// created by cuda_init(): the one non-blocking stream every op launches on (cuda_stream()
-// in cuda_ops.h), the cuBLASLt handle with its workspace (for matmul.cu), and device
-// figures kernels size their grids with. Internal to kernels/cuda/*.cu.
+// kernels/cuda/context.cuh: the CUDA backend's context: every piece of per-device state
+// the backend holds, in one object (CudaContext) that cuda_init() fills and that each
+// CUDA Backend exposes as Backend.ctx. Internal to kernels/cuda/*.cu.
+//
+// Why the ops reach it through cuda_ctx() rather than an argument: the Backend ops keep
+// the signatures of kernels/backend.h (model/ calls them unchanged, with no Backend *
+// first argument), and a process drives one GPU (cuda_init refuses a second device: one
+// rank per GPU), so "the context of the backend called through" is this process's one
+// context. cuda_context is the only mutable file-scope object of kernels/cuda; the other
+// statics left there are constant tables (static const), the three Backend structs (which
+// only point at it), two flags read once from the environment (matmul.cu) and the shared
+// memory size opted in per kernel instantiation (rmsnorm.cu: it mirrors an attribute the
+// driver keeps on the kernel function itself).
 #pragma once
 #include <stddef.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+
+#define CUDA_STAGE_SLOTS 8
+
+// A device buffer an op grows on demand (through cuda_alloc, so it is counted in
+// mem_in_use); the memory is the context's, reused by every later call.
+struct CudaScratch {
+    void *p;
+    size_t bytes;
+};
+enum CudaScratchId {
+    CUDA_SCRATCH_ATTENTION,      // attention.cu: per-call workspaces of forward / backward
+    CUDA_SCRATCH_CROSSENTROPY,   // crossentropy.cu: CEResult, then per-row losses
+    CUDA_SCRATCH_EMBEDDING,      // embedding.cu: sorted ids of the backward
+    CUDA_SCRATCH_SUMSQ,          // optimizer.cu: [0] result, [1 ..] block sums
+    CUDA_SCRATCH_POSITION_DIAG,  // position_bias.cu: (H, Tq+Tk-1) diagonal sums of the backward
+    CUDA_SCRATCH_RMSNORM,        // rmsnorm.cu: per-block partial dweight sums
+    CUDA_SCRATCH_CLAMP_FLAG,     // elementwise.cu: the "any inf" flag of clamp_fp16_overflow
+    CUDA_SCRATCH_COUNT
+};
+
+struct GemmPlanCache;     // matmul.cu: cuBLASLt plans by shape (created on first use)
+struct BucketTableCache;  // position_bias.cu: device bucket tables (created on first use)
+
+struct CudaContext {
+    int initialized;
+    int device;
+    int sm_count;                    // multiprocessors, for grid sizes
+    cudaStream_t stream;             // the one non-blocking stream every op launches on
+    cublasLtHandle_t lt;             // cuBLASLt handle and its workspace (matmul.cu)
+    void *lt_workspace;
+    // pinned staging ring of to_device (memory.cu)
+    char *stage;                     // CUDA_STAGE_SLOTS x 1 MiB pinned host memory
+    cudaEvent_t stage_done[CUDA_STAGE_SLOTS];  // recorded after each slot's copy
+    unsigned stage_next;
+    std::mutex stage_mutex;
+    // allocator bookkeeping (memory.cu); the allocator may be used from several host threads
+    std::mutex mem_mutex;
+    std::unordered_map<void *, size_t> live_blocks;  // pointer -> requested bytes
+    size_t mem_in_use, mem_peak, mem_cap;            // mem_cap 0: none (--max_gpu_memory)
+    // per-op state
+    CudaScratch scratch[CUDA_SCRATCH_COUNT];
+    GemmPlanCache *gemm_plans;
+    BucketTableCache *bucket_tables;
+};
+
+extern CudaContext cuda_context;  // memory.cu; Backend.ctx of every CUDA backend points here
+
+// The context, initialized (dies naming fn when cuda_init has not run: a bug in the caller).
+CudaContext *cuda_ctx_checked(const char *fn);
+#define cuda_ctx() cuda_ctx_checked(__func__)
+// Grow a scratch buffer of the context to at least `bytes` (its contents are not kept).
+void *cuda_scratch_reserve(CudaScratchId id, size_t bytes);
 
 cublasLtHandle_t cuda_lt_handle(void);     // created by cuda_init
 void *cuda_lt_workspace(size_t *bytes);    // 32 MiB, counted in cuda_mem_in_use; *bytes = its size

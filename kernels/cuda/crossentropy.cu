@@ -120,8 +120,6 @@ __global__ void crossentropy_sum_kernel(CEResult *res, const double *row_loss, i
     if (threadIdx.x == 0) res->total = s;
 }
 
-static void *ce_scratch;  // CEResult, then row_loss (N doubles)
-static size_t ce_scratch_bytes;
 
 template <typename T>
 static double crossentropy(void *dlogits, const void *logits, const int *labels, int N, int V, float eps,
@@ -129,11 +127,7 @@ static double crossentropy(void *dlogits, const void *logits, const int *labels,
     if (N <= 0) return 0.0;
     if (V <= 0) t5_fail("crossentropy: vocabulary size %d", V);
     const size_t need = 256 + (size_t)N * sizeof(double);
-    if (need > ce_scratch_bytes) {
-        cuda_free(ce_scratch);
-        ce_scratch = cuda_alloc(need);
-        ce_scratch_bytes = need;
-    }
+    void *ce_scratch = cuda_scratch_reserve(CUDA_SCRATCH_CROSSENTROPY, need);  // CEResult, then row_loss (N doubles)
     CEResult *res = (CEResult *)ce_scratch;
     double *row_loss = (double *)((char *)ce_scratch + 256);
     cudaStream_t st = t5_stream();

@@ -16,10 +16,12 @@
 extern "C" {
 #endif
 
-// ---- context (memory.cu) ---------------------------------------------------------
+// ---- context (memory.cu; the state is a CudaContext, context.cuh, = Backend.ctx) ---
 void cuda_init(int device);                  // select the device, create stream and handles
 void *cuda_stream(void);                     // cudaStream_t
 void cuda_set_memory_cap(size_t bytes);      // 0 = no cap; alloc beyond it fails with a hint
+size_t cuda_memory_cap(void);
+int cuda_device_count(void);                 // cudaGetDeviceCount, 0 without a driver or device
 void *cuda_alloc(size_t bytes);              // zeroed; fails loudly (file/line/hint)
 void cuda_free(void *p);
 void cuda_zero(void *p, size_t bytes);

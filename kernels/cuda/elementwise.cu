@@ -140,8 +140,7 @@ __global__ void fp16_clamp_kernel(__half *x, size_t n, const int *flag) {
 
 extern "C" void cuda_clamp_fp16_overflow(Dtype dt, void *x, size_t n) {
     if (dt != DTYPE_F16 || n == 0) return;
-    static int *flag = NULL;  // one device int, allocated once
-    if (!flag) flag = (int *)cuda_alloc(sizeof(int));
+    int *flag = (int *)cuda_scratch_reserve(CUDA_SCRATCH_CLAMP_FLAG, sizeof(int));  // one device int
     cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), t5_stream()));
     unsigned blocks = (unsigned)(n / 256 / 8 + 1 < 2048 ? n / 256 / 8 + 1 : 2048);
     fp16_any_inf_kernel<<<blocks, 256, 0, t5_stream()>>>((const __half *)x, n, flag);

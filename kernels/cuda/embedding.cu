@@ -102,8 +102,6 @@ __global__ void __launch_bounds__(32 * EMB_WARPS)
 }
 
 // Sort scratch: keys_out, rows_in, rows_out (N ints each, 256-byte aligned), cub temp.
-static void *emb_scratch;
-static size_t emb_scratch_bytes;
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
@@ -116,12 +114,7 @@ static void embedding_backward(void *dtable, const void *dout, const int *ids, i
                                               (const int *)nullptr, (int *)nullptr, N, 0, 32, st));
     const size_t ints = align256((size_t)N * sizeof(int));
     const size_t need = 3 * ints + align256(temp_bytes);
-    if (need > emb_scratch_bytes) {
-        cuda_free(emb_scratch);
-        emb_scratch = cuda_alloc(need);
-        emb_scratch_bytes = need;
-    }
-    char *base = (char *)emb_scratch;
+    char *base = (char *)cuda_scratch_reserve(CUDA_SCRATCH_EMBEDDING, need);
     int *keys_out = (int *)base, *rows_in = (int *)(base + ints), *rows_out = (int *)(base + 2 * ints);
     void *temp = base + 3 * ints;
     iota_kernel<<<CEIL_DIV(N, 256), 256, 0, st>>>(rows_in, N);

@@ -45,6 +45,7 @@ static int gemm_env_flag(const char *name) {
     const char *v = getenv(name);
     return v && v[0] && strcmp(v, "0") != 0;
 }
+// The two flags are read from the environment once per process (not device state).
 static int gemm_verbose(void) {
     static int flag = -1;
     if (flag < 0) flag = gemm_env_flag("T5_GEMM_VERBOSE");
@@ -86,8 +87,10 @@ typedef struct {
 } GemmPlan;
 
 enum { GEMM_PLAN_SLOTS = 256 };
-static GemmPlan gemm_plans[GEMM_PLAN_SLOTS];
-static int gemm_plan_next = 0;  // round-robin eviction once full
+struct GemmPlanCache {  // the context's (context.cuh): plans depend on the device and its handle
+    GemmPlan plans[GEMM_PLAN_SLOTS];
+    int next;  // round-robin eviction once full
+};
 
 static void gemm_plan_release(GemmPlan *p) {
     if (!p->used) return;
@@ -111,16 +114,8 @@ static cublasLtMatrixLayout_t gemm_layout(cudaDataType_t type, int rows, int col
     return l;
 }
 
-static GemmPlan *gemm_plan_get(const GemmKey *key) {
-    for (int i = 0; i < GEMM_PLAN_SLOTS; i++)
-        if (gemm_plans[i].used && memcmp(&gemm_plans[i].key, key, sizeof *key) == 0) return &gemm_plans[i];
-
-    GemmPlan *p = &gemm_plans[gemm_plan_next];
-    gemm_plan_next = (gemm_plan_next + 1) % GEMM_PLAN_SLOTS;
-    gemm_plan_release(p);
-    memset(p, 0, sizeof *p);
-    p->key = *key;
-
+// The operation descriptor and the three layouts of a key.
+static void gemm_plan_describe(GemmPlan *p, const GemmKey *key) {
     cudaDataType_t type = dtype_cuda((Dtype)key->dt);
     cublasCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -131,7 +126,12 @@ static GemmPlan *gemm_plan_get(const GemmKey *key) {
     p->lb = key->transb ? gemm_layout(type, key->n, key->k, key->ldb, key->batch, key->sb)
                         : gemm_layout(type, key->k, key->n, key->ldb, key->batch, key->sb);
     p->lc = gemm_layout(type, key->m, key->n, key->ldc, key->batch, key->sc);
+}
 
+// cuBLASLt's best algorithm for a described plan (the workspace and alignments of the key
+// as constraints); the status, *found and *res as cublasLtMatmulAlgoGetHeuristic gives them.
+static cublasStatus_t gemm_plan_heuristic(GemmPlan *p, const GemmKey *key, cublasLtMatmulHeuristicResult_t *res,
+                                          int *found) {
     size_t ws_bytes = 0;
     (void)cuda_lt_workspace(&ws_bytes);
     cublasLtMatmulPreference_t pref;
@@ -150,37 +150,57 @@ static GemmPlan *gemm_plan_get(const GemmKey *key) {
     uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
                                                      sizeof reduction));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
     cublasStatus_t st = gemm_force_fallback()
                             ? CUBLAS_STATUS_NOT_SUPPORTED
                             : cublasLtMatmulAlgoGetHeuristic(cuda_lt_handle(), p->op, p->la, p->lb, p->lc, p->lc,
-                                                             pref, 1, &res, &found);
+                                                             pref, 1, res, found);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    return st;
+}
+
+// T5_GEMM_VERBOSE: the algorithm chosen for a plan.
+static void gemm_plan_print(const GemmPlan *p, const GemmKey *key, const cublasLtMatmulHeuristicResult_t *res) {
+    int id = 0, tile = 0, splitk = 0, stages = 0;
+    uint32_t scheme = 0;
+    size_t w = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
+                                         &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                         sizeof scheme, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages,
+                                         &w);
+    fprintf(stderr,
+            "gemm plan: %s m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d beta=%d align=%u,%u,%u: algo %d "
+            "tile %d stages %d splitK %d reduction %u workspace %zu waves %.2f\n",
+            dtype_name((Dtype)key->dt), key->m, key->n, key->k, key->transa ? 'T' : 'N',
+            key->transb ? 'T' : 'N', key->lda, key->ldb, key->ldc, key->batch, key->accumulate,
+            key->align_a, key->align_b, key->align_c, id, tile, stages, splitk, scheme, p->workspace,
+            res->wavesCount);
+}
+
+static GemmPlan *gemm_plan_get(const GemmKey *key) {
+    CudaContext *cx = cuda_ctx();
+    if (!cx->gemm_plans) cx->gemm_plans = (GemmPlanCache *)callocCheck(1, sizeof(GemmPlanCache));
+    GemmPlanCache *cache = cx->gemm_plans;
+    for (int i = 0; i < GEMM_PLAN_SLOTS; i++)
+        if (cache->plans[i].used && memcmp(&cache->plans[i].key, key, sizeof *key) == 0) return &cache->plans[i];
+
+    GemmPlan *p = &cache->plans[cache->next];
+    cache->next = (cache->next + 1) % GEMM_PLAN_SLOTS;
+    gemm_plan_release(p);
+    memset(p, 0, sizeof *p);
+    p->key = *key;
+    gemm_plan_describe(p, key);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t st = gemm_plan_heuristic(p, key, &res, &found);
     if (st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
         p->have_algo = 1;
         p->algo = res.algo;
         p->workspace = res.workspaceSize;
-        if (gemm_verbose()) {
-            int id = 0, tile = 0, splitk = 0, stages = 0;
-            uint32_t scheme = 0;
-            size_t w = 0;
-            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
-            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
-            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk,
-                                                 &w);
-            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                                 sizeof scheme, &w);
-            cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages,
-                                                 &w);
-            fprintf(stderr,
-                    "gemm plan: %s m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d beta=%d align=%u,%u,%u: algo %d "
-                    "tile %d stages %d splitK %d reduction %u workspace %zu waves %.2f\n",
-                    dtype_name((Dtype)key->dt), key->m, key->n, key->k, key->transa ? 'T' : 'N',
-                    key->transb ? 'T' : 'N', key->lda, key->ldb, key->ldc, key->batch, key->accumulate,
-                    key->align_a, key->align_b, key->align_c, id, tile, stages, splitk, scheme, p->workspace,
-                    res.wavesCount);
-        }
+        if (gemm_verbose()) gemm_plan_print(p, key, &res);
     } else if (gemm_force_fallback()) {
         if (gemm_verbose())
             fprintf(stderr, "gemm plan: %s m=%d n=%d k=%d batch=%d: simple kernel (T5_GEMM_FALLBACK)\n",

@@ -1,4 +1,4 @@
-// kernels/cuda/memory.cu: the CUDA backend's context and allocator.
+// kernels/cuda/memory.cu: the CUDA backend's context (context.cuh) and allocator.
 //   cuda_init      device, the one non-blocking stream of every op, the cuBLASLt handle and
 //                  its 32 MiB workspace (context.cuh hands them to matmul.cu)
 //   cuda_alloc     cudaMalloc + zeroing on the stream; bytes in use and peak are counted
@@ -15,35 +15,18 @@
 // cover all device memory the backend holds (the CUDA context itself excepted).
 #include <string.h>
 
-#include <mutex>
-#include <unordered_map>
-
 #include "common.cuh"
 
 #define LT_WORKSPACE_BYTES ((size_t)32 << 20)
-#define STAGE_SLOTS 8
+#define STAGE_SLOTS CUDA_STAGE_SLOTS
 #define STAGE_SLOT_BYTES ((size_t)1 << 20)
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static struct {
-    int initialized;
-    int device;
-    int sm_count;
-    cudaStream_t stream;
-    cublasLtHandle_t lt;
-    void *lt_workspace;
-    char *stage;                      // STAGE_SLOTS x STAGE_SLOT_BYTES pinned host memory
-    cudaEvent_t stage_done[STAGE_SLOTS];  // recorded after each slot's copy
-    unsigned stage_next;
-} ctx;
-static std::mutex stage_mutex;
-
-static std::mutex mem_mutex;  // the allocator may be used from several host threads
-static std::unordered_map<void *, size_t> *live_blocks;  // pointer -> requested bytes
-static size_t mem_in_use, mem_peak, mem_cap;
+// The process's one context (context.cuh says why one); cuda_init fills it.
+CudaContext cuda_context;
 
 static void require_init(const char *fn, const char *file, int line) {
-    if (ctx.initialized) return;
+    if (cuda_context.initialized) return;
     char msg[256];
     snprintf(msg, sizeof msg, "%s called before cuda_init", fn);
     t5_die(file, line, msg, "call cuda_init(device) once before any other CUDA backend function (a bug in the caller)");
@@ -57,10 +40,10 @@ static const char *gib_str(char *buf, size_t len, size_t bytes) {
 }
 
 extern "C" void cuda_init(int device) {
-    if (ctx.initialized) {
-        if (device == ctx.device) return;
+    if (cuda_context.initialized) {
+        if (device == cuda_context.device) return;
         char msg[256];
-        snprintf(msg, sizeof msg, "cuda_init(%d) after cuda_init(%d): one device per process", device, ctx.device);
+        snprintf(msg, sizeof msg, "cuda_init(%d) after cuda_init(%d): one device per process", device, cuda_context.device);
         t5_die(__FILE__, __LINE__, msg, "run one process per GPU (--num_gpus N spawns them)");
     }
     int count = 0;
@@ -90,57 +73,73 @@ extern "C" void cuda_init(int device) {
         t5_die(__FILE__, __LINE__, msg,
                "run on a Hopper GPU (H100/H200), or rebuild with NVCCFLAGS -gencode for this GPU's architecture");
     }
-    ctx.device = device;
-    ctx.sm_count = prop.multiProcessorCount;
-    cudaCheck(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
-    cublasCheck(cublasLtCreate(&ctx.lt));
-    cudaCheck(cudaHostAlloc((void **)&ctx.stage, STAGE_SLOTS * STAGE_SLOT_BYTES, cudaHostAllocDefault));
+    cuda_context.device = device;
+    cuda_context.sm_count = prop.multiProcessorCount;
+    cudaCheck(cudaStreamCreateWithFlags(&cuda_context.stream, cudaStreamNonBlocking));
+    cublasCheck(cublasLtCreate(&cuda_context.lt));
+    cudaCheck(cudaHostAlloc((void **)&cuda_context.stage, STAGE_SLOTS * STAGE_SLOT_BYTES, cudaHostAllocDefault));
     for (int i = 0; i < STAGE_SLOTS; i++) {
-        cudaCheck(cudaEventCreateWithFlags(&ctx.stage_done[i], cudaEventDisableTiming));
-        cudaCheck(cudaEventRecord(ctx.stage_done[i], ctx.stream));  // every slot starts free
+        cudaCheck(cudaEventCreateWithFlags(&cuda_context.stage_done[i], cudaEventDisableTiming));
+        cudaCheck(cudaEventRecord(cuda_context.stage_done[i], cuda_context.stream));  // every slot starts free
     }
-    {
-        std::lock_guard<std::mutex> lock(mem_mutex);
-        if (!live_blocks) live_blocks = new std::unordered_map<void *, size_t>();
+    cuda_context.initialized = 1;
+    cuda_context.lt_workspace = cuda_alloc(LT_WORKSPACE_BYTES);
+}
+
+CudaContext *cuda_ctx_checked(const char *fn) {
+    require_init(fn, __FILE__, __LINE__);
+    return &cuda_context;
+}
+
+void *cuda_scratch_reserve(CudaScratchId id, size_t bytes) {
+    CudaScratch *s = &cuda_ctx()->scratch[id];
+    if (bytes > s->bytes) {
+        cuda_free(s->p);  // NULL the first time: a no-op
+        s->p = cuda_alloc(bytes);
+        s->bytes = bytes;
     }
-    ctx.initialized = 1;
-    ctx.lt_workspace = cuda_alloc(LT_WORKSPACE_BYTES);
+    return s->p;
+}
+
+extern "C" size_t cuda_memory_cap(void) {
+    std::lock_guard<std::mutex> lock(cuda_context.mem_mutex);
+    return cuda_context.mem_cap;
 }
 
 extern "C" void *cuda_stream(void) {
     require_init("cuda_stream", __FILE__, __LINE__);
-    return (void *)ctx.stream;
+    return (void *)cuda_context.stream;
 }
 
 cublasLtHandle_t cuda_lt_handle(void) {
     require_init("cuda_lt_handle", __FILE__, __LINE__);
-    return ctx.lt;
+    return cuda_context.lt;
 }
 
 void *cuda_lt_workspace(size_t *bytes) {
     require_init("cuda_lt_workspace", __FILE__, __LINE__);
     if (bytes) *bytes = LT_WORKSPACE_BYTES;
-    return ctx.lt_workspace;
+    return cuda_context.lt_workspace;
 }
 
 int cuda_sm_count(void) {
     require_init("cuda_sm_count", __FILE__, __LINE__);
-    return ctx.sm_count;
+    return cuda_context.sm_count;
 }
 
 extern "C" void cuda_set_memory_cap(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mem_mutex);
-    mem_cap = bytes;
+    std::lock_guard<std::mutex> lock(cuda_context.mem_mutex);
+    cuda_context.mem_cap = bytes;
 }
 
 extern "C" void *cuda_alloc(size_t bytes) {
     require_init("cuda_alloc", __FILE__, __LINE__);
-    std::lock_guard<std::mutex> lock(mem_mutex);
+    std::lock_guard<std::mutex> lock(cuda_context.mem_mutex);
     char a[32], b[32], c[32], msg[512];
-    if (mem_cap && (bytes > mem_cap || mem_in_use > mem_cap - bytes)) {
+    if (cuda_context.mem_cap && (bytes > cuda_context.mem_cap || cuda_context.mem_in_use > cuda_context.mem_cap - bytes)) {
         snprintf(msg, sizeof msg,
                  "GPU memory cap of %s GiB exceeded: %s GiB in use + %s GiB requested (--max_gpu_memory)",
-                 gib_str(a, sizeof a, mem_cap), gib_str(b, sizeof b, mem_in_use), gib_str(c, sizeof c, bytes));
+                 gib_str(a, sizeof a, cuda_context.mem_cap), gib_str(b, sizeof b, cuda_context.mem_in_use), gib_str(c, sizeof c, bytes));
         t5_die(__FILE__, __LINE__, msg,
                "raise --max_gpu_memory, lower --per_device_train_batch_size, or use a ZeRO stage / offload; "
                "`train_t5 estimate` shows what fits");
@@ -155,16 +154,16 @@ extern "C" void *cuda_alloc(size_t bytes) {
         snprintf(msg, sizeof msg,
                  "cudaMalloc of %zu bytes (%s GiB) failed: %s; %s GiB in use through cuda_alloc, device has %s of "
                  "%s GiB free",
-                 bytes, gib_str(a, sizeof a, bytes), cudaGetErrorString(err), gib_str(b, sizeof b, mem_in_use),
+                 bytes, gib_str(a, sizeof a, bytes), cudaGetErrorString(err), gib_str(b, sizeof b, cuda_context.mem_in_use),
                  gib_str(d, sizeof d, free_b), gib_str(e, sizeof e, total_b));
         t5_die(__FILE__, __LINE__, msg,
                "the GPU is out of memory: lower --per_device_train_batch_size, use a ZeRO stage / offload, or check "
                "nvidia-smi for other processes on this GPU");
     }
-    if (bytes) cudaCheck(cudaMemsetAsync(p, 0, bytes, ctx.stream));
-    (*live_blocks)[p] = bytes;
-    mem_in_use += bytes;
-    if (mem_in_use > mem_peak) mem_peak = mem_in_use;
+    if (bytes) cudaCheck(cudaMemsetAsync(p, 0, bytes, cuda_context.stream));
+    cuda_context.live_blocks[p] = bytes;
+    cuda_context.mem_in_use += bytes;
+    if (cuda_context.mem_in_use > cuda_context.mem_peak) cuda_context.mem_peak = cuda_context.mem_in_use;
     return p;
 }
 
@@ -172,15 +171,15 @@ extern "C" void cuda_free(void *p) {
     if (!p) return;
     require_init("cuda_free", __FILE__, __LINE__);
     {
-        std::lock_guard<std::mutex> lock(mem_mutex);
-        auto it = live_blocks->find(p);
-        if (it == live_blocks->end()) {
+        std::lock_guard<std::mutex> lock(cuda_context.mem_mutex);
+        auto it = cuda_context.live_blocks.find(p);
+        if (it == cuda_context.live_blocks.end()) {
             char msg[128];
             snprintf(msg, sizeof msg, "cuda_free(%p): not a live pointer from cuda_alloc", p);
             t5_die(__FILE__, __LINE__, msg, "a double free or a pointer from elsewhere (a bug in the caller)");
         }
-        mem_in_use -= it->second;
-        live_blocks->erase(it);
+        cuda_context.mem_in_use -= it->second;
+        cuda_context.live_blocks.erase(it);
     }
     cudaCheck(cudaFree(p));  // synchronizes the device: frees are rare (set-up, scratch growth)
 }
@@ -188,31 +187,31 @@ extern "C" void cuda_free(void *p) {
 extern "C" void cuda_zero(void *p, size_t bytes) {
     if (!bytes) return;
     require_init("cuda_zero", __FILE__, __LINE__);
-    cudaCheck(cudaMemsetAsync(p, 0, bytes, ctx.stream));
+    cudaCheck(cudaMemsetAsync(p, 0, bytes, cuda_context.stream));
 }
 
 extern "C" void cuda_to_device(void *dst, const void *host_src, size_t bytes) {
     if (!bytes) return;
     require_init("cuda_to_device", __FILE__, __LINE__);
     if (bytes > STAGE_SLOT_BYTES) {
-        cudaCheck(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx.stream));
-        cudaCheck(cudaStreamSynchronize(ctx.stream));
+        cudaCheck(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, cuda_context.stream));
+        cudaCheck(cudaStreamSynchronize(cuda_context.stream));
         return;
     }
-    std::lock_guard<std::mutex> lock(stage_mutex);
-    const unsigned slot = ctx.stage_next++ % STAGE_SLOTS;
-    char *buf = ctx.stage + (size_t)slot * STAGE_SLOT_BYTES;
-    cudaCheck(cudaEventSynchronize(ctx.stage_done[slot]));  // the slot's previous copy has run
+    std::lock_guard<std::mutex> lock(cuda_context.stage_mutex);
+    const unsigned slot = cuda_context.stage_next++ % STAGE_SLOTS;
+    char *buf = cuda_context.stage + (size_t)slot * STAGE_SLOT_BYTES;
+    cudaCheck(cudaEventSynchronize(cuda_context.stage_done[slot]));  // the slot's previous copy has run
     memcpy(buf, host_src, bytes);
-    cudaCheck(cudaMemcpyAsync(dst, buf, bytes, cudaMemcpyHostToDevice, ctx.stream));
-    cudaCheck(cudaEventRecord(ctx.stage_done[slot], ctx.stream));
+    cudaCheck(cudaMemcpyAsync(dst, buf, bytes, cudaMemcpyHostToDevice, cuda_context.stream));
+    cudaCheck(cudaEventRecord(cuda_context.stage_done[slot], cuda_context.stream));
 }
 
 extern "C" void cuda_to_host(void *host_dst, const void *src, size_t bytes) {
     if (!bytes) return;
     require_init("cuda_to_host", __FILE__, __LINE__);
-    cudaCheck(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream));
-    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    cudaCheck(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, cuda_context.stream));
+    cudaCheck(cudaStreamSynchronize(cuda_context.stream));
 }
 
 // Host memory for offloaded state. Pinned (page-locked) memory lets copies run at full
@@ -243,16 +242,25 @@ extern "C" void cuda_host_free(void *p, int pinned) {
 }
 
 extern "C" size_t cuda_mem_in_use(void) {
-    std::lock_guard<std::mutex> lock(mem_mutex);
-    return mem_in_use;
+    std::lock_guard<std::mutex> lock(cuda_context.mem_mutex);
+    return cuda_context.mem_in_use;
 }
 
 extern "C" size_t cuda_mem_peak(void) {
-    std::lock_guard<std::mutex> lock(mem_mutex);
-    return mem_peak;
+    std::lock_guard<std::mutex> lock(cuda_context.mem_mutex);
+    return cuda_context.mem_peak;
 }
 
 extern "C" void cuda_synchronize(void) {
     require_init("cuda_synchronize", __FILE__, __LINE__);
-    cudaCheck(cudaStreamSynchronize(ctx.stream));
+    cudaCheck(cudaStreamSynchronize(cuda_context.stream));
+}
+
+extern "C" int cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {  // no driver, no device: the CPU it is
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
 }

@@ -45,11 +45,11 @@ __global__ void sumsq_final_kernel(double *out, const double *partial, int G) {
     if (threadIdx.x == 0) *out = s;
 }
 
-static double *sumsq_scratch;  // [0] result, [1 ..] block sums
 
 template <typename T> static double sumsq(const void *g, size_t n) {
     if (n == 0) return 0.0;
-    if (!sumsq_scratch) sumsq_scratch = (double *)cuda_alloc((1 + SUMSQ_MAX_BLOCKS) * sizeof(double));
+    double *sumsq_scratch =  // [0] result, [1 ..] block sums
+        (double *)cuda_scratch_reserve(CUDA_SCRATCH_SUMSQ, (1 + SUMSQ_MAX_BLOCKS) * sizeof(double));
     constexpr int P = pack_of<T>();
     const int V = aligned16(g) ? P : 1;
     size_t blocks = CEIL_DIV(CEIL_DIV(n, (size_t)V), (size_t)SUMSQ_THREADS);

@@ -21,13 +21,15 @@ typedef struct {
     int valid;
 } BucketTable;
 
-static BucketTable bucket_tables[2];  // [bidirectional]
-static float *diag_scratch;           // (H, Tq+Tk-1) diagonal sums of the backward
-static size_t diag_scratch_bytes;
+struct BucketTableCache {  // the context's (context.cuh)
+    BucketTable tables[2];    // [bidirectional]
+};
 
 // Device buckets covering relative positions [lo, hi]; *table_lo = the table's first one.
 static const int *bucket_table(int lo, int hi, int num_buckets, int max_distance, int bidirectional, int *table_lo) {
-    BucketTable *t = &bucket_tables[bidirectional ? 1 : 0];
+    CudaContext *cx = cuda_ctx();
+    if (!cx->bucket_tables) cx->bucket_tables = (BucketTableCache *)callocCheck(1, sizeof(BucketTableCache));
+    BucketTable *t = &cx->bucket_tables->tables[bidirectional ? 1 : 0];
     const int same = t->valid && t->num_buckets == num_buckets && t->max_distance == max_distance;
     if (same && lo >= t->lo && hi <= t->hi) {
         *table_lo = t->lo;
@@ -136,11 +138,7 @@ static void position_bias_backward(void *dtable, const void *dbias, int Tq, int 
     int table_lo;
     const int *bk = bucket_table(rp_lo, rp_hi, num_buckets, max_distance, bidirectional, &table_lo);
     const size_t need = (size_t)H * R * sizeof(float);
-    if (need > diag_scratch_bytes) {
-        cuda_free(diag_scratch);
-        diag_scratch = (float *)cuda_alloc(need);
-        diag_scratch_bytes = need;
-    }
+    float *diag_scratch = (float *)cuda_scratch_reserve(CUDA_SCRATCH_POSITION_DIAG, need);
     position_bias_diag_kernel<T><<<dim3(CEIL_DIV(R, 128), H), 128, 0, t5_stream()>>>(diag_scratch, (const T *)dbias,
                                                                                      Tq, Tk, q_offset, rp_lo, R);
     cudaLaunchCheck();

@@ -129,8 +129,6 @@ __global__ void rmsnorm_dweight_kernel(T *dweight, const float *partial, int G, 
     dweight[c] = from_float<T>(to_float(dweight[c]) + t);
 }
 
-static float *rms_partial;
-static size_t rms_partial_bytes;
 
 template <typename T, int V>
 static void rmsnorm_backward_launch(T *dinp, float *partial, const T *dout, const T *inp, const T *weight,
@@ -139,7 +137,7 @@ static void rmsnorm_backward_launch(T *dinp, float *partial, const T *dout, cons
     const size_t smem = (size_t)D * sizeof(float);
     // Up to 48 KiB per block (static + dynamic) without opting in; block_sum's static
     // shared array needs a few hundred bytes of it. Per instantiation (the attribute is
-    // per kernel).
+    // per kernel; the static mirrors it: state of this kernel function, not of the context).
     const size_t static_reserve = 1024;
     static size_t smem_opted = (48 << 10) - static_reserve;
     if (smem > smem_opted) {
@@ -166,11 +164,7 @@ static void rmsnorm_backward(void *dinp, void *dweight, const void *dout, const 
     if (R < RMS_MIN_ROWS) R = RMS_MIN_ROWS;
     const int G = CEIL_DIV(N, R);
     const size_t need = (size_t)G * D * sizeof(float);
-    if (need > rms_partial_bytes) {
-        cuda_free(rms_partial);
-        rms_partial = (float *)cuda_alloc(need);
-        rms_partial_bytes = need;
-    }
+    float *rms_partial = (float *)cuda_scratch_reserve(CUDA_SCRATCH_RMSNORM, need);
     constexpr int P = pack_of<T>();
     const bool vec = D % P == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
     if (vec)

@@ -1,0 +1,422 @@
+// tests/gpu/backend_ops_matmul_attention.h: the matmul, attention and copy_rows cases of
+// tests/gpu/test_backend_ops.c, through P->ref (the CPU oracle) and P->sub (the backend
+// under test), at P->dt:
+//   - backward ops run into prefilled gradient buffers (they must ADD); the attention
+//     backward gets the subject's own saved probabilities on both sides, so its check
+//     measures the backward alone;
+//   - odd shapes (matmul N=7 I=13 O=29; attention B=3 H=3 Tq=7 Tk=11 dk=5), shapes that
+//     take every softmax path (scalar Tk=11/301, vector Tk=12/128/300, looping Tk=1100),
+//     kv_rows > Tk (generation cache), and
+//     t5-large shapes (N=2048 I=1024 O=4096; B=4 H=16 T=128 dk=64);
+//   - bitwise determinism (every op run twice), NULL gradient outputs giving the same
+//     other gradients bitwise, masked probabilities exactly 0, no allocation on a
+//     repeated call.
+// Tolerances (normalized; worst measured on an H200 in brackets):
+//   matmul fp32 1e-5 (2e-5 when a dimension is >= 1024) [3.4e-6]; bf16 5e-3 [3.2e-3] and
+//   fp16 1e-3 [4.1e-4]: one rounding of the output, at most 2^-8 / 2^-11 of the value.
+//   Backward into prefilled buffers (+=) allows twice that [bf16 6.0e-3, fp16 8.7e-4]:
+//   cuBLASLt's 16-bit epilogue rounds the product before adding beta*C, the same two
+//   roundings as torch's grad += of a 16-bit gradient. The "into zeros" checks hold the
+//   single-rounding bound.
+//   attention fp32 1e-5 forward [7.6e-7], 2e-5 backward [3.0e-7]; bf16 3e-2 [1.1e-2] and
+//   fp16 5e-3 [1.1e-3] both ways: scores and probabilities are stored in the activation
+//   dtype between the GEMMs and the softmax (as HF does), and a bf16 score of 4..8 is off
+//   by up to 2^-6, which moves a probability by ~1.5%.
+#pragma once
+#include "backend_ops.h"
+
+typedef struct {
+    Dtype dt;
+    double mm, mm_long_k, mm_acc, att_fwd, att_bwd;  // mm_acc: factor for backward into prefilled buffers
+} Tol;
+static const Tol TOLS[] = {
+    {DTYPE_F32, 1e-5, 2e-5, 1.0, 1e-5, 2e-5},
+    {DTYPE_BF16, 5e-3, 5e-3, 2.0, 3e-2, 3e-2},
+    {DTYPE_F16, 1e-3, 1e-3, 2.0, 5e-3, 5e-3},
+};
+
+// ---- matmul ------------------------------------------------------------------------------------
+
+static void matmul_case(const OpsPair *P, const Tol *t, int N, int I, int O) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = t->dt;
+    const double tol = (I >= 1024 || O >= 1024 || N >= 1024) ? t->mm_long_k : t->mm, tol_acc = tol * t->mm_acc;
+    const size_t nin = (size_t)N * I, nw = (size_t)O * I, nout = (size_t)N * O;
+    float *inp = rand_dt(dt, nin, 1.0f), *w = rand_dt(dt, nw, 1.0f), *dout = rand_dt(dt, nout, 1.0f);
+    float *pin = rand_dt(dt, nin, 1.0f), *pw = rand_dt(dt, nw, 1.0f);
+    char name[256], tag[96];
+    snprintf(tag, sizeof tag, "%s N=%d I=%d O=%d", dt_name(dt), N, I, O);
+
+    float *out_c = xmalloc(nout * sizeof(float)), *din_c = copy_f(pin, nin), *dw_c = copy_f(pw, nw);
+    float *din0_c = calloc(nin, sizeof(float)), *dw0_c = calloc(nw, sizeof(float));
+    R->matmul_forward(out_c, inp, w, N, I, O);
+    R->matmul_backward(din_c, dw_c, dout, inp, w, N, I, O);
+    R->matmul_backward(din0_c, dw0_c, dout, inp, w, N, I, O);
+
+    void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw), *dout_g = dev_from(S, dt, dout, nout);
+    void *out_g = S->alloc(nout * dt_size(dt)), *out2_g = S->alloc(nout * dt_size(dt));
+    void *din_g = dev_from(S, dt, pin, nin), *dw_g = dev_from(S, dt, pw, nw);
+    void *din2_g = dev_from(S, dt, pin, nin), *dw2_g = dev_from(S, dt, pw, nw);
+    S->matmul_forward(out_g, inp_g, w_g, N, I, O);
+    S->matmul_backward(din_g, dw_g, dout_g, inp_g, w_g, N, I, O);
+    size_t mem_before = S->mem_in_use();
+    S->matmul_forward(out2_g, inp_g, w_g, N, I, O);
+    S->matmul_backward(din2_g, NULL, dout_g, inp_g, w_g, N, I, O);  // dinp only
+    S->matmul_backward(NULL, dw2_g, dout_g, inp_g, w_g, N, I, O);   // dweight only
+    size_t mem_after = S->mem_in_use();
+    void *din0_g = S->alloc(nin * dt_size(dt)), *dw0_g = S->alloc(nw * dt_size(dt));  // zeroed
+    S->matmul_backward(din0_g, dw0_g, dout_g, inp_g, w_g, N, I, O);
+
+    float *out = host_from(S, dt, out_g, nout), *din = host_from(S, dt, din_g, nin), *dw = host_from(S, dt, dw_g, nw);
+    snprintf(name, sizeof name, "matmul_forward  [%s] out", tag);
+    test_close(name, out, out_c, nout, tol);
+    snprintf(name, sizeof name, "matmul_backward [%s] dinp (into zeros)", tag);
+    float *din0 = host_from(S, dt, din0_g, nin), *dw0 = host_from(S, dt, dw0_g, nw);
+    test_close(name, din0, din0_c, nin, tol);
+    snprintf(name, sizeof name, "matmul_backward [%s] dweight (into zeros)", tag);
+    test_close(name, dw0, dw0_c, nw, tol);
+    snprintf(name, sizeof name, "matmul_backward [%s] dinp (+= prefill)", tag);
+    test_close(name, din, din_c, nin, tol_acc);
+    snprintf(name, sizeof name, "matmul_backward [%s] dweight (+= prefill)", tag);
+    test_close(name, dw, dw_c, nw, tol_acc);
+    snprintf(name, sizeof name, "matmul [%s] repeated forward bitwise equal", tag);
+    test_check(same_bytes(S, out_g, out2_g, nout * dt_size(dt)), name);
+    snprintf(name, sizeof name, "matmul [%s] backward with dweight NULL: same dinp bitwise", tag);
+    test_check(same_bytes(S, din_g, din2_g, nin * dt_size(dt)), name);
+    snprintf(name, sizeof name, "matmul [%s] backward with dinp NULL: same dweight bitwise", tag);
+    test_check(same_bytes(S, dw_g, dw2_g, nw * dt_size(dt)), name);
+    snprintf(name, sizeof name, "matmul [%s] repeated calls allocate nothing (%zu -> %zu bytes)", tag, mem_before,
+             mem_after);
+    test_check(mem_before == mem_after, name);
+
+    void *bufs[] = {inp_g, w_g, dout_g, out_g, out2_g, din_g, dw_g, din2_g, dw2_g, din0_g, dw0_g};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) S->free(bufs[i]);
+    float *hb[] = {inp, w, dout, pin, pw, out_c, din_c, dw_c, out, din, dw, din0_c, dw0_c, din0, dw0};
+    for (size_t i = 0; i < sizeof hb / sizeof hb[0]; i++) free(hb[i]);
+}
+
+// ---- attention -----------------------------------------------------------------------------------
+
+typedef struct {
+    const char *label;
+    int B, H, Tq, Tk, kv_rows, dk;
+    int use_mask, all_masked_batch, use_bias, causal, q_offset;
+    float p;
+} AttCase;
+
+static int key_masked(const int *mask, int kv_rows, int b, int j, int causal, int qpos) {
+    return (mask && mask[(size_t)b * kv_rows + j] == 0) || (causal && j > qpos);
+}
+
+// One case's host data: inputs rounded to the dtype, keys/values with kv_rows rows per
+// batch entry (the subject's) and their dense first Tk rows (the oracle's), and the masks.
+typedef struct {
+    int B, H, Tq, Tk, KR, DK;
+    size_t HD, nq, nkv, nk, nbias, natt;
+    float *q, *kf, *vf, *bias, *kc, *vc;
+    int *mask, *maskc;  // (B, kv_rows) for the subject, (B, Tk) for the oracle; NULL: none
+    DropoutArgs drop;
+    char tag[200];
+} AttData;
+
+static void att_data_make(AttData *d, Dtype dt, const AttCase *c) {
+    memset(d, 0, sizeof *d);
+    const int B = d->B = c->B, H = d->H = c->H, Tq = d->Tq = c->Tq, Tk = d->Tk = c->Tk, KR = d->KR = c->kv_rows;
+    const int DK = d->DK = c->dk;
+    const size_t HD = d->HD = (size_t)H * DK;
+    d->nq = (size_t)B * Tq * HD, d->nkv = (size_t)B * KR * HD, d->nk = (size_t)B * Tk * HD;
+    d->nbias = (size_t)H * Tq * Tk, d->natt = (size_t)B * H * Tq * Tk;
+    snprintf(d->tag, sizeof d->tag, "%s %s B=%d H=%d Tq=%d Tk=%d kv_rows=%d dk=%d", dt_name(dt), c->label, B, H, Tq,
+             Tk, KR, DK);
+    float *q = d->q = rand_dt(dt, d->nq, 0.6f), *kf = d->kf = rand_dt(dt, d->nkv, 0.6f);
+    float *vf = d->vf = rand_dt(dt, d->nkv, 1.0f);
+    (void)q;
+    for (int b = 0; b < B; b++)  // cache rows past Tk: values that would show if read
+        for (int j = Tk; j < KR; j++)
+            for (size_t e = 0; e < HD; e++) kf[((size_t)b * KR + j) * HD + e] = vf[((size_t)b * KR + j) * HD + e] = 100.0f;
+    d->bias = c->use_bias ? rand_dt(dt, d->nbias, 1.0f) : NULL;
+    if (c->use_mask) {
+        int *mask = d->mask = xmalloc((size_t)B * KR * sizeof(int));
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < KR; j++)
+                mask[(size_t)b * KR + j] = j < Tk ? j < Tk - 2 - 2 * b : (j & 1);  // end padding; past Tk: ignored
+        mask[1] = 0;                                                                // a hole
+        if (c->all_masked_batch)
+            for (int j = 0; j < Tk; j++) mask[(size_t)(B - 1) * KR + j] = 0;
+        d->maskc = xmalloc((size_t)B * Tk * sizeof(int));
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < Tk; j++) d->maskc[(size_t)b * Tk + j] = mask[(size_t)b * KR + j];
+    }
+    // dense (B,Tk,HD) keys and values for the CPU
+    d->kc = xmalloc(d->nk * sizeof(float)), d->vc = xmalloc(d->nk * sizeof(float));
+    for (int b = 0; b < B; b++) {
+        memcpy(d->kc + (size_t)b * Tk * HD, kf + (size_t)b * KR * HD, (size_t)Tk * HD * sizeof(float));
+        memcpy(d->vc + (size_t)b * Tk * HD, vf + (size_t)b * KR * HD, (size_t)Tk * HD * sizeof(float));
+    }
+    d->drop = (DropoutArgs){c->p, 0x5eed0000ULL + (uint64_t)Tq * 131 + (uint64_t)Tk};
+}
+
+static void att_data_free(AttData *d) {
+    FREE_HOST(d->q, d->kf, d->vf, d->bias, d->kc, d->vc);
+    free(d->mask);
+    free(d->maskc);
+}
+
+// The subject's copies of the inputs, and its outputs (out, att) of two forward calls.
+typedef struct {
+    void *q, *k, *v, *bias, *out, *att, *out2, *att2;
+    int *mask;
+} AttDev;
+
+// Masked probabilities exactly 0, and rows with every key masked give out = 0.
+static void att_check_zeros(const AttData *d, const AttCase *c, const float *att, const float *out) {
+    int zeros_ok = 1, full_rows = 0;
+    for (int b = 0; b < d->B; b++)
+        for (int h = 0; h < d->H; h++)
+            for (int i = 0; i < d->Tq; i++) {
+                const float *prow = att + (((size_t)b * d->H + h) * d->Tq + i) * d->Tk;
+                int any = 0;
+                for (int j = 0; j < d->Tk; j++) {
+                    int masked = key_masked(d->mask, d->KR, b, j, c->causal, c->q_offset + i);
+                    if (masked) zeros_ok &= prow[j] == 0.0f;
+                    any |= !masked;
+                }
+                if (!any) {
+                    full_rows++;
+                    for (size_t e = 0; e < (size_t)d->DK; e++)
+                        zeros_ok &= out[((size_t)b * d->Tq + i) * d->HD + h * d->DK + e] == 0.0f;
+                }
+            }
+    char name[320];
+    snprintf(name, sizeof name, "attention_forward [%s] masked keys exactly 0, %d fully masked rows output 0", d->tag,
+             full_rows);
+    test_check(zeros_ok, name);
+}
+
+// Forward on both backends and its checks; returns the subject's probabilities (host,
+// for the backward) and sets *mem_before / *mem_mid around the repeated call.
+static float *att_forward(const OpsPair *P, const Tol *t, const AttCase *c, const AttData *d, AttDev *g,
+                          size_t *mem_before, size_t *mem_mid) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = t->dt;
+    const size_t es = dt_size(dt);
+    float *out_c = xmalloc(d->nq * sizeof(float)), *att_c = xmalloc(d->natt * sizeof(float));
+    R->attention_forward(out_c, att_c, d->q, d->kc, d->vc, d->bias, d->maskc, d->B, d->Tq, d->Tk, d->Tk, d->H, d->DK,
+                         c->causal, c->q_offset, d->drop);
+    g->q = dev_from(S, dt, d->q, d->nq), g->k = dev_from(S, dt, d->kf, d->nkv), g->v = dev_from(S, dt, d->vf, d->nkv);
+    g->bias = d->bias ? dev_from(S, dt, d->bias, d->nbias) : NULL;
+    g->mask = d->mask ? dev_ints(S, d->mask, (size_t)d->B * d->KR) : NULL;
+    g->out = S->alloc(d->nq * es), g->att = S->alloc(d->natt * es);
+    g->out2 = S->alloc(d->nq * es), g->att2 = S->alloc(d->natt * es);
+    S->attention_forward(g->out, g->att, g->q, g->k, g->v, g->bias, g->mask, d->B, d->Tq, d->Tk, d->KR, d->H, d->DK,
+                         c->causal, c->q_offset, d->drop);
+    *mem_before = S->mem_in_use();
+    S->attention_forward(g->out2, g->att2, g->q, g->k, g->v, g->bias, g->mask, d->B, d->Tq, d->Tk, d->KR, d->H, d->DK,
+                         c->causal, c->q_offset, d->drop);
+    *mem_mid = S->mem_in_use();
+    float *out = host_from(S, dt, g->out, d->nq), *att = host_from(S, dt, g->att, d->natt);
+    char name[320];
+    snprintf(name, sizeof name, "attention_forward [%s] att", d->tag);
+    test_close(name, att, att_c, d->natt, t->att_fwd);
+    snprintf(name, sizeof name, "attention_forward [%s] out", d->tag);
+    test_close(name, out, out_c, d->nq, t->att_fwd);
+    att_check_zeros(d, c, att, out);
+    snprintf(name, sizeof name, "attention_forward [%s] repeated call bitwise equal (att, out)", d->tag);
+    test_check(same_bytes(S, g->att, g->att2, d->natt * es) && same_bytes(S, g->out, g->out2, d->nq * es), name);
+    FREE_HOST(out_c, att_c, out);
+    return att;
+}
+
+// The subject's gradient buffers of three backward calls (the third without dbias).
+typedef struct {
+    void *dout, *dq[3], *dk[3], *dv[3], *db[3];
+} AttGrads;
+
+static void att_backward_checks(const OpsPair *P, const Tol *t, const AttData *d, const AttGrads *gr,
+                                const float *const ref[4], int with_bias) {
+    const Backend *S = P->sub;
+    const Dtype dt = t->dt;
+    const size_t es = dt_size(dt);
+    static const char *what[4] = {"dq", "dk", "dv", "dbias"};
+    const size_t n[4] = {d->nq, d->nk, d->nk, d->nbias};
+    void *const first[4] = {gr->dq[0], gr->dk[0], gr->dv[0], gr->db[0]};
+    char name[320];
+    for (int i = 0; i < (with_bias ? 4 : 3); i++) {
+        float *got = host_from(S, dt, first[i], n[i]);
+        snprintf(name, sizeof name, "attention_backward [%s] %s (+= prefill)", d->tag, what[i]);
+        test_close(name, got, ref[i], n[i], t->att_bwd);
+        free(got);
+    }
+    int same = same_bytes(S, gr->dq[0], gr->dq[1], d->nq * es) && same_bytes(S, gr->dk[0], gr->dk[1], d->nk * es) &&
+               same_bytes(S, gr->dv[0], gr->dv[1], d->nk * es) &&
+               (!with_bias || same_bytes(S, gr->db[0], gr->db[1], d->nbias * es));
+    snprintf(name, sizeof name, "attention_backward [%s] repeated call bitwise equal", d->tag);
+    test_check(same, name);
+    same = same_bytes(S, gr->dq[0], gr->dq[2], d->nq * es) && same_bytes(S, gr->dk[0], gr->dk[2], d->nk * es) &&
+           same_bytes(S, gr->dv[0], gr->dv[2], d->nk * es);
+    snprintf(name, sizeof name, "attention_backward [%s] dbias NULL: same dq, dk, dv bitwise", d->tag);
+    test_check(same, name);
+}
+
+// Backward (dense: kv_rows == Tk) on both backends from the subject's saved
+// probabilities `att`, into prefilled gradients; *mem_b0 / *mem_b1 around repeated calls.
+static void att_backward(const OpsPair *P, const Tol *t, const AttData *d, const AttDev *g, const float *att,
+                         size_t *mem_b0, size_t *mem_b1) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = t->dt;
+    const int with_bias = d->bias != NULL;
+    float *dout = rand_dt(dt, d->nq, 1.0f), *pq = rand_dt(dt, d->nq, 0.1f), *pk = rand_dt(dt, d->nk, 0.1f),
+          *pv = rand_dt(dt, d->nk, 0.1f), *pb = with_bias ? rand_dt(dt, d->nbias, 0.1f) : NULL;
+    float *dq_c = copy_f(pq, d->nq), *dk_c = copy_f(pk, d->nk), *dv_c = copy_f(pv, d->nk),
+          *db_c = pb ? copy_f(pb, d->nbias) : NULL;
+    // both sides differentiate the subject's saved probabilities
+    R->attention_backward(dq_c, dk_c, dv_c, db_c, dout, att, d->q, d->kc, d->vc, d->B, d->Tq, d->Tk, d->H, d->DK,
+                          d->drop);
+    AttGrads gr = {.dout = dev_from(S, dt, dout, d->nq)};
+    for (int r = 0; r < 3; r++) {
+        gr.dq[r] = dev_from(S, dt, pq, d->nq);
+        gr.dk[r] = dev_from(S, dt, pk, d->nk);
+        gr.dv[r] = dev_from(S, dt, pv, d->nk);
+        gr.db[r] = pb && r < 2 ? dev_from(S, dt, pb, d->nbias) : NULL;
+    }
+    for (int r = 0; r < 3; r++) {
+        if (r == 1) *mem_b0 = S->mem_in_use();
+        S->attention_backward(gr.dq[r], gr.dk[r], gr.dv[r], gr.db[r], gr.dout, g->att, g->q, g->k, g->v, d->B, d->Tq,
+                              d->Tk, d->H, d->DK, d->drop);
+    }
+    *mem_b1 = S->mem_in_use();
+    const float *const ref[4] = {dq_c, dk_c, dv_c, db_c};
+    att_backward_checks(P, t, d, &gr, ref, with_bias);
+    S->free(gr.dout);
+    for (int r = 0; r < 3; r++) FREE_SUB(S, gr.dq[r], gr.dk[r], gr.dv[r], gr.db[r]);
+    FREE_HOST(dout, pq, pk, pv, pb, dq_c, dk_c, dv_c, db_c);
+}
+
+static void attention_case(const OpsPair *P, const Tol *t, const AttCase *c) {
+    const Backend *S = P->sub;
+    AttData d;
+    att_data_make(&d, t->dt, c);
+    AttDev g;
+    size_t mem_before, mem_mid, mem_b0 = 0, mem_b1 = 0;
+    float *att = att_forward(P, t, c, &d, &g, &mem_before, &mem_mid);
+    char name[320];
+    if (d.KR == d.Tk) {  // backward is dense (backend.h)
+        att_backward(P, t, &d, &g, att, &mem_b0, &mem_b1);
+        snprintf(name, sizeof name, "attention [%s] repeated calls allocate nothing (%zu -> %zu -> %zu bytes)", d.tag,
+                 mem_before, mem_b0, mem_b1);
+        test_check(mem_before == mem_mid && mem_b0 == mem_b1, name);
+    } else {
+        snprintf(name, sizeof name, "attention [%s] repeated forward allocates nothing (%zu -> %zu bytes)", d.tag,
+                 mem_before, mem_mid);
+        test_check(mem_before == mem_mid, name);
+    }
+    FREE_SUB(S, g.q, g.k, g.v, g.bias, g.mask, g.out, g.att, g.out2, g.att2);
+    free(att);
+    att_data_free(&d);
+}
+
+static const AttCase ATT_CASES[] = {
+    // label                                   B   H  Tq  Tk  kvr  dk mask full bias causal qoff  p
+    {"plain", 3, 3, 7, 11, 11, 5, 0, 0, 0, 0, 0, 0.0f},
+    {"mask+bias", 3, 3, 7, 11, 11, 5, 1, 0, 1, 0, 0, 0.0f},
+    {"causal+mask+bias", 3, 3, 7, 7, 7, 5, 1, 0, 1, 1, 0, 0.0f},
+    {"causal q_offset=4 +bias", 3, 3, 7, 11, 11, 5, 0, 0, 1, 1, 4, 0.0f},
+    {"cross Tq!=Tk mask, no bias", 3, 3, 7, 11, 11, 5, 1, 0, 0, 0, 0, 0.0f},
+    {"mask+bias+dropout 0.1", 3, 3, 7, 11, 11, 5, 1, 0, 1, 0, 0, 0.1f},
+    {"causal+bias+dropout 0.1", 3, 3, 7, 7, 7, 5, 0, 0, 1, 1, 0, 0.1f},
+    {"one batch row fully masked +bias", 3, 3, 7, 11, 11, 5, 1, 1, 1, 0, 0, 0.0f},
+    {"kv cache (fwd only) mask+bias causal q_offset=4", 3, 3, 7, 11, 14, 5, 1, 0, 1, 1, 4, 0.0f},
+    {"decode step (fwd only) Tq=1 causal q_offset=8", 3, 3, 1, 9, 16, 5, 1, 0, 1, 1, 8, 0.0f},
+    {"kv cache, vector softmax (fwd only) mask+bias+dropout", 3, 3, 4, 12, 16, 8, 1, 0, 1, 1, 8, 0.1f},
+    {"Tk=300 (vector softmax) causal q_offset=295 mask+dropout", 2, 2, 5, 300, 300, 16, 1, 0, 0, 1, 295, 0.1f},
+    {"Tk=301 (scalar softmax) mask+bias+dropout", 2, 2, 5, 301, 301, 16, 1, 0, 1, 0, 0, 0.1f},
+    {"Tk=1100 (looping softmax) mask+bias+dropout", 1, 2, 3, 1100, 1100, 8, 1, 0, 1, 0, 0, 0.1f},
+    {"t5-large encoder self mask+bias+dropout", 4, 16, 128, 128, 128, 64, 1, 0, 1, 0, 0, 0.1f},
+    {"t5-large decoder self causal+bias+dropout", 4, 16, 128, 128, 128, 64, 0, 0, 1, 1, 0, 0.1f},
+    {"t5-large cross Tq=96 Tk=128 mask+dropout", 4, 16, 96, 128, 128, 64, 1, 0, 0, 0, 0, 0.1f},
+};
+
+// ---- copy_rows -------------------------------------------------------------------------------------
+
+static void case_copy_rows(const OpsPair *P) {
+    const Backend *S = P->sub, *be = S;
+    const Dtype dt = P->dt;
+    const size_t row_elems[] = {7, 64};
+    for (int r = 0; r < 2; r++) {
+        const size_t E = row_elems[r];
+        enum { SRC = 10, DST = 12, NCOPY = 5 };
+        float *src = rand_dt(dt, SRC * E, 1.0f), *dst0 = rand_dt(dt, DST * E, 1.0f);
+        const int src_rows[NCOPY] = {9, 0, 4, 4, 7}, dst_rows[NCOPY] = {11, 3, 0, 6, 2};
+        for (int mode = 0; mode < 4; mode++) {  // neither, gather, scatter, both
+            const int *sr = (mode & 1) ? src_rows : NULL, *dr = (mode & 2) ? dst_rows : NULL;
+            float *want = copy_f(dst0, DST * E);
+            for (int i = 0; i < NCOPY; i++)
+                memcpy(want + (size_t)(dr ? dr[i] : i) * E, src + (size_t)(sr ? sr[i] : i) * E, E * sizeof(float));
+            void *src_g = dev_from(S, dt, src, SRC * E), *dst_g = dev_from(S, dt, dst0, DST * E);
+            be->copy_rows(dst_g, dr, src_g, sr, NCOPY, E);
+            float *got = host_from(S, dt, dst_g, DST * E);
+            char name[160];
+            snprintf(name, sizeof name, "copy_rows [%s row_elems=%zu %s] exact", dt_name(dt), E,
+                     mode == 0 ? "plain" : mode == 1 ? "gather" : mode == 2 ? "scatter" : "gather+scatter");
+            test_check(memcmp(got, want, DST * E * sizeof(float)) == 0, name);
+            S->free(src_g);
+            S->free(dst_g);
+            free(want);
+            free(got);
+        }
+        free(src);
+        free(dst0);
+    }
+    {  // more rows than one launch carries (1024): 1500 rows, gather + scatter
+        enum { SRC = 2000, DST = 1600, NCOPY = 1500, E = 3 };
+        int *sr = xmalloc(NCOPY * sizeof(int)), *dr = xmalloc(NCOPY * sizeof(int));
+        for (int i = 0; i < NCOPY; i++) {
+            sr[i] = (int)((i * 7919u) % SRC);
+            dr[i] = DST - 1 - i;
+        }
+        float *src = rand_dt(dt, (size_t)SRC * E, 1.0f), *want = rand_dt(dt, (size_t)DST * E, 1.0f);
+        void *src_g = dev_from(S, dt, src, (size_t)SRC * E), *dst_g = dev_from(S, dt, want, (size_t)DST * E);
+        for (int i = 0; i < NCOPY; i++) memcpy(want + (size_t)dr[i] * E, src + (size_t)sr[i] * E, E * sizeof(float));
+        be->copy_rows(dst_g, dr, src_g, sr, NCOPY, E);
+        float *got = host_from(S, dt, dst_g, (size_t)DST * E);
+        char name[160];
+        snprintf(name, sizeof name, "copy_rows [%s row_elems=3, 1500 rows (two launches)] exact", dt_name(dt));
+        test_check(memcmp(got, want, (size_t)DST * E * sizeof(float)) == 0, name);
+        S->free(src_g);
+        S->free(dst_g);
+        free(sr);
+        free(dr);
+        free(src);
+        free(want);
+        free(got);
+    }
+}
+
+static const Tol *tol_of(Dtype dt) {
+    for (size_t i = 0; i < sizeof TOLS / sizeof TOLS[0]; i++)
+        if (TOLS[i].dt == dt) return &TOLS[i];
+    return &TOLS[0];
+}
+
+// The cases of the table (test_backend_ops.c); `quick` (T5_TEST_QUICK) leaves out the
+// t5-large matmuls and the attention shapes over 200000 scores.
+static int ops_quick;
+
+static void case_matmul(const OpsPair *P) {
+    const Tol *t = tol_of(P->dt);
+    matmul_case(P, t, 7, 13, 29);
+    matmul_case(P, t, 130, 72, 48);
+    if (!ops_quick) {
+        matmul_case(P, t, 2048, 1024, 4096);
+        matmul_case(P, t, 2048, 4096, 1024);
+    }
+}
+
+static void case_attention(const OpsPair *P) {
+    const Tol *t = tol_of(P->dt);
+    for (size_t c = 0; c < sizeof ATT_CASES / sizeof ATT_CASES[0]; c++) {
+        const AttCase *a = &ATT_CASES[c];
+        if (ops_quick && (size_t)a->B * a->H * a->Tq * a->Tk > 200000) continue;
+        attention_case(P, t, a);
+    }
+}
