@@ -1,5 +1,5 @@
 // tests/test_exact.c: `train_t5 --do_train` against HF Trainer where torch's fp32 rounding
-// shows (issue 13): tiny T5s with the full 32128-token vocabulary, on the first 16 en-ro
+// shows: tiny T5s with the full 32128-token vocabulary, on the first 16 en-ro
 // lines of wmt_en_ro val, 4 steps (tools/make_exact_fixture.py made tests/fixtures/exact/).
 // Per case: the initial weights are made again with `./train_t5 convert --init random`
 // (checked against the fixture's checksum), ./train_t5 trains with the fixture's flags and
