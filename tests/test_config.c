@@ -111,6 +111,7 @@ static void test_parse_ffn(void) {
     test_check(bad == 0, "t5_config_parse_ffn: 8 accepted forms (gated-gelu -> gelu_new), 6 rejected");
 }
 
+// Defaults and every key of config.json.
 static void test_config_json(void) {
     char *p = tmp_path("config.json");
     T5Config c;
@@ -143,7 +144,13 @@ static void test_config_json(void) {
                   "\"num_heads\": 2, \"pad_token_id\": 7}");
     t5_config_load_json(p, &c);
     test_check(c.decoder_start_token_id == 7, "decoder_start_token_id defaults to pad_token_id");
+    free(p);
+}
 
+// The hub's own config.json files load equal to the presets.
+static void test_config_json_hub(void) {
+    char *p = tmp_path("config.json");
+    T5Config c;
     // The hub's google/flan-t5-large config.json, verbatim.
     write_text(p, "{\n  \"architectures\": [\n    \"T5ForConditionalGeneration\"\n  ],\n  \"d_ff\": 2816,\n"
                   "  \"d_kv\": 64,\n  \"d_model\": 1024,\n  \"decoder_start_token_id\": 0,\n"
@@ -169,8 +176,13 @@ static void test_config_json(void) {
     t5_config_load_json(p, &c);
     t5_config_preset("t5-small", &want);
     test_check(same_config(&c, &want), "hub t5-small config.json (old style) loads equal to the preset");
+    free(p);
+}
 
-    // What we write: transformers-5 keys, parseable, no temp file left.
+// What we write: transformers-5 keys, parseable, no temp file left.
+static void test_config_json_save(void) {
+    char *p = tmp_path("config.json");
+    T5Config c;
     t5_config_preset("google/flan-t5-base", &c);
     t5_config_save_json(&c, p);
     size_t len;
@@ -281,6 +293,57 @@ static void test_layout_counts(void) {
     }
 }
 
+// Shapes, offsets, kinds, no_decay of every tensor of the layout.
+static void check_layout_shapes(const T5Config *cfg, const ParamLayout *lay) {
+    size_t off = 0;
+    int contiguous = 1, shapes = 1, decay = 1;
+    int64_t D = cfg->d_model, I = (int64_t)cfg->num_heads * cfg->d_kv, F = cfg->d_ff, V = cfg->vocab_size;
+    for (int i = 0; i < lay->count; i++) {
+        const ParamSpec *s = &lay->specs[i];
+        contiguous &= s->offset == off && s->numel == (size_t)s->shape[0] * (size_t)(s->ndim == 2 ? s->shape[1] : 1);
+        off += s->numel;
+        const char *leaf = strrchr(s->name, '.');
+        while (leaf > s->name && leaf[-1] != '.') leaf--;
+        int64_t e0 = -1, e1 = -1;
+        if (!strncmp(leaf, "q.", 2) || !strncmp(leaf, "k.", 2) || !strncmp(leaf, "v.", 2)) e0 = I, e1 = D;
+        else if (!strncmp(leaf, "o.", 2)) e0 = D, e1 = I;
+        else if (!strncmp(leaf, "wi", 2)) e0 = F, e1 = D;
+        else if (!strncmp(leaf, "wo.", 3)) e0 = D, e1 = F;
+        else if (!strncmp(leaf, "relative_attention_bias.", 24)) e0 = cfg->relative_attention_num_buckets, e1 = cfg->num_heads;
+        else if (strstr(s->name, "layer_norm")) e0 = D, e1 = 0;
+        else e0 = V, e1 = D;  // shared, lm_head
+        shapes &= s->shape[0] == e0 && (e1 ? s->ndim == 2 && s->shape[1] == e1 : s->ndim == 1);
+        int want_no_decay = strstr(s->name, "layer_norm") || strstr(s->name, "bias");
+        decay &= s->no_decay == want_no_decay;
+        ParamKind k = strstr(s->name, "layer_norm") ? PARAM_NORM
+                      : strstr(s->name, "relative_attention_bias") ? PARAM_RELBIAS
+                      : !strcmp(s->name, "shared.weight") ? PARAM_EMBEDDING
+                                                           : PARAM_LINEAR;
+        decay &= s->kind == k;
+    }
+    test_check(contiguous && off == lay->total, "layout: offsets contiguous from 0, total = sum of numel");
+    test_check(shapes, "layout: q,k,v (H*dk, D), o (D, H*dk), wi* (F, D), wo (D, F), relbias (buckets, H), norms (D)");
+    test_check(decay, "layout: no_decay on norms and relative_attention_bias (HF Trainer's \"bias\" name rule), kinds");
+}
+
+// The block offset tables against the name table.
+static void check_layout_offsets(const ParamLayout *lay) {
+    int offs = lay->shared == lay->specs[params_find(lay, "shared.weight")].offset &&
+               lay->lm_head == lay->specs[params_find(lay, "lm_head.weight")].offset &&
+               lay->enc[1].self.k == lay->specs[params_find(lay, "encoder.block.1.layer.0.SelfAttention.k.weight")].offset &&
+               lay->enc[0].self.has_relbias && !lay->enc[1].self.has_relbias &&
+               lay->enc[0].self.relbias ==
+                   lay->specs[params_find(lay, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight")].offset &&
+               lay->dec[1].cross.o == lay->specs[params_find(lay, "decoder.block.1.layer.1.EncDecAttention.o.weight")].offset &&
+               !lay->dec[0].cross.has_relbias && lay->dec[0].self.has_relbias &&
+               lay->dec[1].ffn.wi_1 == lay->specs[params_find(lay, "decoder.block.1.layer.2.DenseReluDense.wi_1.weight")].offset &&
+               lay->dec[1].cross.ln == lay->specs[params_find(lay, "decoder.block.1.layer.1.layer_norm.weight")].offset &&
+               lay->enc_final_ln == lay->specs[params_find(lay, "encoder.final_layer_norm.weight")].offset &&
+               lay->dec_final_ln == lay->specs[params_find(lay, "decoder.final_layer_norm.weight")].offset &&
+               params_find(lay, "nope") == -1;
+    test_check(offs, "layout: block offset tables agree with the name table; params_find");
+}
+
 static void test_layout_order(void) {
     T5Config cfg = tiny_config(1, 1);
     cfg.num_layers = 2;
@@ -350,53 +413,15 @@ static void test_layout_order(void) {
         }
     test_check(ok, "layout: HF state-dict names in state-dict order (gated, untied, 2+2 blocks)");
 
-    // Shapes, offsets, kinds, no_decay.
-    size_t off = 0;
-    int contiguous = 1, shapes = 1, decay = 1;
-    int64_t D = cfg.d_model, I = (int64_t)cfg.num_heads * cfg.d_kv, F = cfg.d_ff, V = cfg.vocab_size;
-    for (int i = 0; i < lay.count; i++) {
-        const ParamSpec *s = &lay.specs[i];
-        contiguous &= s->offset == off && s->numel == (size_t)s->shape[0] * (size_t)(s->ndim == 2 ? s->shape[1] : 1);
-        off += s->numel;
-        const char *leaf = strrchr(s->name, '.');
-        while (leaf > s->name && leaf[-1] != '.') leaf--;
-        int64_t e0 = -1, e1 = -1;
-        if (!strncmp(leaf, "q.", 2) || !strncmp(leaf, "k.", 2) || !strncmp(leaf, "v.", 2)) e0 = I, e1 = D;
-        else if (!strncmp(leaf, "o.", 2)) e0 = D, e1 = I;
-        else if (!strncmp(leaf, "wi", 2)) e0 = F, e1 = D;
-        else if (!strncmp(leaf, "wo.", 3)) e0 = D, e1 = F;
-        else if (!strncmp(leaf, "relative_attention_bias.", 24)) e0 = cfg.relative_attention_num_buckets, e1 = cfg.num_heads;
-        else if (strstr(s->name, "layer_norm")) e0 = D, e1 = 0;
-        else e0 = V, e1 = D;  // shared, lm_head
-        shapes &= s->shape[0] == e0 && (e1 ? s->ndim == 2 && s->shape[1] == e1 : s->ndim == 1);
-        int want_no_decay = strstr(s->name, "layer_norm") || strstr(s->name, "bias");
-        decay &= s->no_decay == want_no_decay;
-        ParamKind k = strstr(s->name, "layer_norm") ? PARAM_NORM
-                      : strstr(s->name, "relative_attention_bias") ? PARAM_RELBIAS
-                      : !strcmp(s->name, "shared.weight") ? PARAM_EMBEDDING
-                                                           : PARAM_LINEAR;
-        decay &= s->kind == k;
-    }
-    test_check(contiguous && off == lay.total, "layout: offsets contiguous from 0, total = sum of numel");
-    test_check(shapes, "layout: q,k,v (H*dk, D), o (D, H*dk), wi* (F, D), wo (D, F), relbias (buckets, H), norms (D)");
-    test_check(decay, "layout: no_decay on norms and relative_attention_bias (HF Trainer's \"bias\" name rule), kinds");
-    int offs = lay.shared == lay.specs[params_find(&lay, "shared.weight")].offset &&
-               lay.lm_head == lay.specs[params_find(&lay, "lm_head.weight")].offset &&
-               lay.enc[1].self.k == lay.specs[params_find(&lay, "encoder.block.1.layer.0.SelfAttention.k.weight")].offset &&
-               lay.enc[0].self.has_relbias && !lay.enc[1].self.has_relbias &&
-               lay.enc[0].self.relbias ==
-                   lay.specs[params_find(&lay, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight")].offset &&
-               lay.dec[1].cross.o == lay.specs[params_find(&lay, "decoder.block.1.layer.1.EncDecAttention.o.weight")].offset &&
-               !lay.dec[0].cross.has_relbias && lay.dec[0].self.has_relbias &&
-               lay.dec[1].ffn.wi_1 == lay.specs[params_find(&lay, "decoder.block.1.layer.2.DenseReluDense.wi_1.weight")].offset &&
-               lay.dec[1].cross.ln == lay.specs[params_find(&lay, "decoder.block.1.layer.1.layer_norm.weight")].offset &&
-               lay.enc_final_ln == lay.specs[params_find(&lay, "encoder.final_layer_norm.weight")].offset &&
-               lay.dec_final_ln == lay.specs[params_find(&lay, "decoder.final_layer_norm.weight")].offset &&
-               params_find(&lay, "nope") == -1;
-    test_check(offs, "layout: block offset tables agree with the name table; params_find");
+    check_layout_shapes(&cfg, &lay);
+    check_layout_offsets(&lay);
     params_free_layout(&lay);
+}
 
-    cfg = tiny_config(0, 0);
+// relu, tied head: wi instead of wi_0/wi_1, no lm_head.weight.
+static void test_layout_tied(void) {
+    ParamLayout lay;
+    T5Config cfg = tiny_config(0, 0);
     params_build_layout(&cfg, &lay);
     test_check(params_find(&lay, "lm_head.weight") == -1 && lay.lm_head == lay.shared &&
                    params_find(&lay, "encoder.block.0.layer.1.DenseReluDense.wi.weight") >= 0 &&
@@ -474,9 +499,12 @@ int main(void) {
     test_presets();
     test_parse_ffn();
     test_config_json();
+    test_config_json_hub();
+    test_config_json_save();
     test_config_errors();
     test_layout_counts();
     test_layout_order();
+    test_layout_tied();
     test_init();
     rm_rf(g_tmp);
     return test_summary();

@@ -34,7 +34,8 @@ static uint16_t ref_bf16(float f) {
     return (lo & 1) ? hi : lo;
 }
 
-static void test_half_conversions(void) {
+// Every 16-bit pattern through f32 and back.
+static void test_half_identity(void) {
     int bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         float f = st_f16_to_f32((uint16_t)h);
@@ -55,6 +56,12 @@ static void test_half_conversions(void) {
     snprintf(msg, sizeof msg, "bf16 -> f32 -> bf16 identity on all 65536 values (%d differ)", bad);
     test_check(bad == 0, msg);
 
+}
+
+// f32 -> f16 rounding: ties, overflow, subnormals, NaN.
+static void test_f16_cases(void) {
+    char msg[128];
+    int bad;
     struct {
         float in;
         uint16_t f16;
@@ -98,7 +105,12 @@ static void test_half_conversions(void) {
     uint16_t hn = st_f32_to_f16(NAN), hsn = st_f32_to_f16(bitsf(0x7F800001u));
     test_check((hn & 0x7C00) == 0x7C00 && (hn & 0x3FF) && (hsn & 0x7C00) == 0x7C00 && (hsn & 0x3FF),
                "f32 -> f16 keeps NaN (also a NaN with only a low payload bit) a NaN");
+}
 
+// f32 -> bf16 rounding: ties, overflow, subnormals, NaN.
+static void test_bf16_cases(void) {
+    char msg[128];
+    int bad;
     struct {
         uint32_t in;
         uint16_t bf;
@@ -128,8 +140,11 @@ static void test_half_conversions(void) {
     test_check(bad == 0, msg);
     uint16_t bn = st_f32_to_bf16(bitsf(0x7F800001u));
     test_check(isnan(st_bf16_to_f32(bn)), "f32 -> bf16 keeps a low-payload NaN a NaN (plain truncation gives inf)");
+}
 
-    // Random bit patterns against independent references.
+// Random bit patterns against independent references.
+static void test_half_random(void) {
+    char msg[128];
     uint64_t s = 0x1234567;
     int bad16 = 0, badbf = 0, n = 2000000;
     for (int i = 0; i < n; i++) {
@@ -153,7 +168,38 @@ static void test_half_conversions(void) {
     test_check(badbf == 0, msg);
 }
 
+
+static void test_half_conversions(void) {
+    test_half_identity();
+    test_f16_cases();
+    test_bf16_cases();
+    test_half_random();
+}
+
 // ---- safetensors ----------------------------------------------------------------------------
+
+// Raw layout of the file written by test_safetensors_roundtrip (data: bytes of tensor data):
+// 8-byte little-endian length, header padded with spaces to 8 bytes.
+static void check_raw_layout(const char *path, uint64_t data) {
+    size_t flen;
+    char *raw = read_text_file(path, &flen);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | (unsigned char)raw[i];
+    test_check(hlen % 8 == 0 && 8 + hlen + data == flen, "file size = 8 + header (multiple of 8) + data");
+    int pad_ok = 1;
+    uint64_t last = 7 + hlen;
+    while (raw[last] == ' ') last--;
+    pad_ok = raw[last] == '}' && raw[8] == '{';
+    test_check(pad_ok, "header is one JSON object followed only by space padding");
+    char *hdr = strndup(raw + 8, hlen);
+    cJSON *root = cJSON_Parse(hdr);
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(meta, "format");
+    test_check(cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "pt"), "header has __metadata__ {\"format\": \"pt\"}");
+    cJSON_Delete(root);
+    free(hdr);
+    free(raw);
+}
 
 static void test_safetensors_roundtrip(void) {
     char *path = tmp_path("rt.safetensors");
@@ -194,26 +240,7 @@ static void test_safetensors_roundtrip(void) {
     st_writer_close(&w);
     test_check(access(tmp, F_OK) != 0 && access(path, F_OK) == 0, "writer: close renames <path>.tmp into place");
 
-    // Raw layout: 8-byte little-endian length, header padded with spaces to 8 bytes.
-    size_t flen;
-    char *raw = read_text_file(path, &flen);
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | (unsigned char)raw[i];
-    uint64_t data = 12 * 4 + 12 * 2 + 6 * 2 + 4 * 8 + 4 * 4 + 4 + 0 + (uint64_t)BIG * 2 + 2;
-    test_check(hlen % 8 == 0 && 8 + hlen + data == flen, "file size = 8 + header (multiple of 8) + data");
-    int pad_ok = 1;
-    uint64_t last = 7 + hlen;
-    while (raw[last] == ' ') last--;
-    pad_ok = raw[last] == '}' && raw[8] == '{';
-    test_check(pad_ok, "header is one JSON object followed only by space padding");
-    char *hdr = strndup(raw + 8, hlen);
-    cJSON *root = cJSON_Parse(hdr);
-    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(meta, "format");
-    test_check(cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "pt"), "header has __metadata__ {\"format\": \"pt\"}");
-    cJSON_Delete(root);
-    free(hdr);
-    free(raw);
+    check_raw_layout(path, 12 * 4 + 12 * 2 + 6 * 2 + 4 * 8 + 4 * 4 + 4 + 0 + (uint64_t)BIG * 2 + 2);
 
     StFile st;
     st_open(&st, path);
