@@ -198,6 +198,122 @@ static void do_resolve(const void *arg) {
     hf_resolve_model((const char *)arg, &c);
 }
 
+// Sharded: the saved model split into two BF16 shards + index.json; then an index naming a
+// missing shard.
+static void test_hf_sharded(const T5Config *cfg, const ParamLayout *lay, const float *p) {
+    int probe;
+    char *dir = tmp_path("v_sharded");
+    mkdir(dir, 0755);
+    char *cp = path_join(dir, "config.json");
+    t5_config_save_json(cfg, cp);
+    free(cp);
+    int half = lay->count / 2;
+    StTensorDesc *d = callocCheck((size_t)lay->count, sizeof *d);
+    for (int i = 0; i < lay->count; i++) {
+        d[i].name = lay->specs[i].name;
+        d[i].dtype = ST_BF16;
+        d[i].ndim = lay->specs[i].ndim;
+        d[i].shape[0] = lay->specs[i].shape[0];
+        d[i].shape[1] = lay->specs[i].shape[1];
+    }
+    const char *shard_names[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    size_t cap = 65536, len = 0;
+    char *index = mallocCheck(cap);
+    len += (size_t)snprintf(index + len, cap - len, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+    for (int s = 0; s < 2; s++) {
+        int lo = s ? half : 0, hi = s ? lay->count : half;
+        char *sp = path_join(dir, shard_names[s]);
+        StWriter w;
+        st_writer_open(&w, sp, d + lo, hi - lo, "{\"format\":\"pt\"}");
+        for (int i = lo; i < hi; i++) {
+            st_writer_write_f32(&w, p + lay->specs[i].offset, lay->specs[i].numel);
+            len += (size_t)snprintf(index + len, cap - len, "%s\"%s\": \"%s\"", i ? ", " : "", lay->specs[i].name,
+                                    shard_names[s]);
+        }
+        st_writer_close(&w);
+        free(sp);
+    }
+    len += (size_t)snprintf(index + len, cap - len, "}}");
+    char *ip = path_join(dir, "model.safetensors.index.json");
+    write_text(ip, index);
+    float *want = mallocCheck(lay->total * sizeof(float));
+    for (size_t i = 0; i < lay->total; i++) want[i] = round_to(ST_BF16, p[i]);
+    test_check(load_equals(dir, cfg, want, &probe) && probe == 0,
+               "sharded checkpoint (index.json + 2 BF16 shards) loads");
+    // Index naming a shard that is missing.
+    char *bad = strstr(index, "model-00002-of-00002");
+    memcpy(bad, "model-00009", 11);
+    write_text(ip, index);
+    expect_error("index names a missing shard", do_load_dir, &(LoadArg){dir, -1}, "model-00009-of-00002");
+    free(want);
+    free(ip);
+    free(index);
+    free(d);
+    free(dir);
+}
+
+// Load errors: missing, misshaped, unknown and integer tensors, tied/untied mismatches.
+static void test_hf_variant_errors(const T5Config *cfg, const ParamLayout *lay, const float *p) {
+    char *dir;
+    struct {
+        const char *what;
+        Variant v;
+        int untied;  // -1: probe
+        const char *needle;
+    } errs[] = {
+        {"missing tensor", {.drop = "decoder.block.1.layer.0.SelfAttention.q.weight"}, -1,
+         "missing tensor \"decoder.block.1.layer.0.SelfAttention.q.weight\" (expected shape [12, 16])"},
+        {"missing shared.weight", {.drop = "shared.weight"}, -1, "missing tensor \"shared.weight\" (expected shape [37, 16])"},
+        {"shape mismatch", {.reshape = "encoder.block.0.layer.1.DenseReluDense.wi.weight"}, -1,
+         "tensor \"encoder.block.0.layer.1.DenseReluDense.wi.weight\": expected shape [24, 16], found [16, 24]"},
+        {"unknown tensor", {.extra_name = "model.encoder.layers.0.fc1.weight"}, -1,
+         "unexpected tensor \"model.encoder.layers.0.fc1.weight\""},
+        {"alias with a wrong shape", {.extra_name = "encoder.embed_tokens.weight", .extra_shape = {38, 16}}, -1,
+         "expected shape [37, 16], found [38, 16]"},
+        {"integer tensor", {.rename_from = "shared.weight", .rename_to = "x", .extra_name = "shared.weight",
+                            .extra_dtype = ST_I64}, -1, "dtype I64"},
+        {"untied head but tied layout", {.extra_name = "lm_head.weight", .lm_head_differs = 1}, 0,
+         "untied lm_head.weight"},
+        {"untied layout, no lm_head", {0}, 1, "missing tensor \"lm_head.weight\""},
+    };
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "v_err%zu", i);
+        dir = tmp_path(name);
+        write_variant(dir, cfg, lay, p, &errs[i].v);
+        char what[80];
+        snprintf(what, sizeof what, "load: %s", errs[i].what);
+        expect_error(what, do_load_dir, &(LoadArg){dir, errs[i].untied}, errs[i].needle);
+        free(dir);
+    }
+    // Probe sees an untied head when lm_head.weight differs.
+    dir = tmp_path("v_err6");
+    test_check(hf_probe_untied(dir) == 1, "hf_probe_untied: an lm_head.weight that differs from shared means untied");
+    free(dir);
+}
+
+// No weights file, .bin only, no config, bad --model.
+static void test_hf_missing_files(const T5Config *cfg) {
+    char *dir = tmp_path("v_noweights");
+    mkdir(dir, 0755);
+    char *cp = path_join(dir, "config.json");
+    t5_config_save_json(cfg, cp);
+    expect_error("load: no model.safetensors", do_load_dir, &(LoadArg){dir, 0}, "model.safetensors: cannot open");
+    char *bin = path_join(dir, "pytorch_model.bin");
+    write_text(bin, "x");
+    expect_error("load: only pytorch_model.bin", do_load_dir, &(LoadArg){dir, 0}, "PyTorch .bin");
+    unlink(cp);
+    expect_error("resolve: directory without config.json", do_resolve, dir, "config.json");
+    free(bin);
+    free(cp);
+    free(dir);
+    expect_error("resolve: unknown preset", do_resolve, "t5-tiny",
+                 "--model \"t5-tiny\": not a directory with config.json and not a preset (known presets: t5-small");
+    T5Config pc;
+    test_check(hf_resolve_model("google-t5/t5-base", &pc) == 0 && pc.d_model == 768,
+               "hf_resolve_model: a preset name gives its config and 0 (no weights)");
+}
+
 static void test_hf_variants(void) {
     T5Config cfg = tiny_config(0, 0);  // tied relu
     ParamLayout lay;
@@ -240,114 +356,9 @@ static void test_hf_variants(void) {
                "the dead EncDecAttention.relative_attention_bias of original t5 checkpoints is ignored");
     free(dir);
 
-    // Sharded: split the saved model into two shards + index.
-    {
-        dir = tmp_path("v_sharded");
-        mkdir(dir, 0755);
-        char *cp = path_join(dir, "config.json");
-        t5_config_save_json(&cfg, cp);
-        free(cp);
-        int half = lay.count / 2;
-        StTensorDesc *d = callocCheck((size_t)lay.count, sizeof *d);
-        for (int i = 0; i < lay.count; i++) {
-            d[i].name = lay.specs[i].name;
-            d[i].dtype = ST_BF16;
-            d[i].ndim = lay.specs[i].ndim;
-            d[i].shape[0] = lay.specs[i].shape[0];
-            d[i].shape[1] = lay.specs[i].shape[1];
-        }
-        const char *shard_names[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
-        size_t cap = 65536, len = 0;
-        char *index = mallocCheck(cap);
-        len += (size_t)snprintf(index + len, cap - len, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
-        for (int s = 0; s < 2; s++) {
-            int lo = s ? half : 0, hi = s ? lay.count : half;
-            char *sp = path_join(dir, shard_names[s]);
-            StWriter w;
-            st_writer_open(&w, sp, d + lo, hi - lo, "{\"format\":\"pt\"}");
-            for (int i = lo; i < hi; i++) {
-                st_writer_write_f32(&w, p + lay.specs[i].offset, lay.specs[i].numel);
-                len += (size_t)snprintf(index + len, cap - len, "%s\"%s\": \"%s\"", i ? ", " : "", lay.specs[i].name,
-                                        shard_names[s]);
-            }
-            st_writer_close(&w);
-            free(sp);
-        }
-        len += (size_t)snprintf(index + len, cap - len, "}}");
-        char *ip = path_join(dir, "model.safetensors.index.json");
-        write_text(ip, index);
-        float *want = mallocCheck(lay.total * sizeof(float));
-        for (size_t i = 0; i < lay.total; i++) want[i] = round_to(ST_BF16, p[i]);
-        test_check(load_equals(dir, &cfg, want, &probe) && probe == 0,
-                   "sharded checkpoint (index.json + 2 BF16 shards) loads");
-        // Index naming a shard that is missing.
-        char *bad = strstr(index, "model-00002-of-00002");
-        memcpy(bad, "model-00009", 11);
-        write_text(ip, index);
-        expect_error("index names a missing shard", do_load_dir, &(LoadArg){dir, -1}, "model-00009-of-00002");
-        free(want);
-        free(ip);
-        free(index);
-        free(d);
-        free(dir);
-    }
-
-    // Errors.
-    struct {
-        const char *what;
-        Variant v;
-        int untied;  // -1: probe
-        const char *needle;
-    } errs[] = {
-        {"missing tensor", {.drop = "decoder.block.1.layer.0.SelfAttention.q.weight"}, -1,
-         "missing tensor \"decoder.block.1.layer.0.SelfAttention.q.weight\" (expected shape [12, 16])"},
-        {"missing shared.weight", {.drop = "shared.weight"}, -1, "missing tensor \"shared.weight\" (expected shape [37, 16])"},
-        {"shape mismatch", {.reshape = "encoder.block.0.layer.1.DenseReluDense.wi.weight"}, -1,
-         "tensor \"encoder.block.0.layer.1.DenseReluDense.wi.weight\": expected shape [24, 16], found [16, 24]"},
-        {"unknown tensor", {.extra_name = "model.encoder.layers.0.fc1.weight"}, -1,
-         "unexpected tensor \"model.encoder.layers.0.fc1.weight\""},
-        {"alias with a wrong shape", {.extra_name = "encoder.embed_tokens.weight", .extra_shape = {38, 16}}, -1,
-         "expected shape [37, 16], found [38, 16]"},
-        {"integer tensor", {.rename_from = "shared.weight", .rename_to = "x", .extra_name = "shared.weight",
-                            .extra_dtype = ST_I64}, -1, "dtype I64"},
-        {"untied head but tied layout", {.extra_name = "lm_head.weight", .lm_head_differs = 1}, 0,
-         "untied lm_head.weight"},
-        {"untied layout, no lm_head", {0}, 1, "missing tensor \"lm_head.weight\""},
-    };
-    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "v_err%zu", i);
-        dir = tmp_path(name);
-        write_variant(dir, &cfg, &lay, p, &errs[i].v);
-        char what[80];
-        snprintf(what, sizeof what, "load: %s", errs[i].what);
-        expect_error(what, do_load_dir, &(LoadArg){dir, errs[i].untied}, errs[i].needle);
-        free(dir);
-    }
-    // Probe sees an untied head when lm_head.weight differs.
-    dir = tmp_path("v_err6");
-    test_check(hf_probe_untied(dir) == 1, "hf_probe_untied: an lm_head.weight that differs from shared means untied");
-    free(dir);
-
-    // No weights file, .bin only, no config, bad --model.
-    dir = tmp_path("v_noweights");
-    mkdir(dir, 0755);
-    char *cp = path_join(dir, "config.json");
-    t5_config_save_json(&cfg, cp);
-    expect_error("load: no model.safetensors", do_load_dir, &(LoadArg){dir, 0}, "model.safetensors: cannot open");
-    char *bin = path_join(dir, "pytorch_model.bin");
-    write_text(bin, "x");
-    expect_error("load: only pytorch_model.bin", do_load_dir, &(LoadArg){dir, 0}, "PyTorch .bin");
-    unlink(cp);
-    expect_error("resolve: directory without config.json", do_resolve, dir, "config.json");
-    free(bin);
-    free(cp);
-    free(dir);
-    expect_error("resolve: unknown preset", do_resolve, "t5-tiny",
-                 "--model \"t5-tiny\": not a directory with config.json and not a preset (known presets: t5-small");
-    T5Config pc;
-    test_check(hf_resolve_model("google-t5/t5-base", &pc) == 0 && pc.d_model == 768,
-               "hf_resolve_model: a preset name gives its config and 0 (no weights)");
+    test_hf_sharded(&cfg, &lay, p);
+    test_hf_variant_errors(&cfg, &lay, p);
+    test_hf_missing_files(&cfg);
     free(p);
     params_free_layout(&lay);
 }
