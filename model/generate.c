@@ -384,7 +384,11 @@ enum { BEAM_PROMPT = 1 };  // decoder_prompt_len: the start token
 static void beam_state_init(BeamState *st, const T5Decoder *d, const GenerateConfig *gc) {
     const T5Config *c = &d->m->cfg;
     memset(st, 0, sizeof *st);
-    st->B = d->B, st->nb = d->beams, st->N = d->N, st->V = c->vocab_size, st->Lmax = gc->max_length;
+    st->B = d->B;
+    st->nb = d->beams;
+    st->N = d->N;
+    st->V = c->vocab_size;
+    st->Lmax = gc->max_length;
     st->K = 2 * st->nb;  // beams_to_keep = max(2, 1 + n_eos_tokens) * num_beams, one eos token
     st->eos = c->eos_token_id;
     st->fill = c->pad_token_id ? c->pad_token_id : st->eos;  // `pad_token_id or eos_token_id[0]`
