@@ -22,9 +22,9 @@ typedef struct {
     void **cross_k, **cross_v;  // (Ld) each (N, S, HK) cross-attention keys / values
     int *mask;                  // (N, S) encoder attention mask per row
     int *tokens;                // (N) input token of the step
-    void *x, *y, *ln;           // (N, D) residual stream, sublayer output, norm output
+    void *x, *y, *ln;           // (N, D) residual stream, sublayer output before the residual add, norm output
     float *rstd;                // (N)
-    void *q, *ctx, *kv_new;     // (N, HK)
+    void *q, *ctx, *kv_new;     // (N, HK); kv_new: the step's K, then its V, before the cache append
     void *att;                  // (N, H, max(cap, S)) attention probabilities (unused after)
     void *bias;                 // (H, cap) position bias of the step's query
     void *ffa, *ffb, *ffh;      // (N, F) FFN input projections and activation
