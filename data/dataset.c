@@ -73,30 +73,12 @@ static void check_tokens(const int32_t *ids, int n, uint32_t vocab, const char *
                     path, line, side, ids[i], vocab);
 }
 
-void dataset_prepare(const TextSpec *spec, const Spm *spm, const char *out_path) {
-    static int atexit_done = 0;
-    if (!atexit_done) {
-        atexit(remove_tmp);
-        atexit_done = 1;
-    }
-    uint32_t vocab = (uint32_t)spm_piece_count(spm) + DS_EXTRA_IDS;
+// Tokens stream to their place after the offsets (the count is known from the line
+// count); offsets stay in memory (16 bytes an example, *off: 2*count+1 of them) and are
+// written at the end. Reads r to the end and closes it. Returns the number of tokens.
+static uint64_t prepare_write_tokens(const TextSpec *spec, const Spm *spm, TextReader *r, uint64_t count,
+                                     uint32_t vocab, FILE *f, const char *tmp, long tok_start, uint64_t *off) {
     const char *prefix = spec->source_prefix ? spec->source_prefix : "";
-    TextReader *r = text_reader_open(spec);
-    uint64_t count = (uint64_t)text_reader_count(r);
-
-    size_t plen = strlen(out_path);
-    char *tmp = mallocCheck(plen + 5);
-    memcpy(tmp, out_path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "w+b");
-    if (!f) t5_fail("%s: cannot create: %s; check that the directory exists and is writable", tmp, strerror(errno));
-    g_tmp_path = tmp;
-
-    // Tokens stream to their place after the offsets (the count is known from the line
-    // count); offsets stay in memory (16 bytes an example) and are written at the end.
-    uint64_t n_off = 2 * count + 1;
-    long tok_start = DS_HEADER_BYTES + (long)(n_off * sizeof(uint64_t));
-    uint64_t *off = mallocCheck(n_off * sizeof(uint64_t));
     if (fseek(f, tok_start, SEEK_SET) != 0) t5_fail("%s: seek failed: %s", tmp, strerror(errno));
     int32_t *ids = NULL;
     size_t cap = 0;
@@ -120,7 +102,12 @@ void dataset_prepare(const TextSpec *spec, const Spm *spm, const char *out_path)
     if (k != 2 * count) t5_fail("%s: read %llu examples, expected %llu", spec->source_path,
                                 (unsigned long long)(k / 2), (unsigned long long)count);
 
-    // Checksum: offsets bytes then tokens bytes, the tokens read back from the file.
+    return pos;
+}
+
+// Checksum: offsets bytes then tokens bytes (ntok of them), the tokens read back from the file.
+static uint64_t prepare_checksum(FILE *f, const char *tmp, long tok_start, const uint64_t *off, uint64_t n_off,
+                                 uint64_t pos) {
     uint64_t h = fnv1a(FNV_OFFSET, off, n_off * sizeof(uint64_t));
     if (fseek(f, tok_start, SEEK_SET) != 0) t5_fail("%s: seek failed: %s", tmp, strerror(errno));
     enum { BLOCK = 1 << 20 };
@@ -133,6 +120,33 @@ void dataset_prepare(const TextSpec *spec, const Spm *spm, const char *out_path)
         left -= n;
     }
     free(buf);
+
+    return h;
+}
+
+void dataset_prepare(const TextSpec *spec, const Spm *spm, const char *out_path) {
+    static int atexit_done = 0;
+    if (!atexit_done) {
+        atexit(remove_tmp);
+        atexit_done = 1;
+    }
+    uint32_t vocab = (uint32_t)spm_piece_count(spm) + DS_EXTRA_IDS;
+    TextReader *r = text_reader_open(spec);
+    uint64_t count = (uint64_t)text_reader_count(r);
+
+    size_t plen = strlen(out_path);
+    char *tmp = mallocCheck(plen + 5);
+    memcpy(tmp, out_path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    FILE *f = fopen(tmp, "w+b");
+    if (!f) t5_fail("%s: cannot create: %s; check that the directory exists and is writable", tmp, strerror(errno));
+    g_tmp_path = tmp;
+
+    uint64_t n_off = 2 * count + 1;
+    long tok_start = DS_HEADER_BYTES + (long)(n_off * sizeof(uint64_t));
+    uint64_t *off = mallocCheck(n_off * sizeof(uint64_t));
+    uint64_t pos = prepare_write_tokens(spec, spm, r, count, vocab, f, tmp, tok_start, off);
+    uint64_t h = prepare_checksum(f, tmp, tok_start, off, n_off, pos);
 
     unsigned char hdr[DS_HEADER_BYTES] = {0};
     memcpy(hdr + H_MAGIC, DS_MAGIC, sizeof DS_MAGIC);

@@ -59,6 +59,54 @@ static int text_split_present(const DataArgs *a, Split s) {
     return ok;
 }
 
+// The flag combinations prepare needs; fills the JSON-lines language keys from --task.
+// ls, lt (cap bytes each) hold the task's languages, which a->source_lang may point at.
+static void prepare_check_args(DataArgs *a, const char *output_dir, char *ls, char *lt, size_t cap) {
+    int jsonl = a->train_file || a->validation_file || a->test_file;
+    if (a->data_dir && jsonl)
+        t5_fail("prepare: give either --data_dir or --train_file/--validation_file/--test_file, not both");
+    if (!a->data_dir && !jsonl)
+        t5_fail("prepare: no text: pass --data_dir DIR (with train.source/.target ...) or --train_file F (JSON lines)");
+    if (!output_dir) t5_fail("prepare: --output_dir is required (where train.t5ds, val.t5ds, test.t5ds go)");
+    if (a->data_dir && !path_is_dir(a->data_dir))
+        t5_fail("--data_dir %s: not a directory; it should hold train.source, train.target, ...", a->data_dir);
+    for (int s = 0; s < SPLIT_COUNT; s++)
+        if (a->n[s] < -1)
+            t5_fail("--n_%s %d: give a count (0 or more), or -1 for all", split_name((Split)s), a->n[s]);
+    langs_from_task(a->task, ls, lt, cap);
+    if (jsonl && !a->source_lang) a->source_lang = ls[0] ? ls : NULL;
+    if (jsonl && !a->target_lang) a->target_lang = lt[0] ? lt : NULL;
+    if (jsonl && (!a->source_lang || !a->target_lang))
+        t5_fail("prepare: JSON lines need --source_lang and --target_lang (the keys inside \"translation\"), or a "
+                "--task translation_X_to_Y naming them");
+}
+
+// Tokenize one split into out, read it back (dataset_open validates it) and print its line.
+static void prepare_split(Split s, const Spm *spm, const TextSpec *spec, const char *out) {
+    double t0 = now_s();
+    dataset_prepare(spec, spm, out);
+    Dataset ds;
+    dataset_open(&ds, out);  // validates what was just written
+    double secs = now_s() - t0;
+    uint64_t src_tok = 0, tgt_tok = 0;
+    int src_max = 0, tgt_max = 0;
+    for (uint64_t i = 0; i < ds.count; i++) {
+        const int32_t *x, *y;
+        int nx, ny;
+        dataset_example(&ds, i, &x, &nx, &y, &ny);
+        src_tok += (uint64_t)nx;
+        tgt_tok += (uint64_t)ny;
+        if (nx > src_max) src_max = nx;
+        if (ny > tgt_max) tgt_max = ny;
+    }
+    double c = ds.count ? (double)ds.count : 1.0;
+    printf("%-5s %8llu examples %10llu tokens  source max %4d mean %6.1f  target max %4d mean %6.1f  %6.2f s  -> %s\n",
+           split_name(s), (unsigned long long)ds.count, (unsigned long long)(src_tok + tgt_tok), src_max,
+           (double)src_tok / c, tgt_max, (double)tgt_tok / c, secs, out);
+    fflush(stdout);
+    dataset_close(&ds);
+}
+
 int prepare_main(int argc, char **argv) {
     int start = argc > 1 && !strcmp(argv[1], "prepare") ? 2 : 1;
     DataArgs a = {.n = {-1, -1, -1}};
@@ -86,24 +134,8 @@ int prepare_main(int argc, char **argv) {
         flags_print_help(specs, COUNT(specs));
         return 0;
     }
-    int jsonl = a.train_file || a.validation_file || a.test_file;
-    if (a.data_dir && jsonl)
-        t5_fail("prepare: give either --data_dir or --train_file/--validation_file/--test_file, not both");
-    if (!a.data_dir && !jsonl)
-        t5_fail("prepare: no text: pass --data_dir DIR (with train.source/.target ...) or --train_file F (JSON lines)");
-    if (!output_dir) t5_fail("prepare: --output_dir is required (where train.t5ds, val.t5ds, test.t5ds go)");
-    if (a.data_dir && !path_is_dir(a.data_dir))
-        t5_fail("--data_dir %s: not a directory; it should hold train.source, train.target, ...", a.data_dir);
-    for (int s = 0; s < SPLIT_COUNT; s++)
-        if (a.n[s] < -1)
-            t5_fail("--n_%s %d: give a count (0 or more), or -1 for all", split_name((Split)s), a.n[s]);
     char ls[32], lt[32];
-    langs_from_task(a.task, ls, lt, sizeof ls);
-    if (jsonl && !a.source_lang) a.source_lang = ls[0] ? ls : NULL;
-    if (jsonl && !a.target_lang) a.target_lang = lt[0] ? lt : NULL;
-    if (jsonl && (!a.source_lang || !a.target_lang))
-        t5_fail("prepare: JSON lines need --source_lang and --target_lang (the keys inside \"translation\"), or a "
-                "--task translation_X_to_Y naming them");
+    prepare_check_args(&a, output_dir, ls, lt, sizeof ls);
     const char *prefix = data_source_prefix(&a);  // checks --task
 
     int any = 0;
@@ -123,28 +155,7 @@ int prepare_main(int argc, char **argv) {
         char name[32];
         snprintf(name, sizeof name, "%s.t5ds", split_name(s));
         char *out = path_join(output_dir, name);
-        double t0 = now_s();
-        dataset_prepare(&spec, spm, out);
-        Dataset ds;
-        dataset_open(&ds, out);  // validates what was just written
-        double secs = now_s() - t0;
-        uint64_t src_tok = 0, tgt_tok = 0;
-        int src_max = 0, tgt_max = 0;
-        for (uint64_t i = 0; i < ds.count; i++) {
-            const int32_t *x, *y;
-            int nx, ny;
-            dataset_example(&ds, i, &x, &nx, &y, &ny);
-            src_tok += (uint64_t)nx;
-            tgt_tok += (uint64_t)ny;
-            if (nx > src_max) src_max = nx;
-            if (ny > tgt_max) tgt_max = ny;
-        }
-        double c = ds.count ? (double)ds.count : 1.0;
-        printf("%-5s %8llu examples %10llu tokens  source max %4d mean %6.1f  target max %4d mean %6.1f  %6.2f s  -> %s\n",
-               split_name(s), (unsigned long long)ds.count, (unsigned long long)(src_tok + tgt_tok), src_max,
-               (double)src_tok / c, tgt_max, (double)tgt_tok / c, secs, out);
-        fflush(stdout);
-        dataset_close(&ds);
+        prepare_split(s, spm, &spec, out);
         free(out);
         free(storage);
     }

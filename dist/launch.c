@@ -431,36 +431,16 @@ static void stop_children(pid_t *pids, int n, double grace_s) {
         }
 }
 
-int launch_spawn(int n, int argc, char **argv, double grace_s) {
-    if (n < 1) t5_fail("--num_gpus %d: must be >= 1 (the number of GPU ranks to start on this host)", n);
-    if (launch_under_mpirun())
-        t5_fail("--num_gpus under mpirun: mpirun already starts the ranks (one GPU each); drop --num_gpus");
-    if (getenv("WORLD_SIZE"))
-        t5_fail("--num_gpus with WORLD_SIZE=%s set: a launcher (torchrun, deepspeed, --num_gpus) already started "
-                "the ranks; drop --num_gpus or unset WORLD_SIZE", getenv("WORLD_SIZE"));
-    int port = launch_free_port();
-    // argv without "--num_gpus N" / "--num_gpus=N"
-    char **cargv = callocCheck((size_t)argc + 1, sizeof(char *));
-    int k = 0;
-    for (int i = 0; i < argc; i++) {
-        if (i > 0 && !strcmp(argv[i], "--num_gpus")) {
-            i++;
-            continue;
-        }
-        if (i > 0 && !strncmp(argv[i], "--num_gpus=", 11)) continue;
-        cargv[k++] = argv[i];
-    }
-    struct sigaction sa, old[3];
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = spawn_on_signal;  // no SA_RESTART: waitpid returns EINTR
-    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
-    spawn_signal = 0;
-    for (int s = 0; s < 3; s++) sigaction(sigs[s], &sa, &old[s]);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t parent = getpid(), *pids = callocCheck((size_t)n, sizeof(pid_t));
-    int failed = -1, status = 0;
-    char why[160] = "";
+enum { SPAWN_NSIGS = 3 };
+static const int SPAWN_SIGS[SPAWN_NSIGS] = {SIGINT, SIGTERM, SIGHUP};
+
+// Fork and exec the n ranks (pids[i] > 0 for each started one). Returns the first rank
+// that could not be started (its reason in why), or -1.
+static int spawn_start_ranks(int n, int port, char **cargv, const struct sigaction *old, pid_t *pids, char *why,
+                             size_t why_cap) {
+    const int *sigs = SPAWN_SIGS;
+    pid_t parent = getpid();
+    int failed = -1;
     for (int i = 0; i < n && failed < 0; i++) {
         size_t own = 0;
         char **env = child_env(i, n, port, &own);
@@ -483,13 +463,20 @@ int launch_spawn(int n, int argc, char **argv, double grace_s) {
         sigprocmask(SIG_SETMASK, &prev, NULL);
         if (pid < 0) {
             failed = i;
-            snprintf(why, sizeof why, "could not be started: fork: %s", strerror(errno));
+            snprintf(why, why_cap, "could not be started: fork: %s", strerror(errno));
         } else {
             pids[i] = pid;
         }
         for (size_t v = own; env[v]; v++) free(env[v]);
         free(env);
     }
+    return failed;
+}
+
+// Wait for the ranks until all exited, one failed (returned, its reason in why) or a
+// signal came (spawn_signal). Returns -1 when no rank failed.
+static int spawn_wait_ranks(int n, pid_t *pids, char *why, size_t why_cap) {
+    int failed = -1, status = 0;
     int alive = 0;
     for (int i = 0; i < n; i++) alive += pids[i] > 0;
     while (alive > 0 && failed < 0 && !spawn_signal) {
@@ -504,10 +491,44 @@ int launch_spawn(int n, int argc, char **argv, double grace_s) {
                 alive--;
                 if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                     failed = i;
-                    describe_status(status, why, sizeof why);
+                    describe_status(status, why, why_cap);
                 }
             }
     }
+    return failed;
+}
+
+int launch_spawn(int n, int argc, char **argv, double grace_s) {
+    if (n < 1) t5_fail("--num_gpus %d: must be >= 1 (the number of GPU ranks to start on this host)", n);
+    if (launch_under_mpirun())
+        t5_fail("--num_gpus under mpirun: mpirun already starts the ranks (one GPU each); drop --num_gpus");
+    if (getenv("WORLD_SIZE"))
+        t5_fail("--num_gpus with WORLD_SIZE=%s set: a launcher (torchrun, deepspeed, --num_gpus) already started "
+                "the ranks; drop --num_gpus or unset WORLD_SIZE", getenv("WORLD_SIZE"));
+    int port = launch_free_port();
+    // argv without "--num_gpus N" / "--num_gpus=N"
+    char **cargv = callocCheck((size_t)argc + 1, sizeof(char *));
+    int k = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && !strcmp(argv[i], "--num_gpus")) {
+            i++;
+            continue;
+        }
+        if (i > 0 && !strncmp(argv[i], "--num_gpus=", 11)) continue;
+        cargv[k++] = argv[i];
+    }
+    struct sigaction sa, old[SPAWN_NSIGS];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = spawn_on_signal;  // no SA_RESTART: waitpid returns EINTR
+    const int *sigs = SPAWN_SIGS;
+    spawn_signal = 0;
+    for (int s = 0; s < 3; s++) sigaction(sigs[s], &sa, &old[s]);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t *pids = callocCheck((size_t)n, sizeof(pid_t));
+    char why[160] = "";
+    int failed = spawn_start_ranks(n, port, cargv, old, pids, why, sizeof why);
+    if (failed < 0) failed = spawn_wait_ranks(n, pids, why, sizeof why);
     int code = 0;
     if (failed >= 0 || spawn_signal) {
         stop_children(pids, n, grace_s);

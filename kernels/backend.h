@@ -112,7 +112,7 @@ typedef struct Backend {
     // uniformly; T5 batches never have such rows: every sequence has its </s>).
     // q (B,Tq,H*dk), k and v (B,kv_rows,H*dk) of which the first Tk rows of each batch
     // entry are the keys (kv_rows >= Tk; kv_rows == Tk for dense tensors, kv_rows = the
-    // capacity of a generation KV cache, model/generate.c), bias (H,Tq,Tk) shared by the
+    // capacity of a generation KV cache, model/kv_decoder.c), bias (H,Tq,Tk) shared by the
     // batch or NULL, key_mask (B,kv_rows) 1 = attend / 0 = padding (first Tk used), or
     // NULL; causal masks key j > q_offset+i.
     // att (B,H,Tq,Tk) receives the softmax probabilities (before dropout) for backward;

@@ -1,5 +1,5 @@
 // model/bump.h: the bump allocator that lays out an arena of buffers (the training
-// activations in model/t5.c, the decoder state of model/generate.c). With base == NULL it
+// activations in model/t5.c, the decoder state of model/kv_decoder.c). With base == NULL it
 // only measures, so one function both sizes the arena and assigns the buffers in it.
 #pragma once
 #include <stddef.h>

@@ -207,9 +207,11 @@ static const cJSON *get_string(const cJSON *root, const char *path, const char *
     return v;
 }
 
-void t5_config_load_json(const char *path, T5Config *cfg) {
+// Read and parse config.json; the text is returned in *text (freed by the caller after
+// cJSON_Delete of the result). Errors name the byte where the JSON goes wrong.
+static cJSON *config_parse_file(const char *path, char **text_out) {
     size_t len = 0;
-    char *text = read_text_file(path, &len);
+    char *text = *text_out = read_text_file(path, &len);
     if (!text)
         t5_fail("%s: cannot open config.json (%s); HINT: a model directory needs config.json and model.safetensors; "
                 "or pass a preset name such as t5-small",
@@ -232,14 +234,11 @@ void t5_config_load_json(const char *path, T5Config *cfg) {
         describe_value(root, found, sizeof found);
         t5_fail("%s: expected a JSON object at top level, found %s", path, found);
     }
+    return root;
+}
 
-    set_common_defaults(cfg);
-    copy_name(cfg->name, sizeof cfg->name, path);
-
-    const cJSON *mt = get_string(root, path, "model_type");
-    if (mt && strcmp(mt->valuestring, "t5") != 0 && strcmp(mt->valuestring, "mt5") != 0)
-        fail_key(path, "model_type", "\"t5\" (or \"mt5\": same architecture)", mt);
-
+// The dimensions and the relative attention buckets.
+static void config_read_dims(const cJSON *root, const char *path, T5Config *cfg) {
     require_int(root, path, "vocab_size", CFG_MAX_DIM, &cfg->vocab_size);
     require_int(root, path, "d_model", CFG_MAX_DIM, &cfg->d_model);
     require_int(root, path, "d_kv", CFG_MAX_DIM, &cfg->d_kv);
@@ -264,15 +263,10 @@ void t5_config_load_json(const char *path, T5Config *cfg) {
                 "(%d), found %d",
                 path, cfg->relative_attention_num_buckets / 2, cfg->relative_attention_max_distance);
 
-    if (get_float(root, path, "dropout_rate", &cfg->dropout_rate) && !(cfg->dropout_rate >= 0 && cfg->dropout_rate < 1))
-        fail_key(path, "dropout_rate", "a number in [0, 1)", cJSON_GetObjectItemCaseSensitive(root, "dropout_rate"));
-    if (get_float(root, path, "layer_norm_epsilon", &cfg->layer_norm_epsilon) && !(cfg->layer_norm_epsilon > 0))
-        fail_key(path, "layer_norm_epsilon", "a positive number",
-                 cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon"));
-    if (get_float(root, path, "initializer_factor", &cfg->initializer_factor) && !(cfg->initializer_factor > 0))
-        fail_key(path, "initializer_factor", "a positive number",
-                 cJSON_GetObjectItemCaseSensitive(root, "initializer_factor"));
+}
 
+// feed_forward_proj and the transformers-4 keys that must agree with it.
+static void config_read_ffn(const cJSON *root, const char *path, T5Config *cfg) {
     const cJSON *ffn = get_string(root, path, "feed_forward_proj");
     const char *proj = ffn ? ffn->valuestring : "relu";
     char ffn_expected[160];
@@ -296,7 +290,10 @@ void t5_config_load_json(const char *path, T5Config *cfg) {
                  proj);
         fail_key(path, "is_gated_act", expected, cJSON_GetObjectItemCaseSensitive(root, "is_gated_act"));
     }
+}
 
+// Embedding tying, decoder-output scaling and the special token ids.
+static void config_read_head_tokens(const cJSON *root, const char *path, T5Config *cfg) {
     cfg->tie_word_embeddings = 1;
     get_bool(root, path, "tie_word_embeddings", &cfg->tie_word_embeddings);
     cfg->scale_decoder_outputs = cfg->tie_word_embeddings;
@@ -315,7 +312,29 @@ void t5_config_load_json(const char *path, T5Config *cfg) {
         if (tok_vals[i] >= cfg->vocab_size)
             t5_fail("%s: key \"%s\": expected a token id below vocab_size (%d), found %d", path, tok_keys[i],
                     cfg->vocab_size, tok_vals[i]);
+}
 
+void t5_config_load_json(const char *path, T5Config *cfg) {
+    char *text = NULL;
+    cJSON *root = config_parse_file(path, &text);
+    set_common_defaults(cfg);
+    copy_name(cfg->name, sizeof cfg->name, path);
+
+    const cJSON *mt = get_string(root, path, "model_type");
+    if (mt && strcmp(mt->valuestring, "t5") != 0 && strcmp(mt->valuestring, "mt5") != 0)
+        fail_key(path, "model_type", "\"t5\" (or \"mt5\": same architecture)", mt);
+    config_read_dims(root, path, cfg);
+    if (get_float(root, path, "dropout_rate", &cfg->dropout_rate) && !(cfg->dropout_rate >= 0 && cfg->dropout_rate < 1))
+        fail_key(path, "dropout_rate", "a number in [0, 1)", cJSON_GetObjectItemCaseSensitive(root, "dropout_rate"));
+    if (get_float(root, path, "layer_norm_epsilon", &cfg->layer_norm_epsilon) && !(cfg->layer_norm_epsilon > 0))
+        fail_key(path, "layer_norm_epsilon", "a positive number",
+                 cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon"));
+    if (get_float(root, path, "initializer_factor", &cfg->initializer_factor) && !(cfg->initializer_factor > 0))
+        fail_key(path, "initializer_factor", "a positive number",
+                 cJSON_GetObjectItemCaseSensitive(root, "initializer_factor"));
+
+    config_read_ffn(root, path, cfg);
+    config_read_head_tokens(root, path, cfg);
     cJSON_Delete(root);
     free(text);
 }

@@ -16,8 +16,6 @@
 #include <string.h>
 
 #include "../common/check.h"
-#include "bump.h"
-#include "safetensors.h"
 
 // ---------------------------------------------------------------------------------
 // torch.topk on the CPU: aten/src/ATen/native/TopKImpl.h (topk_impl_loop) fills a queue of
@@ -250,233 +248,6 @@ void generate_topk(const float *x, int n, int k, int *idx, float *val) {
 }
 
 // ---------------------------------------------------------------------------------
-// the incremental decoder
-
-// Assign (or, with base NULL, measure) every buffer of the decoder.
-static size_t decoder_layout(T5Decoder *d, char *base) {
-    const T5Config *c = &d->m->cfg;
-    Bump bp = {base, 0};
-    size_t e = d->m->elem, N = (size_t)d->N, S = (size_t)d->S, cap = (size_t)d->cap;
-    size_t D = (size_t)c->d_model, HK = (size_t)t5_config_inner_dim(c), F = (size_t)c->d_ff;
-    size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size;
-    for (int l = 0; l < c->num_decoder_layers; l++) {
-        d->k_cache[l] = bump_take(&bp, N * cap * HK * e);
-        d->v_cache[l] = bump_take(&bp, N * cap * HK * e);
-        d->k_spare[l] = bump_take(&bp, N * cap * HK * e);
-        d->v_spare[l] = bump_take(&bp, N * cap * HK * e);
-        d->cross_k[l] = bump_take(&bp, N * S * HK * e);
-        d->cross_v[l] = bump_take(&bp, N * S * HK * e);
-    }
-    d->mask = bump_take(&bp, N * S * sizeof(int));
-    d->tokens = bump_take(&bp, N * sizeof(int));
-    d->x = bump_take(&bp, N * D * e);
-    d->y = bump_take(&bp, N * D * e);
-    d->ln = bump_take(&bp, N * D * e);
-    d->rstd = bump_take(&bp, N * sizeof(float));
-    d->q = bump_take(&bp, N * HK * e);
-    d->ctx = bump_take(&bp, N * HK * e);
-    d->kv_new = bump_take(&bp, N * HK * e);
-    d->att = bump_take(&bp, N * H * (cap > S ? cap : S) * e);
-    d->bias = bump_take(&bp, H * cap * e);
-    d->ffa = bump_take(&bp, N * F * e);
-    d->ffb = c->is_gated ? bump_take(&bp, N * F * e) : NULL;
-    d->ffh = bump_take(&bp, N * F * e);
-    d->kv_tmp = bump_take(&bp, (size_t)d->B * S * HK * e);
-    d->logits = bump_take(&bp, N * V * e);
-    return bp.used;
-}
-
-void t5_decoder_init(T5Decoder *d, T5Model *m, int B, int beams, int S, int max_length) {
-    memset(d, 0, sizeof *d);
-    if (B < 1 || beams < 1 || S < 1 || max_length < 2)
-        t5_fail("generation: batch %d, beams %d, source length %d must be >= 1 and max_length %d >= 2", B, beams, S,
-                max_length);
-    if (!m->arena || B > m->maxB || S > m->maxS)
-        t5_fail("generation: batch B=%d S=%d does not fit the activation plan (B<=%d S<=%d) the encoder runs in\n"
-                "HINT: call t5_plan_activations(m, B, S, T) with B and S at least the generation batch's",
-                B, S, m->arena ? m->maxB : 0, m->arena ? m->maxS : 0);
-    const T5Config *c = &m->cfg;
-    d->m = m;
-    d->B = B;
-    d->beams = beams;
-    d->N = B * beams;
-    d->S = S;
-    d->cap = max_length - 1;
-    int Ld = c->num_decoder_layers;
-    void **tables = callocCheck((size_t)Ld * 6, sizeof(void *));
-    d->k_cache = tables;
-    d->v_cache = tables + Ld;
-    d->k_spare = tables + 2 * Ld;
-    d->v_spare = tables + 3 * Ld;
-    d->cross_k = tables + 4 * Ld;
-    d->cross_v = tables + 5 * Ld;
-    d->arena_bytes = decoder_layout(d, NULL);
-    d->arena = m->be->alloc(d->arena_bytes);
-    decoder_layout(d, d->arena);
-    size_t NV = (size_t)d->N * c->vocab_size;
-    d->logits_host = mallocCheck(NV * sizeof(float));
-    d->logits_raw = m->be->act_dtype == DTYPE_F32 ? NULL : mallocCheck(NV * m->elem);
-    d->rows_dst = mallocCheck((size_t)d->N * d->cap * sizeof(int));
-    d->rows_src = mallocCheck((size_t)d->N * d->cap * sizeof(int));
-    d->mask_host = mallocCheck((size_t)d->N * S * sizeof(int));
-}
-
-void t5_decoder_free(T5Decoder *d) {
-    if (d->arena) d->m->be->free(d->arena);
-    free(d->k_cache);  // the table block
-    free(d->logits_host);
-    free(d->logits_raw);
-    free(d->rows_dst);
-    free(d->rows_src);
-    free(d->mask_host);
-    memset(d, 0, sizeof *d);
-}
-
-void t5_decoder_encode(T5Decoder *d, const int *input_ids, const int *attention_mask) {
-    T5Model *m = d->m;
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    const ParamLayout *L = &m->lay;
-    int B = d->B, S = d->S, nb = d->beams, N = d->N, D = c->d_model, HK = t5_config_inner_dim(c);
-    size_t nS = (size_t)B * S;
-    m->B = B;
-    m->S = S;
-    be->to_device(m->input_ids, input_ids, nS * sizeof(int));
-    be->to_device(m->attention_mask, attention_mask, nS * sizeof(int));
-    float saved_p = m->dropout_p;
-    m->dropout_p = 0.0f;  // generation is evaluation
-    t5_encoder_forward(m);
-    m->dropout_p = saved_p;
-
-    // row b*nb+j of the decoder uses batch item b's encoder output and mask
-    for (int i = 0; i < N; i++) {
-        d->rows_src[i] = i / nb;
-        memcpy(d->mask_host + (size_t)i * S, attention_mask + (size_t)(i / nb) * S, (size_t)S * sizeof(int));
-    }
-    be->to_device(d->mask, d->mask_host, (size_t)N * S * sizeof(int));
-    for (int l = 0; l < c->num_decoder_layers; l++) {
-        const AttnOffsets *w = &L->dec[l].cross;
-        void *dst[2] = {d->cross_k[l], d->cross_v[l]};
-        size_t wo[2] = {w->k, w->v};
-        t5_unit_fetch(m, L->unit_dec0 + l);
-        for (int kv = 0; kv < 2; kv++) {
-            if (nb == 1) {
-                be->matmul_forward(dst[kv], m->enc_final, t5_param(m, wo[kv]), (int)nS, D, HK);
-            } else {
-                be->matmul_forward(d->kv_tmp, m->enc_final, t5_param(m, wo[kv]), (int)nS, D, HK);
-                be->copy_rows(dst[kv], NULL, d->kv_tmp, d->rows_src, N, (size_t)S * HK);
-            }
-        }
-        t5_unit_release(m, L->unit_dec0 + l);
-    }
-    d->t = 0;
-}
-
-const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
-    T5Model *m = d->m;
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    const ParamLayout *L = &m->lay;
-    int N = d->N, S = d->S, t = d->t, cap = d->cap;
-    int D = c->d_model, HK = t5_config_inner_dim(c), F = c->d_ff, H = c->num_heads, V = c->vocab_size;
-    float eps = c->layer_norm_epsilon;
-    size_t nD = (size_t)N * D, nF = (size_t)N * F;
-    DropoutArgs nodrop = {0.0f, 0};
-    if (t >= cap) t5_fail("t5_decoder_step: position %d is past the cache capacity %d (max_length %d)", t, cap, cap + 1);
-    for (int i = 0; i < N; i++)
-        if (tokens[i] < 0 || tokens[i] >= V) t5_fail("t5_decoder_step: token %d of row %d is outside [0, %d)", tokens[i], i, V);
-
-    be->to_device(d->tokens, tokens, (size_t)N * sizeof(int));
-    t5_unit_fetch(m, L->unit_shared);
-    be->embedding_forward(d->x, d->tokens, t5_param(m, L->shared), N, D);
-    t5_unit_release(m, L->unit_shared);
-    for (int i = 0; i < N; i++) d->rows_dst[i] = i * cap + t;
-    for (int l = 0; l < c->num_decoder_layers; l++) {
-        const BlockOffsets *w = &L->dec[l];
-        t5_unit_fetch(m, L->unit_dec0 + l);
-        // query position t against keys 0..t, causal bucketing (HF compute_bias with cache_position)
-        if (l == 0)
-            be->position_bias_forward(d->bias, t5_param(m, L->dec[0].self.relbias), 1, t + 1, H, t,
-                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
-        // self-attention over the cache
-        be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, w->self.ln), N, D, eps);
-        be->matmul_forward(d->q, d->ln, t5_param(m, w->self.q), N, D, HK);
-        be->matmul_forward(d->kv_new, d->ln, t5_param(m, w->self.k), N, D, HK);
-        be->copy_rows(d->k_cache[l], d->rows_dst, d->kv_new, NULL, N, (size_t)HK);
-        be->matmul_forward(d->kv_new, d->ln, t5_param(m, w->self.v), N, D, HK);
-        be->copy_rows(d->v_cache[l], d->rows_dst, d->kv_new, NULL, N, (size_t)HK);
-        be->attention_forward(d->ctx, d->att, d->q, d->k_cache[l], d->v_cache[l], d->bias, NULL, N, 1, t + 1, cap, H,
-                              c->d_kv, 1, t, nodrop);
-        be->matmul_forward(d->y, d->ctx, t5_param(m, w->self.o), N, HK, D);
-        be->add(d->x, d->y, d->x, nD);  // sublayer output + residual, the operand order of t5.c
-        if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);  // HF T5Block's fp16 guard
-        // cross-attention over the encoder output
-        be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, w->cross.ln), N, D, eps);
-        be->matmul_forward(d->q, d->ln, t5_param(m, w->cross.q), N, D, HK);
-        be->attention_forward(d->ctx, d->att, d->q, d->cross_k[l], d->cross_v[l], NULL, d->mask, N, 1, S, S, H,
-                              c->d_kv, 0, 0, nodrop);
-        be->matmul_forward(d->y, d->ctx, t5_param(m, w->cross.o), N, HK, D);
-        be->add(d->x, d->y, d->x, nD);
-        if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);
-        // feed-forward
-        be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, w->ffn.ln), N, D, eps);
-        be->matmul_forward(d->ffa, d->ln, t5_param(m, w->ffn.wi), N, D, F);
-        if (c->is_gated) be->matmul_forward(d->ffb, d->ln, t5_param(m, w->ffn.wi_1), N, D, F);
-        be->ffn_act_forward(d->ffh, d->ffa, c->is_gated ? d->ffb : NULL, nF, c->act);
-        be->matmul_forward(d->y, d->ffh, t5_param(m, w->ffn.wo), N, F, D);
-        be->add(d->x, d->y, d->x, nD);
-        if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(d->x, nD);
-        t5_unit_release(m, L->unit_dec0 + l);
-    }
-    t5_unit_fetch(m, L->unit_dec_final);
-    be->rmsnorm_forward(d->ln, d->rstd, d->x, t5_param(m, L->dec_final_ln), N, D, eps);
-    t5_unit_release(m, L->unit_dec_final);
-    if (c->scale_decoder_outputs) be->scale(d->ln, d->ln, t5_head_scale(D), nD);
-    t5_unit_fetch(m, L->unit_lm_head);
-    be->matmul_forward(d->logits, d->ln, t5_param(m, L->lm_head), N, D, V);
-    t5_unit_release(m, L->unit_lm_head);
-
-    size_t NV = (size_t)N * V;
-    if (be->act_dtype == DTYPE_F32) {
-        be->to_host(d->logits_host, d->logits, NV * sizeof(float));
-    } else {  // HF: logits[:, -1, :].to(float32)
-        be->to_host(d->logits_raw, d->logits, NV * m->elem);
-        const uint16_t *r = d->logits_raw;
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < NV; i++)
-            d->logits_host[i] = be->act_dtype == DTYPE_BF16 ? st_bf16_to_f32(r[i]) : st_f16_to_f32(r[i]);
-    }
-    d->t = t + 1;
-    return d->logits_host;
-}
-
-void t5_decoder_reorder(T5Decoder *d, const int *src_rows) {
-    const Backend *be = d->m->be;
-    int N = d->N, t = d->t, cap = d->cap, HK = t5_config_inner_dim(&d->m->cfg);
-    int identity = 1;
-    for (int i = 0; i < N; i++) {
-        if (src_rows[i] < 0 || src_rows[i] >= N) t5_fail("t5_decoder_reorder: source row %d is outside [0, %d)", src_rows[i], N);
-        identity &= src_rows[i] == i;
-    }
-    if (identity || t == 0) return;
-    // positions 0..t-1 of every row, one HK-wide cache row each
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < t; j++) {
-            d->rows_dst[(size_t)i * t + j] = i * cap + j;
-            d->rows_src[(size_t)i * t + j] = src_rows[i] * cap + j;
-        }
-    for (int l = 0; l < d->m->cfg.num_decoder_layers; l++) {
-        be->copy_rows(d->k_spare[l], d->rows_dst, d->k_cache[l], d->rows_src, N * t, (size_t)HK);
-        be->copy_rows(d->v_spare[l], d->rows_dst, d->v_cache[l], d->rows_src, N * t, (size_t)HK);
-        void *tk = d->k_cache[l], *tv = d->v_cache[l];
-        d->k_cache[l] = d->k_spare[l];
-        d->v_cache[l] = d->v_spare[l];
-        d->k_spare[l] = tk;
-        d->v_spare[l] = tv;
-    }
-}
-
-// ---------------------------------------------------------------------------------
 // search
 
 enum { MAX_BEAMS = 64 };  // bounds the per-item scratch arrays of beam_search
@@ -577,157 +348,243 @@ static int greedy_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *
     return cur_len;
 }
 
-// _beam_search. Per batch item: `nb` running beams and `nb` finished hypotheses (HF's
-// `sequences`, `beam_scores`, `is_sent_finished`), K = 2*nb candidates per step.
-static int beam_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *out_len) {
+// _beam_search state. Per batch item: `nb` running beams and `nb` finished hypotheses
+// (HF's `sequences`, `beam_scores`, `is_sent_finished`), K = 2*nb candidates per step.
+typedef struct {
+    int B, nb, N, V, Lmax, K, eos, fill;
+    int early_stopping;
+    double lp;         // length penalty as typed
+    size_t Ls;         // (size_t)Lmax
+    int *run_seq;      // (B, nb, L) running_sequences
+    float *run_score;  // (B, nb) running_beam_scores
+    int *fin_seq;      // (B, nb, L) sequences
+    float *fin_score;  // (B, nb) beam_scores
+    int *fin_done;     // (B, nb) is_sent_finished
+    int *fin_len;      // (B, nb) generated tokens (beam_indices != -1)
+    int *unsat;        // (B) is_early_stop_heuristic_unsatisfied
+    int *cand_seq;     // (K, L) topk_running_sequences of one item
+    int *new_seq;      // (nb + K, L) next running set, then the next finished set
+    float *logp;       // (N, V) log_softmax of the step's logits
+    float *acc;        // (nb, V) accumulated scores of one item
+    TkElem *queue;     // (nb * V) top-k scratch
+    int *tokens;       // (N) next input token per row
+    int *src_rows;     // (N) the row each new running beam continues
+} BeamState;
+
+// Candidates of one step for one item (filled by beam_candidates, read by beam_update_*).
+typedef struct {
+    int beam[2 * MAX_BEAMS];   // (K) source beam of each candidate
+    float score[2 * MAX_BEAMS];  // (K) accumulated log-prob
+    int hit[2 * MAX_BEAMS];    // (K) candidate meets a stopping criterion
+} BeamCands;
+
+static const float BEAM_NEG = -1.0e9f;  // HF's penalty for excluded beams
+enum { BEAM_PROMPT = 1 };  // decoder_prompt_len: the start token
+
+static void beam_state_init(BeamState *st, const T5Decoder *d, const GenerateConfig *gc) {
     const T5Config *c = &d->m->cfg;
-    const int B = d->B, nb = d->beams, N = d->N, V = c->vocab_size, Lmax = gc->max_length;
-    const int eos = c->eos_token_id, prompt = 1;  // decoder_prompt_len: the start token
-    const int K = 2 * nb;  // beams_to_keep = max(2, 1 + n_eos_tokens) * num_beams, one eos token
-    const int fill = c->pad_token_id ? c->pad_token_id : eos;  // `pad_token_id or eos_token_id[0]`
-    const double lp = length_penalty_as_typed(gc->length_penalty);
-    const float NEG = -1.0e9f;
-    size_t Ls = (size_t)Lmax;
-
-    int *run_seq = mallocCheck((size_t)N * Ls * sizeof(int));    // running_sequences (B, nb, L)
-    float *run_score = mallocCheck((size_t)N * sizeof(float));    // running_beam_scores
-    int *fin_seq = mallocCheck((size_t)N * Ls * sizeof(int));     // sequences
-    float *fin_score = mallocCheck((size_t)N * sizeof(float));    // beam_scores
-    int *fin_done = mallocCheck((size_t)N * sizeof(int));         // is_sent_finished
-    int *fin_len = mallocCheck((size_t)N * sizeof(int));          // generated tokens (beam_indices != -1)
-    int *unsat = mallocCheck((size_t)B * sizeof(int));            // is_early_stop_heuristic_unsatisfied
-    int *cand_seq = mallocCheck((size_t)K * Ls * sizeof(int));    // topk_running_sequences of one item
-    int *new_seq = mallocCheck((size_t)(nb + K) * Ls * sizeof(int));
-    float *logp = mallocCheck((size_t)N * V * sizeof(float));
-    float *acc = mallocCheck((size_t)nb * V * sizeof(float));
-    TkElem *queue = mallocCheck((size_t)nb * V * sizeof(TkElem));
-    int *tokens = mallocCheck((size_t)N * sizeof(int)), *src_rows = mallocCheck((size_t)N * sizeof(int));
-    int cidx[2 * MAX_BEAMS], sel[3 * MAX_BEAMS], hit[2 * MAX_BEAMS], mfin[3 * MAX_BEAMS];
-    float cval[2 * MAX_BEAMS], rval[2 * MAX_BEAMS], merged[3 * MAX_BEAMS];
-
-    for (int r = 0; r < N; r++) {
-        for (size_t j = 0; j < Ls; j++) run_seq[r * Ls + j] = fill;
-        run_seq[r * Ls] = c->decoder_start_token_id;
-        run_score[r] = (r % nb) ? NEG : 0.0f;  // only beam 0 is live at the start
-        fin_score[r] = NEG;
-        fin_done[r] = 0;
-        fin_len[r] = 0;
-        tokens[r] = c->decoder_start_token_id;
+    memset(st, 0, sizeof *st);
+    st->B = d->B;
+    st->nb = d->beams;
+    st->N = d->N;
+    st->V = c->vocab_size;
+    st->Lmax = gc->max_length;
+    st->K = 2 * st->nb;  // beams_to_keep = max(2, 1 + n_eos_tokens) * num_beams, one eos token
+    st->eos = c->eos_token_id;
+    st->fill = c->pad_token_id ? c->pad_token_id : st->eos;  // `pad_token_id or eos_token_id[0]`
+    st->early_stopping = gc->early_stopping;
+    st->lp = length_penalty_as_typed(gc->length_penalty);
+    size_t N = (size_t)st->N, Ls = st->Ls = (size_t)st->Lmax, V = (size_t)st->V, nb = (size_t)st->nb;
+    st->run_seq = mallocCheck(N * Ls * sizeof(int));
+    st->run_score = mallocCheck(N * sizeof(float));
+    st->fin_seq = mallocCheck(N * Ls * sizeof(int));
+    st->fin_score = mallocCheck(N * sizeof(float));
+    st->fin_done = mallocCheck(N * sizeof(int));
+    st->fin_len = mallocCheck(N * sizeof(int));
+    st->unsat = mallocCheck((size_t)st->B * sizeof(int));
+    st->cand_seq = mallocCheck((size_t)st->K * Ls * sizeof(int));
+    st->new_seq = mallocCheck((nb + (size_t)st->K) * Ls * sizeof(int));
+    st->logp = mallocCheck(N * V * sizeof(float));
+    st->acc = mallocCheck(nb * V * sizeof(float));
+    st->queue = mallocCheck(nb * V * sizeof(TkElem));
+    st->tokens = mallocCheck(N * sizeof(int));
+    st->src_rows = mallocCheck(N * sizeof(int));
+    for (size_t r = 0; r < N; r++) {
+        for (size_t j = 0; j < Ls; j++) st->run_seq[r * Ls + j] = st->fill;
+        st->run_seq[r * Ls] = c->decoder_start_token_id;
+        st->run_score[r] = (r % nb) ? BEAM_NEG : 0.0f;  // only beam 0 is live at the start
+        st->fin_score[r] = BEAM_NEG;
+        st->fin_done[r] = 0;
+        st->fin_len[r] = 0;
+        st->tokens[r] = c->decoder_start_token_id;
     }
-    memcpy(fin_seq, run_seq, (size_t)N * Ls * sizeof(int));
-    for (int b = 0; b < B; b++) unsat[b] = 1;
+    memcpy(st->fin_seq, st->run_seq, N * Ls * sizeof(int));
+    for (int b = 0; b < st->B; b++) st->unsat[b] = 1;
+}
 
-    int cur_len = prompt, done = 0;
+static void beam_state_free(BeamState *st) {
+    free(st->run_seq), free(st->run_score), free(st->fin_seq), free(st->fin_score), free(st->fin_done);
+    free(st->fin_len), free(st->unsat), free(st->cand_seq), free(st->new_seq), free(st->logp), free(st->acc);
+    free(st->queue), free(st->tokens), free(st->src_rows);
+}
+
+// b.-d.: accumulated scores, _get_top_k_continuations, stopping criteria of the
+// candidates (length cur_len + 1). Returns 1 when every candidate hit a criterion.
+static int beam_candidates(BeamState *st, int b, int cur_len, BeamCands *cd) {
+    const int nb = st->nb, V = st->V, K = st->K;
+    const size_t Ls = st->Ls;
+    const int *rs = st->run_seq + (size_t)b * nb * Ls;
+    const float *rsc = st->run_score + (size_t)b * nb;
+    // b. accumulated scores (nb*V): log_probs + running_beam_scores, fp32
+    for (int j = 0; j < nb; j++)
+        for (int v = 0; v < V; v++) st->acc[(size_t)j * V + v] = st->logp[((size_t)b * nb + j) * V + v] + rsc[j];
+    // c. _get_top_k_continuations
+    int cidx[2 * MAX_BEAMS];
+    topk_with(st->queue, st->acc, nb * V, K, cidx, cd->score);
+    int all_hit = 1;
+    for (int i = 0; i < K; i++) {
+        int beam = cidx[i] / V, tok = cidx[i] % V;
+        memcpy(st->cand_seq + i * Ls, rs + beam * Ls, Ls * sizeof(int));
+        st->cand_seq[i * Ls + cur_len] = tok;
+        cd->beam[i] = beam;
+        // d. stopping criteria of the candidate
+        cd->hit[i] = tok == st->eos || cur_len + 1 >= st->Lmax;
+        all_hit &= cd->hit[i];
+    }
+    return all_hit;
+}
+
+// e. _get_running_beams_for_next_iteration: the next running beams into new_seq[0..nb),
+// their scores into new_rsc, their sources and tokens into src_rows / tokens.
+static void beam_update_running(BeamState *st, int b, int cur_len, const BeamCands *cd, float *new_rsc) {
+    const int nb = st->nb, K = st->K;
+    const size_t Ls = st->Ls;
+    float rval[2 * MAX_BEAMS];
+    int sel[MAX_BEAMS];
+    for (int i = 0; i < K; i++) rval[i] = cd->score[i] + (cd->hit[i] ? BEAM_NEG : -0.0f);
+    topk_with(st->queue, rval, K, nb, sel, NULL);
+    for (int j = 0; j < nb; j++) {
+        memcpy(st->new_seq + j * Ls, st->cand_seq + sel[j] * Ls, Ls * sizeof(int));
+        st->src_rows[b * nb + j] = b * nb + cd->beam[sel[j]];
+        st->tokens[b * nb + j] = st->cand_seq[sel[j] * Ls + cur_len];
+        new_rsc[j] = rval[sel[j]];
+    }
+}
+
+// f. _update_finished_beams (uses the heuristic flag of the previous step); the new
+// finished set goes into new_seq[nb..2nb) and the item's fin_* arrays.
+static void beam_update_finished(BeamState *st, int b, int cur_len, const BeamCands *cd, float denom) {
+    const int nb = st->nb, K = st->K;
+    const size_t Ls = st->Ls;
+    const int *fs = st->fin_seq + (size_t)b * nb * Ls;
+    float *fsc = st->fin_score + (size_t)b * nb;
+    int *fd = st->fin_done + (size_t)b * nb, *fl = st->fin_len + (size_t)b * nb;
+    int full = st->early_stopping;
+    for (int j = 0; j < nb; j++) full &= fd[j];
+    float merged[3 * MAX_BEAMS];
+    int mfin[3 * MAX_BEAMS], sel[MAX_BEAMS];
+    for (int i = 0; i < K; i++) {
+        int just_finished = cd->hit[i] && i < nb;  // top_num_beam_mask
+        float s = cd->score[i] / denom;
+        s += full ? BEAM_NEG : -0.0f;
+        s += st->unsat[b] ? -0.0f : BEAM_NEG;
+        s += just_finished ? -0.0f : BEAM_NEG;
+        merged[nb + i] = s;
+        mfin[nb + i] = just_finished;
+    }
+    for (int j = 0; j < nb; j++) {
+        merged[j] = fsc[j];
+        mfin[j] = fd[j];
+    }
+    topk_with(st->queue, merged, nb + K, nb, sel, NULL);
+    // gather the new finished set (sources: old finished j < nb, candidates nb + i)
+    int *fseq = st->new_seq + (size_t)nb * Ls;
+    float nfsc[MAX_BEAMS];
+    int nfd[MAX_BEAMS], nfl[MAX_BEAMS];
+    for (int j = 0; j < nb; j++) {
+        int s = sel[j];
+        const int *src = s < nb ? fs + s * Ls : st->cand_seq + (s - nb) * Ls;
+        memcpy(fseq + (size_t)j * Ls, src, Ls * sizeof(int));
+        nfsc[j] = merged[s];
+        nfd[j] = mfin[s];
+        nfl[j] = s < nb ? fl[s] : cur_len + 1 - BEAM_PROMPT;
+    }
+    memcpy(st->fin_seq + (size_t)b * nb * Ls, fseq, (size_t)nb * Ls * sizeof(int));
+    memcpy(fsc, nfsc, (size_t)nb * sizeof(float));
+    memcpy(fd, nfd, (size_t)nb * sizeof(int));
+    memcpy(fl, nfl, (size_t)nb * sizeof(int));
+}
+
+// _check_early_stop_heuristic (early_stopping True/False: best length = cur_len - prompt)
+// and _beam_search_has_unfinished_sequences, after cur_len was advanced. Returns done.
+static int beam_check_done(BeamState *st, int cur_len, int all_hit) {
+    const int nb = st->nb;
+    const float best_den = (float)pow((double)(cur_len - BEAM_PROMPT), st->lp);
+    int improvement_possible = 0, all_finished = 1;
+    for (int b = 0; b < st->B; b++) {
+        const float *fsc = st->fin_score + (size_t)b * nb;
+        const int *fd = st->fin_done + (size_t)b * nb;
+        float best = st->run_score[(size_t)b * nb] / best_den, worst = fsc[0];
+        for (int j = 1; j < nb; j++)
+            if (fsc[j] < worst) worst = fsc[j];
+        int better = 0;
+        for (int j = 0; j < nb; j++) better |= best > (fd[j] ? worst : BEAM_NEG);
+        st->unsat[b] &= better;
+        improvement_possible |= st->unsat[b];
+        for (int j = 0; j < nb; j++) all_finished &= fd[j];
+    }
+    int exists_open_beam = !(all_finished && st->early_stopping);
+    return !(improvement_possible && exists_open_beam && !all_hit);
+}
+
+// One step of every item on the step's logits (N, V). Returns 1 when every candidate of
+// every item hit a stopping criterion.
+static int beam_step(BeamState *st, const float *logits, int cur_len) {
+    const int nb = st->nb, V = st->V;
+    // rows are independent: threads over rows give the same bits as one thread
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < st->N; r++) log_softmax_row(st->logp + (size_t)r * V, logits + (size_t)r * V, V);
+    // HF: topk_log_probs / ((cur_len + 1 - decoder_prompt_len) ** length_penalty), the
+    // python float cast to fp32 by the tensor division
+    const float denom = (float)pow((double)(cur_len + 1 - BEAM_PROMPT), st->lp);
+    int all_hit = 1;
+    for (int b = 0; b < st->B; b++) {
+        BeamCands cd;
+        float new_rsc[MAX_BEAMS];
+        all_hit &= beam_candidates(st, b, cur_len, &cd);
+        beam_update_running(st, b, cur_len, &cd, new_rsc);
+        beam_update_finished(st, b, cur_len, &cd, denom);
+        memcpy(st->run_seq + (size_t)b * nb * st->Ls, st->new_seq, (size_t)nb * st->Ls * sizeof(int));
+        memcpy(st->run_score + (size_t)b * nb, new_rsc, (size_t)nb * sizeof(float));
+    }
+    return all_hit;
+}
+
+// _beam_search over the decoder's rows (beam j of item b is row b*nb+j).
+static int beam_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *out_len) {
+    BeamState st;
+    beam_state_init(&st, d, gc);
+    int cur_len = BEAM_PROMPT, done = 0;
     for (;;) {
-        const float *logits = t5_decoder_step(d, tokens);
+        const float *logits = t5_decoder_step(d, st.tokens);
         if (done) {  // synced generation: see greedy_search
             if (t5_all_finished(d->m, 1)) break;
             continue;
         }
-        // rows are independent: threads over rows give the same bits as one thread
-#pragma omp parallel for schedule(static)
-        for (int r = 0; r < N; r++) log_softmax_row(logp + (size_t)r * V, logits + (size_t)r * V, V);
-        int all_hit = 1;
-        // HF: topk_log_probs / ((cur_len + 1 - decoder_prompt_len) ** length_penalty), the
-        // python float cast to fp32 by the tensor division
-        const float denom = (float)pow((double)(cur_len + 1 - prompt), lp);
-        for (int b = 0; b < B; b++) {
-            int *rs = run_seq + (size_t)b * nb * Ls, *fs = fin_seq + (size_t)b * nb * Ls;
-            float *rsc = run_score + (size_t)b * nb, *fsc = fin_score + (size_t)b * nb;
-            int *fd = fin_done + (size_t)b * nb, *fl = fin_len + (size_t)b * nb;
-            // b. accumulated scores (nb*V): log_probs + running_beam_scores, fp32
-            for (int j = 0; j < nb; j++)
-                for (int v = 0; v < V; v++) acc[(size_t)j * V + v] = logp[((size_t)b * nb + j) * V + v] + rsc[j];
-            // c. _get_top_k_continuations
-            topk_with(queue, acc, nb * V, K, cidx, cval);
-            for (int i = 0; i < K; i++) {
-                int beam = cidx[i] / V, tok = cidx[i] % V;
-                memcpy(cand_seq + i * Ls, rs + beam * Ls, Ls * sizeof(int));
-                cand_seq[i * Ls + cur_len] = tok;
-                cidx[i] = beam;  // keep the source beam
-                // d. stopping criteria of the candidate (length cur_len + 1)
-                hit[i] = tok == eos || cur_len + 1 >= Lmax;
-                all_hit &= hit[i];
-            }
-            // e. _get_running_beams_for_next_iteration
-            for (int i = 0; i < K; i++) rval[i] = cval[i] + (hit[i] ? NEG : -0.0f);
-            topk_with(queue, rval, K, nb, sel, NULL);
-            for (int j = 0; j < nb; j++) {
-                memcpy(new_seq + j * Ls, cand_seq + sel[j] * Ls, Ls * sizeof(int));
-                src_rows[b * nb + j] = b * nb + cidx[sel[j]];
-                tokens[b * nb + j] = cand_seq[sel[j] * Ls + cur_len];
-            }
-            float new_rsc[MAX_BEAMS];
-            for (int j = 0; j < nb; j++) new_rsc[j] = rval[sel[j]];
-            // f. _update_finished_beams (uses the heuristic flag of the previous step)
-            int full = gc->early_stopping;
-            for (int j = 0; j < nb; j++) full &= fd[j];
-            for (int i = 0; i < K; i++) {
-                int just_finished = hit[i] && i < nb;  // top_num_beam_mask
-                float s = cval[i] / denom;
-                s += full ? NEG : -0.0f;
-                s += unsat[b] ? -0.0f : NEG;
-                s += just_finished ? -0.0f : NEG;
-                merged[nb + i] = s;
-                mfin[nb + i] = just_finished;
-            }
-            for (int j = 0; j < nb; j++) {
-                merged[j] = fsc[j];
-                mfin[j] = fd[j];
-            }
-            topk_with(queue, merged, nb + K, nb, sel, NULL);
-            // gather the new finished set (sources: old finished j < nb, candidates nb + i)
-            int *fseq = new_seq + (size_t)nb * Ls;
-            float nfsc[MAX_BEAMS];
-            int nfd[MAX_BEAMS], nfl[MAX_BEAMS];
-            for (int j = 0; j < nb; j++) {
-                int s = sel[j];
-                const int *src = s < nb ? fs + s * Ls : cand_seq + (s - nb) * Ls;
-                memcpy(fseq + (size_t)j * Ls, src, Ls * sizeof(int));
-                nfsc[j] = merged[s];
-                nfd[j] = mfin[s];
-                nfl[j] = s < nb ? fl[s] : cur_len + 1 - prompt;
-            }
-            memcpy(rs, new_seq, (size_t)nb * Ls * sizeof(int));
-            memcpy(rsc, new_rsc, (size_t)nb * sizeof(float));
-            memcpy(fs, fseq, (size_t)nb * Ls * sizeof(int));
-            memcpy(fsc, nfsc, (size_t)nb * sizeof(float));
-            memcpy(fd, nfd, (size_t)nb * sizeof(int));
-            memcpy(fl, nfl, (size_t)nb * sizeof(int));
-        }
+        int all_hit = beam_step(&st, logits, cur_len);
         cur_len++;
-        // _check_early_stop_heuristic (early_stopping True/False: best length = cur_len - prompt)
-        const float best_den = (float)pow((double)(cur_len - prompt), lp);
-        int improvement_possible = 0, all_finished = 1;
-        for (int b = 0; b < B; b++) {
-            const float *fsc = fin_score + (size_t)b * nb;
-            const int *fd = fin_done + (size_t)b * nb;
-            float best = run_score[(size_t)b * nb] / best_den, worst = fsc[0];
-            for (int j = 1; j < nb; j++)
-                if (fsc[j] < worst) worst = fsc[j];
-            int better = 0;
-            for (int j = 0; j < nb; j++) better |= best > (fd[j] ? worst : NEG);
-            unsat[b] &= better;
-            improvement_possible |= unsat[b];
-            for (int j = 0; j < nb; j++) all_finished &= fd[j];
-        }
-        // _beam_search_has_unfinished_sequences
-        int exists_open_beam = !(all_finished && gc->early_stopping);
-        done = !(improvement_possible && exists_open_beam && !all_hit);
+        done = beam_check_done(&st, cur_len, all_hit);
         if (t5_all_finished(d->m, done)) break;
-        if (!done) t5_decoder_reorder(d, src_rows);  // HF reorders the cache with the running beams' sources
+        if (!done) t5_decoder_reorder(d, st.src_rows);  // HF reorders the cache with the running beams' sources
     }
-
     // 5. the best finished hypothesis of each item; width = prompt + longest generated length
     int width = 0;
-    for (int b = 0; b < B; b++) {
-        const int *best = fin_seq + (size_t)b * nb * Ls;
-        memcpy(out + (size_t)b * Ls, best, Ls * sizeof(int));
-        out_len[b] = prompt + fin_len[(size_t)b * nb];
+    for (int b = 0; b < st.B; b++) {
+        memcpy(out + (size_t)b * st.Ls, st.fin_seq + (size_t)b * st.nb * st.Ls, st.Ls * sizeof(int));
+        out_len[b] = BEAM_PROMPT + st.fin_len[(size_t)b * st.nb];
         if (out_len[b] > width) width = out_len[b];
     }
-    free(run_seq), free(run_score), free(fin_seq), free(fin_score), free(fin_done), free(fin_len), free(unsat);
-    free(cand_seq), free(new_seq), free(logp), free(acc), free(queue), free(tokens), free(src_rows);
+    beam_state_free(&st);
     return width;
 }
 

@@ -5,12 +5,14 @@
 // The encoder runs once (t5_encoder_forward, in the model's activation arena); each
 // decoder layer's cross-attention K/V is computed once and copied per beam; then the
 // decoder advances one position at a time over a per-layer self-attention K/V cache
-// (T5Decoder below). All math goes through the backend; the search itself (argmax,
+// (T5Decoder, model/kv_decoder.h, running training's decoder block from model/block.c).
+// This file keeps the search only. All math goes through the backend; the search itself (argmax,
 // top-k, beam bookkeeping) runs on the host on the (B*beams, V) logits of each step.
 //
 // Letters: B batch, S source length, N = B*beams decoder rows, L = max_length,
 // cap = L-1 cache positions, D d_model, HK = num_heads*d_kv, F d_ff, V vocab.
 #pragma once
+#include "kv_decoder.h"
 #include "t5.h"
 
 typedef struct {
@@ -34,47 +36,6 @@ int t5_generate(T5Model *m, const int *input_ids, const int *attention_mask, int
 // The beam-search path even for num_beams 1 (tests: it must agree with greedy).
 int t5_generate_beam(T5Model *m, const int *input_ids, const int *attention_mask, int B, int S,
                      const GenerateConfig *gc, int *out, int *out_len);
-
-// ---- the incremental decoder (KV cache) --------------------------------------------
-// One allocation per decoder (be->alloc), sized for N rows and cap positions; no
-// allocation per step. Row b*beams+j is beam j of batch item b.
-typedef struct {
-    T5Model *m;
-    int B, beams, N, S, cap;
-    int t;                      // positions decoded so far (the next step writes position t)
-    void *arena;                // one backend allocation holding everything below
-    size_t arena_bytes;
-    void **k_cache, **v_cache;  // (Ld) each (N, cap, HK) self-attention keys / values
-    void **k_spare, **v_spare;  // (Ld) each (N, cap, HK): reorder targets, swapped with the caches
-    void **cross_k, **cross_v;  // (Ld) each (N, S, HK) cross-attention keys / values
-    int *mask;                  // (N, S) encoder attention mask per row
-    int *tokens;                // (N) input token of the step
-    void *x, *y, *ln;           // (N, D) residual stream, sublayer output, norm output
-    float *rstd;                // (N)
-    void *q, *ctx, *kv_new;     // (N, HK)
-    void *att;                  // (N, H, max(cap, S)) attention probabilities (unused after)
-    void *bias;                 // (H, cap) position bias of the step's query
-    void *ffa, *ffb, *ffh;      // (N, F) FFN input projections and activation
-    void *kv_tmp;               // (B, S, HK) encoder K or V before the per-beam copies
-    void *logits;               // (N, V)
-    // host side
-    float *logits_host;         // (N, V) fp32 logits of the last step
-    void *logits_raw;           // (N, V) act-dtype bytes when act_dtype is not fp32, else NULL
-    int *rows_dst, *rows_src;   // (N * cap) row index lists for copy_rows
-    int *mask_host;             // (N, S)
-} T5Decoder;
-
-// Allocate for B batch items x beams rows, sources up to S, sequences up to max_length
-// (so cap = max_length-1 positions are ever fed to the decoder).
-void t5_decoder_init(T5Decoder *d, T5Model *m, int B, int beams, int S, int max_length);
-// Encoder + cross-attention K/V for a (B,S) host batch; resets the cache (t = 0).
-void t5_decoder_encode(T5Decoder *d, const int *input_ids, const int *attention_mask);
-// Feed one token per row (N host ids) at position t; returns the host fp32 logits (N,V)
-// of that position (valid until the next step). t advances by one.
-const float *t5_decoder_step(T5Decoder *d, const int *tokens);
-// Beam reordering: new row i continues the sequence (cache) of old row src_rows[i] (N host ints).
-void t5_decoder_reorder(T5Decoder *d, const int *src_rows);
-void t5_decoder_free(T5Decoder *d);
 
 // torch.topk(x, k) (largest, sorted) as torch 2.11 computes it on the CPU, including the
 // order of equal values (not stable: libstdc++'s partial_sort when k*64 <= n, else

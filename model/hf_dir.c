@@ -205,6 +205,56 @@ int hf_probe_untied(const char *dir) {
     return untied;
 }
 
+// Step 2 of hf_load_weights: every tensor of the files is one of the layout's, an alias of
+// the shared embedding, a tied head equal to it, or the stray cross-attention bias.
+static void check_no_extra(const Weights *w, const ParamLayout *lay, int untied, const StTensor **src,
+                           const StFile **srcf) {
+    char want[64], got[64];
+    int shared_idx = params_find(lay, "shared.weight");
+    int unknown = 0;
+    const char *first_unknown = NULL, *unknown_file = NULL;
+    const StFile *lm_file = NULL;
+    const StTensor *lm_extra = NULL;
+    for (int f = 0; f < w->nfiles; f++) {
+        for (int k = 0; k < w->files[f].count; k++) {
+            const StTensor *t = &w->files[f].tensors[k];
+            if (params_find(lay, t->name) >= 0) continue;
+            int alias = strcmp(t->name, SHARED_ALIASES[1]) == 0 || strcmp(t->name, SHARED_ALIASES[2]) == 0;
+            int tied_head = !untied && strcmp(t->name, "lm_head.weight") == 0;
+            if (alias || tied_head) {
+                const ParamSpec *s = &lay->specs[shared_idx];
+                if (t->ndim != 2 || t->shape[0] != s->shape[0] || t->shape[1] != s->shape[1]) {
+                    shape_str(want, sizeof want, s->ndim, s->shape);
+                    shape_str(got, sizeof got, t->ndim, t->shape);
+                    t5_fail("%s: tensor \"%s\": expected shape %s, found %s", w->files[f].path, t->name, want, got);
+                }
+                if (tied_head && t != src[shared_idx]) {
+                    lm_extra = t;
+                    lm_file = &w->files[f];
+                }
+                continue;
+            }
+            if (strcmp(t->name, STRAY_CROSS_BIAS) == 0) continue;
+            if (!unknown++) {
+                first_unknown = t->name;
+                unknown_file = w->files[f].path;
+            }
+        }
+    }
+    if (unknown) {
+        char more[48] = "";
+        if (unknown > 1) snprintf(more, sizeof more, " (and %d more)", unknown - 1);
+        t5_fail("%s: unexpected tensor \"%s\"%s: not a T5ForConditionalGeneration with this config.json "
+                "(wrong model type, or a config.json that does not match the weights?)",
+                unknown_file, first_unknown, more);
+    }
+    if (lm_extra && !same_bytes(lm_file, lm_extra, srcf[shared_idx], src[shared_idx]))
+        t5_fail("%s: has an untied lm_head.weight (it differs from shared.weight) but the layout ties the head; "
+                "HINT: set cfg.untied_lm_head = hf_probe_untied(dir) before params_build_layout",
+                lm_file->path);
+
+}
+
 void hf_load_weights(const char *dir, const T5Config *cfg, const ParamLayout *lay, float *params) {
     Weights w;
     weights_open(&w, dir);
@@ -236,48 +286,7 @@ void hf_load_weights(const char *dir, const T5Config *cfg, const ParamLayout *la
     }
 
     // 2. nothing the model does not have
-    int shared_idx = params_find(lay, "shared.weight");
-    int unknown = 0;
-    const char *first_unknown = NULL, *unknown_file = NULL;
-    const StFile *lm_file = NULL;
-    const StTensor *lm_extra = NULL;
-    for (int f = 0; f < w.nfiles; f++) {
-        for (int k = 0; k < w.files[f].count; k++) {
-            const StTensor *t = &w.files[f].tensors[k];
-            if (params_find(lay, t->name) >= 0) continue;
-            int alias = strcmp(t->name, SHARED_ALIASES[1]) == 0 || strcmp(t->name, SHARED_ALIASES[2]) == 0;
-            int tied_head = !untied && strcmp(t->name, "lm_head.weight") == 0;
-            if (alias || tied_head) {
-                const ParamSpec *s = &lay->specs[shared_idx];
-                if (t->ndim != 2 || t->shape[0] != s->shape[0] || t->shape[1] != s->shape[1]) {
-                    shape_str(want, sizeof want, s->ndim, s->shape);
-                    shape_str(got, sizeof got, t->ndim, t->shape);
-                    t5_fail("%s: tensor \"%s\": expected shape %s, found %s", w.files[f].path, t->name, want, got);
-                }
-                if (tied_head && t != src[shared_idx]) {
-                    lm_extra = t;
-                    lm_file = &w.files[f];
-                }
-                continue;
-            }
-            if (strcmp(t->name, STRAY_CROSS_BIAS) == 0) continue;
-            if (!unknown++) {
-                first_unknown = t->name;
-                unknown_file = w.files[f].path;
-            }
-        }
-    }
-    if (unknown) {
-        char more[48] = "";
-        if (unknown > 1) snprintf(more, sizeof more, " (and %d more)", unknown - 1);
-        t5_fail("%s: unexpected tensor \"%s\"%s: not a T5ForConditionalGeneration with this config.json "
-                "(wrong model type, or a config.json that does not match the weights?)",
-                unknown_file, first_unknown, more);
-    }
-    if (lm_extra && !same_bytes(lm_file, lm_extra, srcf[shared_idx], src[shared_idx]))
-        t5_fail("%s: has an untied lm_head.weight (it differs from shared.weight) but the layout ties the head; "
-                "HINT: set cfg.untied_lm_head = hf_probe_untied(dir) before params_build_layout",
-                lm_file->path);
+    check_no_extra(&w, lay, untied, src, srcf);
 
     // 3. read
     for (int i = 0; i < lay->count; i++) st_read_f32(srcf[i], src[i], params + lay->specs[i].offset);

@@ -132,6 +132,61 @@ static void parse_tensor(const char *path, const cJSON *e, StTensor *t) {
                 (unsigned long long)bytes);
 }
 
+// The tensor entries of the parsed header (all but "__metadata__") into st->tensors.
+static void st_read_entries(StFile *st, const char *path, const cJSON *root) {
+    int count = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root) {
+        if (strcmp(e->string, "__metadata__") == 0) {
+            const cJSON *m;
+            if (!cJSON_IsObject(e)) t5_fail("%s: \"__metadata__\" must be an object of strings", path);
+            cJSON_ArrayForEach(m, e) if (!cJSON_IsString(m))
+                t5_fail("%s: \"__metadata__\" key \"%s\" must be a string", path, m->string);
+            continue;
+        }
+        count++;
+    }
+    st->tensors = callocCheck((size_t)count, sizeof *st->tensors);
+    int k = 0;
+    cJSON_ArrayForEach(e, root) {
+        if (strcmp(e->string, "__metadata__") == 0) continue;
+        StTensor *t = &st->tensors[k++];
+        t->name = strdup(e->string);
+        if (!t->name) t5_die(__FILE__, __LINE__, "out of host memory", NULL);
+        st->count = k;
+        parse_tensor(path, e, t);
+    }
+
+}
+
+// Names unique; ranges sorted, from 0, contiguous, covering the data section (data_size
+// bytes) exactly.
+static void st_check_ranges(const StFile *st, const char *path, uint64_t data_size) {
+    int count = st->count;
+    StTensor **order = callocCheck((size_t)count, sizeof *order);
+    for (int i = 0; i < count; i++) order[i] = (StTensor *)&st->tensors[i];
+    qsort(order, (size_t)count, sizeof *order, cmp_name);
+    for (int i = 1; i < count; i++)
+        if (strcmp(order[i - 1]->name, order[i]->name) == 0)
+            t5_fail("%s: tensor \"%s\" appears twice in the header", path, order[i]->name);
+    qsort(order, (size_t)count, sizeof *order, cmp_range);
+    uint64_t expect = 0;
+    for (int i = 0; i < count; i++) {
+        const StTensor *t = order[i];
+        if (t->begin != expect)
+            t5_fail("%s: tensor \"%s\": data_offsets [%llu, %llu] %s the previous tensor's end (%llu): ranges must "
+                    "be contiguous and non-overlapping",
+                    path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                    t->begin < expect ? "overlap" : "leave a gap after", (unsigned long long)expect);
+        expect = t->end;
+    }
+    if (expect != data_size)
+        t5_fail("%s: the header describes %llu bytes of tensor data but the file holds %llu: %s", path,
+                (unsigned long long)expect, (unsigned long long)data_size,
+                expect > data_size ? "file truncated" : "trailing bytes after the last tensor");
+    free(order);
+}
+
 void st_open(StFile *st, const char *path) {
     memset(st, 0, sizeof *st);
     FILE *f = fopen(path, "rb");
@@ -166,54 +221,8 @@ void st_open(StFile *st, const char *path) {
                 (unsigned long long)n);
     }
     if (!cJSON_IsObject(root)) t5_fail("%s: header is JSON but not an object: not a safetensors file", path);
-
-    int count = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, root) {
-        if (strcmp(e->string, "__metadata__") == 0) {
-            const cJSON *m;
-            if (!cJSON_IsObject(e)) t5_fail("%s: \"__metadata__\" must be an object of strings", path);
-            cJSON_ArrayForEach(m, e) if (!cJSON_IsString(m))
-                t5_fail("%s: \"__metadata__\" key \"%s\" must be a string", path, m->string);
-            continue;
-        }
-        count++;
-    }
-    st->tensors = callocCheck((size_t)count, sizeof *st->tensors);
-    int k = 0;
-    cJSON_ArrayForEach(e, root) {
-        if (strcmp(e->string, "__metadata__") == 0) continue;
-        StTensor *t = &st->tensors[k++];
-        t->name = strdup(e->string);
-        if (!t->name) t5_die(__FILE__, __LINE__, "out of host memory", NULL);
-        st->count = k;
-        parse_tensor(path, e, t);
-    }
-
-    // Names unique; ranges sorted, from 0, contiguous, covering the data section exactly.
-    StTensor **order = callocCheck((size_t)count, sizeof *order);
-    for (int i = 0; i < count; i++) order[i] = &st->tensors[i];
-    qsort(order, (size_t)count, sizeof *order, cmp_name);
-    for (int i = 1; i < count; i++)
-        if (strcmp(order[i - 1]->name, order[i]->name) == 0)
-            t5_fail("%s: tensor \"%s\" appears twice in the header", path, order[i]->name);
-    qsort(order, (size_t)count, sizeof *order, cmp_range);
-    uint64_t expect = 0;
-    for (int i = 0; i < count; i++) {
-        const StTensor *t = order[i];
-        if (t->begin != expect)
-            t5_fail("%s: tensor \"%s\": data_offsets [%llu, %llu] %s the previous tensor's end (%llu): ranges must "
-                    "be contiguous and non-overlapping",
-                    path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
-                    t->begin < expect ? "overlap" : "leave a gap after", (unsigned long long)expect);
-        expect = t->end;
-    }
-    uint64_t data_size = fsize - 8 - n;
-    if (expect != data_size)
-        t5_fail("%s: the header describes %llu bytes of tensor data but the file holds %llu: %s", path,
-                (unsigned long long)expect, (unsigned long long)data_size,
-                expect > data_size ? "file truncated" : "trailing bytes after the last tensor");
-    free(order);
+    st_read_entries(st, path, root);
+    st_check_ranges(st, path, fsize - 8 - n);
     cJSON_Delete(root);
     free(hdr);
     st->path = strdup(path);

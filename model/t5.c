@@ -6,7 +6,9 @@
 //            (no position bias) between self-attention and FFN
 //   head:    logits = (dropout(final_norm(x)) [* D^-0.5]) @ W^T, W = lm_head or shared
 // Position bias: computed from block 0's relative_attention_bias and shared by every
-// block of the stack.
+// block of the stack. The blocks and sublayers themselves are in model/block.c, shared
+// with generation's incremental decoder (model/kv_decoder.c); this file holds the memory
+// plan and the stacks: embeddings, final norms, head and loss.
 #include "t5.h"
 
 #include <math.h>
@@ -14,23 +16,8 @@
 #include <string.h>
 
 #include "../common/check.h"
-#include "../kernels/dropout_rng.h"
+#include "block.h"
 #include "bump.h"
-
-// ---------------------------------------------------------------------------------
-// dropout sites: each dropout call gets its own seed, a hash of (step seed, site)
-
-enum { SITE_EMBED = 0, SITE_ATT, SITE_ATT_OUT, SITE_FFN_HIDDEN, SITE_FFN_OUT, SITE_FINAL, SITE_COUNT };
-
-// stack: 0 encoder, 1 decoder; layer: block index (0 for stack-level sites);
-// sub: sublayer index within the block
-static DropoutArgs site_dropout(const T5Model *m, int stack, int layer, int sub, int site) {
-    DropoutArgs d;
-    d.p = m->dropout_p;
-    uint64_t id = ((((uint64_t)stack * 4096 + (uint64_t)layer) * 4 + (uint64_t)sub) * SITE_COUNT) + (uint64_t)site;
-    d.seed = dropout_rng_mix64(m->dropout_seed ^ dropout_rng_mix64(id + DROPOUT_RNG_GAMMA));
-    return d;
-}
 
 // ---------------------------------------------------------------------------------
 // init / memory plan
@@ -211,60 +198,6 @@ static inline void grads_end(T5Model *m, int u) {
     if (m->hooks && m->hooks->end_grads) m->hooks->end_grads(m->hooks->ctx, m, u);
 }
 
-// The RMS norm of a sublayer, into the shared m->ln_out (n,D) and m->ln_rstd (n). Forward
-// calls it, and backward again right before the weight gradients that read its output:
-// the same kernel on the same input and weight gives the same bits. The rerun is one
-// memory-bound pass (read x, write out: 34 MB at t5-large B=64, ~10 us at 3.5 TB/s; 1.2 ms
-// for the 120 sublayers, under 1% of a ~128 ms step) and saves keeping 120 outputs (2.0 GB).
-static void sublayer_norm(T5Model *m, size_t ln_weight, const void *x_in, int n) {
-    const T5Config *c = &m->cfg;
-    m->be->rmsnorm_forward(m->ln_out, m->ln_rstd, x_in, t5_param(m, ln_weight), n, c->d_model, c->layer_norm_epsilon);
-}
-
-// One attention sublayer: x_out = x_in + dropout(o(attn(norm(x_in)))).
-// kv_src: NULL for self-attention (keys from the normed input), else the encoder output.
-// key_mask: (B,Tk) padding mask of the keys, or NULL.
-static void attn_sublayer_forward(T5Model *m, const AttnOffsets *w, AttnActs *a, const void *x_in, void *x_out,
-                                  int Tq, const void *kv_src, int Tk, const void *bias, const int *key_mask,
-                                  int causal, int stack, int layer, int sub) {
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    int B = m->B, D = c->d_model, HK = t5_config_inner_dim(c);
-    int nq = B * Tq, nk = B * Tk;
-    size_t nqD = (size_t)nq * D;
-    sublayer_norm(m, w->ln, x_in, nq);
-    const void *src = kv_src ? kv_src : m->ln_out;
-    be->matmul_forward(a->q, m->ln_out, t5_param(m, w->q), nq, D, HK);
-    be->matmul_forward(a->k, src, t5_param(m, w->k), nk, D, HK);
-    be->matmul_forward(a->v, src, t5_param(m, w->v), nk, D, HK);
-    be->attention_forward(a->ctx, a->att, a->q, a->k, a->v, bias, key_mask, B, Tq, Tk, Tk, c->num_heads, c->d_kv,
-                          causal, 0, site_dropout(m, stack, layer, sub, SITE_ATT));
-    // o projection into x_out, dropout in place, then the residual
-    be->matmul_forward(x_out, a->ctx, t5_param(m, w->o), nq, HK, D);
-    be->dropout_forward(x_out, x_out, nqD, site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
-    be->add(x_out, x_out, x_in, nqD);
-    if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nqD);  // HF T5Block's fp16 guard
-}
-
-// One feed-forward sublayer: x_out = x_in + dropout(wo(dropout(act(wi x) [* wi_1 x]))), x = norm(x_in).
-static void ffn_sublayer_forward(T5Model *m, const FfnOffsets *w, FfnActs *a, const void *x_in, void *x_out, int Tq,
-                                 int stack, int layer, int sub) {
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    int n = m->B * Tq, D = c->d_model, F = c->d_ff;
-    size_t nF = (size_t)n * F, nD = (size_t)n * D;
-    sublayer_norm(m, w->ln, x_in, n);
-    be->matmul_forward(a->a, m->ln_out, t5_param(m, w->wi), n, D, F);
-    if (c->is_gated) be->matmul_forward(a->b, m->ln_out, t5_param(m, w->wi_1), n, D, F);
-    // the hidden state act(a) [* b] is not stored: backward regenerates it from a (and b)
-    be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);
-    be->dropout_forward(m->tmp_f, m->tmp_f, nF, site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN));
-    be->matmul_forward(x_out, m->tmp_f, t5_param(m, w->wo), n, F, D);
-    be->dropout_forward(x_out, x_out, nD, site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
-    be->add(x_out, x_out, x_in, nD);
-    if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nD);  // HF T5Block's fp16 guard
-}
-
 static void check_batch(const T5Model *m, const T5Batch *b) {
     if (!m->arena) t5_fail("t5_forward: no activation plan (call t5_plan_activations first)");
     if (b->B < 1 || b->S < 1 || b->T < 1 || b->B > m->maxB || b->S > m->maxS || b->T > m->maxT)
@@ -282,26 +215,12 @@ static void check_batch(const T5Model *m, const T5Batch *b) {
     }
 }
 
-// Encoder stack over the device copies m->input_ids / m->attention_mask for (m->B, m->S);
-// leaves the encoder output in m->enc_final. Shared by t5_forward and generation.
-// One encoder block: enc_x[2l] -> enc_x[2l+2] (also the recompute of checkpointing).
-static void enc_block_forward(T5Model *m, int l) {
-    const ParamLayout *L = &m->lay;
-    int S = m->S;
-    attn_sublayer_forward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], m->enc_x[2 * l + 1], S, NULL, S,
-                          m->enc_bias, m->attention_mask, 0, 0, l, 0);
-    ffn_sublayer_forward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], m->enc_x[2 * l + 2], S, 0, l, 1);
-}
-
-// One decoder block: dec_x[3l] -> dec_x[3l+3].
+// One decoder block of the training forward: dec_x[3l] -> dec_x[3l+3] (also the
+// recompute of checkpointing).
 static void dec_block_forward(T5Model *m, int l) {
-    const ParamLayout *L = &m->lay;
-    int S = m->S, T = m->T;
-    void **x = &m->dec_x[3 * l];
-    attn_sublayer_forward(m, &L->dec[l].self, &m->dec[l].self, x[0], x[1], T, NULL, T, m->dec_bias, NULL, 1, 1, l, 0);
-    attn_sublayer_forward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], x[2], T, m->enc_final, S, NULL,
-                          m->attention_mask, 0, 1, l, 1);
-    ffn_sublayer_forward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], x[3], T, 1, l, 2);
+    SublayerScratch s = t5_train_scratch(m);
+    t5_dec_block_forward(m, &s, l, &m->dec[l], &m->dec_x[3 * l], m->B, m->T, m->enc_final, m->S, m->dec_bias,
+                         m->attention_mask, NULL, NULL);
 }
 
 void t5_encoder_forward(T5Model *m) {
@@ -313,20 +232,20 @@ void t5_encoder_forward(T5Model *m) {
     fetch(m, L->unit_shared);
     be->embedding_forward(m->enc_x[0], m->input_ids, t5_param(m, L->shared), (int)nS, D);
     release(m, L->unit_shared);
-    be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
+    be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
     for (int l = 0; l < c->num_layers; l++) {
         fetch(m, L->unit_enc0 + l);
         if (l == 0)
             be->position_bias_forward(m->enc_bias, t5_param(m, L->enc[0].self.relbias), S, S, H, 0,
                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
-        enc_block_forward(m, l);
+        t5_enc_block_forward(m, l);
         release(m, L->unit_enc0 + l);
     }
     fetch(m, L->unit_enc_final);
     be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], t5_param(m, L->enc_final_ln), (int)nS,
                         D, c->layer_norm_epsilon);
     release(m, L->unit_enc_final);
-    be->dropout_forward(m->enc_final, m->enc_final, nS * D, site_dropout(m, 0, 0, 0, SITE_FINAL));
+    be->dropout_forward(m->enc_final, m->enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
 }
 
 double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens) {
@@ -351,7 +270,7 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
     fetch(m, L->unit_shared);
     be->embedding_forward(m->dec_x[0], m->dec_ids, t5_param(m, L->shared), (int)nT, D);
     release(m, L->unit_shared);
-    be->dropout_forward(m->dec_x[0], m->dec_x[0], nT * D, site_dropout(m, 1, 0, 0, SITE_EMBED));
+    be->dropout_forward(m->dec_x[0], m->dec_x[0], nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
     for (int l = 0; l < c->num_decoder_layers; l++) {
         fetch(m, L->unit_dec0 + l);
         if (l == 0)
@@ -364,7 +283,7 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
     be->rmsnorm_forward(m->dec_final, m->dec_final_rstd, m->dec_x[3 * c->num_decoder_layers], t5_param(m, L->dec_final_ln),
                         (int)nT, D, c->layer_norm_epsilon);
     release(m, L->unit_dec_final);
-    be->dropout_forward(m->dec_final, m->dec_final, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
+    be->dropout_forward(m->dec_final, m->dec_final, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
     if (c->scale_decoder_outputs) be->scale(m->dec_final, m->dec_final, t5_head_scale(D), nT * D);
 
     // ---- head + loss ----
@@ -378,88 +297,26 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
 // backward: each step reads the running residual gradient dx and ADDS the branch's
 // contribution into it (backend convention: backward ops accumulate).
 
-// dx: (B,Tq,D) gradient of x_out, becomes the gradient of x_in.
-// d_kv_src: gradient of the encoder output for cross-attention, else NULL.
-static void attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs *a, const void *x_in, void *dx,
-                                   int Tq, const void *kv_src, void *d_kv_src, int Tk, void *dbias, int stack,
-                                   int layer, int sub) {
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    int B = m->B, D = c->d_model, HK = t5_config_inner_dim(c);
-    int nq = B * Tq, nk = B * Tk;
-    size_t e = m->elem;
-    be->zero(m->d_tmp_d, (size_t)nq * D * e);
-    be->dropout_backward(m->d_tmp_d, dx, (size_t)nq * D, site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
-    be->zero(m->d_ctx, (size_t)nq * HK * e);
-    be->matmul_backward(m->d_ctx, t5_grad(m, w->o), m->d_tmp_d, a->ctx, t5_param(m, w->o), nq, HK, D);
-    be->zero(m->d_q, (size_t)nq * HK * e);
-    be->zero(m->d_k, (size_t)nk * HK * e);
-    be->zero(m->d_v, (size_t)nk * HK * e);
-    be->attention_backward(m->d_q, m->d_k, m->d_v, dbias, m->d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
-                           c->d_kv, site_dropout(m, stack, layer, sub, SITE_ATT));
-    sublayer_norm(m, w->ln, x_in, nq);  // the input of q (and self k, v) and rstd, recomputed
-    be->zero(m->d_ln, (size_t)nq * D * e);
-    be->matmul_backward(m->d_ln, t5_grad(m, w->q), m->d_q, m->ln_out, t5_param(m, w->q), nq, D, HK);
-    const void *src = kv_src ? kv_src : m->ln_out;
-    void *dsrc = kv_src ? d_kv_src : m->d_ln;
-    be->matmul_backward(dsrc, t5_grad(m, w->k), m->d_k, src, t5_param(m, w->k), nk, D, HK);
-    be->matmul_backward(dsrc, t5_grad(m, w->v), m->d_v, src, t5_param(m, w->v), nk, D, HK);
-    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), m->ln_rstd, nq, D);
-}
-
-static void ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a, const void *x_in, void *dx,
-                                  int Tq, int stack, int layer, int sub) {
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    int n = m->B * Tq, D = c->d_model, F = c->d_ff;
-    size_t nF = (size_t)n * F, nD = (size_t)n * D, e = m->elem;
-    DropoutArgs drop_h = site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN);
-    be->zero(m->d_tmp_d, nD * e);
-    be->dropout_backward(m->d_tmp_d, dx, nD, site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
-    be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);  // regenerate wo's input
-    be->dropout_forward(m->tmp_f, m->tmp_f, nF, drop_h);
-    be->zero(m->d_h, nF * e);
-    be->matmul_backward(m->d_h, t5_grad(m, w->wo), m->d_tmp_d, m->tmp_f, t5_param(m, w->wo), n, F, D);
-    // tmp_f (the dropped hidden state) is no longer needed: reuse it for d(act output)
-    be->zero(m->tmp_f, nF * e);
-    be->dropout_backward(m->tmp_f, m->d_h, nF, drop_h);
-    // d_h has been read: it now receives the gradient of the wi output (one (B,T,F) buffer
-    // fewer: 67 MB at t5-large B=64)
-    void *d_a = m->d_h;
-    be->zero(d_a, nF * e);
-    if (c->is_gated) be->zero(m->d_b, nF * e);
-    be->ffn_act_backward(d_a, c->is_gated ? m->d_b : NULL, m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);
-    sublayer_norm(m, w->ln, x_in, n);  // the input of wi (and wi_1) and rstd, recomputed
-    be->zero(m->d_ln, nD * e);
-    be->matmul_backward(m->d_ln, t5_grad(m, w->wi), d_a, m->ln_out, t5_param(m, w->wi), n, D, F);
-    if (c->is_gated) be->matmul_backward(m->d_ln, t5_grad(m, w->wi_1), m->d_b, m->ln_out, t5_param(m, w->wi_1), n, D, F);
-    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), m->ln_rstd, n, D);
-}
-
-void t5_backward(T5Model *m, float label_smoothing, float dloss) {
+// Head and decoder final norm: from the loss to the gradient of the last decoder block's
+// output, in m->d_dec_x (B,T,D). dlogits overwrite the logits in place (B*T*V is the
+// largest activation).
+static void head_backward(T5Model *m, float label_smoothing, float dloss) {
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     const ParamLayout *L = &m->lay;
-    int B = m->B, S = m->S, T = m->T, D = c->d_model, H = c->num_heads, V = c->vocab_size;
-    size_t nS = (size_t)B * S, nT = (size_t)B * T, e = m->elem;
-
-    // ---- head ----
-    // dlogits overwrite the logits in place (B*T*V is the largest activation)
-    be->crossentropy_forward_backward(m->logits, m->logits, m->labels, (int)nT, V, label_smoothing, dloss);
+    int D = c->d_model, V = c->vocab_size;
+    size_t nT = (size_t)m->B * m->T, e = m->elem;
     void *dx = m->d_dec_x;
-    // unit order of backward: head, decoder final norm, decoder blocks (last first),
-    // encoder final norm, encoder blocks, shared embedding (its gradient is open from the
-    // tied head, or from the decoder's embedding, to the end)
-    const int tied = L->unit_lm_head == L->unit_shared;
+    be->crossentropy_forward_backward(m->logits, m->logits, m->labels, (int)nT, V, label_smoothing, dloss);
     fetch(m, L->unit_lm_head);
     grads_begin(m, L->unit_lm_head);
     be->zero(m->d_tmp_d, nT * D * e);
     be->matmul_backward(m->d_tmp_d, t5_grad(m, L->lm_head), m->logits, m->dec_final, t5_param(m, L->lm_head), (int)nT, D, V);
-    if (!tied) grads_end(m, L->unit_lm_head);
+    if (L->unit_lm_head != L->unit_shared) grads_end(m, L->unit_lm_head);  // tied: open until the encoder's embedding
     release(m, L->unit_lm_head);
     if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, t5_head_scale(D), nT * D);
     be->zero(m->d_ln, nT * D * e);
-    be->dropout_backward(m->d_ln, m->d_tmp_d, nT * D, site_dropout(m, 1, 0, 0, SITE_FINAL));
+    be->dropout_backward(m->d_ln, m->d_tmp_d, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
     be->zero(dx, nT * D * e);
     fetch(m, L->unit_dec_final);
     grads_begin(m, L->unit_dec_final);
@@ -467,8 +324,17 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
                          t5_param(m, L->dec_final_ln), m->dec_final_rstd, (int)nT, D);
     grads_end(m, L->unit_dec_final);
     release(m, L->unit_dec_final);
+}
 
-    // ---- decoder ----
+// Decoder blocks (last first) and the decoder's embedding; leaves the gradient of the
+// encoder output in m->d_enc_final and opens the shared embedding's gradient.
+static void decoder_backward(T5Model *m) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int S = m->S, T = m->T, D = c->d_model, H = c->num_heads;
+    size_t nS = (size_t)m->B * S, nT = (size_t)m->B * T, e = m->elem;
+    void *dx = m->d_dec_x;
     be->zero(m->d_enc_final, nS * D * e);
     be->zero(m->d_dec_bias, (size_t)H * T * T * e);
     for (int l = c->num_decoder_layers - 1; l >= 0; l--) {
@@ -476,26 +342,33 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
         fetch(m, L->unit_dec0 + l);
         grads_begin(m, L->unit_dec0 + l);
         if (m->gradient_checkpointing) dec_block_forward(m, l);
-        ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dx, T, 1, l, 2);
-        attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dx, T, m->enc_final, m->d_enc_final, S,
-                               NULL, 1, l, 1);
-        attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dx, T, NULL, NULL, T, m->d_dec_bias, 1, l,
-                               0);
+        t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dx, T, 1, l, 2);
+        t5_attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dx, T, m->enc_final, m->d_enc_final, S,
+                                  NULL, 1, l, 1);
+        t5_attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dx, T, NULL, NULL, T, m->d_dec_bias, 1,
+                                  l, 0);
         if (l == 0)  // block 0 holds the table every block's position bias came from
             be->position_bias_backward(t5_grad(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
                                        c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
         grads_end(m, L->unit_dec0 + l);
         release(m, L->unit_dec0 + l);
     }
-    if (!tied) grads_begin(m, L->unit_shared);
+    if (L->unit_lm_head != L->unit_shared) grads_begin(m, L->unit_shared);
     be->zero(m->d_tmp_d, nT * D * e);
-    be->dropout_backward(m->d_tmp_d, dx, nT * D, site_dropout(m, 1, 0, 0, SITE_EMBED));
+    be->dropout_backward(m->d_tmp_d, dx, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
     be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
+}
 
-    // ---- encoder ----
-    dx = m->d_enc_x;
+// Encoder final norm, blocks (last first) and embedding; closes the shared embedding's gradient.
+static void encoder_backward(T5Model *m) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int S = m->S, D = c->d_model, H = c->num_heads;
+    size_t nS = (size_t)m->B * S, e = m->elem;
+    void *dx = m->d_enc_x;
     be->zero(m->d_ln, nS * D * e);
-    be->dropout_backward(m->d_ln, m->d_enc_final, nS * D, site_dropout(m, 0, 0, 0, SITE_FINAL));
+    be->dropout_backward(m->d_ln, m->d_enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
     be->zero(dx, nS * D * e);
     fetch(m, L->unit_enc_final);
     grads_begin(m, L->unit_enc_final);
@@ -507,10 +380,10 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
     for (int l = c->num_layers - 1; l >= 0; l--) {
         fetch(m, L->unit_enc0 + l);
         grads_begin(m, L->unit_enc0 + l);
-        if (m->gradient_checkpointing) enc_block_forward(m, l);
-        ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], dx, S, 0, l, 1);
-        attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], dx, S, NULL, NULL, S,
-                               m->d_enc_bias, 0, l, 0);
+        if (m->gradient_checkpointing) t5_enc_block_forward(m, l);
+        t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], dx, S, 0, l, 1);
+        t5_attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], dx, S, NULL, NULL, S,
+                                  m->d_enc_bias, 0, l, 0);
         if (l == 0)
             be->position_bias_backward(t5_grad(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
                                        c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
@@ -518,7 +391,16 @@ void t5_backward(T5Model *m, float label_smoothing, float dloss) {
         release(m, L->unit_enc0 + l);
     }
     be->zero(m->d_tmp_d, nS * D * e);
-    be->dropout_backward(m->d_tmp_d, dx, nS * D, site_dropout(m, 0, 0, 0, SITE_EMBED));
+    be->dropout_backward(m->d_tmp_d, dx, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
     be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
     grads_end(m, L->unit_shared);
+}
+
+// Unit order of backward: head, decoder final norm, decoder blocks (last first), encoder
+// final norm, encoder blocks, shared embedding (its gradient is open from the tied head,
+// or from the decoder's embedding, to the end).
+void t5_backward(T5Model *m, float label_smoothing, float dloss) {
+    head_backward(m, label_smoothing, dloss);
+    decoder_backward(m);
+    encoder_backward(m);
 }

@@ -133,7 +133,7 @@ void t5_plan_activations(T5Model *m, int B, int S, int T);
 // Forward pass. Leaves logits in m->logits and returns the loss SUM over label tokens
 // (label smoothing as HF LabelSmoother); *n_tokens gets the count of labels != -100.
 double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens);
-// The encoder part of t5_forward, for generation (model/generate.c): runs the encoder
+// The encoder part of t5_forward, for generation (model/kv_decoder.c): runs the encoder
 // on m->input_ids / m->attention_mask (device copies, already uploaded) with the shape
 // (m->B, m->S) and leaves its output in m->enc_final (B,S,D).
 void t5_encoder_forward(T5Model *m);
@@ -152,7 +152,7 @@ static inline void *t5_grad(const T5Model *m, size_t off) {
     int u = params_unit_of(&m->lay, off);
     return (char *)m->unit_grads[u] + (off - m->lay.units[u].lo) * m->elem;
 }
-// Unit boundaries for code outside t5.c that reads weights (model/generate.c): fetch
+// Unit boundaries for code outside t5.c that reads weights (model/kv_decoder.c): fetch
 // before reading a unit's weights, release after (ZeRO stage 3 gathers and frees them);
 // t5_all_finished: the collective "has every rank finished generating" (1 without hooks:
 // this rank's own answer).

@@ -226,7 +226,7 @@ static void unknown_and_refused(void) {
         {"--load_best_model_at_end", "--load_best_model_at_end: checkpoint retention"},
         {"--save_only_model", "--save_only_model: checkpoint retention"},
         {"--save_strategy best", "--save_strategy best: needs best-model tracking"},
-        {"--report_to tensorboard", "--report_to tensorboard: TensorBoard event files come in a later issue"},
+        {"--report_to tensorboard", "--report_to tensorboard: TensorBoard event files are not built"},
         {"--report_to wandb", "--report_to wandb: not built"},
         {"--fp16_full_eval --device cpu", "--fp16_full_eval after training in fp32: switching precision"},
         {"--attention_dropout 0.1", "--attention_dropout 0.1: T5 has one dropout"},

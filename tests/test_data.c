@@ -24,6 +24,7 @@
 #include "test.h"
 #include "test_tmp.h"
 #include "test_fork.h"
+#include "test_t5ds.h"
 
 #define SAMPLE "data/sample"
 #define SPIECE SAMPLE "/spiece.model"
@@ -47,44 +48,6 @@ static unsigned char *read_bytes(const char *path, size_t *n) { return (unsigned
 
 // forked error checks: tests/test_fork.h
 #define expect_error test_expect_error
-
-// ---- a hand-made .t5ds, written from the format description (docs/DATASET.md) --------
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
-// seqs: 2*count sequences (source, target, source, ...), lens their lengths.
-static void write_t5ds(const char *path, uint32_t vocab, int count, const int32_t *const *seqs, const int *lens,
-                       int fix_checksum) {
-    uint64_t n_off = 2 * (uint64_t)count + 1, n_tok = 0;
-    for (int i = 0; i < 2 * count; i++) n_tok += (uint64_t)lens[i];
-    size_t bytes = 64 + 8 * n_off + 4 * n_tok;
-    unsigned char *buf = calloc(1, bytes);
-    memcpy(buf, "T5DS\r\n\x1a\n", 8);
-    uint32_t version = 1;
-    memcpy(buf + 8, &version, 4);
-    memcpy(buf + 12, &vocab, 4);
-    uint64_t c64 = (uint64_t)count;
-    memcpy(buf + 16, &c64, 8);
-    memcpy(buf + 24, &n_tok, 8);
-    uint64_t *off = (uint64_t *)(buf + 64);
-    int32_t *tok = (int32_t *)(buf + 64 + 8 * n_off);
-    off[0] = 0;
-    for (int i = 0; i < 2 * count; i++) {
-        memcpy(tok + off[i], seqs[i], (size_t)lens[i] * 4);
-        off[i + 1] = off[i] + (uint64_t)lens[i];
-    }
-    uint64_t h = fix_checksum ? fnv1a(0xcbf29ce484222325ULL, buf + 64, bytes - 64) : 12345;
-    memcpy(buf + 32, &h, 8);
-    write_bytes(path, buf, bytes);
-    free(buf);
-}
 
 // ---- readers --------------------------------------------------------------------------
 
@@ -186,6 +149,46 @@ static void test_reader_crlf(void) {
 
 // ---- prepare + open -----------------------------------------------------------------
 
+// JSON lines, and the hand-made format (tests docs/DATASET.md independently).
+static void check_prepare_jsonl(void) {
+    Dataset ds;
+    const int32_t *src, *tgt;
+    int ls, lt;
+    int32_t *ids;
+    size_t cap;
+    TextSpec js = {.format = TEXT_JSONL, .source_path = SAMPLE "/wmt16_sample.jsonl", .src_lang = "en", .tgt_lang = "ro",
+                   .source_prefix = "", .max_examples = -1};
+    char *jout = tmp_path("js.t5ds");
+    dataset_prepare(&js, g_spm, jout);
+    dataset_open(&ds, jout);
+    ids = NULL;
+    cap = 0;
+    int n = tokenize_t5(g_spm, "", "Membership of Parliament: see Minutes", 37, &ids, &cap);
+    dataset_example(&ds, 0, &src, &ls, &tgt, &lt);
+    test_check(ds.count == 10 && n == ls && !memcmp(ids, src, (size_t)n * 4), "jsonl prepare: 10 examples, line 1 as tokenize_t5");
+    free(ids);
+    dataset_close(&ds);
+    free(jout);
+
+}
+
+// An empty split opens (the trainer decides whether that is an error).
+static void check_prepare_empty(void) {
+    Dataset ds;
+    char *es = tmp_path("empty.source"), *et = tmp_path("empty.target"), *eo = tmp_path("empty.t5ds");
+    write_text(es, "");
+    write_text(et, "");
+    TextSpec e = {.format = TEXT_PAIRS, .source_path = es, .target_path = et, .source_prefix = "", .max_examples = -1};
+    dataset_prepare(&e, g_spm, eo);
+    dataset_open(&ds, eo);
+    test_check(ds.count == 0 && ds.map_bytes == 72, "an empty split gives a 72-byte dataset that opens with count 0");
+    dataset_close(&ds);
+    free(es);
+    free(et);
+    free(eo);
+
+}
+
 static void test_prepare_roundtrip(void) {
     char *out = tmp_path("rt.t5ds");
     TextSpec spec = {.format = TEXT_PAIRS, .source_path = SAMPLE "/train.source", .target_path = SAMPLE "/train.target",
@@ -233,33 +236,8 @@ static void test_prepare_roundtrip(void) {
     free(pre);
     dataset_close(&ds);
 
-    // JSON lines, and the hand-made format (tests docs/DATASET.md independently).
-    TextSpec js = {.format = TEXT_JSONL, .source_path = SAMPLE "/wmt16_sample.jsonl", .src_lang = "en", .tgt_lang = "ro",
-                   .source_prefix = "", .max_examples = -1};
-    char *jout = tmp_path("js.t5ds");
-    dataset_prepare(&js, g_spm, jout);
-    dataset_open(&ds, jout);
-    ids = NULL;
-    cap = 0;
-    int n = tokenize_t5(g_spm, "", "Membership of Parliament: see Minutes", 37, &ids, &cap);
-    dataset_example(&ds, 0, &src, &ls, &tgt, &lt);
-    test_check(ds.count == 10 && n == ls && !memcmp(ids, src, (size_t)n * 4), "jsonl prepare: 10 examples, line 1 as tokenize_t5");
-    free(ids);
-    dataset_close(&ds);
-    free(jout);
-
-    // An empty split opens (the trainer decides whether that is an error).
-    char *es = tmp_path("empty.source"), *et = tmp_path("empty.target"), *eo = tmp_path("empty.t5ds");
-    write_text(es, "");
-    write_text(et, "");
-    TextSpec e = {.format = TEXT_PAIRS, .source_path = es, .target_path = et, .source_prefix = "", .max_examples = -1};
-    dataset_prepare(&e, g_spm, eo);
-    dataset_open(&ds, eo);
-    test_check(ds.count == 0 && ds.map_bytes == 72, "an empty split gives a 72-byte dataset that opens with count 0");
-    dataset_close(&ds);
-    free(es);
-    free(et);
-    free(eo);
+    check_prepare_jsonl();
+    check_prepare_empty();
 
     // Timing: the whole train split.
     spec.max_examples = -1;
@@ -666,12 +644,59 @@ static void test_dataset_errors(void) {
     free(good);
 }
 
-static void test_text_errors(void) {
-    char *s = tmp_path("e.source"), *t = tmp_path("e.target"), *j = tmp_path("e.jsonl");
+// Errors of JSON-lines text.
+static void check_jsonl_errors(void) {
+    char *j = tmp_path("e.jsonl");
     char needle[512];
-    TextSpec pairs = {.format = TEXT_PAIRS, .source_path = s, .target_path = t, .source_prefix = "", .max_examples = -1};
     TextSpec jl = {.format = TEXT_JSONL, .source_path = j, .src_lang = "en", .tgt_lang = "ro", .source_prefix = "",
                    .max_examples = -1};
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}}\n{\"translation\": {\"en\": \"a\", \"ro\": }}\n");
+    snprintf(needle, sizeof needle, "%s:2: malformed JSON", j);
+    expect_error("jsonl: malformed line 2", fail_prepare, &jl, needle, NULL);
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}} x\n");
+    snprintf(needle, sizeof needle, "%s:1: extra text", j);
+    expect_error("jsonl: trailing text", fail_prepare, &jl, needle, NULL);
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"de\": \"b\"}}\n");
+    snprintf(needle, sizeof needle, "%s:1: \"translation\" has no key \"ro\"", j);
+    expect_error("jsonl: missing language key", fail_prepare, &jl, needle, "(it has: \"en\", \"de\")");
+    write_text(j, "{\"en\": \"a\", \"ro\": \"b\"}\n");
+    snprintf(needle, sizeof needle, "%s:1: no \"translation\" object", j);
+    expect_error("jsonl: no translation", fail_prepare, &jl, needle, "keys: \"en\", \"ro\"");
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": 5}}\n");
+    expect_error("jsonl: number value", fail_prepare, &jl, j, "is a number; it must be a string");
+    write_text(j, "{\"translation\": {\"en\": \"\", \"ro\": \"b\"}}\n");
+    expect_error("jsonl: empty string", fail_prepare, &jl, j, "empty string");
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}}\n\n");
+    snprintf(needle, sizeof needle, "%s:2: empty line", j);
+    expect_error("jsonl: blank line", fail_prepare, &jl, needle, NULL);
+    write_text(j, "{\"translation\": {\"en\": \"a\xff\", \"ro\": \"b\"}}\n");
+    snprintf(needle, sizeof needle, "%s:1: invalid UTF-8", j);
+    expect_error("jsonl: invalid UTF-8", fail_prepare, &jl, needle, NULL);
+    unlink(j);
+    expect_error("jsonl: missing file", fail_prepare, &jl, j, "cannot open");
+
+    free(j);
+}
+
+// Errors of the prepare command's flags.
+static void check_prepare_cmd_errors(void) {
+    char *o = tmp_path("prep_err");
+    char *a1[] = {"prepare", "--data_dir", SAMPLE, "--tokenizer_name", SAMPLE, "--task", "translation_en_to_xx",
+                  "--output_dir", o, NULL};
+    expect_error("prepare: unknown task", fail_prepare_cmd, a1, "translation_en_to_xx", "en, ro, de, fr");
+    char *a2[] = {"prepare", "--data_dir", SAMPLE, "--output_dir", o, NULL};
+    expect_error("prepare: no tokenizer", fail_prepare_cmd, a2, "--tokenizer_name", "required");
+    char *a3[] = {"prepare", "--train_file", SAMPLE "/wmt16_sample.jsonl", "--tokenizer_name", SPIECE, "--output_dir", o,
+                  NULL};
+    expect_error("prepare: JSON lines, no languages", fail_prepare_cmd, a3, "--source_lang", "--target_lang");
+    char *a4[] = {"prepare", "--data_dir", g_tmp, "--tokenizer_name", SPIECE, "--output_dir", o, NULL};
+    expect_error("prepare: no splits in --data_dir", fail_prepare_cmd, a4, g_tmp, "train.source");
+    free(o);
+}
+static void test_text_errors(void) {
+    char *s = tmp_path("e.source"), *t = tmp_path("e.target");
+    char needle[512];
+    TextSpec pairs = {.format = TEXT_PAIRS, .source_path = s, .target_path = t, .source_prefix = "", .max_examples = -1};
 
     unlink(s);
     write_text(t, "x\n");
@@ -716,46 +741,10 @@ static void test_text_errors(void) {
     free(out);
     pairs.max_examples = -1;
 
-    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}}\n{\"translation\": {\"en\": \"a\", \"ro\": }}\n");
-    snprintf(needle, sizeof needle, "%s:2: malformed JSON", j);
-    expect_error("jsonl: malformed line 2", fail_prepare, &jl, needle, NULL);
-    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}} x\n");
-    snprintf(needle, sizeof needle, "%s:1: extra text", j);
-    expect_error("jsonl: trailing text", fail_prepare, &jl, needle, NULL);
-    write_text(j, "{\"translation\": {\"en\": \"a\", \"de\": \"b\"}}\n");
-    snprintf(needle, sizeof needle, "%s:1: \"translation\" has no key \"ro\"", j);
-    expect_error("jsonl: missing language key", fail_prepare, &jl, needle, "(it has: \"en\", \"de\")");
-    write_text(j, "{\"en\": \"a\", \"ro\": \"b\"}\n");
-    snprintf(needle, sizeof needle, "%s:1: no \"translation\" object", j);
-    expect_error("jsonl: no translation", fail_prepare, &jl, needle, "keys: \"en\", \"ro\"");
-    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": 5}}\n");
-    expect_error("jsonl: number value", fail_prepare, &jl, j, "is a number; it must be a string");
-    write_text(j, "{\"translation\": {\"en\": \"\", \"ro\": \"b\"}}\n");
-    expect_error("jsonl: empty string", fail_prepare, &jl, j, "empty string");
-    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}}\n\n");
-    snprintf(needle, sizeof needle, "%s:2: empty line", j);
-    expect_error("jsonl: blank line", fail_prepare, &jl, needle, NULL);
-    write_text(j, "{\"translation\": {\"en\": \"a\xff\", \"ro\": \"b\"}}\n");
-    snprintf(needle, sizeof needle, "%s:1: invalid UTF-8", j);
-    expect_error("jsonl: invalid UTF-8", fail_prepare, &jl, needle, NULL);
-    unlink(j);
-    expect_error("jsonl: missing file", fail_prepare, &jl, j, "cannot open");
-
-    char *o = tmp_path("prep_err");
-    char *a1[] = {"prepare", "--data_dir", SAMPLE, "--tokenizer_name", SAMPLE, "--task", "translation_en_to_xx",
-                  "--output_dir", o, NULL};
-    expect_error("prepare: unknown task", fail_prepare_cmd, a1, "translation_en_to_xx", "en, ro, de, fr");
-    char *a2[] = {"prepare", "--data_dir", SAMPLE, "--output_dir", o, NULL};
-    expect_error("prepare: no tokenizer", fail_prepare_cmd, a2, "--tokenizer_name", "required");
-    char *a3[] = {"prepare", "--train_file", SAMPLE "/wmt16_sample.jsonl", "--tokenizer_name", SPIECE, "--output_dir", o,
-                  NULL};
-    expect_error("prepare: JSON lines, no languages", fail_prepare_cmd, a3, "--source_lang", "--target_lang");
-    char *a4[] = {"prepare", "--data_dir", g_tmp, "--tokenizer_name", SPIECE, "--output_dir", o, NULL};
-    expect_error("prepare: no splits in --data_dir", fail_prepare_cmd, a4, g_tmp, "train.source");
-    free(o);
+    check_jsonl_errors();
+    check_prepare_cmd_errors();
     free(s);
     free(t);
-    free(j);
 }
 
 int main(void) {

@@ -238,10 +238,9 @@ static void kill_rank_test(const char *tmp) {
                "a rank killed mid-run (SIGKILL): mpirun ends the job within 30 s, non-zero, naming the rank");
 }
 
-int main(void) {
-    if (access("./train_t5", X_OK) != 0) t5_fail("./train_t5 not built; run make first");
-    char tmp[] = "/tmp/t5_test_dp.XXXXXX";
-    if (!mkdtemp(tmp)) t5_fail("mkdtemp failed");
+// The DeepSpeed configs stage0-6.json (4-6: stages 1-3 with the optimizer offloaded) and the
+// untied gated model's directory; untied (cap bytes) gets its path.
+static void write_inputs(const char *tmp, char *untied, size_t cap) {
     char path[600], text[400];
     for (int s = 0; s <= 3; s++) {
         snprintf(path, sizeof path, "%s/stage%d.json", tmp, s);
@@ -268,9 +267,12 @@ int main(void) {
                      "\"relative_attention_num_buckets\": 32, \"relative_attention_max_distance\": 128, "
                      "\"layer_norm_epsilon\": 1e-6, \"initializer_factor\": 1.0, \"dropout_rate\": 0.1, "
                      "\"decoder_start_token_id\": 0, \"pad_token_id\": 0, \"eos_token_id\": 1}\n");
-    char untied[700];
-    snprintf(untied, sizeof untied, "%s/untied", tmp);
+    snprintf(untied, cap, "%s/untied", tmp);
 
+}
+
+// The tied model at 1-3 ranks and stages 0-3 against one rank without ZeRO; --explain once.
+static int tied_runs(const char *tmp) {
     int ok = train_run(tmp, "tests/fixtures/trainer_model", "", 1, -1, "tied_ref");
     for (int world = 1; ok && world <= 3; world++)
         for (int stage = 0; ok && stage <= 3; stage++) {
@@ -292,6 +294,12 @@ int main(void) {
                                              "marked; nothing trained, no --output_dir");
             }
         }
+    return ok;
+}
+
+// ZeRO-Offload at stages 1-3.
+static int offload_runs(const char *tmp) {
+    int ok = 1;
     // ZeRO-Offload: the optimizer state in host memory, AdamW on the CPU (stages 1-3; the
     // config files stage4-6.json)
     for (int world = 1; ok && world <= 3; world++) {
@@ -304,6 +312,12 @@ int main(void) {
         compare_runs(tmp, "tied_ref", tag, label);
         check_memory(tmp, tag, world, stage, 1);
     }
+    return ok;
+}
+
+// Gradient checkpointing and frozen embeddings at 2 ranks, stages 2-3.
+static int checkpointing_runs(const char *tmp) {
+    int ok = 1;
     // --gradient_checkpointing (stage 3 fetches a block once for its recomputation and its
     // backward) and --freeze_embeds (frozen tensors: no update, not in the norm) at 2 ranks
     const char *ckpt_args = "--gradient_checkpointing --freeze_embeds";
@@ -315,6 +329,12 @@ int main(void) {
         if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", ckpt_args, 2, stage, tag))) break;
         compare_runs(tmp, "tied_ckpt_ref", tag, label);
     }
+    return ok;
+}
+
+// Resuming from a checkpoint, same and other world sizes.
+static int resume_runs(const char *tmp) {
+    int ok = 1;
     // --resume_from_checkpoint (zero/checkpoint.c): 6 steps with a checkpoint at 3. Resuming
     // at 3 on one rank gives the uninterrupted run bit for bit (weights, moments, step, loss
     // scaler, sampler order and dropout masks all continue); a checkpoint of 2 ranks at stage
@@ -349,6 +369,12 @@ int main(void) {
     if (ok)
         compare_runs(tmp, "six0_plain", "six0_w1_resumed",
                      "checkpoint of 2 ranks (stage 3, offload) resumed at 1 rank, stage 0");
+    return ok;
+}
+
+// The untied gated model with evaluation and generation at 2-3 ranks.
+static int untied_runs(const char *tmp, const char *untied) {
+    int ok = 1;
     // the untied runs also evaluate and predict with generation after training, batches of
     // 2 spread over the ranks (batch k on rank k mod N; stage 3 gathers unit by unit and
     // generates in lock-step, a rank short of a batch runs a padding one): the same eval
@@ -367,6 +393,12 @@ int main(void) {
             check_memory(tmp, tag, world, stage, 0);
             compare_eval(tmp, "untied_ref", tag, label);
         }
+    return ok;
+}
+
+// A rank-empty micro-batch at the end of an epoch.
+static int ragged_run(const char *tmp) {
+    int ok = 1;
     // an epoch whose last global micro-batch does not reach every rank: 26 examples in global
     // micro-batches of 12 (2 ranks x 6), so the epoch's third micro-batch holds 2 examples,
     // all on rank 0; rank 1 runs one ignored example for the collectives. 2 epochs (4 steps
@@ -375,6 +407,21 @@ int main(void) {
     ok = ok && train_run(tmp, "tests/fixtures/trainer_model", ragged, 1, -1, "ragged_ref");
     ok = ok && train_run(tmp, "tests/fixtures/trainer_model", ragged, 2, 3, "ragged_w2_s3");
     if (ok) compare_runs(tmp, "ragged_ref", "ragged_w2_s3", "26 examples, 2 ranks, stage 3, a rank-empty micro-batch");
+    return ok;
+}
+
+int main(void) {
+    if (access("./train_t5", X_OK) != 0) t5_fail("./train_t5 not built; run make first");
+    char tmp[] = "/tmp/t5_test_dp.XXXXXX";
+    if (!mkdtemp(tmp)) t5_fail("mkdtemp failed");
+    char untied[700];
+    write_inputs(tmp, untied, sizeof untied);
+    int ok = tied_runs(tmp);
+    ok = ok && offload_runs(tmp);
+    ok = ok && checkpointing_runs(tmp);
+    ok = ok && resume_runs(tmp);
+    ok = ok && untied_runs(tmp, untied);
+    ok = ok && ragged_run(tmp);
     if (ok) kill_rank_test(tmp);
     if (ok) rm_rf(tmp);
     else printf("logs kept in %s\n", tmp);

@@ -1,5 +1,5 @@
 // tests/test_exact.c: `train_t5 --do_train` against HF Trainer where torch's fp32 rounding
-// shows (issue 13): tiny T5s with the full 32128-token vocabulary, on the first 16 en-ro
+// shows: tiny T5s with the full 32128-token vocabulary, on the first 16 en-ro
 // lines of wmt_en_ro val, 4 steps (tools/make_exact_fixture.py made tests/fixtures/exact/).
 // Per case: the initial weights are made again with `./train_t5 convert --init random`
 // (checked against the fixture's checksum), ./train_t5 trains with the fixture's flags and
@@ -121,6 +121,79 @@ static double compare_tensor_norms(const char *name, const cJSON *want, const ch
     return worst;
 }
 
+// Per-step figures of trainer_state.json's log_history against the reference steps.
+static void check_log_history(const char *name, const char *out, const cJSON *steps, const cJSON *tol) {
+    char path[700], what[200];
+    snprintf(path, sizeof path, "%s/trainer_state.json", out);
+    cJSON *state = load_json(path);
+    const cJSON *hist = cJSON_GetObjectItem(state, "log_history");
+    int early = (int)num(tol, "early_steps");
+    for (int i = 0; i < cJSON_GetArraySize(steps); i++) {
+        const cJSON *want = cJSON_GetArrayItem(steps, i), *got = cJSON_GetArrayItem(hist, i);
+        snprintf(what, sizeof what, "%s: log_history has step %d", name, i + 1);
+        if (!test_check(got && num(got, "step") == i + 1, what)) continue;
+        snprintf(what, sizeof what, "%s: step %d loss", name, i + 1);
+        rel_ok(what, num(got, "loss"), num(want, "loss"), num(tol, "loss"));
+        snprintf(what, sizeof what, "%s: step %d grad_norm", name, i + 1);
+        rel_ok(what, num(got, "grad_norm"), num(want, "grad_norm"),
+               num(tol, i < early ? "grad_norm_early" : "grad_norm_late"));
+        snprintf(what, sizeof what, "%s: step %d learning_rate", name, i + 1);
+        rel_ok(what, num(got, "learning_rate"), num(want, "learning_rate"), 1e-9);
+        snprintf(what, sizeof what, "%s: step %d epoch", name, i + 1);
+        rel_ok(what, num(got, "epoch"), num(want, "epoch"), 1e-12);
+    }
+    cJSON_Delete(state);
+
+}
+
+// Every tensor's gradient norm, steps 1 and 2 (T5_DUMP_GRAD_NORMS dump).
+static void check_grad_norms(const char *name, const char *dump, const cJSON *steps, const cJSON *tol) {
+    char what[200];
+    for (int s = 1; s <= 2; s++) {
+        int missing = 0;
+        const cJSON *want = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, s - 1), "grad_norms");
+        double worst = compare_tensor_norms(name, want, dump, s, &missing), t;
+        char key[40];
+        snprintf(key, sizeof key, "tensor_grad_norm_step%d", s);
+        t = num(tol, key);
+        snprintf(what, sizeof what, "%s: step %d gradient norm of every tensor (T5_DUMP_GRAD_NORMS), worst %.2e (tol %.0e)",
+                 name, s, worst, t);
+        test_check(!missing && worst <= t, what);
+    }
+
+}
+
+// The norm of every tensor of the saved model after the run.
+static void check_final_norms(const char *name, const char *out, const cJSON *ref, const cJSON *tol) {
+    char path[700], what[200];
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    StFile st;
+    st_open(&st, path);
+    const cJSON *w;
+    double worst = 0;
+    int missing = 0, count = 0;
+    const char *worst_name = "";
+    cJSON_ArrayForEach(w, cJSON_GetObjectItem(ref, "final_norms")) {
+        const StTensor *t = st_find(&st, w->string);
+        count++;
+        if (!t) {
+            missing++;
+            continue;
+        }
+        float *v = mallocCheck(t->numel * sizeof(float));
+        st_read_f32(&st, t, v);
+        double ss = 0;
+        for (uint64_t k = 0; k < t->numel; k++) ss += (double)v[k] * v[k];
+        free(v);
+        double r = rel(sqrt(ss), w->valuedouble);
+        if (r > worst) worst = r, worst_name = w->string;
+    }
+    snprintf(what, sizeof what, "%s: norm of each of %d tensors after 4 steps, worst %.2e (%s) (tol %.0e)", name, count,
+             worst, worst_name, num(tol, "final_norms"));
+    test_check(!missing && worst <= num(tol, "final_norms"), what);
+    st_close(&st);
+}
+
 static void run_case(const char *name, const char *tmp) {
     char path[700], what[200], model[600], out[600], dump[600];
     printf("--- case %s\n", name);
@@ -162,69 +235,10 @@ static void run_case(const char *name, const char *tmp) {
         goto done;
     }
 
-    // per-step figures
-    snprintf(path, sizeof path, "%s/trainer_state.json", out);
-    cJSON *state = load_json(path);
-    const cJSON *hist = cJSON_GetObjectItem(state, "log_history"), *steps = cJSON_GetObjectItem(ref, "steps");
-    int early = (int)num(tol, "early_steps");
-    for (int i = 0; i < cJSON_GetArraySize(steps); i++) {
-        const cJSON *want = cJSON_GetArrayItem(steps, i), *got = cJSON_GetArrayItem(hist, i);
-        snprintf(what, sizeof what, "%s: log_history has step %d", name, i + 1);
-        if (!test_check(got && num(got, "step") == i + 1, what)) continue;
-        snprintf(what, sizeof what, "%s: step %d loss", name, i + 1);
-        rel_ok(what, num(got, "loss"), num(want, "loss"), num(tol, "loss"));
-        snprintf(what, sizeof what, "%s: step %d grad_norm", name, i + 1);
-        rel_ok(what, num(got, "grad_norm"), num(want, "grad_norm"),
-               num(tol, i < early ? "grad_norm_early" : "grad_norm_late"));
-        snprintf(what, sizeof what, "%s: step %d learning_rate", name, i + 1);
-        rel_ok(what, num(got, "learning_rate"), num(want, "learning_rate"), 1e-9);
-        snprintf(what, sizeof what, "%s: step %d epoch", name, i + 1);
-        rel_ok(what, num(got, "epoch"), num(want, "epoch"), 1e-12);
-    }
-    cJSON_Delete(state);
-
-    // every tensor's gradient norm, steps 1 and 2
-    for (int s = 1; s <= 2; s++) {
-        int missing = 0;
-        const cJSON *want = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, s - 1), "grad_norms");
-        double worst = compare_tensor_norms(name, want, dump, s, &missing), t;
-        char key[40];
-        snprintf(key, sizeof key, "tensor_grad_norm_step%d", s);
-        t = num(tol, key);
-        snprintf(what, sizeof what, "%s: step %d gradient norm of every tensor (T5_DUMP_GRAD_NORMS), worst %.2e (tol %.0e)",
-                 name, s, worst, t);
-        test_check(!missing && worst <= t, what);
-    }
-
-    // every tensor after the run
-    {
-        snprintf(path, sizeof path, "%s/model.safetensors", out);
-        StFile st;
-        st_open(&st, path);
-        const cJSON *w;
-        double worst = 0;
-        int missing = 0, count = 0;
-        const char *worst_name = "";
-        cJSON_ArrayForEach(w, cJSON_GetObjectItem(ref, "final_norms")) {
-            const StTensor *t = st_find(&st, w->string);
-            count++;
-            if (!t) {
-                missing++;
-                continue;
-            }
-            float *v = mallocCheck(t->numel * sizeof(float));
-            st_read_f32(&st, t, v);
-            double ss = 0;
-            for (uint64_t k = 0; k < t->numel; k++) ss += (double)v[k] * v[k];
-            free(v);
-            double r = rel(sqrt(ss), w->valuedouble);
-            if (r > worst) worst = r, worst_name = w->string;
-        }
-        snprintf(what, sizeof what, "%s: norm of each of %d tensors after 4 steps, worst %.2e (%s) (tol %.0e)", name, count,
-                 worst, worst_name, num(tol, "final_norms"));
-        test_check(!missing && worst <= num(tol, "final_norms"), what);
-        st_close(&st);
-    }
+    const cJSON *steps = cJSON_GetObjectItem(ref, "steps");
+    check_log_history(name, out, steps, tol);
+    check_grad_norms(name, dump, steps, tol);
+    check_final_norms(name, out, ref, tol);
 done:
     cJSON_Delete(args);
     cJSON_Delete(ref);

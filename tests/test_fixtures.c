@@ -46,93 +46,86 @@ static int rel_ok(const char *what, double got, double want, double tol) {
     return test_check(rel <= tol, buf);
 }
 
-static void run_variant(const char *variant) {
-    char dir[512], path[600], what[256];
-    snprintf(dir, sizeof dir, "tests/fixtures/%s", variant);
-    printf("--- fixture %s\n", variant);
-    snprintf(path, sizeof path, "%s/reference.json", dir);
-    char *text = read_text_file(path, NULL);
-    if (!text) t5_fail("%s: cannot open (run tools/make_fixtures.py)", path);
-    cJSON *ref = cJSON_Parse(text);
-    if (!ref) t5_fail("%s: malformed JSON", path);
-    float smoothing = (float)json_num(ref, "label_smoothing");
+// One fixture variant: its directory, reference.json, reference tensors and batch.
+typedef struct {
+    const char *variant;
+    char dir[512];
+    cJSON *ref;
+    StFile st;           // reference.safetensors
+    T5Batch *b;          // the batch of reference.safetensors
+    float smoothing;     // label_smoothing of reference.json
+    ModelLoadOptions lo;
+} Fixture;
 
-    T5Model m;
-    ModelLoadOptions lo = {0};
-    model_load(&m, dir, backend_cpu(), lo);
-    m.dropout_p = 0.0f;
-    const ParamLayout *L = &m.lay;
-    snprintf(what, sizeof what, "%s: untied head as in reference.json", variant);
-    test_check(m.cfg.untied_lm_head == cJSON_IsTrue(cJSON_GetObjectItem(ref, "untied_lm_head")), what);
-
-    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
-    StFile st;
-    st_open(&st, path);
-    BatchFile bf;
-    batch_file_load(&bf, path, m.cfg.vocab_size, m.cfg.decoder_start_token_id, m.cfg.pad_token_id);
-    T5Batch *b = &bf.batch;
-    int *shifted = mallocCheck((size_t)b->B * b->T * sizeof(int));
-    t5_shift_right(b->labels, shifted, b->B, b->T, m.cfg.decoder_start_token_id, m.cfg.pad_token_id);
-    snprintf(what, sizeof what, "%s: t5_shift_right(labels) == HF decoder_input_ids", variant);
-    test_check(!memcmp(shifted, b->decoder_input_ids, (size_t)b->B * b->T * sizeof(int)), what);
-    free(shifted);
-
-    // ---- forward ----
-    t5_plan_activations(&m, b->B, b->S, b->T);
-    long n = 0;
-    double nll = t5_forward(&m, b, 0.0f, &n) / (double)n;
-    double loss = t5_forward(&m, b, smoothing, &n) / (double)n;
-    float *want = read_ref(&st, "loss_nll", 1);
-    snprintf(what, sizeof what, "%s: loss_nll", variant);
+// Loss, label-smoothed loss and logits; *n gets the label count.
+static void check_forward(Fixture *fx, T5Model *m, long *n) {
+    char what[256];
+    const T5Batch *b = fx->b;
+    t5_plan_activations(m, b->B, b->S, b->T);
+    double nll = t5_forward(m, b, 0.0f, n) / (double)*n;
+    double loss = t5_forward(m, b, fx->smoothing, n) / (double)*n;
+    float *want = read_ref(&fx->st, "loss_nll", 1);
+    snprintf(what, sizeof what, "%s: loss_nll", fx->variant);
     rel_ok(what, nll, want[0], 1e-5);
     free(want);
-    want = read_ref(&st, "loss", 1);
-    snprintf(what, sizeof what, "%s: loss (label_smoothing %g)", variant, smoothing);
+    want = read_ref(&fx->st, "loss", 1);
+    snprintf(what, sizeof what, "%s: loss (label_smoothing %g)", fx->variant, fx->smoothing);
     rel_ok(what, loss, want[0], 1e-5);
     free(want);
-    size_t nlog = (size_t)b->B * b->T * m.cfg.vocab_size;
-    want = read_ref(&st, "logits", nlog);
-    snprintf(what, sizeof what, "%s: logits", variant);
-    test_close(what, m.logits, want, nlog, 1e-5);
+    size_t nlog = (size_t)b->B * b->T * m->cfg.vocab_size;
+    want = read_ref(&fx->st, "logits", nlog);
+    snprintf(what, sizeof what, "%s: logits", fx->variant);
+    test_close(what, m->logits, want, nlog, 1e-5);
     free(want);
+}
 
-    // ---- backward: every gradient tensor ----
-    t5_zero_grads(&m);
-    t5_backward(&m, smoothing, (float)(1.0 / (double)n));
+// Backward of the last forward: every gradient tensor.
+static void check_backward(Fixture *fx, T5Model *m, long n) {
+    char what[256];
+    const ParamLayout *L = &m->lay;
+    t5_zero_grads(m);
+    t5_backward(m, fx->smoothing, (float)(1.0 / (double)n));
     for (int i = 0; i < L->count; i++) {
         const ParamSpec *p = &L->specs[i];
         char name[160];
         snprintf(name, sizeof name, "grad.%s", p->name);
-        want = read_ref(&st, name, p->numel);
-        snprintf(what, sizeof what, "%s: %s", variant, name);
-        test_close(what, (float *)m.grads + p->offset, want, p->numel, 1e-4);
+        float *want = read_ref(&fx->st, name, p->numel);
+        snprintf(what, sizeof what, "%s: %s", fx->variant, name);
+        test_close(what, (float *)m->grads + p->offset, want, p->numel, 1e-4);
         free(want);
     }
+}
 
-    // ---- gradient checkpointing: recomputed activations give the same gradients ----
-    {
-        T5Model ck;
-        model_load(&ck, dir, backend_cpu(), lo);
-        ck.dropout_p = 0.1f;  // with dropout on: the recompute must regenerate the same masks
-        m.dropout_p = 0.1f;
-        m.dropout_seed = ck.dropout_seed = 1234;
-        ck.gradient_checkpointing = 1;
-        t5_plan_activations(&ck, b->B, b->S, b->T);
-        t5_zero_grads(&m);
-        long n1 = 0, n2 = 0;
-        double l1 = t5_forward(&m, b, smoothing, &n1), l2 = t5_forward(&ck, b, smoothing, &n2);
-        t5_backward(&m, smoothing, (float)(1.0 / (double)n1));
-        t5_backward(&ck, smoothing, (float)(1.0 / (double)n2));
-        snprintf(what, sizeof what, "%s: gradient checkpointing (dropout 0.1): same loss and bitwise-equal grads, "
-                 "arena %.1f vs %.1f KiB", variant, ck.arena_bytes / 1024.0, m.arena_bytes / 1024.0);
-        test_check(l1 == l2 && !memcmp(m.grads, ck.grads, m.lay.total * sizeof(float)) && ck.arena_bytes < m.arena_bytes,
-                   what);
-        t5_free(&ck);
-        m.dropout_p = 0.0f;
-    }
+// Gradient checkpointing: recomputed activations give the same gradients.
+static void check_checkpointing(Fixture *fx, T5Model *m) {
+    char what[256];
+    const T5Batch *b = fx->b;
+    float smoothing = fx->smoothing;
+    T5Model ck;
+    model_load(&ck, fx->dir, backend_cpu(), fx->lo);
+    ck.dropout_p = 0.1f;  // with dropout on: the recompute must regenerate the same masks
+    m->dropout_p = 0.1f;
+    m->dropout_seed = ck.dropout_seed = 1234;
+    ck.gradient_checkpointing = 1;
+    t5_plan_activations(&ck, b->B, b->S, b->T);
+    t5_zero_grads(m);
+    long n1 = 0, n2 = 0;
+    double l1 = t5_forward(m, b, smoothing, &n1), l2 = t5_forward(&ck, b, smoothing, &n2);
+    t5_backward(m, smoothing, (float)(1.0 / (double)n1));
+    t5_backward(&ck, smoothing, (float)(1.0 / (double)n2));
+    snprintf(what, sizeof what, "%s: gradient checkpointing (dropout 0.1): same loss and bitwise-equal grads, "
+             "arena %.1f vs %.1f KiB", fx->variant, ck.arena_bytes / 1024.0, m->arena_bytes / 1024.0);
+    test_check(l1 == l2 && !memcmp(m->grads, ck.grads, m->lay.total * sizeof(float)) && ck.arena_bytes < m->arena_bytes,
+               what);
+    t5_free(&ck);
+    m->dropout_p = 0.0f;
+}
 
-    // ---- weight decay set: exactly HF Trainer's decay parameter names ----
-    const cJSON *decay = cJSON_GetObjectItem(ref, "decay_parameter_names");
+// Weight decay set: exactly HF Trainer's decay parameter names.
+static void check_decay_set(Fixture *fx, const T5Model *m) {
+    char what[256];
+    const ParamLayout *L = &m->lay;
+    const cJSON *decay = cJSON_GetObjectItem(fx->ref, "decay_parameter_names");
     int mismatch = 0, n_decay = 0;
     for (int i = 0; i < L->count; i++) {
         int in_hf = 0;
@@ -144,20 +137,53 @@ static void run_variant(const char *variant) {
         }
         n_decay += !L->specs[i].no_decay;
     }
-    snprintf(what, sizeof what, "%s: %d decayed tensors match HF's decay_parameter_names", variant, n_decay);
+    snprintf(what, sizeof what, "%s: %d decayed tensors match HF's decay_parameter_names", fx->variant, n_decay);
     test_check(!mismatch && n_decay == cJSON_GetArraySize(decay), what);
+}
 
-    // ---- 3 AdamW steps from the initial weights, at every ZeRO stage on one rank (the
-    // stage's unit hooks, partition buffers and bucketed collectives all run; buckets of
-    // 37 / 53 elements cut tensors and units at odd places) ----
-    // runs 4 and 5: stages 2 and 3 with the optimizer offloaded (host master and moments,
-    // AdamW on the CPU: zero/offload.c)
-    for (int run = 0; run <= 5; run++) {
-    int stage = run <= 3 ? run : run - 2, offload = run >= 4;
-    t5_free(&m);
-    model_load(&m, dir, backend_cpu(), lo);
+// The ZeRO options of one run: stage 3 gets a prefetch budget of about two blocks (a pool
+// of 3 buffers), nothing persistent; buckets of 37 / 53 elements cut tensors and units at
+// odd places.
+static ZeroOptions fixture_zero_options(const T5Model *m, int stage, int offload) {
+    ZeroOptions zo = zero_options_stage(stage);
+    zo.reduce_bucket = stage ? 37 : 0;
+    zo.gather_bucket = stage ? 53 : 0;
+    zo.overlap_comm = stage >= 2;
+    zo.prefetch = stage == 3;
+    zo.prefetch_elems = 2 * (m->lay.units[m->lay.unit_enc0].hi - m->lay.units[m->lay.unit_enc0].lo);
+    zo.persist_threshold = 0;
+    zo.offload_optimizer = offload;
+    return zo;
+}
+
+// Parameters after the steps against the reference.
+static void check_final_params(Fixture *fx, ZeroState *z, const T5Model *m, int stage, int offload) {
+    char what[256];
+    float *final = mallocCheck(m->lay.total * sizeof(float));
+    zero_params_to_host(z, final);
+    for (int i = 0; i < m->lay.count; i++) {
+        const ParamSpec *p = &m->lay.specs[i];
+        char name[160];
+        snprintf(name, sizeof name, "final.%s", p->name);
+        float *want = read_ref(&fx->st, name, p->numel);
+        snprintf(what, sizeof what, "%s, stage %d%s: %s", fx->variant, stage, offload ? " offload" : "", name);
+        test_close(what, final + p->offset, want, p->numel, 1e-5);
+        free(want);
+    }
+    free(final);
+}
+
+// 3 AdamW steps from the initial weights at one ZeRO stage on one rank (the stage's unit
+// hooks, partition buffers and bucketed collectives all run), optionally with the
+// optimizer offloaded (host master and moments, AdamW on the CPU: zero/offload.c).
+static void check_steps(Fixture *fx, int stage, int offload) {
+    char what[256];
+    const cJSON *ref = fx->ref;
+    const char *variant = fx->variant;
+    T5Model m;
+    model_load(&m, fx->dir, backend_cpu(), fx->lo);
     m.dropout_p = 0.0f;
-    t5_plan_activations(&m, b->B, b->S, b->T);
+    t5_plan_activations(&m, fx->b->B, fx->b->S, fx->b->T);
     LrSchedule sched = {.base_lr = json_num(ref, "learning_rate"),
                         .warmup_steps = (int)json_num(ref, "warmup_steps"),
                         .total_steps = (int)json_num(ref, "num_training_steps")};
@@ -168,22 +194,14 @@ static void run_variant(const char *variant) {
                       .weight_decay = (float)json_num(ref, "weight_decay"),
                       .max_grad_norm = (float)json_num(ref, "max_grad_norm")};
     ZeroState z;
-    // stage 3: a prefetch budget of about two blocks (a pool of 3 buffers), nothing persistent
-    ZeroOptions zo = zero_options_stage(stage);
-    zo.reduce_bucket = stage ? 37 : 0;
-    zo.gather_bucket = stage ? 53 : 0;
-    zo.overlap_comm = stage >= 2;
-    zo.prefetch = stage == 3;
-    zo.prefetch_elems = 2 * (m.lay.units[m.lay.unit_enc0].hi - m.lay.units[m.lay.unit_enc0].lo);
-    zo.persist_threshold = 0;
-    zo.offload_optimizer = offload;
+    ZeroOptions zo = fixture_zero_options(&m, stage, offload);
     zero_init(&z, &m, zero_comm_single(), &zo, &oc, NULL);
     const cJSON *steps = cJSON_GetObjectItem(ref, "steps");
     int clipped = 0;
     long gathered_first = 0;
     for (int s = 0; s < cJSON_GetArraySize(steps); s++) {
         const cJSON *rs = cJSON_GetArrayItem(steps, s);
-        StepResult r = zero_train_step(&z, &sched, NULL, b, 1, smoothing);
+        StepResult r = zero_train_step(&z, &sched, NULL, fx->b, 1, fx->smoothing);
         if (s == 0) gathered_first = z.n_gathered;
         clipped += r.grad_norm > oc.max_grad_norm;
         snprintf(what, sizeof what, "%s, stage %d%s: step %d loss", variant, stage, offload ? " offload" : "", s + 1);
@@ -206,24 +224,51 @@ static void run_variant(const char *variant) {
                  "%ld reused", variant, z.n_gathered - gathered_first, later, z.n_prefetched, z.n_reused);
         test_check(z.n_gathered - gathered_first == later && z.n_prefetched > 0 && z.n_reused > 0, what);
     }
-    float *final = mallocCheck(m.lay.total * sizeof(float));
-    zero_params_to_host(&z, final);
-    for (int i = 0; i < L->count; i++) {
-        const ParamSpec *p = &m.lay.specs[i];
-        char name[160];
-        snprintf(name, sizeof name, "final.%s", p->name);
-        want = read_ref(&st, name, p->numel);
-        snprintf(what, sizeof what, "%s, stage %d%s: %s", variant, stage, offload ? " offload" : "", name);
-        test_close(what, final + p->offset, want, p->numel, 1e-5);
-        free(want);
-    }
-    free(final);
+    check_final_params(fx, &z, &m, stage, offload);
     zero_free(&z);
-    }
-    batch_file_free(&bf);
-    st_close(&st);
     t5_free(&m);
-    cJSON_Delete(ref);
+}
+
+static void run_variant(const char *variant) {
+    char path[600], what[256];
+    Fixture fx = {.variant = variant};
+    snprintf(fx.dir, sizeof fx.dir, "tests/fixtures/%s", variant);
+    printf("--- fixture %s\n", variant);
+    snprintf(path, sizeof path, "%s/reference.json", fx.dir);
+    char *text = read_text_file(path, NULL);
+    if (!text) t5_fail("%s: cannot open (run tools/make_fixtures.py)", path);
+    fx.ref = cJSON_Parse(text);
+    if (!fx.ref) t5_fail("%s: malformed JSON", path);
+    fx.smoothing = (float)json_num(fx.ref, "label_smoothing");
+
+    T5Model m;
+    model_load(&m, fx.dir, backend_cpu(), fx.lo);
+    m.dropout_p = 0.0f;
+    snprintf(what, sizeof what, "%s: untied head as in reference.json", variant);
+    test_check(m.cfg.untied_lm_head == cJSON_IsTrue(cJSON_GetObjectItem(fx.ref, "untied_lm_head")), what);
+
+    snprintf(path, sizeof path, "%s/reference.safetensors", fx.dir);
+    st_open(&fx.st, path);
+    BatchFile bf;
+    batch_file_load(&bf, path, m.cfg.vocab_size, m.cfg.decoder_start_token_id, m.cfg.pad_token_id);
+    T5Batch *b = fx.b = &bf.batch;
+    int *shifted = mallocCheck((size_t)b->B * b->T * sizeof(int));
+    t5_shift_right(b->labels, shifted, b->B, b->T, m.cfg.decoder_start_token_id, m.cfg.pad_token_id);
+    snprintf(what, sizeof what, "%s: t5_shift_right(labels) == HF decoder_input_ids", variant);
+    test_check(!memcmp(shifted, b->decoder_input_ids, (size_t)b->B * b->T * sizeof(int)), what);
+    free(shifted);
+
+    long n = 0;
+    check_forward(&fx, &m, &n);
+    check_backward(&fx, &m, n);
+    check_checkpointing(&fx, &m);
+    check_decay_set(&fx, &m);
+    t5_free(&m);
+    // runs 4 and 5: stages 2 and 3 with the optimizer offloaded
+    for (int run = 0; run <= 5; run++) check_steps(&fx, run <= 3 ? run : run - 2, run >= 4);
+    batch_file_free(&bf);
+    st_close(&fx.st);
+    cJSON_Delete(fx.ref);
     free(text);
 }
 

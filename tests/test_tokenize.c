@@ -215,6 +215,30 @@ static void test_known(const Spm *spm) {
     free(ids);
 }
 
+// tatoeba.head.ids.txt: the full ids of the first lines (hlines past hskip comment lines).
+static void check_tatoeba_head(char **hlines, int nh, int hskip, char **lines, int32_t *const *all, const int *counts,
+                               int n) {
+    char msg[256];
+    int shown;
+    int hn = nh - hskip, hmatch = 0;
+    shown = 0;
+    int32_t *want = mallocCheck(4096 * sizeof *want);
+    for (int i = 0; i < hn && i < n; i++) {
+        int wn = parse_ids(hlines[hskip + i], want, 4096);
+        if (wn == counts[i] && memcmp(want, all[i], wn * sizeof(int32_t)) == 0) {
+            hmatch++;
+        } else if (shown++ < MAX_DETAIL) {
+            printf("       line %d %.100s\n", i + 1, lines[i]);
+            print_ids("got ", all[i], counts[i]);
+            print_ids("want", want, wn);
+        }
+    }
+    free(want);
+    snprintf(msg, sizeof msg, "tatoeba.head.ids.txt: %d/%d lines match (full ids)", hmatch, hn);
+    test_check(hn == 300 && hmatch == hn, msg);
+
+}
+
 static void test_tatoeba(const Spm *spm) {
     size_t tlen, rlen, hlen;
     char *text = read_fixture(FIX "tatoeba.en", &tlen);
@@ -267,22 +291,7 @@ static void test_tatoeba(const Spm *spm) {
     snprintf(msg, sizeof msg, "tatoeba.ids.txt: %d/%d lines match (count + FNV-1a of the ids)", match, n);
     test_check(match == n && n == 10019, msg);
 
-    int hn = nh - hskip, hmatch = 0;
-    shown = 0;
-    int32_t *want = mallocCheck(4096 * sizeof *want);
-    for (int i = 0; i < hn && i < n; i++) {
-        int wn = parse_ids(hlines[hskip + i], want, 4096);
-        if (wn == counts[i] && memcmp(want, all[i], wn * sizeof(int32_t)) == 0) {
-            hmatch++;
-        } else if (shown++ < MAX_DETAIL) {
-            printf("       line %d %.100s\n", i + 1, lines[i]);
-            print_ids("got ", all[i], counts[i]);
-            print_ids("want", want, wn);
-        }
-    }
-    free(want);
-    snprintf(msg, sizeof msg, "tatoeba.head.ids.txt: %d/%d lines match (full ids)", hmatch, hn);
-    test_check(hn == 300 && hmatch == hn, msg);
+    check_tatoeba_head(hlines, nh, hskip, lines, all, counts, n);
 
     snprintf(msg, sizeof msg, "encode time: %d lines, %zu ids in %.1f ms (%.0f lines/s)", n, total, 1e3 * dt,
              n / dt);

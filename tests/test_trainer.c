@@ -63,25 +63,15 @@ static int run_train_t5(const char *run, const char *out_dir, const char *cache_
     return rc;
 }
 
-static void compare_run(const char *run, const char *tmp) {
-    char out[512], cache[512], path[600], what[160];
-    snprintf(out, sizeof out, "%s/%s", tmp, run);
-    snprintf(cache, sizeof cache, "%s/cache", tmp);
-    printf("--- run %s\n", run);
-    int rc = run_train_t5(run, out, cache);
-    snprintf(what, sizeof what, "%s: ./train_t5 exits 0", run);
-    if (!test_check(rc == 0, what)) {
-        snprintf(path, sizeof path, "cat '%s.log'", out);
-        if (system(path) != 0) printf("(no log)\n");
-        return;
-    }
+// log_history against HF's steps.json.
+static void check_log_history(const char *run, const char *out, int nosmooth) {
+    char path[600], what[160];
     snprintf(path, sizeof path, "tests/fixtures/trainer_%s/steps.json", run);
     cJSON *ref = load_json(path);
     snprintf(path, sizeof path, "%s/trainer_state.json", out);
     cJSON *state = load_json(path);
     const cJSON *hist = cJSON_GetObjectItem(state, "log_history");
     const cJSON *steps = cJSON_GetObjectItem(ref, "steps");
-    int nosmooth = !strcmp(run, "nosmooth");
     for (int i = 0; i < cJSON_GetArraySize(steps); i++) {
         const cJSON *want = cJSON_GetArrayItem(steps, i), *got = cJSON_GetArrayItem(hist, i);
         if (!got) {
@@ -102,7 +92,13 @@ static void compare_run(const char *run, const char *tmp) {
         snprintf(what, sizeof what, "%s: step %d epoch", run, i + 1);
         rel_ok(what, num(got, "epoch"), num(want, "epoch"), 1e-12);
     }
-    // results files as HF writes them (runtime fields differ by nature)
+    cJSON_Delete(ref);
+    cJSON_Delete(state);
+}
+
+// Results files as HF writes them (runtime fields differ by nature), the output files, no *.tmp.
+static void check_results_files(const char *run, const char *out, int nosmooth) {
+    char path[600], what[160];
     snprintf(path, sizeof path, "tests/fixtures/trainer_%s/train_results.json", run);
     cJSON *hf_res = load_json(path);
     snprintf(path, sizeof path, "%s/train_results.json", out);
@@ -132,44 +128,63 @@ static void compare_run(const char *run, const char *tmp) {
     snprintf(what, sizeof what, "%s: no *.tmp left in output_dir", run);
     test_check(system(path) != 0, what);
 
-    // final weights
-    snprintf(path, sizeof path, "tests/fixtures/trainer_%s/final.safetensors", run);
-    if (path_exists(path)) {
-        StFile want, got;
-        st_open(&want, path);
-        snprintf(path, sizeof path, "%s/model.safetensors", out);
-        st_open(&got, path);
-        double worst = 0;
-        int missing = 0;
-        for (int t = 0; t < want.count; t++) {
-            const StTensor *w = &want.tensors[t], *g = st_find(&got, w->name);
-            if (!g || g->numel != w->numel) {
-                missing++;
-                continue;
-            }
-            float *a = mallocCheck(w->numel * sizeof(float)), *b = mallocCheck(w->numel * sizeof(float));
-            st_read_f32(&want, w, a);
-            st_read_f32(&got, g, b);
-            snprintf(what, sizeof what, "%s: final %s", run, w->name);
-            double maxd = 0, maxr = 0;
-            for (uint64_t k = 0; k < w->numel; k++) {
-                maxd = fmax(maxd, fabs((double)a[k] - b[k]));
-                maxr = fmax(maxr, fabs((double)a[k]));
-            }
-            worst = fmax(worst, maxd / fmax(maxr, 1e-30));
-            test_close(what, b, a, w->numel, 1e-5);
-            free(a);
-            free(b);
-        }
-        snprintf(what, sizeof what, "%s: every HF tensor in model.safetensors (worst rel %.2e)", run, worst);
-        test_check(!missing, what);
-        st_close(&want);
-        st_close(&got);
-    }
     cJSON_Delete(hf_res);
     cJSON_Delete(res);
-    cJSON_Delete(ref);
-    cJSON_Delete(state);
+}
+
+// Final weights against HF's final.safetensors, when the fixture has one.
+static void check_final_weights(const char *run, const char *out) {
+    char path[600], what[160];
+    snprintf(path, sizeof path, "tests/fixtures/trainer_%s/final.safetensors", run);
+    if (!path_exists(path)) return;
+    StFile want, got;
+    st_open(&want, path);
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    st_open(&got, path);
+    double worst = 0;
+    int missing = 0;
+    for (int t = 0; t < want.count; t++) {
+        const StTensor *w = &want.tensors[t], *g = st_find(&got, w->name);
+        if (!g || g->numel != w->numel) {
+            missing++;
+            continue;
+        }
+        float *a = mallocCheck(w->numel * sizeof(float)), *b = mallocCheck(w->numel * sizeof(float));
+        st_read_f32(&want, w, a);
+        st_read_f32(&got, g, b);
+        snprintf(what, sizeof what, "%s: final %s", run, w->name);
+        double maxd = 0, maxr = 0;
+        for (uint64_t k = 0; k < w->numel; k++) {
+            maxd = fmax(maxd, fabs((double)a[k] - b[k]));
+            maxr = fmax(maxr, fabs((double)a[k]));
+        }
+        worst = fmax(worst, maxd / fmax(maxr, 1e-30));
+        test_close(what, b, a, w->numel, 1e-5);
+        free(a);
+        free(b);
+    }
+    snprintf(what, sizeof what, "%s: every HF tensor in model.safetensors (worst rel %.2e)", run, worst);
+    test_check(!missing, what);
+    st_close(&want);
+    st_close(&got);
+}
+
+static void compare_run(const char *run, const char *tmp) {
+    char out[512], cache[512], path[600], what[160];
+    snprintf(out, sizeof out, "%s/%s", tmp, run);
+    snprintf(cache, sizeof cache, "%s/cache", tmp);
+    printf("--- run %s\n", run);
+    int rc = run_train_t5(run, out, cache);
+    snprintf(what, sizeof what, "%s: ./train_t5 exits 0", run);
+    if (!test_check(rc == 0, what)) {
+        snprintf(path, sizeof path, "cat '%s.log'", out);
+        if (system(path) != 0) printf("(no log)\n");
+        return;
+    }
+    int nosmooth = !strcmp(run, "nosmooth");
+    check_log_history(run, out, nosmooth);
+    check_results_files(run, out, nosmooth);
+    check_final_weights(run, out);
 }
 
 // --freeze_embeds (finetune_trainer.py): shared.weight, and with it the tied head, stays

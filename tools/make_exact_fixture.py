@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fixtures of issue 13 ("a drift from transformers after the first AdamW step"): HF Seq2SeqTrainer
+"""Full-vocabulary fixtures ("a drift from transformers after the first AdamW step"): HF Seq2SeqTrainer
 runs of tiny T5s with the full T5 vocabulary (32128), where torch's fp32 rounding shows.
 
     python3 tools/make_exact_fixture.py [--out tests/fixtures/exact] [--only relu_3dec,...] [--check]

@@ -82,7 +82,7 @@ typedef struct {
 #define DDP_KNOB "changes nothing: a PyTorch DDP setting; train_t5's data parallel all-reduces each unit's gradients as backward goes (NCCL on GPUs, MPI on CPU ranks)"
 #define EVAL_STREAM "changes nothing: evaluation sends each batch's results to rank 0's host memory as it goes"
 #define NO_FSDP "FSDP is not built; HINT: --deepspeed with ZeRO stage 3 partitions the weights the same way (configs/ds_config_zero3.json)"
-#define RETENTION "checkpoint retention and best-model tracking come in a later issue; every checkpoint-N is kept, with the model and the optimizer"
+#define RETENTION "checkpoint retention and best-model tracking are not built; every checkpoint-N is kept, with the model and the optimizer"
 #define NO_DATASETS "datasets from the hub are not built (nothing is downloaded); HINT: give --train_file/--validation_file/--test_file (JSON lines) or --data_dir"
 
 #define TRAIN_FLAGS(a)                                                                                               \
@@ -209,7 +209,7 @@ typedef struct {
     USE("logging_first_step", FLAG_BOOL, logging_first_step, "log step 1 too"),                                    \
     USE("disable_tqdm", FLAG_BOOL, disable_tqdm, "no progress bar (the log lines stay)"),                          \
     USE("report_to", FLAG_STRING, report_to, "none (HF 5.17's default) or all (no integration is built: a notice)"), \
-    NOOP("logging_dir", FLAG_STRING, "changes nothing yet: no reporting integration is built (TensorBoard event files come in a later issue); the log is trainer_state.json's log_history"), \
+    NOOP("logging_dir", FLAG_STRING, "changes nothing: no reporting integration is built (TensorBoard event files are not written); the log is trainer_state.json's log_history"), \
     NOOP("run_name", FLAG_STRING, NO_REPORTING),                                                                    \
     NOOP("project", FLAG_STRING, NO_REPORTING),                                                                     \
     NOOP("trackio_space_id", FLAG_STRING, NO_REPORTING),                                                            \
@@ -622,8 +622,8 @@ static void check_strategies(TrainArgs *a, const GivenFlags *g) {
     if (!one_of(a->logging_strategy, strategies, 3))
         t5_fail("--logging_strategy \"%s\": expected steps, epoch or no", a->logging_strategy);
     if (!strcmp(a->save_strategy, "best"))
-        t5_fail("--save_strategy best: needs best-model tracking, which comes with checkpoint retention in a later "
-                "issue; HINT: use steps, epoch or no");
+        t5_fail("--save_strategy best: needs best-model tracking, which is not built (nor checkpoint retention); "
+                "HINT: use steps, epoch or no");
     if (!one_of(a->eval_strategy, strategies, 3)) t5_fail("--eval_strategy \"%s\": expected no, steps or epoch", a->eval_strategy);
     if (!one_of(a->save_strategy, strategies, 3)) t5_fail("--save_strategy \"%s\": expected no, steps or epoch", a->save_strategy);
     if (a->eval_steps > 0 && !strcmp(a->eval_strategy, "no")) a->eval_strategy = "steps";  // HF: eval_steps implies steps
@@ -642,7 +642,7 @@ static void check_strategies(TrainArgs *a, const GivenFlags *g) {
             notice_add(a, "NOTICE: --report_to all: %s%s", "nothing is reported: no reporting integration is built ",
                        "(HF's all means the installed ones); the log is trainer_state.json's log_history");
         else if (!strcmp(a->report_to, "tensorboard"))
-            t5_fail("--report_to tensorboard: TensorBoard event files come in a later issue; HINT: --report_to none "
+            t5_fail("--report_to tensorboard: TensorBoard event files are not built; HINT: --report_to none "
                     "(HF 5.17's default): the log is in trainer_state.json's log_history");
         else
             t5_fail("--report_to %s: not built; HINT: --report_to none (HF 5.17's default): the log is in "

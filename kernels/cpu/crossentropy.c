@@ -12,7 +12,7 @@
 //   g_j   = d loss / d lsm_j: -dloss*eps/V, and -dloss*((1-eps) + eps/V) at the label
 //   S     = sum_j g_j
 //   dlogits_j = g_j - exp(lsm_j) * S                                 (its backward)
-// Two roundings of torch's decide the result at 1e-5 (issue 13):
+// Two roundings of torch's decide the result at 1e-5 (tests/test_exact.c):
 //   * p_j = exp(lsm_j) of the fp32 lsm, whose rounding (an ulp of |lsm|, 4e-6 at |lsm|
 //     ~ 50 with an unscaled head) moves p_j by up to ~4e-6 relative;
 //   * s and S are vec::reduce_all / map_reduce_all sums (ATen/cpu/vec/functional_base.h):

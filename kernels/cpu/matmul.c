@@ -12,7 +12,7 @@
 // every later term is rounded against that large partial sum. That lost ~1e-5 (relative)
 // of d(decoder output) where torch's blocked sgemm (MKL) loses ~4e-7, and moved
 // near-zero gradient elements enough to flip their sign, which AdamW's first step turns
-// into a full +-lr difference (issue 13). Blocks keep the error at the level of a
+// into a full +-lr difference (tests/test_exact.c). Blocks keep the error at the level of a
 // GEMM_KC-term fp32 sum.
 #include <stdlib.h>
 #include <string.h>

@@ -38,8 +38,8 @@ double cpu_optimizer_sumsq(const void *g_, size_t n) {
 // j = lane, lane + 8, ... (multiply, then add), folded left into lane 0, the n % 8 tail
 // added there, then sqrtf. Every lane of a large tensor adds ~n/8 small squares to a
 // growing fp32 sum: torch's norm of a (32128, 24) tied embedding gradient is 1.5e-4 below
-// the exact one, which moves the grad_norm HF logs by 1e-6 (issue 13). Bit-equal to
-// torch.linalg.vector_norm on every gradient tensor of the issue-13 fixtures.
+// the exact one, which moves the grad_norm HF logs by 1e-6 (tests/test_exact.c). Bit-equal to
+// torch.linalg.vector_norm on every gradient tensor of those full-vocabulary fixtures.
 float cpu_optimizer_tensor_norm(const void *g_, size_t n) {
     const float *g = g_;
     float lane[8] = {0};

@@ -1,0 +1,77 @@
+// model/block.h: the T5 blocks and their sublayers (self-attention, cross-attention,
+// feed-forward), forward and backward, written once. The training forward and backward
+// (model/t5.c) and the incremental decoder of generation (model/kv_decoder.c) both call
+// these; only where keys/values come from differs (computed here, or a KV cache).
+// Internal to model/.
+//
+// Letters as in t5.h: B batch rows, Tq query positions, Tk key positions, D d_model,
+// HK inner attention width, F d_ff, cap cache positions per row.
+#pragma once
+#include "t5.h"
+
+// Dropout sites: each dropout call gets its own seed, a hash of (step seed, site).
+enum { SITE_EMBED = 0, SITE_ATT, SITE_ATT_OUT, SITE_FFN_HIDDEN, SITE_FFN_OUT, SITE_FINAL, SITE_COUNT };
+// stack: 0 encoder, 1 decoder; layer: block index (0 for stack-level sites); sub: sublayer
+// index within the block. p is m->dropout_p (0: every dropout is the identity).
+DropoutArgs t5_site_dropout(const T5Model *m, int stack, int layer, int sub, int site);
+
+// Buffers a forward sublayer writes besides its saved activations (n = B*Tq rows).
+typedef struct {
+    void *ln_out;    // (n,D) the sublayer's RMS norm output
+    float *ln_rstd;  // (n)
+    void *ffn_h;     // (n,F) FFN hidden state act(a) [* b], after dropout
+    void *proj;      // (n,D) output projection before the residual add; NULL: written into
+                     // x_out directly (x_out must then not be x_in)
+} SublayerScratch;
+
+// Keys and values kept across decoding steps (generation). Row b of the batch owns cache
+// rows b*cap .. b*cap+cap-1.
+typedef struct {
+    void *k, *v;             // (B,cap,HK)
+    int cap;                 // positions per row (the rows between batch rows)
+    int len;                 // positions attended over after this step: 0..len-1
+    const int *append_rows;  // (B*Tq) host: the cache rows that receive this step's keys and
+                             // values (projected from the normed input, through AttnActs k, v);
+                             // NULL: the cache is already complete (cross-attention K/V)
+} KvCache;
+
+// The training scratch: the model's shared norm buffers and FFN hidden buffer.
+static inline SublayerScratch t5_train_scratch(T5Model *m) {
+    SublayerScratch s = {m->ln_out, m->ln_rstd, m->tmp_f, NULL};
+    return s;
+}
+
+// The RMS norm of a sublayer into s->ln_out / s->ln_rstd (n rows).
+void t5_sublayer_norm(T5Model *m, const SublayerScratch *s, size_t ln_weight, const void *x_in, int n);
+
+// x_out = x_in + dropout(o(attn(norm(x_in)))). Keys and values: cache != NULL: from the
+// cache (appending this step's when cache->append_rows); else projected into a->k, a->v
+// from kv_src (B,Tk,D) (cross-attention) or, kv_src NULL, from the normed input (self).
+// bias (H,Tq,Tk) or NULL; key_mask (B,Tk) or NULL; causal: key j visible to query i when
+// j <= i + (cache ? cache->len - Tq : 0).
+void t5_attn_sublayer_forward(T5Model *m, const SublayerScratch *s, const AttnOffsets *w, AttnActs *a,
+                              const void *x_in, void *x_out, int B, int Tq, const void *kv_src, int Tk,
+                              KvCache *cache, const void *bias, const int *key_mask, int causal, int stack,
+                              int layer, int sub);
+// x_out = x_in + dropout(wo(dropout(act(wi x) [* wi_1 x]))), x = norm(x_in).
+void t5_ffn_sublayer_forward(T5Model *m, const SublayerScratch *s, const FfnOffsets *w, FfnActs *a,
+                             const void *x_in, void *x_out, int B, int Tq, int stack, int layer, int sub);
+
+// One encoder block of the training forward: enc_x[2l] -> enc_x[2l+2].
+void t5_enc_block_forward(T5Model *m, int l);
+// One decoder block: x[0] -> x[1] -> x[2] -> x[3], each (B,T,D) (generation passes one
+// buffer four times with a scratch proj). self_cache / cross_cache NULL: training (keys
+// from the block's input and from enc_out (B,S,D)); else generation's caches (enc_out
+// unused). bias (H,T,T or cache len) of the self-attention; enc_mask (B,S).
+void t5_dec_block_forward(T5Model *m, const SublayerScratch *s, int l, BlockActs *a, void *const *x, int B, int T,
+                          const void *enc_out, int S, const void *bias, const int *enc_mask, KvCache *self_cache,
+                          KvCache *cross_cache);
+
+// Backward of the sublayers (training; model buffers). dx: (B,Tq,D) gradient of x_out,
+// becomes the gradient of x_in. d_kv_src: gradient of the encoder output for
+// cross-attention, else NULL.
+void t5_attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs *a, const void *x_in, void *dx,
+                               int Tq, const void *kv_src, void *d_kv_src, int Tk, void *dbias, int stack, int layer,
+                               int sub);
+void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a, const void *x_in, void *dx, int Tq,
+                              int stack, int layer, int sub);

@@ -1,0 +1,370 @@
+// tests/test_ops_pointwise.c: the CPU reference backend's pointwise ops (FFN activations,
+// add/scale/axpy, dropout), cross-entropy and the optimizer ops (sum of squares, tensor
+// norms, AdamW); the other ops are in tests/test_ops.c, with the method:
+//   - every backward against central finite differences of its forward, on random
+//     inputs (never zeros) of odd sizes: L = sum(out * R) for a random R, analytic
+//     gradients from the backward into zeroed buffers, numeric ones by perturbing one
+//     fp32 input element at a time (all elements) and evaluating L in double;
+//   - every backward ADDS into its gradients (checked against prefilled buffers);
+//   - forwards against naive double-precision computations, the relative position
+//     buckets against values computed with numpy float32 from HF's formula, dropout
+//     statistics and determinism, AdamW against a double-precision formula, and
+//     results that must not depend on the number of OpenMP threads.
+// Prints one OK / NOT OK line per tensor with its max difference; exits non-zero on any failure.
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../kernels/backend.h"
+#include "../kernels/cpu/cpu_ops.h"
+#include "test.h"
+#include "test_ops_util.h"
+
+// ---- ffn activation ----------------------------------------------------------------------
+
+typedef struct {
+    float *a, *b, *out;
+    const float *R;
+    size_t n;
+    Activation act;
+} ActCtx;
+static double act_loss(void *c_) {
+    ActCtx *c = c_;
+    be->ffn_act_forward(c->out, c->a, c->b, c->n, c->act);
+    return dot_double(c->out, c->R, c->n);
+}
+
+static double naive_act(double x, Activation act) {
+    switch (act) {
+    case ACT_RELU: return x > 0 ? x : 0;
+    case ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case ACT_GELU_NEW: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case ACT_SILU: return x / (1 + exp(-x));
+    }
+    return NAN;
+}
+
+static void test_ffn_act(void) {
+    static const char *names[] = {"relu", "gelu", "gelu_new", "silu"};
+    const size_t n = 7 * 13;
+    for (int act = ACT_RELU; act <= ACT_SILU; act++)
+        for (int gated = 0; gated <= 1; gated++) {
+            float *a = rand_array(n, 3.0f), *b = gated ? rand_array(n, 1.0f) : NULL;
+            float *out = zeros_array(n), *R = rand_array(n, 1.0f);
+            be->ffn_act_forward(out, a, b, n, (Activation)act);
+            double *ref = malloc(n * sizeof(double));
+            for (size_t i = 0; i < n; i++) ref[i] = naive_act(a[i], (Activation)act) * (gated ? b[i] : 1.0);
+            float *fr = to_float(ref, n);
+            char name[160];
+            snprintf(name, sizeof name, "ffn_act_forward %s %s vs double reference", names[act], gated ? "gated" : "plain");
+            test_close(name, out, fr, n, FWD_TOL);
+
+            float *da = zeros_array(n), *db = gated ? zeros_array(n) : NULL;
+            be->ffn_act_backward(da, db, R, a, b, n, (Activation)act);
+            ActCtx c = {a, b, out, R, n, (Activation)act};
+            snprintf(name, sizeof name, "ffn_act da (%s, %s)", names[act], gated ? "gated" : "plain");
+            check_grad(name, a, n, da, act_loss, &c);
+            if (gated) {
+                snprintf(name, sizeof name, "ffn_act db (%s, gated)", names[act]);
+                check_grad(name, b, n, db, act_loss, &c);
+            }
+            float *pa = rand_array(n, 1.0f), *pb = rand_array(n, 1.0f);
+            float *aa = copy_array(pa, n), *ab = copy_array(pb, n);
+            be->ffn_act_backward(aa, gated ? ab : NULL, R, a, b, n, (Activation)act);
+            snprintf(name, sizeof name, "ffn_act da (%s, %s)", names[act], gated ? "gated" : "plain");
+            check_accumulates(name, aa, pa, da, n);
+            if (gated) {
+                snprintf(name, sizeof name, "ffn_act db (%s, gated)", names[act]);
+                check_accumulates(name, ab, pb, db, n);
+            }
+            free(a), free(b), free(out), free(R), free(ref), free(fr), free(da), free(db), free(pa), free(pb);
+            free(aa), free(ab);
+        }
+}
+
+// ---- elementwise and dropout -------------------------------------------------------------
+
+static void test_elementwise(void) {
+    const size_t n = 1003;
+    float *a = rand_array(n, 1.0f), *b = rand_array(n, 1.0f), *out = zeros_array(n), *y = copy_array(b, n);
+    be->add(out, a, b, n);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= out[i] == a[i] + b[i];
+    test_check(ok, "add: out = a + b exactly");
+    be->axpy(y, a, 0.37f, n);
+    ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= y[i] == b[i] + 0.37f * a[i];
+    test_check(ok, "axpy: y += alpha * x exactly");
+    be->scale(out, a, -1.7f, n);
+    ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= out[i] == -1.7f * a[i];
+    test_check(ok, "scale: out = alpha * inp exactly");
+    free(a), free(b), free(out), free(y);
+}
+
+static void test_dropout(void) {
+    const size_t n = 100003;
+    float *x = rand_array(n, 1.0f), *out = zeros_array(n), *out2 = zeros_array(n), *R = rand_array(n, 1.0f);
+    DropoutArgs d = {0.3f, 42};
+
+    // the uniform draw
+    double mean = 0, lo = 1, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        double u = cpu_dropout_uniform(7, i);
+        mean += u;
+        lo = u < lo ? u : lo;
+        hi = u > hi ? u : hi;
+    }
+    mean /= n;
+    char what[200];
+    snprintf(what, sizeof what, "dropout uniform: in [0,1) (min %.2e max %.7f), mean %.4f near 0.5", lo, hi, mean);
+    test_check(lo >= 0 && hi < 1 && fabs(mean - 0.5) < 0.005, what);
+
+    be->dropout_forward(out, x, n, d);
+    size_t kept = 0;
+    int values_ok = 1;
+    float scale = 1.0f / (float)(1.0 - 0.3);
+    for (size_t i = 0; i < n; i++) {
+        if (out[i] != 0.0f) {
+            kept++;
+            values_ok &= out[i] == x[i] * scale;
+        }
+    }
+    double frac = (double)kept / n;
+    snprintf(what, sizeof what, "dropout p=0.3: kept fraction %.4f near 0.7, kept values = x / (1-p)", frac);
+    test_check(fabs(frac - 0.7) < 0.01 && values_ok, what);
+    be->dropout_forward(out2, x, n, d);
+    check_bitwise("dropout: the same seed gives the same mask", out, out2, n * sizeof(float));
+    DropoutArgs d2 = {0.3f, 43};
+    be->dropout_forward(out2, x, n, d2);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += (out[i] != 0) != (out2[i] != 0);
+    snprintf(what, sizeof what, "dropout: a different seed gives a different mask (%zu of %zu differ, ~42%% expected)",
+             differ, n);
+    test_check(differ > n / 3 && differ < n / 2, what);
+
+    // backward: the same mask (adjoint identity <D x, R> = <x, D^T R>), and it adds
+    float *dx = zeros_array(n);
+    be->dropout_backward(dx, R, n, d);
+    // (both sides differ only by the fp32 rounding of x*scale and R*scale)
+    double lhs = dot_double(out, R, n), rhs = dot_double(x, dx, n), mag = 0;
+    for (size_t i = 0; i < n; i++) mag += fabs((double)out[i] * R[i]);
+    snprintf(what, sizeof what,
+             "dropout_backward uses the forward mask: <drop(x),R> - <x,drop^T(R)> = %.2e (sum of |terms| %.1e)",
+             lhs - rhs, mag);
+    test_check(fabs(lhs - rhs) <= 1e-7 * mag, what);
+    int mask_same = 1;
+    for (size_t i = 0; i < n; i++) mask_same &= (out[i] != 0) == (dx[i] != 0);
+    test_check(mask_same, "dropout_backward: zero exactly where forward dropped");
+    float *pre = rand_array(n, 1.0f), *acc = copy_array(pre, n);
+    be->dropout_backward(acc, R, n, d);
+    check_accumulates("dropout dinp", acc, pre, dx, n);
+
+    // p == 0 is an exact identity, forward and backward; in place works
+    DropoutArgs zero = {0.0f, 42};
+    be->dropout_forward(out2, x, n, zero);
+    check_bitwise("dropout p=0: forward is an exact copy", out2, x, n * sizeof(float));
+    float *acc0 = copy_array(pre, n);
+    be->dropout_backward(acc0, R, n, zero);
+    int id = 1;
+    for (size_t i = 0; i < n; i++) id &= acc0[i] == pre[i] + R[i];
+    test_check(id, "dropout p=0: backward adds dout exactly");
+    float *inplace = copy_array(x, n);
+    be->dropout_forward(inplace, inplace, n, d);
+    check_bitwise("dropout in place (out == inp) gives the same result", inplace, out, n * sizeof(float));
+
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    be->dropout_forward(out2, x, n, d);
+    omp_set_num_threads(threads);
+    check_bitwise("dropout: 1 thread and the default thread count give identical bits", out2, out, n * sizeof(float));
+    free(x), free(out), free(out2), free(R), free(dx), free(pre), free(acc), free(acc0), free(inplace);
+}
+
+// ---- cross-entropy -----------------------------------------------------------------------
+
+typedef struct {
+    float *logits;
+    const int *labels;
+    int N, V;
+    float eps;
+} CeCtx;
+static double ce_loss(void *c_) {
+    CeCtx *c = c_;
+    return be->crossentropy_forward_backward(NULL, c->logits, c->labels, c->N, c->V, c->eps, 1.0f);
+}
+
+static double naive_ce(const float *logits, const int *labels, int N, int V, double eps) {
+    double total = 0;
+    for (int n = 0; n < N; n++) {
+        if (labels[n] == -100) continue;
+        const float *x = logits + (size_t)n * V;
+        double z = 0;
+        for (int j = 0; j < V; j++) z += exp((double)x[j]);
+        double nll = -(x[labels[n]] - log(z)), smooth = 0;
+        for (int j = 0; j < V; j++) smooth += -(x[j] - log(z));
+        total += (1 - eps) * nll + eps * smooth / V;
+    }
+    return total;
+}
+
+static void test_crossentropy_case(float eps) {
+    enum { N = 7, V = 29 };
+    const int labels[N] = {3, -100, 28, 0, 17, -100, 5};
+    const float dloss = 0.37f;
+    size_t nl = (size_t)N * V;
+    float *logits = rand_array(nl, 3.0f), *dl = rand_array(nl, 1.0f);  // garbage: must be overwritten
+    double loss = be->crossentropy_forward_backward(dl, logits, labels, N, V, eps, dloss);
+    double ref = naive_ce(logits, labels, N, V, eps);
+    char what[200];
+    snprintf(what, sizeof what, "crossentropy eps=%.1f: loss %.10f vs double reference %.10f", eps, loss, ref);
+    test_check(fabs(loss - ref) <= 1e-9 * fabs(ref), what);
+    int ignored_zero = 1;
+    for (int j = 0; j < V; j++) ignored_zero &= dl[1 * V + j] == 0.0f && dl[5 * V + j] == 0.0f;
+    snprintf(what, sizeof what, "crossentropy eps=%.1f: rows with label -100 get zero gradient", eps);
+    test_check(ignored_zero, what);
+
+    float *scaled = malloc(nl * sizeof(float));  // analytic / dloss vs d(sum)/dlogits
+    for (size_t i = 0; i < nl; i++) scaled[i] = dl[i] / dloss;
+    CeCtx c = {logits, labels, N, V, eps};
+    snprintf(what, sizeof what, "crossentropy dlogits (N=7 V=29, two -100 labels, eps=%.1f, dloss=0.37)", eps);
+    check_grad_tol(what, logits, nl, scaled, ce_loss, &c, CE_GRAD_TOL);
+
+    float *alias = copy_array(logits, nl);
+    double loss2 = be->crossentropy_forward_backward(alias, alias, labels, N, V, eps, dloss);
+    snprintf(what, sizeof what, "crossentropy eps=%.1f: dlogits aliasing logits gives the same loss and gradient", eps);
+    test_check(loss2 == loss && !memcmp(alias, dl, nl * sizeof(float)), what);
+
+    // large logits: max subtraction keeps it finite and shift-invariant
+    float *big = malloc(nl * sizeof(float));
+    for (size_t i = 0; i < nl; i++) big[i] = logits[i] + 1000.0f;
+    double loss_big = be->crossentropy_forward_backward(NULL, big, labels, N, V, eps, 1.0f);
+    snprintf(what, sizeof what, "crossentropy eps=%.1f: logits + 1000 give the same loss (%.6f vs %.6f)", eps, loss_big,
+             loss);
+    test_check(isfinite(loss_big) && fabs(loss_big - loss) < 1e-3, what);
+    free(logits), free(dl), free(scaled), free(alias), free(big);
+}
+
+// A label outside [0, V) that is not -100 must stop the program with a message.
+static void test_crossentropy_bad_label(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        float logits[2 * 5] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
+        int labels[2] = {1, 5};
+        be->crossentropy_forward_backward(NULL, logits, labels, 2, 5, 0.0f, 1.0f);
+        _exit(0);  // not reached if the label is rejected
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    test_check(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+               "crossentropy: label 5 with V=5 fails with a message (exit 1)");
+}
+
+static void test_crossentropy(void) {
+    test_crossentropy_case(0.0f);
+    test_crossentropy_case(0.1f);
+    test_crossentropy_bad_label();
+}
+
+// ---- optimizer ---------------------------------------------------------------------------
+
+static void test_sumsq(void) {
+    const size_t n = 200003;  // several chunks and a ragged end
+    float *g = rand_array(n, 2.0f);
+    double ref = 0;
+    for (size_t i = 0; i < n; i++) ref += (double)g[i] * g[i];
+    double got = be->sumsq(g, n);
+    char what[160];
+    snprintf(what, sizeof what, "sumsq n=%zu: %.12g vs %.12g", n, got, ref);
+    test_check(fabs(got - ref) <= 1e-12 * ref, what);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    double one = be->sumsq(g, n);
+    omp_set_num_threads(3);
+    double three = be->sumsq(g, n);
+    omp_set_num_threads(threads);
+    test_check(one == three && one == got, "sumsq: identical bits with 1, 3 and the default thread count");
+    test_check(be->sumsq(g, 0) == 0.0, "sumsq n=0 is 0");
+    free(g);
+}
+
+// tensor_norm follows torch's CPU vector_norm bit for bit: 8 fp32 lanes whose long sums
+// lose precision (the constant tensor's norm comes out 3e-4 high), and the tail. Wanted
+// values: torch 2.11 (AVX2), torch.linalg.vector_norm on the same float32 tensors.
+static void test_tensor_norm(void) {
+    struct {
+        size_t n;
+        float v;           // constant value, or 0: the ramp (i + 1) * 1e-3
+        uint32_t want;     // bits of torch's float32 result
+    } cases[] = {{800003, 0.01f, 1091512157u}, {1000, 0.3f, 1092078102u}, {13, 0.7f, 1075939160u},
+                 {100003, 0.0f, 1183753411u}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float *g = malloc(cases[c].n * sizeof(float));
+        double exact = 0;
+        for (size_t i = 0; i < cases[c].n; i++) {
+            g[i] = cases[c].v != 0.0f ? cases[c].v : (float)(i + 1) * 1e-3f;
+            exact += (double)g[i] * g[i];
+        }
+        float got = be->tensor_norm(g, cases[c].n), want;
+        uint32_t bits = cases[c].want;
+        memcpy(&want, &bits, sizeof want);
+        char what[200];
+        snprintf(what, sizeof what, "tensor_norm n=%zu: %.9g, torch.linalg.vector_norm %.9g (exact %.9g)", cases[c].n,
+                 got, want, sqrt(exact));
+        test_check(got == want, what);
+        free(g);
+    }
+}
+
+static void test_adamw_case(float wd, float grad_scale) {
+    enum { N = 13, STEPS = 3 };
+    const float lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    float *p = rand_array(N, 1.0f), *m = zeros_array(N), *v = zeros_array(N);
+    double rp[N], rm[N] = {0}, rv[N] = {0};
+    for (int i = 0; i < N; i++) rp[i] = p[i];
+    for (int step = 1; step <= STEPS; step++) {
+        float *g = rand_array(N, 1.0f);
+        be->adamw_update(p, NULL, g, m, v, N, lr, b1, b2, eps, wd, grad_scale, step);
+        double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
+        for (int i = 0; i < N; i++) {
+            double gi = (double)g[i] * grad_scale;
+            rp[i] *= 1 - (double)lr * wd;
+            rm[i] = b1 * rm[i] + (1 - (double)b1) * gi;
+            rv[i] = b2 * rv[i] + (1 - (double)b2) * gi * gi;
+            rp[i] -= lr / bc1 * rm[i] / (sqrt(rv[i]) / sqrt(bc2) + eps);
+        }
+        free(g);
+    }
+    float *fp = to_float(rp, N), *fm = to_float(rm, N), *fv = to_float(rv, N);
+    char what[160];
+    snprintf(what, sizeof what, "adamw 3 steps (wd=%g grad_scale=%g) param vs double formula", wd, grad_scale);
+    test_close(what, p, fp, N, 1e-6);
+    snprintf(what, sizeof what, "adamw 3 steps (wd=%g grad_scale=%g) exp_avg vs double formula", wd, grad_scale);
+    test_close(what, m, fm, N, 1e-6);
+    snprintf(what, sizeof what, "adamw 3 steps (wd=%g grad_scale=%g) exp_avg_sq vs double formula", wd, grad_scale);
+    test_close(what, v, fv, N, 1e-6);
+    free(p), free(m), free(v), free(fp), free(fm), free(fv);
+}
+
+static void test_adamw(void) {
+    test_adamw_case(0.0f, 1.0f);
+    test_adamw_case(0.01f, 0.5f);
+}
+
+int main(void) {
+    be = backend_cpu();
+    test_ffn_act();
+    test_elementwise();
+    test_dropout();
+    test_crossentropy();
+    test_sumsq();
+    test_tensor_norm();
+    test_adamw();
+    return test_summary();
+}
