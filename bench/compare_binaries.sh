@@ -4,7 +4,7 @@
 # clock drift hits both: the per-step losses of short t5-large trainings (bf16, ZeRO stages 0, 2,
 # 3 and stage 2 with the optimizer offloaded) must be equal, and `train_t5 bench` samples/s at
 # B=16 and B=64 (bf16, src = tgt = 128) are printed side by side with the ratio new/old
-# (REPS [1] alternating runs each).
+# (REPS [1] alternating runs each). CONFIGS (the loss runs; empty: none) and BATCHES [16 64] narrow it.
 #   usage (repo root, GPU machine): OLD=path/train_t5 NEW=./train_t5 OUT=dir bash bench/compare_binaries.sh
 set -u
 OLD=${OLD:?OLD=path of the binary before the change}; NEW=${NEW:-./train_t5}
@@ -17,7 +17,7 @@ C="--model t5-large --init random --seed 42 --bf16 --tokenizer_name data/sample/
   --max_steps 8 --logging_steps 1 --do_train --save_strategy no --cache_dir $W/cache --overwrite_output_dir"
 losses() { grep -oE '"(loss|grad_norm)": ?[0-9.e+-]+' "$1" | tr '\n' ' '; }
 same=0; differ=0
-for cfg in none configs/ds_config_zero2.json configs/ds_config_zero3.json configs/ds_config_zero2_offload.json; do
+for cfg in ${CONFIGS-none configs/ds_config_zero2.json configs/ds_config_zero3.json configs/ds_config_zero2_offload.json}; do
   ds=""; [ "$cfg" != none ] && ds="--deepspeed $cfg"
   for tag in old new; do
     bin=$OLD; [ $tag = new ] && bin=$NEW
@@ -30,7 +30,7 @@ for cfg in none configs/ds_config_zero2.json configs/ds_config_zero3.json config
   else differ=$((differ + 1)); say "DIFFER losses, $cfg: old [$lo] new [$ln] :: $(grep -E '^error' $W/train_new.log | head -1)"; fi
 done
 say "losses: $same configs equal, $differ differ"
-for b in 16 64; do
+for b in ${BATCHES:-16 64}; do
   for rep in $(seq 1 ${REPS:-1}); do
     for tag in old new; do
       bin=$OLD; [ $tag = new ] && bin=$NEW
