@@ -172,6 +172,10 @@ typedef struct {
     double learning_rate, adam_beta1, adam_beta2, adam_epsilon, weight_decay, max_grad_norm;
     int warmup_steps;                 // resolved (HF get_warmup_steps: steps, or ceil(ratio * total))
     int total_steps;                  // optimizer steps of the run (HF num_training_steps); <= 0: unknown
+    int steps_pending;                // 1: a check before the data is read: the step count (and a warmup
+                                      // taken as a ratio of it) is not known yet; "auto" and checks that
+                                      // need them are left to the resolve that follows
+    int warmup_from_ratio;            // warmup_steps derives from a ratio of total_steps
     int fp16, bf16;
     int d_model;                      // hidden size for the bucket "auto" values; <= 0: unknown
     unsigned flag_set_mask;           // DsFlag bits the user set on the command line (ds_flag_set_mask_from_argv)

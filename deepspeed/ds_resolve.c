@@ -200,12 +200,14 @@ static void resolve_scheduler(DsConfig *c, const DsResolveArgs *a) {
         }
         DsInt *wn = &c->scheduler.warmup_num_steps;
         if (wn->is_auto) fill_int(wn, a->warmup_steps);
-        else if (ex & DS_FLAG_WARMUP_STEPS)
+        else if ((ex & DS_FLAG_WARMUP_STEPS) && !(a->steps_pending && a->warmup_from_ratio))
             must_match(c, "scheduler.params.warmup_num_steps", (double)wn->v, absent_note(wn->is_set), "warmup_steps",
                        a->warmup_steps);
         if (st == DS_SCHEDULER_WARMUP_DECAY_LR || st == DS_SCHEDULER_WARMUP_COSINE_LR) {
             DsInt *tn = &c->scheduler.total_num_steps;
-            if (tn->is_auto) {
+            if (tn->is_auto && a->total_steps <= 0 && a->steps_pending) {
+                // filled by the resolve that follows, once the data gives the step count
+            } else if (tn->is_auto) {
                 if (a->total_steps <= 0)
                     t5_fail("%s: key \"scheduler.params.total_num_steps\" is \"auto\" but the run's number of optimizer "
                             "steps is not known; set --max_steps or a number in the file",

@@ -387,6 +387,16 @@ expect_flag_error "flag: bare preset" "preset with no local weights" t5-small
 expect_flag_error "flag: no model dir" "$T/nomodel" "$T/nomodel"
 mkdir -p "$T/nocfg"
 expect_flag_error "flag: no config.json" "config.json" "$T/nocfg"
+# --deepspeed contradictions and refusals: said before the data is tokenized (the step count
+# is not needed to see them)
+printf '{"train_micro_batch_size_per_gpu": 16}' > "$T/ds_micro.json"
+expect_flag_error "ds: micro-batch vs flag" "train_micro_batch_size_per_gpu" "$TM" --deepspeed "$T/ds_micro.json"
+printf '{"optimizer": {"type": "AdamW", "params": {"lr": 0.5}}}' > "$T/ds_lr.json"
+expect_flag_error "ds: lr vs flag" "learning_rate" "$TM" --deepspeed "$T/ds_lr.json" --learning_rate 1e-3
+printf '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}}' > "$T/ds_nvme.json"
+expect_flag_error "ds: nvme refused" "nvme" "$TM" --deepspeed "$T/ds_nvme.json"
+printf '{"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 500}}}' > "$T/ds_warm.json"
+expect_flag_error "ds: warmup vs flag" "warmup_num_steps" "$TM" --deepspeed "$T/ds_warm.json" --warmup_steps 5
 expect_error_cmd "non-empty output_dir" "--overwrite_output_dir" --model "$TM" --tokenizer_name "$TOK" --do_train \
   --data_dir "$T/d_ok" --output_dir "$T/busy"
 [ "$(ls "$T/busy")" = "file.txt" ] || notok "non-empty output_dir: its contents changed"

@@ -31,6 +31,8 @@ static DsConfig resolve_against_flags(RunPlan *p, const TrainArgs *a, long n_tra
         ra.gradient_accumulation_steps = p->grad_accum;
         ra.total_steps = n_train > 0 ? run_plan_steps(p, n_train, world, NULL, NULL) : 0;
         ra.warmup_steps = lr_schedule_warmup_steps(p->warmup_steps, p->warmup_ratio, ra.total_steps);
+        ra.steps_pending = n_train < 0;
+        ra.warmup_from_ratio = p->warmup_ratio > 0;
         c = p->ds_loaded;
         ds_config_resolve(&c, &ra, a->deepspeed);
         int micro = (int)c.train_micro_batch_size_per_gpu.v, ga = (int)c.gradient_accumulation_steps.v;
@@ -115,4 +117,14 @@ void run_plan_apply_deepspeed(RunPlan *p, const TrainArgs *a, long n_train, int 
     take_optimizer_precision(p, &c);
     take_scheduler(p, &c, n_train, world);
     if (print) print_applied(p, a, &c, world);
+}
+
+// Before the data is read: every check of the config against the flags that does not need
+// the run's step count, so that a contradiction is said before anything is tokenized or
+// written (the step-count "auto" values are filled by run_plan_apply_deepspeed later). The
+// plan is not changed.
+void run_plan_check_deepspeed(const RunPlan *p, const TrainArgs *a, int world) {
+    RunPlan trial = *p;  // resolve_against_flags may adopt the file's batch sizes
+    DsConfig c = resolve_against_flags(&trial, a, -1, world);
+    (void)zero_options_from_config(&c, a->deepspeed);
 }

@@ -59,6 +59,9 @@ void run_plan_resolve(RunPlan *p, const TrainArgs *a, const DsConfig *ds_loaded)
 // as HF does, then the config's batch, optimizer, clipping, precision, scaler, scheduler
 // and ZeRO settings. n_train: training examples (0: not training). print: this rank prints.
 void run_plan_apply_deepspeed(RunPlan *p, const TrainArgs *a, long n_train, int world, int print);
+// The same resolve before the data is read (step count unknown): contradictions and
+// unsupported keys are errors before anything is tokenized or written; the plan is unchanged.
+void run_plan_check_deepspeed(const RunPlan *p, const TrainArgs *a, int world);
 // Optimizer steps of the run, as HF: steps per epoch ceil(ceil(N / (B*world)) / GA).
 int run_plan_steps(const RunPlan *p, long N, int world, int *steps_per_epoch, int *num_epochs);
 // The activations' dtype of the plan's precision.

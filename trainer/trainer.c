@@ -600,6 +600,7 @@ int trainer_main(int argc, char **argv, int start) {
     apply_ddp_timeout(a);
     comm_init(&r.comm);
     comm_attach_device(&r.comm, a->device);  // GPU ranks: this rank's GPU and the NCCL communicator
+    if (a->deepspeed) run_plan_check_deepspeed(&r.p, a, r.comm.world);  // before the data and the output dir
     if (is_main(&r)) {
         printf("device: %s (%s)\n", a->device, a->device_from);
         if (a->notices) printf("%s", a->notices);
