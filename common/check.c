@@ -5,6 +5,12 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+// A write that failed: the disk is full, the file-size limit is reached (EFBIG: the process
+// ignores SIGXFSZ, train_t5.c), or permissions; the unfinished file is removed at exit.
+#define WRITE_HINT "free disk space (df), check the file-size limit (ulimit -f) and permissions, then run again; " \
+                   "the unfinished file was removed"
 
 void t5_fail(const char *fmt, ...) {
     va_list ap;
@@ -52,7 +58,7 @@ void fwrite_check(const void *src, size_t size, size_t n, FILE *f, const char *p
         char msg[1024];
         snprintf(msg, sizeof msg, "short write to '%s': wanted %zu items, wrote %zu (%s)", path, n, put,
                  strerror(errno));
-        t5_die(file, line, msg, "check free disk space and permissions");
+        t5_die(file, line, msg, WRITE_HINT);
     }
 }
 
@@ -60,7 +66,7 @@ void fclose_check(FILE *f, const char *path, const char *file, int line) {
     if (fclose(f) != 0) {
         char msg[1024];
         snprintf(msg, sizeof msg, "closing '%s' failed: %s", path, strerror(errno));
-        t5_die(file, line, msg, "check free disk space; the file may be incomplete");
+        t5_die(file, line, msg, WRITE_HINT);
     }
 }
 
@@ -97,6 +103,10 @@ void *calloc_check(size_t n, size_t size, const char *file, int line) {
 char *read_text_file(const char *path, size_t *len_out) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
+    // a directory opens, and its "size" is LONG_MAX: say what it is instead
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
+        t5_fail("%s: is a directory, where a file is expected; HINT: name the file itself", path);
     if (fseek(f, 0, SEEK_END) != 0) t5_fail("%s: cannot seek: %s", path, strerror(errno));
     long len = ftell(f);
     if (len < 0) t5_fail("%s: cannot tell size: %s", path, strerror(errno));

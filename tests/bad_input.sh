@@ -163,6 +163,22 @@ model("untied_cfg_tied_file", cfg=flan, tensors=layout(flan, False))
 with open(os.path.join(root, "untied_cfg_tied_file.count"), "w") as f:
     f.write(str(sum(numel(s) for _, s in layout(flan, False))))
 model("bart_config", cfg=dict(BASE, model_type="bart"), tensors=good)
+# numbers and weights that are not finite
+model("eps_1e300", config_text=json.dumps(BASE)[:-1] + ', "layer_norm_epsilon": 1e300}', tensors=good)
+def poison(blob, name, index, value):
+    """The safetensors bytes with element `index` of tensor `name` set to `value` (F32)."""
+    n = struct.unpack("<Q", blob[:8])[0]
+    hdr = json.loads(blob[8:8 + n])
+    at = 8 + n + hdr[name]["data_offsets"][0] + 4 * index
+    return blob[:at] + struct.pack("<f", value) + blob[at + 4:]
+model("nan_weight", blob=poison(full, "decoder.block.1.layer.0.SelfAttention.k.weight", 5, float("nan")))
+# a directory where a file is expected
+for kind in ("config.json", "model.safetensors", "model.safetensors.index.json"):
+    d = os.path.join(root, "dir_" + kind.replace(".", "_"))
+    os.makedirs(os.path.join(d, kind))
+    if kind != "config.json":
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(BASE, f)
 PY
 
 # ---- run ---------------------------------------------------------------------------------
@@ -248,6 +264,11 @@ expect_error "shape mismatch" "$T/shape_mismatch" '"encoder.block.1.layer.1.Dens
 expect_error "unknown tensor" "$T/unknown_tensor" '"model.decoder.layers.0.fc1.weight"'
 expect_error "unknown preset" "t5-tiny" '"t5-tiny"'
 expect_error "no such path" "$T/does/not/exist" "$T/does/not/exist"
+expect_error "eps 1e300" "$T/eps_1e300" '"layer_norm_epsilon"'
+expect_error "nan weight" "$T/nan_weight" '"decoder.block.1.layer.0.SelfAttention.k.weight"'
+expect_error "config.json a dir" "$T/dir_config_json" "config.json: is a directory"
+expect_error "weights a dir" "$T/dir_model_safetensors" "model.safetensors: is a directory"
+expect_error "index a dir" "$T/dir_model_safetensors_index_json" "model.safetensors.index.json: is a directory"
 
 # ---- flags and batch files ---------------------------------------------------------------
 FIX=tests/fixtures/relu_tied

@@ -3,6 +3,7 @@
 // tests/test_args.c checks the two agree.
 #include "args.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,6 +444,7 @@ static const TrainFlag *given_for(const TrainFlag *t, const char **given, int n,
 static void check_steps(const char *name, double v, int zero_ok) {
     if (!(v >= 0) || (v == 0 && !zero_ok))
         t5_fail("--%s %g: must be > 0 (a number of steps, or below 1 a ratio of all steps)", name, v);
+    if (v > INT_MAX) t5_fail("--%s %g: must be at most %d steps", name, v, INT_MAX);
     if (v > 1 && v != (double)(long)v) t5_fail("--%s %g: must be a whole number of steps when above 1", name, v);
 }
 
@@ -542,6 +544,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (!(a->warmup_ratio >= 0 && a->warmup_ratio <= 1)) t5_fail("--warmup_ratio %g: must be in [0, 1]", a->warmup_ratio);
     // HF 5.17: --warmup_steps below 1 is a ratio of all steps (it has no --warmup_ratio any more)
     if (!(a->warmup_steps_arg >= 0)) t5_fail("--warmup_steps %g: must be >= 0", a->warmup_steps_arg);
+    if (a->warmup_steps_arg > INT_MAX) t5_fail("--warmup_steps %g: must be at most %d steps", a->warmup_steps_arg, INT_MAX);
     if (a->warmup_steps_arg > 0 && a->warmup_steps_arg < 1) {
         if (warmup_ratio_given && a->warmup_ratio != a->warmup_steps_arg)
             t5_fail("--warmup_steps %g (a ratio, below 1) and --warmup_ratio %g contradict each other: pick one",
@@ -680,6 +683,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     if (num_gpus_given && a->num_gpus < 1)
         t5_fail("--num_gpus %d: must be >= 1 (the number of GPU ranks to start on this host)", a->num_gpus);
     if (a->max_gpu_memory < 0) t5_fail("--max_gpu_memory %g: must be > 0 GiB", a->max_gpu_memory);
+    if (a->max_gpu_memory > 1048576) t5_fail("--max_gpu_memory %g: must be at most 1048576 GiB", a->max_gpu_memory);
     // the device checks need --deepspeed's precision: train_args_check_device, after the config loads
 }
 

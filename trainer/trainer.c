@@ -14,6 +14,7 @@
 #include "trainer.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include "run.h"
 #include "device.h"
 #include "estimate.h"
+#include "output_dir.h"
 #include "progress.h"
 
 
@@ -58,31 +60,6 @@ static char *resolve_spm_path(const TrainArgs *a) {
         t5_fail("%s: no SentencePiece model there%s; HINT: pass --tokenizer_name FILE (e.g. data/sample/spiece.model)", p,
                 a->tokenizer_name ? "" : " (the model directory has no spiece.model)");
     return p;
-}
-
-// Before anything is loaded: the checks on --output_dir (it is created only once everything
-// that can fail on the input has passed: output_dir_create).
-static void output_dir_check(const TrainArgs *a) {
-    trainer_check_resume_dir(a);  // the checkpoint must be whole before anything is written
-    // resuming continues in a non-empty output_dir, as HF's scripts allow
-    if (a->do_train && dir_is_nonempty(a->output_dir) && !a->overwrite_output_dir && !a->resume_from_checkpoint)
-        t5_fail("--output_dir %s already exists and is not empty; use --overwrite_output_dir to write over it, or "
-                "--resume_from_checkpoint %s/checkpoint-N to continue", a->output_dir, a->output_dir);
-}
-
-// A run that fails after creating --output_dir but before writing into it leaves no empty
-// directory behind (rmdir removes only an empty one).
-static char *created_output_dir;
-static void output_dir_remove_if_empty(void) {
-    if (created_output_dir && !dir_is_nonempty(created_output_dir)) rmdir(created_output_dir);
-}
-
-static void output_dir_create(const TrainArgs *a) {
-    if (!path_exists(a->output_dir)) {
-        created_output_dir = path_join("", a->output_dir);
-        atexit(output_dir_remove_if_empty);
-    }
-    mkdir_p(a->output_dir);
 }
 
 static void apply_freeze(T5Model *m, int embeds, int encoder) {
@@ -237,21 +214,63 @@ static void run_eval_during_training(Run *r, const Dataset *val) {
 }
 
 int trainer_plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epoch, int *num_epochs) {
-    int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
-    long micro = (N + (long)B * world - 1) / ((long)B * world);
-    int spe = (int)((micro + GA - 1) / GA);
+    // every count here comes from user numbers: each is checked to fit before it is used
+    long long B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps, batch;
+    if (__builtin_mul_overflow(B * world, GA, &batch) || batch > INT_MAX)
+        t5_fail("--per_device_train_batch_size %lld x --gradient_accumulation_steps %lld x %d rank%s is more than %d "
+                "samples per optimizer step; HINT: lower --gradient_accumulation_steps", B, GA, world,
+                world > 1 ? "s" : "", INT_MAX);
+    long long micro = ((long long)N + B * world - 1) / (B * world);
+    long long spe = (micro + GA - 1) / GA;
     if (spe < 1) spe = 1;
-    int total, epochs;
+    if (spe > INT_MAX)
+        t5_fail("%ld training examples in batches of %lld make %lld optimizer steps per epoch, more than %d; HINT: "
+                "raise --per_device_train_batch_size or --gradient_accumulation_steps, or lower --n_train", N, B * world,
+                spe, INT_MAX);
+    long long total, epochs;
     if (a->max_steps > 0) {
         total = a->max_steps;
-        epochs = (a->max_steps + spe - 1) / spe;
+        epochs = (total + spe - 1) / spe;
     } else {
-        total = (int)ceil(a->num_train_epochs * spe);
-        epochs = (int)ceil(a->num_train_epochs);
+        double t = ceil(a->num_train_epochs * (double)spe);
+        if (!(t <= INT_MAX))
+            t5_fail("--num_train_epochs %g: %g epochs of %lld optimizer steps is %.4g steps, more than %d; HINT: lower "
+                    "--num_train_epochs, or set --max_steps", a->num_train_epochs, a->num_train_epochs, spe, t, INT_MAX);
+        total = (long long)t;
+        epochs = (long long)ceil(a->num_train_epochs);
     }
-    if (steps_per_epoch) *steps_per_epoch = spe;
-    if (num_epochs) *num_epochs = epochs;
-    return total;
+    if (steps_per_epoch) *steps_per_epoch = (int)spe;
+    if (num_epochs) *num_epochs = (int)epochs;
+    return (int)total;
+}
+
+// fp32 and bf16 have no loss scaler to absorb an overflow (fp16 follows DeepSpeed's rules:
+// zero/loss_scaler.c). A step whose loss or gradient norm is inf/nan is skipped (zero/step.c:
+// no update, the weights stay as they were) and said; NONFINITE_STEPS_MAX of them in a row
+// end the run before a model that cannot mean anything is saved. Every rank decides alike
+// (the loss and the norm are global).
+#define NONFINITE_STEPS_MAX 3
+static void check_finite_step(const Run *r, const StepResult *sr, int *in_row) {
+    if (r->a.fp16) return;
+    if (isfinite(sr->loss) && !sr->skipped) {
+        *in_row = 0;
+        return;
+    }
+    const char *prec = r->a.bf16 ? "bf16" : "fp32";
+    if (++*in_row < NONFINITE_STEPS_MAX) {
+        if (is_main(r))
+            printf("WARNING: step %d: loss %g, gradient norm %g (%s has no loss scaler): the update is skipped; %d such "
+                   "steps in a row stop the run\n", r->global_step, sr->loss, sr->grad_norm, prec, NONFINITE_STEPS_MAX);
+        return;
+    }
+    char last[600];
+    if (r->last_checkpoint_step > 0)
+        snprintf(last, sizeof last, "%s/checkpoint-%d is the last checkpoint", r->a.output_dir, r->last_checkpoint_step);
+    else
+        snprintf(last, sizeof last, "no checkpoint was saved");
+    t5_fail("training step %d: the loss (%g) or the gradient norm (%g) was inf/nan in %d steps in a row in %s: the run "
+            "stops without saving the model (%s); HINT: lower --learning_rate (%g), and check the weights and the data",
+            r->global_step, sr->loss, sr->grad_norm, NONFINITE_STEPS_MAX, prec, last, r->a.learning_rate);
 }
 
 // Test hook (tests/test_liveness.c): T5_TEST_STALL_RANK=R T5_TEST_STALL_S=S make rank R's
@@ -272,7 +291,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     const int B = a->per_device_train_batch_size, GA = a->gradient_accumulation_steps;
     const long N = (long)ds->count;
     const long micro_per_epoch = (N + (long)B * world - 1) / ((long)B * world);
-    r->total_steps = trainer_plan_steps(a, N, world, &r->steps_per_epoch, &r->num_epochs);
+    // r->total_steps, steps_per_epoch, num_epochs: trainer_plan_steps, before --output_dir was made
     r->logging_every = every_n_steps(a->logging_steps, r->total_steps);
     r->eval_every = every_n_steps(a->eval_steps, r->total_steps);
     r->save_every = every_n_steps(a->save_steps, r->total_steps);
@@ -293,7 +312,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     int resume_step = 0;  // steps already taken by the checkpoint: the loop walks past them without computing
     if (a->resume_from_checkpoint) {
         resume_step = trainer_load_state(r, a->resume_from_checkpoint);
-        zero_load_optimizer(&r->zero, &scaler, a->resume_from_checkpoint);
+        zero_load_optimizer(&r->zero, &scaler, a->resume_from_checkpoint, resume_step);
         r->zero.steps_seen = resume_step;  // the steps the checkpoint took (zero/step.c counts on)
         if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, resume_step);
     }
@@ -301,9 +320,12 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     if (is_main(r)) printf("***** Running training *****  (%d rank%s)\n", world, world > 1 ? "s" : "");
     if (is_main(r)) {
     printf("  Num examples = %ld\n  Num epochs = %d\n  Instantaneous batch size per device = %d\n", N, r->num_epochs, B);
-    printf("  Total train batch size (w. parallel & accumulation) = %d\n", B * world * GA);
+    printf("  Total train batch size (w. parallel & accumulation) = %lld\n", (long long)B * world * GA);
     printf("  Gradient accumulation steps = %d\n  Total optimization steps = %d\n", GA, r->total_steps);
-    printf("  Number of trainable parameters = %zu\n", m->lay.total);
+    size_t trainable = 0;  // HF: get_model_param_count(trainable_only=True); --freeze_* leave some out
+    for (int i = 0; i < m->lay.count; i++)
+        if (!m->lay.specs[i].frozen) trainable += m->lay.specs[i].numel;
+    printf("  Number of trainable parameters = %zu\n", trainable);
     fflush(stdout);
     }
 
@@ -314,15 +336,17 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
         if (m->lay.specs[i].kind != PARAM_EMBEDDING && m->lay.specs[i].kind != PARAM_RELBIAS)
             nonembed += m->lay.specs[i].numel;
     uint64_t *order = mallocCheck((size_t)N * sizeof(uint64_t));
-    Collated *coll = callocCheck((size_t)GA, sizeof(Collated));
-    T5Batch *micro = callocCheck((size_t)GA, sizeof(T5Batch));
+    // a step holds at most GA micro-batches, and never more than an epoch has
+    const int n_coll = (long)GA < micro_per_epoch ? GA : (int)micro_per_epoch;
+    Collated *coll = callocCheck((size_t)n_coll, sizeof(Collated));
+    T5Batch *micro = callocCheck((size_t)n_coll, sizeof(T5Batch));
     uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
     progress_init(&r->prog, r->total_steps);
     if (!is_main(r) || a->disable_tqdm) r->prog.is_tty = 0;  // --disable_tqdm: the log lines, no bar
     int started = 0;  // --eval_on_start ran (before the first step this invocation computes)
     const uint64_t data_seed = (uint64_t)(a->data_seed >= 0 ? a->data_seed : a->seed);
     double t0 = now_seconds(), loss_since_log = 0, loss_total = 0;
-    int steps_since_log = 0;
+    int steps_since_log = 0, nonfinite_in_row = 0;
     long samples = 0;
     for (int epoch = 0; epoch < r->num_epochs && r->global_step < r->total_steps; epoch++) {
         sampler_epoch_order(sampler, ds, data_seed, epoch, B * world, order);
@@ -357,7 +381,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
                 }
                 micro[n_micro] = coll[n_micro].batch;
                 samples += g1 - g0;  // the global micro-batch (every rank's slice)
-                r->total_flos += 6.0 * nb * micro[n_micro].S * (double)nonembed;
+                r->current_flos += 6.0 * nb * micro[n_micro].S * (double)nonembed;
             }
             // the step's global label tokens, counted by every rank from the global order (no
             // collective before the step): micro-batches k - n_micro .. k - 1, all ranks' slices
@@ -370,6 +394,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
             StepResult sr = zero_train_step_tokens(&r->zero, &sched, &scaler, micro, n_micro,
                                                    (float)a->label_smoothing_factor, global_tokens);
             r->global_step++;
+            check_finite_step(r, &sr, &nonfinite_in_row);
             if (r->global_step == 2) test_hook_stall(r);
             r->epoch = epoch + (double)k / (double)micro_per_epoch;
             loss_since_log += sr.loss;
@@ -399,6 +424,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     progress_done(&r->prog);
     if (is_main(r)) zero_stage3_print_stats(&r->zero);
     double rt = now_seconds() - t0;
+    trainer_store_flos(r);  // collective: every rank's flos summed, as HF's store_flos
     // HF: samples = max_steps * total batch when max_steps is set, else epochs * N
     double n_samples = a->max_steps > 0 ? (double)r->total_steps * B * world * GA : a->num_train_epochs * N;
     cJSON *met = cJSON_CreateObject();
@@ -417,7 +443,7 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
     save_metrics(r, "train", met);
     cJSON_Delete(met);
     trainer_save_state(r, r->a.output_dir);
-    for (int i = 0; i < GA; i++) collate_free(&coll[i]);
+    for (int i = 0; i < n_coll; i++) collate_free(&coll[i]);
     free(coll);
     free(micro);
     free(idx);
@@ -470,11 +496,11 @@ int trainer_main(int argc, char **argv, int start) {
         printf("device: %s (%s)\n", a->device, a->device_from);
         if (a->notices) printf("%s", a->notices);
         fflush(stdout);
-        output_dir_check(a);
+        r.results = output_dir_check(a);  // and the all_results.json there, to merge into
     }
+    if (!r.results) r.results = cJSON_CreateObject();
     r.spm = spm_load(r.spm_path);
     r.log_history = cJSON_CreateArray();
-    r.results = cJSON_CreateObject();
 
     Dataset train_ds = {0}, val_ds = {0}, test_ds = {0};
     int has_val = a->do_eval || strcmp(a->eval_strategy, "no") != 0;
@@ -492,6 +518,7 @@ int trainer_main(int argc, char **argv, int start) {
     r.zopt.overlap_comm = 1;
     if (a->deepspeed) trainer_apply_deepspeed(&r, a->do_train ? (long)train_ds.count : 0);
     T5Config mc;  // the model's shapes, before its weights load
+    if (a->resume_from_checkpoint) trainer_check_resume_model(a);
     hf_resolve_model(a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, &mc);
     if (a->do_train) {
         check_vocab(&r, &train_ds, mc.vocab_size);
@@ -499,6 +526,8 @@ int trainer_main(int argc, char **argv, int start) {
         if ((long)train_ds.count < global)
             t5_fail("%s: %llu training examples, fewer than one batch (%ld); HINT: lower --per_device_train_batch_size",
                     train_ds.path, (unsigned long long)train_ds.count, global);
+        // the step counts, checked to fit, before --output_dir is made
+        r.total_steps = trainer_plan_steps(a, (long)train_ds.count, r.comm.world, &r.steps_per_epoch, &r.num_epochs);
     }
     if (has_val) check_vocab(&r, &val_ds, mc.vocab_size);
     if (a->do_predict) check_vocab(&r, &test_ds, mc.vocab_size);

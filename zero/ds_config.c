@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -75,7 +76,8 @@ typedef struct {
 
 #define SEC(p, o, d) {.path = p, .kind = K_SECTION, .off = o, .doc = d}
 #define INT(p, f, l, h, df, fl_, d) {.path = p, .kind = K_INT, .off = O(f), .lo = l, .hi = h, .dflt = df, .fl = fl_, .doc = d}
-#define INT_DERIVED(p, f, d) {.path = p, .kind = K_INT, .off = O(f), .lo = 1, .hi = BIG, .fl = F_AUTO, .dflt_text = "derived", .doc = d}
+#define IMAX 2147483647.0  // keys the run keeps in an int (batch sizes, step counts)
+#define INT_DERIVED(p, f, d) {.path = p, .kind = K_INT, .off = O(f), .lo = 1, .hi = IMAX, .fl = F_AUTO, .dflt_text = "derived", .doc = d}
 #define NUM(p, f, l, h, df, fl_, d) {.path = p, .kind = K_NUM, .off = O(f), .lo = l, .hi = h, .dflt = df, .fl = fl_, .doc = d}
 #define BOOL(p, f, df, fl_, d) {.path = p, .kind = K_BOOL, .off = O(f), .dflt = df, .fl = fl_, .doc = d}
 #define ONLY_BOOL(p, df, d) {.path = p, .kind = K_ONLY_BOOL, .off = NO_OFF, .dflt = df, .doc = d}
@@ -156,7 +158,7 @@ static const KeySpec k_keys[] = {
     INT("fp16.initial_scale_power", fp16.initial_scale_power, 0, 64, 16, 0, "the dynamic scale starts at 2^this"),
     INT("fp16.loss_scale_window", fp16.loss_scale_window, 1, BIG, 1000, 0,
         "clean steps before the dynamic scale doubles"),
-    INT("fp16.hysteresis", fp16.hysteresis, 1, BIG, 2, 0, "overflows tolerated before the scale halves"),
+    INT("fp16.hysteresis", fp16.hysteresis, 1, IMAX, 2, 0, "overflows tolerated before the scale halves"),
     BOOL("fp16.consecutive_hysteresis", fp16.consecutive_hysteresis, 0, 0,
          "refill the hysteresis on every clean step"),
     NUM("fp16.min_loss_scale", fp16.min_loss_scale, 0, INF, 1, F_LO_OPEN, "the dynamic scale never goes below this"),
@@ -200,10 +202,10 @@ static const KeySpec k_keys[] = {
      .dflt = 0, .fl = F_AUTO, .sched = S_WARM, .dflt_text = "see doc",
      .doc = "lr after warmup (default: WarmupLR the optimizer's lr, WarmupDecayLR 0.001; HF: --learning_rate)"},
     {.path = "scheduler.params.warmup_num_steps", .kind = K_INT, .off = O(scheduler.warmup_num_steps), .lo = 0,
-     .hi = BIG, .dflt = 1000, .fl = F_AUTO, .sched = S_ALL, .doc = "warmup length in optimizer steps (HF: --warmup_steps)"},
+     .hi = IMAX, .dflt = 1000, .fl = F_AUTO, .sched = S_ALL, .doc = "warmup length in optimizer steps (HF: --warmup_steps)"},
     {.path = "scheduler.params.warmup_type", .kind = K_ENUM, .off = O(scheduler.warmup_type), .names = k_warmup_names,
      .sched = S_ALL, .doc = "warmup curve: log (DeepSpeed's default) or linear"},
-    {.path = "scheduler.params.total_num_steps", .kind = K_INT, .off = O(scheduler.total_num_steps), .lo = 1, .hi = BIG,
+    {.path = "scheduler.params.total_num_steps", .kind = K_INT, .off = O(scheduler.total_num_steps), .lo = 1, .hi = IMAX,
      .fl = F_AUTO, .sched = S_TOTAL, .dflt_text = "required", .doc = "required: steps of the whole run (HF: the computed number of steps)"},
     {.path = "scheduler.params.warmup_min_ratio", .kind = K_NUM, .off = O(scheduler.warmup_min_ratio), .lo = 0, .hi = 1,
      .dflt = 0, .sched = SB(DS_SCHEDULER_WARMUP_COSINE_LR), .doc = "lr ratio at step 0"},
@@ -331,6 +333,10 @@ static int is_auto_value(const cJSON *it) { return cJSON_IsString(it) && !strcmp
 
 // The value as it is in the file, quoted for a message.
 static void json_repr(const cJSON *it, char *out, size_t cap) {
+    if (cJSON_IsNumber(it) && !isfinite(it->valuedouble)) {  // cJSON would print null
+        snprintf(out, cap, "a number beyond a double's range (read as %g)", it->valuedouble);
+        return;
+    }
     char *s = cJSON_PrintUnformatted(it);
     if (!s) {
         snprintf(out, cap, "(unprintable)");
@@ -390,7 +396,10 @@ __attribute__((noreturn)) static void fail_expected(const Loader *L, const KeySp
 
 static int is_integral(double x) { return x == floor(x) && fabs(x) <= BIG; }
 
+// A number within the key's bounds; finite always (cJSON reads 1e400 as inf), and within
+// fp32 for the values the optimizer computes with.
 static int in_bounds(const KeySpec *s, double x) {
+    if (!isfinite(x) || fabs(x) > FLT_MAX) return 0;
     if ((s->fl & F_LO_OPEN) ? !(x > s->lo) : !(x >= s->lo)) return 0;
     return s->hi >= BIG || x <= s->hi;
 }
@@ -821,6 +830,16 @@ static void fill_int(DsInt *d, long long v) {
     d->is_auto = 0;
 }
 
+// micro x accumulation x world size: more than an int holds (or a long long) is an error.
+static long long batch_product(const DsConfig *c, long long m, long long g, long long w) {
+    long long mg, t;
+    if (__builtin_mul_overflow(m, g, &mg) || __builtin_mul_overflow(mg, w, &t) || t > (long long)IMAX)
+        t5_fail("%s: micro-batch %lld x gradient accumulation %lld x world size %lld is more than %.0f samples per "
+                "optimizer step; HINT: lower \"train_micro_batch_size_per_gpu\" / \"gradient_accumulation_steps\" "
+                "(or the flags their \"auto\" takes)", c->file, m, g, w, IMAX);
+    return t;
+}
+
 static void resolve_batch(DsConfig *c, const DsResolveArgs *a) {
     const char *f = c->file;
     unsigned ex = a->flag_set_mask;
@@ -834,7 +853,7 @@ static void resolve_batch(DsConfig *c, const DsResolveArgs *a) {
     // HF trainer_config_process: "auto" takes the flags (train_batch_size from the flags too)
     if (m->is_auto) fill_int(m, P);
     if (g->is_auto) fill_int(g, G);
-    if (t->is_auto) fill_int(t, W * P * G);
+    if (t->is_auto) fill_int(t, batch_product(c, P, G, W));
     // DeepSpeed _set_batch_related_parameters: any two give the third. A key absent when the
     // others cannot give it takes the flag (HF 4.2 filled these from the flags itself).
     int ht = t->is_set, hm = m->is_set, hg = g->is_set;
@@ -845,25 +864,25 @@ static void resolve_batch(DsConfig *c, const DsResolveArgs *a) {
         m->v = t->v / (g->v * W);
         how_m = " (derived)";
     } else if (hm && hg && !ht) {
-        t->v = m->v * g->v * W;
+        t->v = batch_product(c, m->v, g->v, W);
     } else if (ht && !hm && !hg) {
         g->v = G;
         m->v = t->v / (g->v * W);
         how_m = " (derived)";
     } else if (hm && !ht && !hg) {
         g->v = G;
-        t->v = m->v * g->v * W;
+        t->v = batch_product(c, m->v, g->v, W);
     } else if (!ht && !hm) {
         m->v = P;
         if (!hg) g->v = G;
-        t->v = m->v * g->v * W;
+        t->v = batch_product(c, m->v, g->v, W);
     }
     // DeepSpeed _batch_assertion
-    if (t->v != m->v * g->v * W || m->v < 1 || g->v < 1)
+    if (m->v < 1 || g->v < 1 || t->v != batch_product(c, m->v, g->v, W))
         t5_fail("%s: batch sizes do not multiply out: \"train_batch_size\" %lld%s != \"train_micro_batch_size_per_gpu\" "
-                "%lld%s x \"gradient_accumulation_steps\" %lld%s x world size %lld (= %lld); fix them or set them to "
+                "%lld%s x \"gradient_accumulation_steps\" %lld%s x world size %lld (= %.0f); fix them or set them to "
                 "\"auto\"",
-                f, t->v, how_t, m->v, how_m, g->v, how_g, W, m->v * g->v * W);
+                f, t->v, how_t, m->v, how_m, g->v, how_g, W, (double)m->v * (double)g->v * (double)W);
     if ((ex & DS_FLAG_PER_DEVICE_TRAIN_BATCH_SIZE) && m->v != P)
         t5_fail("%s: \"train_micro_batch_size_per_gpu\" is %lld%s but --per_device_train_batch_size is %lld; set the "
                 "key to \"auto\" or make them equal",
