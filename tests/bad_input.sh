@@ -342,7 +342,11 @@ expect_train_error "resume from a model dir" "optimizer.safetensors" --do_train 
 expect_train_error "resume from nowhere" "$T/nockpt" --do_train --data_dir "$T/d_ok" --resume_from_checkpoint "$T/nockpt"
 expect_train_error "bad deepspeed JSON" "bad_ds.json" --do_train --data_dir "$T/d_ok" --deepspeed "$T/bad_ds.json"
 # ZeRO-Offload: the optimizer to the cpu is built; what is not is refused by name
-expect_train_error "offload_param" "offload_param" --do_train --data_dir "$T/d_ok" --deepspeed configs/ds_config_zero3_offload.json
+# (parameter offload is not built: no shipped config asks for it)
+echo '{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}}' \
+  >"$T/offload_param_ds.json"
+expect_train_error "offload_param" "offload_optimizer to the cpu is built" --do_train --data_dir "$T/d_ok" \
+  --deepspeed "$T/offload_param_ds.json"
 echo '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}}' >"$T/nvme_ds.json"
 expect_train_error "offload to nvme" '"nvme"' --do_train --data_dir "$T/d_ok" --deepspeed "$T/nvme_ds.json"
 echo '{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}' >"$T/ratio_ds.json"

@@ -1,11 +1,18 @@
 // tests/test_ds_config.c: the DeepSpeed JSON config (zero/ds_config.c) without a GPU:
-//  - every file in configs/ loads and resolves unchanged;
+//  - every file in configs/ loads, resolves unchanged and is accepted by the ZeRO set-up
+//    (zero_options_from_config: what is not built is refused there);
+//  - every file in configs/ trains 3 steps of a tiny T5 through ./train_t5 on the CPU, except
+//    those that switch fp16/bf16 on themselves: those need a GPU, and on the CPU they must
+//    stop with the one-line "--device cuda" error;
 //  - the "auto" seeds resolve field by field as HF's HfTrainerDeepSpeedConfig would
 //    (trainer_config_process / trainer_config_finalize), including the hidden-size buckets;
-//  - the 2021 post's ds_config.json field by field (and its cpu_offload NOTICE);
+//  - the 2021 post's ds_config.json field by field (and its cpu_offload NOTICE), its copy
+//    without offload, its one-GPU t5-3b config, the --sharded_ddp stand-in, and the post's
+//    own flags contradicting ds_config.json (refused, as HF refuses them today);
 //  - DeepSpeed's batch rule (any two of train_batch_size, micro, accumulation give the third);
 //  - a list of bad configs, each run in a forked child: exit 1 and one "error:" line naming
 //    the key (tests/test_fork.h).
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +20,7 @@
 
 #include "../common/check.h"
 #include "../zero/ds_config.h"
+#include "../zero/zero.h"
 #include "test.h"
 #include "test_fork.h"
 
@@ -56,7 +64,10 @@ static void job_fn(const void *arg) {
     const Job *j = arg;
     DsConfig c;
     ds_config_load(&c, j->path);
-    if (j->resolve) ds_config_resolve(&c, &j->a, j->shown);
+    if (j->resolve) {
+        ds_config_resolve(&c, &j->a, j->shown);
+        (void)zero_options_from_config(&c, j->shown ? j->shown : j->path);
+    }
 }
 
 // Run fn in a child; returns its exit status (128+signal if killed), its stderr in buf.
@@ -109,15 +120,18 @@ static void test_configs_dir(void) {
     DIR *d = opendir("configs");
     test_check(d != NULL, "configs/ exists");
     if (!d) return;
-    static const char *const want[] = {"ds_config.json", "ds_config_zero1.json", "ds_config_zero2.json",
+    static const char *const want[] = {"ds_config.json",       "ds_config_no_offload.json",
+                                       "ds_config_1gpu.json",  "ds_config_sharded_ddp.json",
+                                       "ds_config_zero1.json", "ds_config_zero2.json",
                                        "ds_config_zero2_offload.json", "ds_config_zero3.json",
-                                       "ds_config_zero3_offload.json"};
-    int found[6] = {0}, n = 0;
+                                       "ds_config_zero3_offload_optimizer.json"};
+    enum { NWANT = sizeof want / sizeof want[0] };
+    int found[NWANT] = {0}, n = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
         if (len < 5 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
-        for (int i = 0; i < 6; i++) found[i] |= !strcmp(e->d_name, want[i]);
+        for (int i = 0; i < NWANT; i++) found[i] |= !strcmp(e->d_name, want[i]);
         char *path = path_join("configs", e->d_name);
         char err[4096], what[512];
         // load only, then load + resolve with HF-default flags (nothing explicit)
@@ -130,19 +144,85 @@ static void test_configs_dir(void) {
         j.a.total_steps = 1000;
         j.a.d_model = 1024;
         rc = run_child(job_fn, &j, err, sizeof err);
-        snprintf(what, sizeof what, "%-44s resolves with HF's default flags (exit %d) %.200s", path, rc,
+        snprintf(what, sizeof what, "%-44s resolves with HF's default flags, ZeRO accepts it (exit %d) %.200s", path, rc,
                  strstr(err, "error:") ? err : "");
         test_check(rc == 0 && !strstr(err, "error:"), what);
         free(path);
         n++;
     }
     closedir(d);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < NWANT; i++) {
         char what[128];
         snprintf(what, sizeof what, "configs/%s is there", want[i]);
         test_check(found[i], what);
     }
-    check_ll("JSON files in configs/", n, 6);
+    check_ll("JSON files in configs/", n, NWANT);
+}
+
+// ---- 1b. every file in configs/ runs: 3 steps of a tiny T5 on the CPU ----------------------
+static void test_configs_run(void) {
+    if (access("./train_t5", X_OK) != 0) {
+        test_check(0, "./train_t5 is built (run make first): the configs cannot be run");
+        return;
+    }
+    struct dirent **names;
+    int nn = scandir("configs", &names, NULL, alphasort);
+    for (int k = 0; k < nn; k++) {
+        const struct dirent *e = names[k];
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
+        char path[300], out[400], cmd[2048], what[600];
+        snprintf(path, sizeof path, "configs/%s", e->d_name);
+        snprintf(out, sizeof out, "%s/run_%.*s", g_tmp, (int)(len - 5), e->d_name);
+        DsConfig c;
+        ds_config_load(&c, path);
+        int half = (c.fp16.enabled.v && !c.fp16.enabled.is_auto) || (c.bf16.enabled.v && !c.bf16.enabled.is_auto);
+        snprintf(cmd, sizeof cmd,
+                 "./train_t5 --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
+                 "--data_dir tests/fixtures/trainer_data --max_steps 3 --per_device_train_batch_size 4 "
+                 "--logging_steps 1 --do_train --deepspeed %s --output_dir '%s' "
+                 "--cache_dir '%s/cache' > '%s.log' 2> '%s.err'",
+                 path, out, g_tmp, out, out);
+        int rc = system(cmd);
+        rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+        char file[420];
+        snprintf(file, sizeof file, "%s.err", out);
+        char *err = access(file, R_OK) == 0 ? read_text_file(file, NULL) : NULL;
+        const char *eline = err ? strstr(err, "error:") : NULL;
+        if (half) {
+            // fp16/bf16 switched on by the file itself: GPU only; the CPU run must say so
+            snprintf(what, sizeof what, "%-44s %s in the file: GPU only; on the CPU: exit %d, \"%.*s\"", path,
+                     c.fp16.enabled.v ? "fp16" : "bf16", rc, eline ? (int)strcspn(eline, "\n") : 15,
+                     eline ? eline : "(no error line)");
+            test_check(rc == 1 && eline && strstr(eline, "--device cuda"), what);
+        } else {
+            int steps = 0;
+            double last = 0;
+            snprintf(file, sizeof file, "%s/trainer_state.json", out);
+            if (rc == 0 && access(file, R_OK) == 0) {
+                char *text = read_text_file(file, NULL);
+                cJSON *st = cJSON_Parse(text);
+                const cJSON *it;
+                cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "log_history")) {
+                    const cJSON *l = cJSON_GetObjectItem(it, "loss");
+                    if (cJSON_IsNumber(l) && isfinite(l->valuedouble)) steps++, last = l->valuedouble;
+                }
+                cJSON_Delete(st);
+                free(text);
+            }
+            snprintf(what, sizeof what, "%-44s trains on the CPU: exit %d, %d finite losses logged (want 3), last %.6f %.*s",
+                     path, rc, steps, last, eline ? (int)strcspn(eline, "\n") : 0, eline ? eline : "");
+            test_check(rc == 0 && steps == 3, what);
+        }
+        free(err);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log' '%s.err'", out, out, out);
+        if (system(cmd) != 0) printf("could not remove %s\n", out);
+    }
+    for (int k = 0; k < nn; k++) free(names[k]);
+    if (nn >= 0) free(names);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/cache'", g_tmp);
+    if (system(cmd) != 0) printf("could not remove %s/cache\n", g_tmp);
 }
 
 // ---- 2. the "auto" seeds resolve as HF would ---------------------------------------------
@@ -303,6 +383,87 @@ static void test_2021(void) {
                "2021: ds_config_print summary");
     printf("%s", out);
     free(out);
+}
+
+// ---- 3b. the rest of the post's configs, and its flags against its ds_config.json ---------
+static void test_2021_family(void) {
+    DsConfig a, b;
+    ds_config_load(&a, "configs/ds_config.json");
+    ds_config_load(&b, "configs/ds_config_no_offload.json");
+    check_ll("no_offload: cpu_offload false -> offload_optimizer none", b.zero.offload_optimizer.device, OFFLOAD_NONE);
+    b.zero.cpu_offload = a.zero.cpu_offload;
+    b.zero.offload_optimizer = a.zero.offload_optimizer;
+    test_check(b.fp16.enabled.v == a.fp16.enabled.v && b.zero.stage == a.zero.stage &&
+                   b.zero.reduce_bucket_size.v == a.zero.reduce_bucket_size.v &&
+                   b.zero.allgather_bucket_size.v == a.zero.allgather_bucket_size.v &&
+                   b.optimizer.type == a.optimizer.type && near(b.optimizer.lr.v, a.optimizer.lr.v) &&
+                   near(b.optimizer.betas[0].v, a.optimizer.betas[0].v) && near(b.optimizer.eps.v, a.optimizer.eps.v) &&
+                   near(b.optimizer.weight_decay.v, a.optimizer.weight_decay.v) && b.scheduler.type == a.scheduler.type &&
+                   b.scheduler.warmup_num_steps.v == a.scheduler.warmup_num_steps.v,
+               "no_offload: otherwise the same as ds_config.json (fp16, stage 2, buckets, Adam, WarmupLR 500)");
+
+    DsConfig c;
+    ds_config_load(&c, "configs/ds_config_1gpu.json");
+    test_check(c.fp16.enabled.v == 1 && !c.fp16.enabled.is_auto, "1gpu: fp16.enabled true");
+    check_ll("1gpu: stage 2", c.zero.stage, ZERO_STAGE_GRADIENTS);
+    check_ll("1gpu: cpu_offload -> offload_optimizer cpu", c.zero.offload_optimizer.device, OFFLOAD_CPU);
+    check_ll("1gpu: reduce_bucket_size 2e8", c.zero.reduce_bucket_size.v, 200000000LL);
+    check_ll("1gpu: allgather_bucket_size 2e8", c.zero.allgather_bucket_size.v, 200000000LL);
+    check_ll("1gpu: optimizer Adam", c.optimizer.type, DS_OPTIMIZER_ADAM);
+    test_check(c.optimizer.adam_w_mode.is_set && c.optimizer.adam_w_mode.v, "1gpu: adam_w_mode true, written out");
+    check_num("1gpu: betas[0] 0.9", c.optimizer.betas[0].v, 0.9);
+    check_num("1gpu: betas[1] 0.999", c.optimizer.betas[1].v, 0.999);
+    check_num("1gpu: eps 1e-8", c.optimizer.eps.v, 1e-8);
+    check_num("1gpu: weight_decay 3e-7", c.optimizer.weight_decay.v, 3e-7);
+    check_ll("1gpu: WarmupLR", c.scheduler.type, DS_SCHEDULER_WARMUP_LR);
+    check_ll("1gpu: warmup_num_steps 500", c.scheduler.warmup_num_steps.v, 500);
+
+    // --sharded_ddp stand-in: ZeRO-2, the Trainer's own AdamW and schedule from the post's flags
+    ds_config_load(&c, "configs/ds_config_sharded_ddp.json");
+    DsResolveArgs ra = ds_resolve_args_default();
+    ra.world_size = 2;
+    ra.per_device_train_batch_size = 30;
+    ra.learning_rate = 3e-5;
+    ra.adam_epsilon = 1e-6;
+    ra.warmup_steps = 5;
+    ra.total_steps = 34;
+    ra.fp16 = 1;
+    ra.d_model = 1024;
+    ra.flag_set_mask = DS_FLAG_PER_DEVICE_TRAIN_BATCH_SIZE | DS_FLAG_LEARNING_RATE | DS_FLAG_ADAM_EPSILON |
+                       DS_FLAG_WARMUP_STEPS | DS_FLAG_TOTAL_STEPS | DS_FLAG_FP16;
+    ds_config_resolve(&c, &ra, NULL);
+    test_check(!c.optimizer.present && !c.scheduler.present,
+               "sharded_ddp: no optimizer / scheduler sections (the Trainer's AdamW and --lr_scheduler_type)");
+    check_ll("sharded_ddp: stage 2 (FairScale's sharded optimizer + gradients)", c.zero.stage, ZERO_STAGE_GRADIENTS);
+    check_num("sharded_ddp: AdamW eps = --adam_eps 1e-06", c.optimizer.eps.v, 1e-6);
+    check_num("sharded_ddp: clipping = --max_grad_norm 1.0 (as the Trainer clips)", c.gradient_clipping.v, 1.0);
+    check_ll("sharded_ddp: fp16 = --fp16", c.fp16.enabled.v, 1);
+    check_ll("sharded_ddp: train_batch_size 2 x 30", c.train_batch_size.v, 60);
+
+    // the post's flags against its ds_config.json: HF 4.2 let the file win silently; HF today
+    // and train_t5 refuse the contradiction; without --adam_eps / --warmup_steps it resolves
+    Job j = {.path = "configs/ds_config.json", .a = ds_resolve_args_default(), .resolve = 1};
+    j.a.world_size = 2;
+    j.a.per_device_train_batch_size = 50;
+    j.a.learning_rate = 3e-5;
+    j.a.adam_epsilon = 1e-6;
+    j.a.warmup_steps = 5;
+    j.a.flag_set_mask = DS_FLAG_PER_DEVICE_TRAIN_BATCH_SIZE | DS_FLAG_LEARNING_RATE | DS_FLAG_ADAM_EPSILON;
+    // (--adam_eps against the file's eps: "2021 post's flags + ds_config.json" below)
+    char err[4096], what[700];
+    j.a.adam_epsilon = 1e-8;
+    j.a.flag_set_mask = DS_FLAG_PER_DEVICE_TRAIN_BATCH_SIZE | DS_FLAG_LEARNING_RATE | DS_FLAG_WARMUP_STEPS;
+    int rc = run_child(job_fn, &j, err, sizeof err);
+    const char *e = strstr(err, "error: ");
+    snprintf(what, sizeof what, "post's --warmup_steps 5 vs ds_config.json's 500 steps: refused (exit %d) %.*s", rc,
+             e ? (int)strcspn(e, "\n") : 0, e ? e : "");
+    test_check(rc == 1 && e && strstr(e, "\"scheduler.params.warmup_num_steps\" is 500") && strstr(e, "--warmup_steps"),
+               what);
+    j.a.flag_set_mask = DS_FLAG_PER_DEVICE_TRAIN_BATCH_SIZE | DS_FLAG_LEARNING_RATE;
+    rc = run_child(job_fn, &j, err, sizeof err);
+    test_check(rc == 0 && !strstr(err, "error:"),
+               "post's flags without --adam_eps / --warmup_steps: ds_config.json resolves (the file's eps and warmup, "
+               "as in 2021)");
 }
 
 // ---- 4. DeepSpeed's batch rule ------------------------------------------------------------
@@ -694,12 +855,14 @@ int main(void) {
         return 2;
     }
     test_configs_dir();
+    test_configs_run();
     test_seed("ds_config_zero1.json", 1, 0, 0, 0);
     test_seed("ds_config_zero2.json", 2, 0, 0, 0);
     test_seed("ds_config_zero2_offload.json", 2, 1, 0, 0);
     test_seed("ds_config_zero3.json", 3, 0, 0, 1);
-    test_seed("ds_config_zero3_offload.json", 3, 1, 1, 1);
+    test_seed("ds_config_zero3_offload_optimizer.json", 3, 1, 0, 1);
     test_2021();
+    test_2021_family();
     test_batch_rule();
     test_bad_configs();
     test_misc();

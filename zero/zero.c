@@ -64,8 +64,9 @@ ZeroOptions zero_options_stage(int stage) {
 ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
     const DsOffloadOptimizer *oo = &c->zero.offload_optimizer;
     if (c->zero.offload_param.device != OFFLOAD_NONE)
-        t5_fail("%s: zero_optimization.offload_param (stage 3 parameter offload) is not built yet; remove it (or "
-                "cpu_offload_param); offload_optimizer to the cpu is", path);
+        t5_fail("%s: zero_optimization.offload_param (stage 3 parameter offload) is not built yet; HINT: remove it "
+                "(or cpu_offload_param); offload_optimizer to the cpu is built and keeps the optimizer state in host "
+                "memory", path);
     if (oo->device == OFFLOAD_NVME)
         t5_fail("%s: zero_optimization.offload_optimizer.device \"nvme\" is not built yet; HINT: \"device\": \"cpu\"", path);
     if (oo->device == OFFLOAD_CPU && oo->ratio.v < 1.0)

@@ -28,9 +28,12 @@ enum { GEMM_MR = 4, GEMM_NR = 16, GEMM_KC = 64 };  // register tile: 4 rows x 16
 static void gemm_f32(float *C, size_t ldc, const float *A, size_t sam, size_t sak, const float *B, size_t ldb, int M,
                      int K, int P, int accumulate) {
     int mblocks = (M + GEMM_MR - 1) / GEMM_MR, pblocks = (P + GEMM_NR - 1) / GEMM_NR;
+    // Tiles column block by column block: the (K,16) panel of B stays in cache while every
+    // row block of A passes it (an LM head's B is d_model x 32128; rows-first streamed all of
+    // it for each 4 rows). Each tile is computed alone, so the order changes no result.
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int mb = 0; mb < mblocks; mb++) {
-        for (int pb = 0; pb < pblocks; pb++) {
+    for (int pb = 0; pb < pblocks; pb++) {
+        for (int mb = 0; mb < mblocks; mb++) {
             int m0 = mb * GEMM_MR, mr = M - m0 < GEMM_MR ? M - m0 : GEMM_MR;
             int p0 = pb * GEMM_NR, pw = P - p0 < GEMM_NR ? P - p0 : GEMM_NR;
             double acc[GEMM_MR][GEMM_NR] = {{0}};  // the sum of the k blocks done
