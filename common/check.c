@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
 
 // A write that failed: the disk is full, the file-size limit is reached (EFBIG: the process
 // ignores SIGXFSZ, train_t5.c), or permissions; the unfinished file is removed at exit.
@@ -70,7 +72,26 @@ void fclose_check(FILE *f, const char *path, const char *file, int line) {
     }
 }
 
+// A request larger than the machine's RAM and swap together cannot be met: it is said
+// before malloc is asked (an AddressSanitizer build would abort on the failed malloc, and
+// an overcommitting kernel could hand it out and kill the process at first touch).
+static void check_host_size(double bytes, const char *file, int line) {
+    static double limit;
+    if (limit == 0) {
+        struct sysinfo si;
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        limit = pages > 0 && page > 0 ? (double)pages * (double)page : 1e300;
+        if (sysinfo(&si) == 0) limit += (double)si.totalswap * si.mem_unit;
+    }
+    if (bytes <= limit) return;
+    char msg[256];
+    snprintf(msg, sizeof msg, "out of host memory: allocating %.4g GiB, more than this machine's %.4g GiB (RAM and swap)",
+             bytes / 1073741824.0, limit / 1073741824.0);
+    t5_die(file, line, msg, "a size flag is far too large (a length, a batch size), or use a smaller model or batch");
+}
+
 void *malloc_check(size_t bytes, const char *file, int line) {
+    check_host_size((double)bytes, file, line);
     void *p = malloc(bytes ? bytes : 1);
     if (!p) {
         char msg[256];
@@ -81,6 +102,7 @@ void *malloc_check(size_t bytes, const char *file, int line) {
 }
 
 void *realloc_check(void *p, size_t bytes, const char *file, int line) {
+    check_host_size((double)bytes, file, line);
     void *q = realloc(p, bytes ? bytes : 1);
     if (!q) {
         char msg[256];
@@ -91,6 +113,7 @@ void *realloc_check(void *p, size_t bytes, const char *file, int line) {
 }
 
 void *calloc_check(size_t n, size_t size, const char *file, int line) {
+    check_host_size((double)n * (double)size, file, line);
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) {
         char msg[256];

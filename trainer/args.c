@@ -28,6 +28,7 @@ TrainArgs train_args_default(void) {
     a.max_target_length = 128;
     a.val_max_target_length = a.test_max_target_length = -1;
     a.n_train = a.n_val = a.n_test = -1;
+    a.include_num_input_tokens_seen = "no";
     a.per_device_train_batch_size = 8;
     a.per_device_eval_batch_size = 8;
     a.gradient_accumulation_steps = 1;
@@ -217,7 +218,8 @@ typedef struct {
     NOOP("log_level_replica", FLAG_STRING, "changes nothing: only rank 0 prints"),                                  \
     NOOP("log_on_each_node", FLAG_BOOL, "changes nothing: only rank 0 prints"),                                     \
     REFUSE("logging_nan_inf_filter", FLAG_BOOL, "false", "not built: the logged loss is the loss as computed (HF's default replaces nan/inf step losses)"), \
-    REFUSE("include_num_input_tokens_seen", FLAG_STRING, "no|false", "not logged yet"),                             \
+    USE("include_num_input_tokens_seen", FLAG_STRING, include_num_input_tokens_seen,                                 \
+        "count the input tokens trained on into num_input_tokens_seen (logs, trainer_state.json): no, all (padded; true) or non_padding"), \
     REFUSE("include_tokens_per_second", FLAG_BOOL, "false", "not reported yet (train_samples_per_second is)"),      \
     REFUSE("include_for_metrics", FLAG_STRING, NULL, "metrics are computed in C from the predictions and labels only"), \
     REFUSE("include_inputs_for_metrics", FLAG_BOOL, "false", "metrics are computed in C from the predictions and labels only"), \
@@ -441,6 +443,8 @@ static const TrainFlag *given_for(const TrainFlag *t, const char **given, int n,
 }
 
 // HF 5.17: a count of steps >= 1 must be whole; (0, 1) is a ratio of all steps.
+#define MAX_TOKENS 1048576  // the longest sequence a length flag may ask for
+
 static void check_steps(const char *name, double v, int zero_ok) {
     if (!(v >= 0) || (v == 0 && !zero_ok))
         t5_fail("--%s %g: must be > 0 (a number of steps, or below 1 a ratio of all steps)", name, v);
@@ -556,7 +560,18 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     }
     if (!(a->label_smoothing_factor >= 0 && a->label_smoothing_factor < 1))
         t5_fail("--label_smoothing_factor %g: must be in [0, 1)", a->label_smoothing_factor);
-    if (a->dropout_rate >= 1) t5_fail("--dropout_rate %g: must be in [0, 1)", a->dropout_rate);
+    // -1: unset (the config's); any other value must be a probability, as torch's Dropout asks
+    if (a->dropout_rate != -1 && !(a->dropout_rate >= 0 && a->dropout_rate < 1))
+        t5_fail("--dropout_rate %g: must be in [0, 1)", a->dropout_rate);
+    // token lengths size buffers (the generation output is batch x length): a length no T5
+    // run can mean is refused here, not by an allocation of gigabytes at the first evaluation
+    const int *const lens[] = {&a->max_source_length, &a->max_target_length, &a->val_max_target_length,
+                               &a->test_max_target_length, &a->generation_max_length};
+    const char *const len_names[] = {"max_source_length", "max_target_length", "val_max_target_length",
+                                     "test_max_target_length", "generation_max_length"};
+    for (int i = 0; i < 5; i++)
+        if (*lens[i] > MAX_TOKENS)
+            t5_fail("--%s %d: must be at most %d tokens", len_names[i], *lens[i], MAX_TOKENS);
     if (a->max_source_length < 2) t5_fail("--max_source_length %d: must be >= 2 (one token plus </s>)", a->max_source_length);
     if (a->max_target_length < 2) t5_fail("--max_target_length %d: must be >= 2 (one token plus </s>)", a->max_target_length);
     if (a->val_max_target_length != -1 && a->val_max_target_length < 2)
@@ -569,6 +584,17 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
         t5_fail("--generation_max_length %d: must be >= 2 (the start token plus one)", a->generation_max_length);
     if (a->generation_num_beams < 1 || a->generation_num_beams > 64)
         t5_fail("--generation_num_beams %d: must be in [1, 64]", a->generation_num_beams);
+    // HF 5.17: a bool means all (true) or no (false)
+    static const char *const yes_words[] = {"true", "True", "1"}, *const no_words[] = {"false", "False", "0"};
+    if (one_of(a->include_num_input_tokens_seen, yes_words, 3)) a->include_num_input_tokens_seen = "all";
+    if (one_of(a->include_num_input_tokens_seen, no_words, 3)) a->include_num_input_tokens_seen = "no";
+    static const char *const token_counts[] = {"no", "all", "non_padding"};
+    if (!one_of(a->include_num_input_tokens_seen, token_counts, 3))
+        t5_fail("--include_num_input_tokens_seen \"%s\": expected no, all (true) or non_padding",
+                a->include_num_input_tokens_seen);
+    if (a->n_train < -1 || a->n_val < -1 || a->n_test < -1)
+        t5_fail("--n_train/--n_val/--n_test %d: must be >= 1 (or -1 for all)",
+                a->n_train < -1 ? a->n_train : a->n_val < -1 ? a->n_val : a->n_test);
     if (a->n_train == 0 || a->n_val == 0 || a->n_test == 0)
         t5_fail("--n_train/--n_val/--n_test 0: selects no examples (use -1 for all)");
     if (a->data_seed < -1) t5_fail("--data_seed %d: must be >= 0", a->data_seed);

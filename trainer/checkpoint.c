@@ -31,7 +31,7 @@ void trainer_save_state(const Run *r, const char *dir) {
     cJSON_AddItemReferenceToObject(st, "log_history", r->log_history);
     cJSON_AddNumberToObject(st, "logging_steps", r->a.logging_steps);
     cJSON_AddNumberToObject(st, "max_steps", r->total_steps);
-    cJSON_AddNumberToObject(st, "num_input_tokens_seen", 0);
+    cJSON_AddNumberToObject(st, "num_input_tokens_seen", r->input_tokens_seen);
     cJSON_AddNumberToObject(st, "num_train_epochs", r->num_epochs);
     cJSON_AddNumberToObject(st, "save_steps", r->a.save_steps);
     cJSON_AddNumberToObject(st, "total_flos", r->total_flos);
@@ -144,6 +144,10 @@ int trainer_load_state(Run *r, const char *dir) {
     if (fl && !(cJSON_IsNumber(fl) && isfinite(fl->valuedouble) && fl->valuedouble >= 0))
         t5_fail("%s: \"total_flos\" must be a finite number >= 0; HINT: a checkpoint written by train_t5", path);
     r->total_flos = fl ? fl->valuedouble : 0;
+    const cJSON *seen = cJSON_GetObjectItemCaseSensitive(st, "num_input_tokens_seen");
+    if (seen && !(cJSON_IsNumber(seen) && isfinite(seen->valuedouble) && seen->valuedouble >= 0))
+        t5_fail("%s: \"num_input_tokens_seen\" must be a finite number >= 0; HINT: a checkpoint written by train_t5", path);
+    r->input_tokens_seen = seen ? seen->valuedouble : 0;
     cJSON_Delete(r->log_history);
     r->log_history = cJSON_Duplicate(lh, 1);
     cJSON_Delete(st);

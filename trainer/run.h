@@ -27,6 +27,7 @@ typedef struct {
     int logging_every, eval_every, save_every;  // --*_steps in steps (a ratio resolved against total_steps)
     double total_flos;   // HF's estimate: 6 * input tokens * non-embedding parameters, all ranks
     double current_flos; // this rank's since the last store (HF's current_flos; trainer_store_flos)
+    double input_tokens_seen;  // HF's num_input_tokens_seen, all ranks (--include_num_input_tokens_seen)
     int last_checkpoint_step;  // the step of the last checkpoint-N written (0: none)
     double epoch;        // fractional epoch of the last step
     Progress prog;

@@ -85,6 +85,11 @@ static void check_vocab(const Run *r, const Dataset *ds, int vocab_size) {
 // logging
 
 static void log_entry(Run *r, cJSON *entry, int print) {
+    if (strcmp(r->a.include_num_input_tokens_seen, "no") != 0) {  // HF's log(): before "step", keys sorted
+        cJSON *step = cJSON_DetachItemFromObjectCaseSensitive(entry, "step");
+        cJSON_AddNumberToObject(entry, "num_input_tokens_seen", r->input_tokens_seen);
+        if (step) cJSON_AddItemToObject(entry, "step", step);
+    }
     cJSON_AddItemToArray(r->log_history, entry);
     if (!print || !is_main(r)) return;
     char *text = cJSON_PrintUnformatted(entry);
@@ -239,6 +244,9 @@ int trainer_plan_steps(const TrainArgs *a, long N, int world, int *steps_per_epo
         total = (long long)t;
         epochs = (long long)ceil(a->num_train_epochs);
     }
+    if (total < 1)  // a --do_train run that would train nothing (and save an untrained model) is an error
+        t5_fail("--num_train_epochs %g / --max_steps %d make %lld optimizer steps: nothing would be trained; HINT: "
+                "raise --num_train_epochs or --max_steps", a->num_train_epochs, a->max_steps, total);
     if (steps_per_epoch) *steps_per_epoch = (int)spe;
     if (num_epochs) *num_epochs = (int)epochs;
     return (int)total;
@@ -389,6 +397,12 @@ static void train(Run *r, const Dataset *ds, const Dataset *val) {
             for (long q = k - n_micro; q < k; q++) {
                 long g0 = q * B * world, g1 = g0 + (long)B * world < N ? g0 + (long)B * world : N;
                 global_tokens += collate_label_count(ds, order + g0, g1 - g0, a->max_target_length);
+                // HF gathers every rank's count each step; each rank's slice is known here alike
+                if (strcmp(a->include_num_input_tokens_seen, "no") != 0)
+                    for (long s0 = g0; s0 < g1; s0 += B)
+                        r->input_tokens_seen += (double)collate_source_count(
+                            ds, order + s0, g1 - s0 < B ? g1 - s0 : B, a->max_source_length,
+                            !strcmp(a->include_num_input_tokens_seen, "all"));
             }
             m->dropout_seed = (uint64_t)a->seed * 0x100000001B3ULL + (uint64_t)r->global_step;
             StepResult sr = zero_train_step_tokens(&r->zero, &sched, &scaler, micro, n_micro,
@@ -529,6 +543,12 @@ int trainer_main(int argc, char **argv, int start) {
         // the step counts, checked to fit, before --output_dir is made
         r.total_steps = trainer_plan_steps(a, (long)train_ds.count, r.comm.world, &r.steps_per_epoch, &r.num_epochs);
     }
+    // an eval batch larger than the split is the whole split in one batch: the same batches,
+    // without sizing buffers for --per_device_eval_batch_size rows that never come
+    long eval_rows = 1;
+    if (has_val && (long)val_ds.count > eval_rows) eval_rows = (long)val_ds.count;
+    if (a->do_predict && (long)test_ds.count > eval_rows) eval_rows = (long)test_ds.count;
+    if ((has_val || a->do_predict) && a->per_device_eval_batch_size > eval_rows) a->per_device_eval_batch_size = (int)eval_rows;
     if (has_val) check_vocab(&r, &val_ds, mc.vocab_size);
     if (a->do_predict) check_vocab(&r, &test_ds, mc.vocab_size);
     if (a->explain && is_main(&r)) {  // the plan of every stage for this run's shapes, ours marked
