@@ -314,6 +314,17 @@ void hf_save_model(const char *dir, const T5Config *cfg, const ParamLayout *lay,
     if (untied != (cfg->untied_lm_head != 0))
         t5_die(__FILE__, __LINE__, "hf_save_model: the layout and cfg->untied_lm_head disagree",
                "build the layout from the same config");
+    // a weight that is inf/nan, or that the saved dtype turns into inf, is no model: nothing
+    // is written (every save goes through here: the trainer, convert, overfit)
+    const double lim = dtype == ST_F16 ? 65504.0 : dtype == ST_BF16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
+    for (int i = 0; i < lay->count; i++) {
+        const float *t = params + lay->specs[i].offset;
+        for (size_t k = 0; k < lay->specs[i].numel; k++)
+            if (!(fabs((double)t[k]) <= lim))
+                t5_fail("%s: tensor \"%s\" holds %g at element %zu, %s: the model is not written; HINT: %s", dir,
+                        lay->specs[i].name, (double)t[k], k, isfinite(t[k]) ? "beyond the saved dtype's range" : "not a finite number",
+                        isfinite(t[k]) ? "save as f32 (--dtype f32)" : "lower the learning rate; check the weights and data");
+    }
     mkdir_p(dir);
 
     // tie_word_embeddings written as the file is: a separate lm_head.weight means untied

@@ -172,6 +172,7 @@ def poison(blob, name, index, value):
     at = 8 + n + hdr[name]["data_offsets"][0] + 4 * index
     return blob[:at] + struct.pack("<f", value) + blob[at + 4:]
 model("nan_weight", blob=poison(full, "decoder.block.1.layer.0.SelfAttention.k.weight", 5, float("nan")))
+model("big_weight", blob=poison(full, "decoder.block.1.layer.0.SelfAttention.k.weight", 5, 1e5))  # beyond fp16
 # a directory where a file is expected
 for kind in ("config.json", "model.safetensors", "model.safetensors.index.json"):
     d = os.path.join(root, "dir_" + kind.replace(".", "_"))
@@ -279,6 +280,9 @@ expect_error_cmd "bad flag value" "--steps" overfit --model "$T/good" --steps ma
 expect_error_cmd "unknown command" '"trian"' trian --model "$T/good"
 expect_error_cmd "bad dtype" "--dtype" convert --model "$T/good" --output_dir "$T/conv" --dtype f8
 expect_error_cmd "preset, no --init" "--init random" info --model t5-small
+expect_error_cmd "f16 overflow" '"decoder.block.1.layer.0.SelfAttention.k.weight"' convert --model "$T/big_weight" \
+  --output_dir "$T/conv16" --dtype f16
+[ -e "$T/conv16/model.safetensors" ] && notok "f16 overflow: $T/conv16/model.safetensors was written"
 expect_error_cmd "batch not a file" "$T/nope.safetensors" loss --model "$T/good" --batch "$T/nope.safetensors"
 expect_error_cmd "batch w/o labels" '"input_ids"' loss --model "$T/good" --batch "$T/good/model.safetensors"
 expect_error_cmd "ids outside vocab" "reference.safetensors" loss --model "$T/good" --batch "$FIX/reference.safetensors"
