@@ -23,7 +23,7 @@ MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 CFLAGS  += $(MPI_CFLAGS)
 LDLIBS  := -lcjson -lsentencepiece -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
-ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined" HAVE_NVCC=0
+ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined,float-cast-overflow" HAVE_NVCC=0
 
 LIB_DIRS := common model kernels kernels/cpu dist optim deepspeed zero data eval trainer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))

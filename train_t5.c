@@ -6,6 +6,7 @@
 // Fine-tuning from text (`train_t5 --model ... --do_train ...`, HF Trainer flags) is
 // trainer/trainer.c's trainer_main; prepare, bleu, bench and estimate have their own files.
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,9 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    // past the file-size limit (ulimit -f) a write fails with EFBIG, which is reported and
+    // cleaned up (common/fileio.h), instead of SIGXFSZ killing the process without a word
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage();
         if (argc >= 2) {

@@ -5,6 +5,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+// A write that failed: the disk is full, the file-size limit is reached (EFBIG: the process
+// ignores SIGXFSZ, train_t5.c), or permissions; the unfinished file is removed at exit.
+#define WRITE_HINT "free disk space (df), check the file-size limit (ulimit -f) and permissions, then run again; " \
+                   "the unfinished file was removed"
 
 void t5_fail(const char *fmt, ...) {
     va_list ap;
@@ -52,7 +60,7 @@ void fwrite_check(const void *src, size_t size, size_t n, FILE *f, const char *p
         char msg[1024];
         snprintf(msg, sizeof msg, "short write to '%s': wanted %zu items, wrote %zu (%s)", path, n, put,
                  strerror(errno));
-        t5_die(file, line, msg, "check free disk space and permissions");
+        t5_die(file, line, msg, WRITE_HINT);
     }
 }
 
@@ -60,11 +68,30 @@ void fclose_check(FILE *f, const char *path, const char *file, int line) {
     if (fclose(f) != 0) {
         char msg[1024];
         snprintf(msg, sizeof msg, "closing '%s' failed: %s", path, strerror(errno));
-        t5_die(file, line, msg, "check free disk space; the file may be incomplete");
+        t5_die(file, line, msg, WRITE_HINT);
     }
 }
 
+// A request larger than the machine's RAM and swap together cannot be met: it is said
+// before malloc is asked (an AddressSanitizer build would abort on the failed malloc, and
+// an overcommitting kernel could hand it out and kill the process at first touch).
+static void check_host_size(double bytes, const char *file, int line) {
+    static double limit;
+    if (limit == 0) {
+        struct sysinfo si;
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        limit = pages > 0 && page > 0 ? (double)pages * (double)page : 1e300;
+        if (sysinfo(&si) == 0) limit += (double)si.totalswap * si.mem_unit;
+    }
+    if (bytes <= limit) return;
+    char msg[256];
+    snprintf(msg, sizeof msg, "out of host memory: allocating %.4g GiB, more than this machine's %.4g GiB (RAM and swap)",
+             bytes / 1073741824.0, limit / 1073741824.0);
+    t5_die(file, line, msg, "a size flag is far too large (a length, a batch size), or use a smaller model or batch");
+}
+
 void *malloc_check(size_t bytes, const char *file, int line) {
+    check_host_size((double)bytes, file, line);
     void *p = malloc(bytes ? bytes : 1);
     if (!p) {
         char msg[256];
@@ -75,6 +102,7 @@ void *malloc_check(size_t bytes, const char *file, int line) {
 }
 
 void *realloc_check(void *p, size_t bytes, const char *file, int line) {
+    check_host_size((double)bytes, file, line);
     void *q = realloc(p, bytes ? bytes : 1);
     if (!q) {
         char msg[256];
@@ -85,6 +113,7 @@ void *realloc_check(void *p, size_t bytes, const char *file, int line) {
 }
 
 void *calloc_check(size_t n, size_t size, const char *file, int line) {
+    check_host_size((double)n * (double)size, file, line);
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) {
         char msg[256];
@@ -97,6 +126,10 @@ void *calloc_check(size_t n, size_t size, const char *file, int line) {
 char *read_text_file(const char *path, size_t *len_out) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
+    // a directory opens, and its "size" is LONG_MAX: say what it is instead
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
+        t5_fail("%s: is a directory, where a file is expected; HINT: name the file itself", path);
     if (fseek(f, 0, SEEK_END) != 0) t5_fail("%s: cannot seek: %s", path, strerror(errno));
     long len = ftell(f);
     if (len < 0) t5_fail("%s: cannot tell size: %s", path, strerror(errno));

@@ -31,7 +31,7 @@ void *realloc_check(void *p, size_t bytes, const char *file, int line);
 #define reallocCheck(p, bytes) realloc_check(p, bytes, __FILE__, __LINE__)
 
 // Read a whole (small) text file into a NUL-terminated malloc'd buffer; NULL if it
-// cannot be opened (errno kept), fails loudly on read errors.
+// cannot be opened (errno kept), fails loudly on read errors and on a directory.
 char *read_text_file(const char *path, size_t *len_out);
 
 // Join dir and name with exactly one '/'; returns a malloc'd string.

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,13 +12,76 @@
 
 #include "check.h"
 
+// ---- what an error exit removes ---------------------------------------------------------
+// Every error ends in exit(1) (common/check.h); the atexit handler removes the temp files
+// and unfinished directories registered here, so a failed write (ENOSPC, EFBIG) leaves
+// the old file or nothing, never a half-written one.
+
+typedef struct {
+    char *path;
+    int tree;  // 1: a directory, removed with what it holds
+} Pending;
+static Pending *g_pending;
+static int g_npending, g_cap_pending, g_handler;
+
+static void remove_pending(void) {
+    for (int i = g_npending - 1; i >= 0; i--) {
+        if (g_pending[i].tree) remove_tree(g_pending[i].path);
+        else unlink(g_pending[i].path);
+        free(g_pending[i].path);
+    }
+    g_npending = 0;
+}
+
+static void pending_add(const char *path, int tree) {
+    if (!g_handler) {
+        atexit(remove_pending);
+        g_handler = 1;
+    }
+    if (g_npending == g_cap_pending) {
+        g_cap_pending = g_cap_pending ? 2 * g_cap_pending : 8;
+        g_pending = reallocCheck(g_pending, (size_t)g_cap_pending * sizeof *g_pending);
+    }
+    size_t n = strlen(path) + 1;
+    g_pending[g_npending].path = mallocCheck(n);
+    memcpy(g_pending[g_npending].path, path, n);
+    g_pending[g_npending++].tree = tree;
+}
+
+void fileio_remove_at_exit(const char *dir) { pending_add(dir, 1); }
+
+void fileio_keep(const char *path) {
+    for (int i = g_npending - 1; i >= 0; i--)
+        if (!strcmp(g_pending[i].path, path)) {
+            free(g_pending[i].path);
+            g_pending[i] = g_pending[--g_npending];
+            return;
+        }
+}
+
+static int remove_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    remove(p);
+    return 0;  // go on: remove what can be removed
+}
+
+void remove_tree(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 FILE *atomic_open(AtomicFile *af, const char *path) {
     size_t n = strlen(path);
     af->path = mallocCheck(n + 1);
     memcpy(af->path, path, n + 1);
     af->tmp_path = mallocCheck(n + 5);
     snprintf(af->tmp_path, n + 5, "%s.tmp", path);
+    if (path_is_dir(af->tmp_path) || path_is_dir(path))
+        t5_fail("%s: is a directory, where train_t5 writes a file; HINT: move it out of the way",
+                path_is_dir(path) ? path : af->tmp_path);
     af->f = fopenCheck(af->tmp_path, "wb");
+    pending_add(af->tmp_path, 0);
     return af->f;
 }
 
@@ -25,7 +89,8 @@ void atomic_commit(AtomicFile *af) {
     if (fflush(af->f) != 0 || fsync(fileno(af->f)) != 0) {
         char msg[1024];
         snprintf(msg, sizeof msg, "writing '%s' failed: %s", af->tmp_path, strerror(errno));
-        t5_die(__FILE__, __LINE__, msg, "check free disk space and permissions");
+        t5_die(__FILE__, __LINE__, msg, "free disk space (df), check the file-size limit (ulimit -f) and "
+               "permissions, then run again; the unfinished file was removed");
     }
     fcloseCheck(af->f, af->tmp_path);
     if (rename(af->tmp_path, af->path) != 0) {
@@ -33,6 +98,7 @@ void atomic_commit(AtomicFile *af) {
         snprintf(msg, sizeof msg, "renaming '%s' to '%s' failed: %s", af->tmp_path, af->path, strerror(errno));
         t5_die(__FILE__, __LINE__, msg, "check permissions of the output directory");
     }
+    fileio_keep(af->tmp_path);
     free(af->path);
     free(af->tmp_path);
     af->f = NULL;
@@ -57,6 +123,11 @@ void mkdir_p(const char *dir) {
 int path_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int path_is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 int path_exists(const char *path) {

@@ -10,14 +10,23 @@ typedef struct {
     FILE *f;
 } AtomicFile;
 
+// An error exit (any t5_fail / t5_die) before atomic_commit removes the temp file.
 FILE *atomic_open(AtomicFile *af, const char *path);
 void atomic_commit(AtomicFile *af);   // flush, fsync, close, rename; errors exit
+
+// A directory being written (a checkpoint before its rename): an error exit removes it
+// with everything in it, unless fileio_keep(path) was called first.
+void fileio_remove_at_exit(const char *dir);
+void fileio_keep(const char *path);
+// rm -rf: what can be removed is (no symlink is followed).
+void remove_tree(const char *path);
 
 // mkdir -p; errors exit with the path and reason.
 void mkdir_p(const char *dir);
 // 1 if path is a directory holding at least one entry (other than . and ..).
 int dir_is_nonempty(const char *dir);
 int path_is_dir(const char *path);
+int path_is_file(const char *path);  // a regular file
 int path_exists(const char *path);
 // Copy src to dst atomically.
 void file_copy_atomic(const char *src, const char *dst);

@@ -2,6 +2,8 @@
 #include "flags.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,11 @@ static void parse_value(const FlagSpec *f, const char *v, const char *command) {
     case FLAG_FLOAT: {
         double x = strtod(v, &end);
         if (errno || !*v || *end) t5_fail("%s: --%s expects a number, found \"%s\"", command, f->name, v);
+        // every number flag means a finite value that an fp32 holds (rates, ratios, counts of
+        // steps): inf, nan and 1e300 would become inf/nan weights or a wrapped step count
+        if (!isfinite(x) || fabs(x) > FLT_MAX)
+            t5_fail("%s: --%s expects a finite number (at most %.1e in magnitude), found \"%s\"", command, f->name,
+                    FLT_MAX, v);
         if (f->dst) *(double *)f->dst = x;
         break;
     }

@@ -2,6 +2,8 @@
 // (--name value, --name=value; booleans as --name or --name true|false).
 // Unknown flags are one error naming every one of them, each with the closest known
 // name; a value that does not parse is an error naming the flag and the expected type.
+// A number (FLAG_FLOAT) must be finite and within fp32's range: inf, nan and 1e300 are
+// errors (FLAG_INT: within int).
 #pragma once
 
 typedef enum { FLAG_STRING = 0, FLAG_INT, FLAG_FLOAT, FLAG_BOOL } FlagType;

@@ -80,6 +80,19 @@ void collate_free(Collated *c) {
     memset(c, 0, sizeof *c);
 }
 
+long collate_source_count(const Dataset *ds, const uint64_t *idx, long n, int max_source_length, int padded) {
+    long total = 0, longest = 0;
+    for (long i = 0; i < n; i++) {
+        const int32_t *src, *tgt;
+        int ls, lt;
+        dataset_example(ds, idx[i], &src, &ls, &tgt, &lt);
+        long l = trunc_len(ls, max_source_length);
+        total += l;
+        if (l > longest) longest = l;
+    }
+    return padded ? n * longest : total;
+}
+
 long collate_label_count(const Dataset *ds, const uint64_t *idx, long n, int max_target_length) {
     long total = 0;
     for (long i = 0; i < n; i++) {

@@ -21,3 +21,6 @@ void collate_free(Collated *c);
 // Label tokens (labels != -100) the examples idx[0..n) get in collate_batch: each target
 // truncated to max_target_length. Every rank counts a step's global batch this way.
 long collate_label_count(const Dataset *ds, const uint64_t *idx, long n, int max_target_length);
+// The input_ids tokens of the batch collate_batch makes of these examples: padded (n x the
+// longest truncated source, HF's input_ids.numel()) or not (the sources' truncated lengths).
+long collate_source_count(const Dataset *ds, const uint64_t *idx, long n, int max_source_length, int padded);

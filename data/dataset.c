@@ -134,10 +134,11 @@ void dataset_prepare(const TextSpec *spec, const Spm *spm, const char *out_path)
     TextReader *r = text_reader_open(spec);
     uint64_t count = (uint64_t)text_reader_count(r);
 
-    size_t plen = strlen(out_path);
-    char *tmp = mallocCheck(plen + 5);
-    memcpy(tmp, out_path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
+    // the temp name holds the pid: two runs preparing the same cache file at once (a shared
+    // --cache_dir) each write their own, and the last rename wins with a whole file
+    size_t tmp_cap = strlen(out_path) + 32;
+    char *tmp = mallocCheck(tmp_cap);
+    snprintf(tmp, tmp_cap, "%s.%ld.tmp", out_path, (long)getpid());
     FILE *f = fopen(tmp, "w+b");
     if (!f) t5_fail("%s: cannot create: %s; check that the directory exists and is writable", tmp, strerror(errno));
     g_tmp_path = tmp;

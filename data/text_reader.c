@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -25,6 +26,10 @@ struct TextReader {
 
 static FILE *open_text(const char *path, const char *what) {
     FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (f && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
+        t5_fail("%s: is a directory, where the %s file is expected; HINT: --data_dir holds train/val/test .source and "
+                ".target files; --train_file etc. name JSON lines files", path, what);
     if (!f)
         t5_fail("%s: cannot open the %s file: %s; check the path (--data_dir holds train/val/test .source and "
                 ".target; --train_file etc. name JSON lines files)",

@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -35,6 +36,10 @@ static int is_auto_value(const cJSON *it) { return cJSON_IsString(it) && !strcmp
 
 // The value as it is in the file, quoted for a message.
 static void json_repr(const cJSON *it, char *out, size_t cap) {
+    if (cJSON_IsNumber(it) && !isfinite(it->valuedouble)) {  // cJSON would print null
+        snprintf(out, cap, "a number beyond a double's range (read as %g)", it->valuedouble);
+        return;
+    }
     char *s = cJSON_PrintUnformatted(it);
     if (!s) {
         snprintf(out, cap, "(unprintable)");
@@ -94,7 +99,10 @@ __attribute__((noreturn)) static void fail_expected(const Loader *L, const KeySp
 
 static int is_integral(double x) { return x == floor(x) && fabs(x) <= BIG; }
 
+// A number within the key's bounds; finite always (cJSON reads 1e400 as inf), and within
+// fp32 for the values the optimizer computes with.
 static int in_bounds(const KeySpec *s, double x) {
+    if (!isfinite(x) || fabs(x) > FLT_MAX) return 0;
     if ((s->fl & F_LO_OPEN) ? !(x > s->lo) : !(x >= s->lo)) return 0;
     return s->hi >= BIG || x <= s->hi;
 }

@@ -13,6 +13,8 @@
 #pragma once
 #include <stdio.h>
 
+#define IMAX 2147483647.0  // keys the run keeps in an int (batch sizes, step counts)
+
 typedef enum {
     ZERO_STAGE_DISABLED = 0,       // plain data parallel
     ZERO_STAGE_OPTIMIZER_STATES,   // 1: optimizer states partitioned

@@ -10,7 +10,7 @@
 #define O(f) offsetof(DsConfig, f)
 #define SEC(p, o, d) {.path = p, .kind = K_SECTION, .off = o, .doc = d}
 #define INT(p, f, l, h, df, fl_, d) {.path = p, .kind = K_INT, .off = O(f), .lo = l, .hi = h, .dflt = df, .fl = fl_, .doc = d}
-#define INT_DERIVED(p, f, d) {.path = p, .kind = K_INT, .off = O(f), .lo = 1, .hi = BIG, .fl = F_AUTO, .dflt_text = "derived", .doc = d}
+#define INT_DERIVED(p, f, d) {.path = p, .kind = K_INT, .off = O(f), .lo = 1, .hi = IMAX, .fl = F_AUTO, .dflt_text = "derived", .doc = d}
 #define NUM(p, f, l, h, df, fl_, d) {.path = p, .kind = K_NUM, .off = O(f), .lo = l, .hi = h, .dflt = df, .fl = fl_, .doc = d}
 #define BOOL(p, f, df, fl_, d) {.path = p, .kind = K_BOOL, .off = O(f), .dflt = df, .fl = fl_, .doc = d}
 #define ONLY_BOOL(p, df, d) {.path = p, .kind = K_ONLY_BOOL, .off = NO_OFF, .dflt = df, .doc = d}
@@ -91,7 +91,7 @@ const KeySpec k_keys[] = {
     INT("fp16.initial_scale_power", fp16.initial_scale_power, 0, 64, 16, 0, "the dynamic scale starts at 2^this"),
     INT("fp16.loss_scale_window", fp16.loss_scale_window, 1, BIG, 1000, 0,
         "clean steps before the dynamic scale doubles"),
-    INT("fp16.hysteresis", fp16.hysteresis, 1, BIG, 2, 0, "overflows tolerated before the scale halves"),
+    INT("fp16.hysteresis", fp16.hysteresis, 1, IMAX, 2, 0, "overflows tolerated before the scale halves"),
     BOOL("fp16.consecutive_hysteresis", fp16.consecutive_hysteresis, 0, 0,
          "refill the hysteresis on every clean step"),
     NUM("fp16.min_loss_scale", fp16.min_loss_scale, 0, INF, 1, F_LO_OPEN, "the dynamic scale never goes below this"),
@@ -135,10 +135,10 @@ const KeySpec k_keys[] = {
      .dflt = 0, .fl = F_AUTO, .sched = S_WARM, .dflt_text = "see doc",
      .doc = "lr after warmup (default: WarmupLR the optimizer's lr, WarmupDecayLR 0.001; HF: --learning_rate)"},
     {.path = "scheduler.params.warmup_num_steps", .kind = K_INT, .off = O(scheduler.warmup_num_steps), .lo = 0,
-     .hi = BIG, .dflt = 1000, .fl = F_AUTO, .sched = S_ALL, .doc = "warmup length in optimizer steps (HF: --warmup_steps)"},
+     .hi = IMAX, .dflt = 1000, .fl = F_AUTO, .sched = S_ALL, .doc = "warmup length in optimizer steps (HF: --warmup_steps)"},
     {.path = "scheduler.params.warmup_type", .kind = K_ENUM, .off = O(scheduler.warmup_type), .names = k_warmup_names,
      .sched = S_ALL, .doc = "warmup curve: log (DeepSpeed's default) or linear"},
-    {.path = "scheduler.params.total_num_steps", .kind = K_INT, .off = O(scheduler.total_num_steps), .lo = 1, .hi = BIG,
+    {.path = "scheduler.params.total_num_steps", .kind = K_INT, .off = O(scheduler.total_num_steps), .lo = 1, .hi = IMAX,
      .fl = F_AUTO, .sched = S_TOTAL, .dflt_text = "required", .doc = "required: steps of the whole run (HF: the computed number of steps)"},
     {.path = "scheduler.params.warmup_min_ratio", .kind = K_NUM, .off = O(scheduler.warmup_min_ratio), .lo = 0, .hi = 1,
      .dflt = 0, .sched = SB(DS_SCHEDULER_WARMUP_COSINE_LR), .doc = "lr ratio at step 0"},

@@ -88,6 +88,16 @@ static void fill_int(DsInt *d, long long v) {
     d->is_auto = 0;
 }
 
+// micro x accumulation x world size: more than an int holds (or a long long) is an error.
+static long long batch_product(const DsConfig *c, long long m, long long g, long long w) {
+    long long mg, t;
+    if (__builtin_mul_overflow(m, g, &mg) || __builtin_mul_overflow(mg, w, &t) || t > (long long)IMAX)
+        t5_fail("%s: micro-batch %lld x gradient accumulation %lld x world size %lld is more than %.0f samples per "
+                "optimizer step; HINT: lower \"train_micro_batch_size_per_gpu\" / \"gradient_accumulation_steps\" "
+                "(or the flags their \"auto\" takes)", c->file, m, g, w, IMAX);
+    return t;
+}
+
 static void resolve_batch(DsConfig *c, const DsResolveArgs *a) {
     const char *f = c->file;
     unsigned ex = a->flag_set_mask;
@@ -101,7 +111,7 @@ static void resolve_batch(DsConfig *c, const DsResolveArgs *a) {
     // HF trainer_config_process: "auto" takes the flags (train_batch_size from the flags too)
     if (m->is_auto) fill_int(m, P);
     if (g->is_auto) fill_int(g, G);
-    if (t->is_auto) fill_int(t, W * P * G);
+    if (t->is_auto) fill_int(t, batch_product(c, P, G, W));
     // DeepSpeed _set_batch_related_parameters: any two give the third. A key absent when the
     // others cannot give it takes the flag (HF 4.2 filled these from the flags itself).
     int ht = t->is_set, hm = m->is_set, hg = g->is_set;
@@ -112,25 +122,25 @@ static void resolve_batch(DsConfig *c, const DsResolveArgs *a) {
         m->v = t->v / (g->v * W);
         how_m = " (derived)";
     } else if (hm && hg && !ht) {
-        t->v = m->v * g->v * W;
+        t->v = batch_product(c, m->v, g->v, W);
     } else if (ht && !hm && !hg) {
         g->v = G;
         m->v = t->v / (g->v * W);
         how_m = " (derived)";
     } else if (hm && !ht && !hg) {
         g->v = G;
-        t->v = m->v * g->v * W;
+        t->v = batch_product(c, m->v, g->v, W);
     } else if (!ht && !hm) {
         m->v = P;
         if (!hg) g->v = G;
-        t->v = m->v * g->v * W;
+        t->v = batch_product(c, m->v, g->v, W);
     }
     // DeepSpeed _batch_assertion
-    if (t->v != m->v * g->v * W || m->v < 1 || g->v < 1)
+    if (m->v < 1 || g->v < 1 || t->v != batch_product(c, m->v, g->v, W))
         t5_fail("%s: batch sizes do not multiply out: \"train_batch_size\" %lld%s != \"train_micro_batch_size_per_gpu\" "
-                "%lld%s x \"gradient_accumulation_steps\" %lld%s x world size %lld (= %lld); fix them or set them to "
+                "%lld%s x \"gradient_accumulation_steps\" %lld%s x world size %lld (= %.0f); fix them or set them to "
                 "\"auto\"",
-                f, t->v, how_t, m->v, how_m, g->v, how_g, W, m->v * g->v * W);
+                f, t->v, how_t, m->v, how_m, g->v, how_g, W, (double)m->v * (double)g->v * (double)W);
     if ((ex & DS_FLAG_PER_DEVICE_TRAIN_BATCH_SIZE) && m->v != P)
         t5_fail("%s: \"train_micro_batch_size_per_gpu\" is %lld%s but --per_device_train_batch_size is %lld; set the "
                 "key to \"auto\" or make them equal",

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -150,6 +151,10 @@ const char *t5_config_preset_names(void) {
 
 // The JSON text of a value, shortened, for "found ..." in messages.
 static void describe_value(const cJSON *v, char *out, size_t cap) {
+    if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {  // cJSON would print null
+        snprintf(out, cap, "a number beyond a double's range (read as %g)", v->valuedouble);
+        return;
+    }
     char *s = cJSON_PrintUnformatted(v);
     if (!s) {
         snprintf(out, cap, "(unprintable)");
@@ -187,7 +192,9 @@ static void require_int(const cJSON *root, const char *path, const char *key, in
 static int get_float(const cJSON *root, const char *path, const char *key, float *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) fail_key(path, key, "a number", v);
+    // the value is kept as an fp32: 1e300 (or 1e400, which cJSON reads as inf) is not one
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || fabs(v->valuedouble) > FLT_MAX)
+        fail_key(path, key, "a finite number (within fp32's range)", v);
     *out = (float)v->valuedouble;
     return 1;
 }
@@ -405,4 +412,38 @@ void t5_config_save_json(const T5Config *c, const char *path) {
     fprintf(f, "}\n");
     if (ferror(f)) t5_fail("writing '%s' failed: %s", af.tmp_path, strerror(errno));
     atomic_commit(&af);
+}
+
+int t5_config_diff(const T5Config *a, const T5Config *b, char *diff, size_t cap) {
+    const struct {
+        const char *key;
+        long long x, y;
+    } ints[] = {
+        {"vocab_size", a->vocab_size, b->vocab_size},
+        {"d_model", a->d_model, b->d_model},
+        {"d_kv", a->d_kv, b->d_kv},
+        {"d_ff", a->d_ff, b->d_ff},
+        {"num_layers", a->num_layers, b->num_layers},
+        {"num_decoder_layers", a->num_decoder_layers, b->num_decoder_layers},
+        {"num_heads", a->num_heads, b->num_heads},
+        {"relative_attention_num_buckets", a->relative_attention_num_buckets, b->relative_attention_num_buckets},
+        {"relative_attention_max_distance", a->relative_attention_max_distance, b->relative_attention_max_distance},
+        {"is_gated_act", a->is_gated, b->is_gated},
+        {"activation", a->act, b->act},
+        {"untied lm_head.weight", a->untied_lm_head, b->untied_lm_head},
+        {"scale_decoder_outputs", a->scale_decoder_outputs, b->scale_decoder_outputs},
+        {"pad_token_id", a->pad_token_id, b->pad_token_id},
+        {"eos_token_id", a->eos_token_id, b->eos_token_id},
+        {"decoder_start_token_id", a->decoder_start_token_id, b->decoder_start_token_id},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ints[i].x != ints[i].y) {
+            snprintf(diff, cap, "%s %lld vs %lld", ints[i].key, ints[i].x, ints[i].y);
+            return 1;
+        }
+    if (a->layer_norm_epsilon != b->layer_norm_epsilon) {
+        snprintf(diff, cap, "layer_norm_epsilon %g vs %g", (double)a->layer_norm_epsilon, (double)b->layer_norm_epsilon);
+        return 1;
+    }
+    return 0;
 }

@@ -48,6 +48,10 @@ void t5_config_load_json(const char *path, T5Config *cfg);
 // Write config.json (atomically: temp file + rename) in the form transformers 5 writes.
 void t5_config_save_json(const T5Config *cfg, const char *path);
 
+// 1 if a and b are different architectures (shapes, activation, head, scaling, token ids,
+// layer-norm epsilon; not dropout), with the first difference in diff ("d_model 8 vs 16").
+int t5_config_diff(const T5Config *a, const T5Config *b, char *diff, size_t cap);
+
 // Parse a feed_forward_proj string ("relu", "gated-gelu", "gated-silu", ...).
 // Returns 1 on success, 0 if unsupported.
 int t5_config_parse_ffn(const char *proj, Activation *act, int *is_gated);

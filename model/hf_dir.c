@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,9 +45,18 @@ typedef struct {
     int nfiles;
 } Weights;
 
+// A path that exists but is not a regular file (a directory named model.safetensors):
+// said as such, not as "not found".
+static void refuse_non_file(const char *path) {
+    if (path_exists(path) && !is_file(path))
+        t5_fail("%s: %s, where a file is expected; HINT: a model directory holds config.json and model.safetensors "
+                "files", path, path_is_dir(path) ? "is a directory" : "not a regular file");
+}
+
 static void weights_open(Weights *w, const char *dir) {
     memset(w, 0, sizeof *w);
     char *single = path_join(dir, SINGLE_FILE);
+    refuse_non_file(single);
     if (is_file(single)) {
         w->where = single;
         w->files = callocCheck(1, sizeof *w->files);
@@ -55,6 +65,7 @@ static void weights_open(Weights *w, const char *dir) {
         return;
     }
     char *index = path_join(dir, INDEX_FILE);
+    refuse_non_file(index);
     if (!is_file(index)) {
         char *bin = path_join(dir, "pytorch_model.bin"), *bin_index = path_join(dir, "pytorch_model.bin.index.json");
         if (is_file(bin) || is_file(bin_index))
@@ -175,6 +186,7 @@ static const StTensor *find_shared(const Weights *w, const StFile **file) {
 int hf_resolve_model(const char *model_arg, T5Config *cfg) {
     if (path_is_dir(model_arg)) {
         char *cfg_path = path_join(model_arg, "config.json");
+        refuse_non_file(cfg_path);
         if (is_file(cfg_path)) {
             t5_config_load_json(cfg_path, cfg);
             free(cfg_path);
@@ -288,8 +300,16 @@ void hf_load_weights(const char *dir, const T5Config *cfg, const ParamLayout *la
     // 2. nothing the model does not have
     check_no_extra(&w, lay, untied, src, srcf);
 
-    // 3. read
-    for (int i = 0; i < lay->count; i++) st_read_f32(srcf[i], src[i], params + lay->specs[i].offset);
+    // 3. read; a weight that is inf/nan would make every loss nan: refused, naming the tensor
+    for (int i = 0; i < lay->count; i++) {
+        float *t = params + lay->specs[i].offset;
+        st_read_f32(srcf[i], src[i], t);
+        for (size_t k = 0; k < lay->specs[i].numel; k++)
+            if (!isfinite(t[k]))
+                t5_fail("%s: tensor \"%s\" holds %g at element %zu: the weights are damaged (or come from a run that "
+                        "diverged); HINT: use an earlier checkpoint or the original weights", srcf[i]->path,
+                        src[i]->name, (double)t[k], k);
+    }
     (void)cfg;
     free(src);
     free(srcf);
@@ -303,6 +323,17 @@ void hf_save_model(const char *dir, const T5Config *cfg, const ParamLayout *lay,
     if (untied != (cfg->untied_lm_head != 0))
         t5_die(__FILE__, __LINE__, "hf_save_model: the layout and cfg->untied_lm_head disagree",
                "build the layout from the same config");
+    // a weight that is inf/nan, or that the saved dtype turns into inf, is no model: nothing
+    // is written (every save goes through here: the trainer, convert, overfit)
+    const double lim = dtype == ST_F16 ? 65504.0 : dtype == ST_BF16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
+    for (int i = 0; i < lay->count; i++) {
+        const float *t = params + lay->specs[i].offset;
+        for (size_t k = 0; k < lay->specs[i].numel; k++)
+            if (!(fabs((double)t[k]) <= lim))
+                t5_fail("%s: tensor \"%s\" holds %g at element %zu, %s: the model is not written; HINT: %s", dir,
+                        lay->specs[i].name, (double)t[k], k, isfinite(t[k]) ? "beyond the saved dtype's range" : "not a finite number",
+                        isfinite(t[k]) ? "save as f32 (--dtype f32)" : "lower the learning rate; check the weights and data");
+    }
     mkdir_p(dir);
 
     // tie_word_embeddings written as the file is: a separate lm_head.weight means untied

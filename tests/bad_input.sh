@@ -163,6 +163,23 @@ model("untied_cfg_tied_file", cfg=flan, tensors=layout(flan, False))
 with open(os.path.join(root, "untied_cfg_tied_file.count"), "w") as f:
     f.write(str(sum(numel(s) for _, s in layout(flan, False))))
 model("bart_config", cfg=dict(BASE, model_type="bart"), tensors=good)
+# numbers and weights that are not finite
+model("eps_1e300", config_text=json.dumps(BASE)[:-1] + ', "layer_norm_epsilon": 1e300}', tensors=good)
+def poison(blob, name, index, value):
+    """The safetensors bytes with element `index` of tensor `name` set to `value` (F32)."""
+    n = struct.unpack("<Q", blob[:8])[0]
+    hdr = json.loads(blob[8:8 + n])
+    at = 8 + n + hdr[name]["data_offsets"][0] + 4 * index
+    return blob[:at] + struct.pack("<f", value) + blob[at + 4:]
+model("nan_weight", blob=poison(full, "decoder.block.1.layer.0.SelfAttention.k.weight", 5, float("nan")))
+model("big_weight", blob=poison(full, "decoder.block.1.layer.0.SelfAttention.k.weight", 5, 1e5))  # beyond fp16
+# a directory where a file is expected
+for kind in ("config.json", "model.safetensors", "model.safetensors.index.json"):
+    d = os.path.join(root, "dir_" + kind.replace(".", "_"))
+    os.makedirs(os.path.join(d, kind))
+    if kind != "config.json":
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(BASE, f)
 PY
 
 # ---- run ---------------------------------------------------------------------------------
@@ -170,9 +187,11 @@ PY
 # (the process ends), so leak checking is off for the error cases and on for valid models.
 run() { # run ENV_ASAN_OPTIONS ARGS... (the train_t5 command line)
   local opts=$1; shift
-  ASAN_OPTIONS=$opts UBSAN_OPTIONS=print_stacktrace=1 "$BIN" "$@" >"$T/out" 2>"$T/err"
+  ASAN_OPTIONS=$opts UBSAN_OPTIONS=print_stacktrace=1 ${PRE[@]+"${PRE[@]}"} "$BIN" "$@" >"$T/out" 2>"$T/err"
   rc=$?
 }
+
+PRE=()  # a command the run goes through: a file-size limit, another user
 
 sanitizer_report() { grep -qE 'AddressSanitizer|LeakSanitizer|runtime error|UndefinedBehaviorSanitizer' "$T/err"; }
 
@@ -248,6 +267,11 @@ expect_error "shape mismatch" "$T/shape_mismatch" '"encoder.block.1.layer.1.Dens
 expect_error "unknown tensor" "$T/unknown_tensor" '"model.decoder.layers.0.fc1.weight"'
 expect_error "unknown preset" "t5-tiny" '"t5-tiny"'
 expect_error "no such path" "$T/does/not/exist" "$T/does/not/exist"
+expect_error "eps 1e300" "$T/eps_1e300" '"layer_norm_epsilon"'
+expect_error "nan weight" "$T/nan_weight" '"decoder.block.1.layer.0.SelfAttention.k.weight"'
+expect_error "config.json a dir" "$T/dir_config_json" "config.json: is a directory"
+expect_error "weights a dir" "$T/dir_model_safetensors" "model.safetensors: is a directory"
+expect_error "index a dir" "$T/dir_model_safetensors_index_json" "model.safetensors.index.json: is a directory"
 
 # ---- flags and batch files ---------------------------------------------------------------
 FIX=tests/fixtures/relu_tied
@@ -256,6 +280,9 @@ expect_error_cmd "bad flag value" "--steps" overfit --model "$T/good" --steps ma
 expect_error_cmd "unknown command" '"trian"' trian --model "$T/good"
 expect_error_cmd "bad dtype" "--dtype" convert --model "$T/good" --output_dir "$T/conv" --dtype f8
 expect_error_cmd "preset, no --init" "--init random" info --model t5-small
+expect_error_cmd "f16 overflow" '"decoder.block.1.layer.0.SelfAttention.k.weight"' convert --model "$T/big_weight" \
+  --output_dir "$T/conv16" --dtype f16
+[ -e "$T/conv16/model.safetensors" ] && notok "f16 overflow: $T/conv16/model.safetensors was written"
 expect_error_cmd "batch not a file" "$T/nope.safetensors" loss --model "$T/good" --batch "$T/nope.safetensors"
 expect_error_cmd "batch w/o labels" '"input_ids"' loss --model "$T/good" --batch "$T/good/model.safetensors"
 expect_error_cmd "ids outside vocab" "reference.safetensors" loss --model "$T/good" --batch "$FIX/reference.safetensors"
@@ -267,6 +294,7 @@ head -n 8 data/sample/train.source >"$T/d_ok/train.source"; head -n 8 data/sampl
 head -n 8 data/sample/train.source >"$T/d_mis/train.source"; head -n 7 data/sample/train.target >"$T/d_mis/train.target"
 printf 'Hello world.\n\nThird line.\n' >"$T/d_empty/train.source"; printf 'Salut.\nDoi.\nTrei.\n' >"$T/d_empty/train.target"
 printf 'Hello \xc3\x28 world.\nFine.\n' >"$T/d_utf8/train.source"; printf 'Salut.\nBine.\n' >"$T/d_utf8/train.target"
+head -n 4 data/sample/val.source >"$T/d_ok/val.source"; head -n 4 data/sample/val.target >"$T/d_ok/val.target"
 head -n 2 data/sample/train.source >"$T/d_small/train.source"; head -n 2 data/sample/train.target >"$T/d_small/train.target"
 printf '{"translation": {"en": "Hi.", "ro": "Salut."}}\n{"translation": {"en": "Bye."\n' >"$T/bad.jsonl"
 printf '{"translation": {"en": "Hi.", "de": "Hallo."}}\n' >"$T/nokey.jsonl"
@@ -400,4 +428,165 @@ expect_flag_error "ds: warmup vs flag" "warmup_num_steps" "$TM" --deepspeed "$T/
 expect_error_cmd "non-empty output_dir" "--overwrite_output_dir" --model "$TM" --tokenizer_name "$TOK" --do_train \
   --data_dir "$T/d_ok" --output_dir "$T/busy"
 [ "$(ls "$T/busy")" = "file.txt" ] || notok "non-empty output_dir: its contents changed"
+# ---- issue 13: numbers, non-finite training, output paths, resume, write failures ----------
+# Every case below failed on the train_t5 before issue 13 (exit 0, a crash, or an error
+# only after training). Trainer runs use the tiny fixture model on 8 lines.
+TRAIN=(--model "$TM" --tokenizer_name "$TOK" --cache_dir "$T/cache" --per_device_train_batch_size 4 --do_train
+       --data_dir "$T/d_ok")
+trained_before_error() { grep -q "Running training" "$T/out"; }
+expect_no_training() { # NAME: the error came before the first step
+  if trained_before_error; then notok "$1: the run trained before its error"; fi
+}
+# step counts that do not fit an int, and number flags that are not finite numbers
+expect_train_error "epochs 3e8, batch 1" "more than 2147483647" --do_train --data_dir "$T/d_ok" --max_steps -1 \
+  --per_device_train_batch_size 1 --num_train_epochs 3e8
+expect_train_error "epochs 1e10" "more than 2147483647" --do_train --data_dir "$T/d_ok" --max_steps -1 \
+  --num_train_epochs 1e10
+for f in $(grep -oE '(USE|ALIAS)\("[a-z_]+", FLAG_FLOAT' trainer/args.c | cut -d'"' -f2); do
+  for v in inf nan 1e300; do
+    expect_train_error "--$f $v" "--$f" --do_train --data_dir "$T/d_ok" "--$f" "$v"
+  done
+done
+expect_train_error "n_train -5" "--n_train" --do_train --data_dir "$T/d_ok" --n_train -5
+expect_train_error "dropout -0.5" "--dropout_rate" --do_train --data_dir "$T/d_ok" --dropout -0.5
+expect_train_error "generation length 2^31-1" "--generation_max_length" --do_train --data_dir "$T/d_ok" \
+  --generation_max_length 2147483647
+echo '{"optimizer": {"type": "AdamW", "params": {"lr": 1e400}}}' >"$T/lr_1e400_ds.json"
+expect_train_error "deepspeed lr 1e400" '"optimizer.params.lr"' --do_train --data_dir "$T/d_ok" \
+  --deepspeed "$T/lr_1e400_ds.json"
+# a directory where a file is expected
+mkdir -p "$T/ds_dir" "$T/d_dirsrc/train.source" "$T/jsonl_dir"
+cp "$T/d_ok/train.target" "$T/d_dirsrc/"
+expect_train_error "--deepspeed a dir" "is a directory" --do_train --data_dir "$T/d_ok" --deepspeed "$T/ds_dir"
+expect_train_error "train.source a dir" "is a directory" --do_train --data_dir "$T/d_dirsrc"
+expect_train_error "--train_file a dir" "is a directory" --do_train --train_file "$T/jsonl_dir"
+
+# a run that diverges (fp32): stopped after a few non-finite steps, nothing saved
+expect_train_error "lr 1e30 diverges" "inf/nan" --do_train --data_dir "$T/d_ok" --max_steps 8 --learning_rate 1e30
+
+# a checkpoint to resume from, and damaged copies of it
+ASAN_OPTIONS=detect_leaks=0 "$BIN" "${TRAIN[@]}" --output_dir "$T/ck" --max_steps 2 --save_steps 2 --do_eval \
+  >"$T/ck.log" 2>&1 || { notok "training the checkpoint for the resume cases failed"; sed -n '1,12s/^/       | /p' "$T/ck.log"; }
+CK=$T/ck/checkpoint-2
+damaged() { rm -rf "$T/ck_$1"; cp -r "$CK" "$T/ck_$1"; echo "$T/ck_$1"; }
+d=$(damaged step)
+python3 -c 'import json,sys; p=sys.argv[1]; s=json.load(open(p)); s["optimizer_step"]=0; json.dump(s,open(p,"w"))' \
+  "$d/zero_state.json"
+expect_train_error "optimizer step != global" 'optimizer_step 0' --do_train --data_dir "$T/d_ok" --max_steps 4 \
+  --resume_from_checkpoint "$d"
+d=$(damaged nan_moment)
+python3 - "$d/optimizer.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]; hdr = json.loads(b[8:8 + n])
+name = sorted(k for k in hdr if k != "__metadata__")[0]
+at = 8 + n + hdr[name]["data_offsets"][0] + 4 * 3
+b[at:at + 4] = struct.pack("<f", float("nan")); open(p, "wb").write(bytes(b))
+PY
+expect_train_error "nan in moments" "optimizer.safetensors" --do_train --data_dir "$T/d_ok" --max_steps 4 \
+  --resume_from_checkpoint "$d"
+d=$(damaged state_dir); rm "$d/trainer_state.json"; mkdir "$d/trainer_state.json"
+expect_train_error "trainer_state a dir" "is a directory" --do_train --data_dir "$T/d_ok" --max_steps 4 \
+  --resume_from_checkpoint "$d"
+d=$(damaged zero_dir); rm "$d/zero_state.json"; mkdir "$d/zero_state.json"
+expect_train_error "zero_state a dir" "is a directory" --do_train --data_dir "$T/d_ok" --max_steps 4 \
+  --resume_from_checkpoint "$d"
+d=$(damaged big_step)
+python3 -c 'import sys; p=sys.argv[1]; s=open(p).read(); import re; open(p,"w").write(re.sub(r"\"global_step\": *[0-9]+", "\"global_step\": 1e300", s))' \
+  "$d/trainer_state.json"
+expect_train_error "global_step 1e300" '"global_step"' --do_train --data_dir "$T/d_ok" --max_steps 4 \
+  --resume_from_checkpoint "$d"
+expect_train_error "resume, other --model" "is not a checkpoint of --model" --do_train --data_dir "$T/d_ok" \
+  --max_steps 4 --resume_from_checkpoint "$CK" --model t5-small --init random
+
+# --output_dir: what the run writes must be writable before it trains, and a second run on
+# the same directory at once is refused naming the first
+mkdir -p "$T/obst/model.safetensors" "$T/obst2/all_results.json" "$T/obst3"
+touch "$T/obst3/checkpoint-1"
+expect_error_cmd "model.safetensors a dir" "is a directory" "${TRAIN[@]}" --max_steps 2 --output_dir "$T/obst" \
+  --overwrite_output_dir
+expect_no_training "model.safetensors a dir"
+expect_error_cmd "all_results a dir" "is a directory" "${TRAIN[@]}" --max_steps 2 --output_dir "$T/obst2" \
+  --overwrite_output_dir
+expect_no_training "all_results a dir"
+expect_error_cmd "checkpoint-1 a file" "checkpoint-1" "${TRAIN[@]}" --max_steps 2 --output_dir "$T/obst3" \
+  --overwrite_output_dir
+expect_no_training "checkpoint-1 a file"
+# read-only: root writes anywhere, so the run goes as nobody into a directory owned by root
+mkdir -p "$T/ro_out" "$T/cache_ro"
+echo keep >"$T/ro_out/old.txt"
+chmod 755 "$T" "$T/ro_out"
+chmod 777 "$T/cache_ro"
+if [ "$(id -u)" -eq 0 ]; then PRE=(setpriv --reuid=65534 --regid=65534 --clear-groups); else chmod 555 "$T/ro_out"; fi
+expect_error_cmd "read-only output_dir" "$T/ro_out" "${TRAIN[@]}" --cache_dir "$T/cache_ro" --max_steps 2 \
+  --output_dir "$T/ro_out" --overwrite_output_dir
+expect_no_training "read-only output_dir"
+PRE=()
+chmod 700 "$T"
+# the lock: a long first run holds it; the second is refused naming the first one's pid
+ASAN_OPTIONS=detect_leaks=0 "$BIN" "${TRAIN[@]}" --max_steps 100000 --save_steps 100000 --output_dir "$T/locked" \
+  >"$T/first.log" 2>&1 &
+first=$!
+for _ in $(seq 1 300); do grep -qs "pid $first" "$T/locked/.train_t5.lock" && break; sleep 0.2; done
+expect_error_cmd "output_dir in use" "pid $first" "${TRAIN[@]}" --max_steps 2 --output_dir "$T/locked" \
+  --overwrite_output_dir
+expect_no_training "output_dir in use"
+kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
+
+# a write that fails (the file-size limit: EFBIG, as ENOSPC) while saving: said, the
+# unfinished files removed, the earlier run's outputs intact
+sum_before=$(cd "$T/ck" && find . -type f -exec md5sum {} + | sort)
+PRE=(bash -c 'ulimit -f 400 && exec "$@"' _)
+expect_error_cmd "file-size limit" "ulimit -f" "${TRAIN[@]}" --max_steps 2 --save_steps 1 --output_dir "$T/ck" \
+  --overwrite_output_dir
+PRE=()
+left=$(cd "$T/ck" && find . -name '*.tmp' -o -name 'checkpoint-1' | tr '\n' ' ')
+[ -z "$left" ] || notok "file-size limit: left behind: $left"
+[ "$(cd "$T/ck" && find . -type f -exec md5sum {} + | sort)" = "$sum_before" ] || \
+  notok "file-size limit: the earlier run's files in $T/ck changed"
+
+# runs that succeed, checked for what they write
+expect_run_ok() { # NAME ARGS...: exit 0, no sanitizer report
+  local name=$1; shift
+  run "detect_leaks=0" "$@"
+  if [ "$rc" -ne 0 ] || sanitizer_report; then
+    notok "$name: exit code $rc$(sanitizer_report && echo ', sanitizer report')"; sed -n '1,12s/^/       | /p' "$T/err"
+    return 1
+  fi
+}
+# HF merges all_results.json: the eval_* keys of the first run stay after a resumed run
+if expect_run_ok "resume merges all_results" "${TRAIN[@]}" --max_steps 4 --output_dir "$T/ck" \
+     --resume_from_checkpoint "$CK"; then
+  if grep -q '"eval_loss"' "$T/ck/all_results.json" && grep -q '"train_loss"' "$T/ck/all_results.json"; then
+    ok "resume merges all_results: eval_loss of the first run kept"
+  else notok "resume merges all_results: $(tr -d '\n ' <"$T/ck/all_results.json" | cut -c1-200)"; fi
+fi
+# an eval batch larger than the split is the split (no buffer of 2^31 rows)
+if expect_run_ok "eval batch 2^31-1" "${TRAIN[@]}" --max_steps 1 --do_eval --output_dir "$T/evalbig" \
+     --per_device_eval_batch_size 2147483647; then ok "eval batch 2^31-1: runs"; fi
+# --include_num_input_tokens_seen: the real count (HF 5.17), padded (all) and not
+seen() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_input_tokens_seen"])' "$1"; }
+if expect_run_ok "tokens seen (all)" "${TRAIN[@]}" --max_steps 2 --output_dir "$T/seen_all" \
+     --include_num_input_tokens_seen all --logging_steps 1 &&
+   expect_run_ok "tokens seen (non_padding)" "${TRAIN[@]}" --max_steps 2 --output_dir "$T/seen_np" \
+     --include_num_input_tokens_seen non_padding; then
+  a=$(seen "$T/seen_all/trainer_state.json"); b=$(seen "$T/seen_np/trainer_state.json")
+  logged=$(python3 -c 'import json,sys; print(sum("num_input_tokens_seen" in e for e in json.load(open(sys.argv[1]))["log_history"]))' \
+    "$T/seen_all/trainer_state.json")
+  if python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (a >= b > 0))' "$a" "$b" &&
+     [ "$logged" -ge 2 ]; then
+    ok "tokens seen: all $a >= non_padding $b > 0, in $logged log entries"
+  else notok "tokens seen: all $a, non_padding $b"; fi
+fi
+# --freeze_embeds: the trainable count leaves shared.weight out
+if expect_run_ok "freeze_embeds count" "${TRAIN[@]}" --max_steps 1 --output_dir "$T/frozen" --freeze_embeds; then
+  want=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["vocab_size"] * c["d_model"])' \
+    "$TM/config.json")
+  total=$(grep -oE 'Number of trainable parameters = [0-9]+' "$T/ck.log" | grep -oE '[0-9]+$')  # no freezing
+  got=$(grep -oE 'Number of trainable parameters = [0-9]+' "$T/out" | grep -oE '[0-9]+$')
+  if [ -n "$got" ] && [ -n "$total" ] && [ "$got" -eq $((total - want)) ]; then
+    ok "freeze_embeds count: $got = $total - shared.weight $want"
+  else notok "freeze_embeds count: $got, want $total - $want"; fi
+fi
+
 finish

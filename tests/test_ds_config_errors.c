@@ -384,12 +384,80 @@ static void test_names_and_reference(void) {
     free(out);
 }
 
+// ---- every number a config can hold: beyond a double (cJSON reads 1e400 as inf) or beyond
+// fp32 is refused naming the key. The keys are read off ds_config_print_reference, so a key
+// added later is covered without a change here.
+
+// {"a": {"b": VALUE}} for the key "a.b" (betas: [0.9, VALUE]); a scheduler's params come
+// with a scheduler type that takes them.
+static void nested_json(const char *key, const char *value, char *json, size_t cap) {
+    char path[128];
+    snprintf(path, sizeof path, "%s", key);
+    size_t k = 0;
+    int depth = 0;
+    char *save = NULL;
+    for (char *seg = strtok_r(path, ".", &save), *next; seg; seg = next, depth++) {
+        next = strtok_r(NULL, ".", &save);
+        if (next && depth == 0 && !strcmp(seg, "scheduler")) {
+            const char *type = strstr(key, "ratio") ? "WarmupCosineLR" : "WarmupDecayLR";
+            k += (size_t)snprintf(json + k, cap - k, "{\"scheduler\": {\"type\": \"%s\", ", type);
+            next = strtok_r(NULL, ".", &save);  // "params" follows
+            k += (size_t)snprintf(json + k, cap - k, "\"params\": ");
+            seg = next;
+            if (!seg) break;
+            next = strtok_r(NULL, ".", &save);
+        }
+        if (next) k += (size_t)snprintf(json + k, cap - k, "{\"%s\": ", seg);
+        else if (!strcmp(seg, "betas")) k += (size_t)snprintf(json + k, cap - k, "{\"betas\": [0.9, %s]", value);
+        else k += (size_t)snprintf(json + k, cap - k, "{\"%s\": %s", seg, value);
+    }
+    int open = 0;
+    for (const char *c = json; *c; c++) open += (*c == '{') - (*c == '}');
+    while (open-- > 0) k += (size_t)snprintf(json + k, cap - k, "}");
+}
+
+static void test_every_number_key(void) {
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *m = open_memstream(&out, &outlen);
+    ds_config_print_reference(m);
+    fclose(m);
+    int keys = 0, n = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char key[128], dflt[64];
+        int used = 0;
+        if (sscanf(line, "%127s %63s %n", key, dflt, &used) != 2 || !strcmp(key, "key")) continue;
+        const char *takes = line + used;
+        int is_num = strstr(takes, "integer") || !strncmp(takes, "a number", 8) || !strncmp(takes, "[beta1", 6) ||
+                     (!strncmp(takes, "only ", 5) && takes[5] >= '0' && takes[5] <= '9') ||
+                     !strcmp(key, "zero_optimization.stage");
+        if (!is_num) continue;
+        keys++;
+        const char *values[] = {"1e400", "-1e400", "1e39"};
+        for (int v = 0; v < 3; v++) {
+            char json[1024], name[64], what[1100];
+            nested_json(key, values[v], json, sizeof json);
+            snprintf(name, sizeof name, "number_%d.json", n++);
+            Job j = {.path = write_tmp(name, json), .resolve = 0};
+            const char *last = strrchr(key, '.') ? strrchr(key, '.') + 1 : key;
+            snprintf(what, sizeof what, "%s", json);
+            test_expect_error(what, job_fn, &j, j.path, last);
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "every number key of the reference tried: %d keys", keys);
+    test_check(keys >= 30, what);
+    free(out);
+}
+
 int main(void) {
     if (ds_test_begin("test_ds_config_errors")) return 2;
     test_bad_configs();
     test_flags_and_file();
     test_section_defaults();
     test_names_and_reference();
+    test_every_number_key();
     ds_test_end();
     return test_summary();
 }

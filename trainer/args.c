@@ -3,6 +3,7 @@
 // tests/test_args.c checks the two agree.
 #include "args.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ TrainArgs train_args_default(void) {
     a.max_target_length = 128;
     a.val_max_target_length = a.test_max_target_length = -1;
     a.n_train = a.n_val = a.n_test = -1;
+    a.include_num_input_tokens_seen = "no";
     a.per_device_train_batch_size = 8;
     a.per_device_eval_batch_size = 8;
     a.gradient_accumulation_steps = 1;
@@ -219,7 +221,8 @@ typedef struct {
     NOOP("log_level_replica", FLAG_STRING, "changes nothing: only rank 0 prints"),                                  \
     NOOP("log_on_each_node", FLAG_BOOL, "changes nothing: only rank 0 prints"),                                     \
     REFUSE("logging_nan_inf_filter", FLAG_BOOL, "false", "not built: the logged loss is the loss as computed (HF's default replaces nan/inf step losses)"), \
-    REFUSE("include_num_input_tokens_seen", FLAG_STRING, "no|false", "not logged yet"),                             \
+    USE("include_num_input_tokens_seen", FLAG_STRING, include_num_input_tokens_seen,                                 \
+        "count the input tokens trained on into num_input_tokens_seen (logs, trainer_state.json): no, all (padded; true) or non_padding"), \
     REFUSE("include_tokens_per_second", FLAG_BOOL, "false", "not reported yet (train_samples_per_second is)"),      \
     REFUSE("include_for_metrics", FLAG_STRING, NULL, "metrics are computed in C from the predictions and labels only"), \
     REFUSE("include_inputs_for_metrics", FLAG_BOOL, "false", "metrics are computed in C from the predictions and labels only"), \
@@ -443,9 +446,12 @@ static const TrainFlag *given_for(const TrainFlag *t, const char **given, int n,
 }
 
 // HF 5.17: a count of steps >= 1 must be whole; (0, 1) is a ratio of all steps.
+#define MAX_TOKENS 1048576  // the longest sequence a length flag may ask for
+
 static void check_steps(const char *name, double v, int zero_ok) {
     if (!(v >= 0) || (v == 0 && !zero_ok))
         t5_fail("--%s %g: must be > 0 (a number of steps, or below 1 a ratio of all steps)", name, v);
+    if (v > INT_MAX) t5_fail("--%s %g: must be at most %d steps", name, v, INT_MAX);
     if (v > 1 && v != (double)(long)v) t5_fail("--%s %g: must be a whole number of steps when above 1", name, v);
 }
 
@@ -569,6 +575,7 @@ static void check_ranges(TrainArgs *a, const GivenFlags *g) {
     if (!(a->warmup_ratio >= 0 && a->warmup_ratio <= 1)) t5_fail("--warmup_ratio %g: must be in [0, 1]", a->warmup_ratio);
     // HF 5.17: --warmup_steps below 1 is a ratio of all steps (it has no --warmup_ratio any more)
     if (!(a->warmup_steps_arg >= 0)) t5_fail("--warmup_steps %g: must be >= 0", a->warmup_steps_arg);
+    if (a->warmup_steps_arg > INT_MAX) t5_fail("--warmup_steps %g: must be at most %d steps", a->warmup_steps_arg, INT_MAX);
     if (a->warmup_steps_arg > 0 && a->warmup_steps_arg < 1) {
         if (g->warmup_ratio && a->warmup_ratio != a->warmup_steps_arg)
             t5_fail("--warmup_steps %g (a ratio, below 1) and --warmup_ratio %g contradict each other: pick one",
@@ -580,7 +587,18 @@ static void check_ranges(TrainArgs *a, const GivenFlags *g) {
     }
     if (!(a->label_smoothing_factor >= 0 && a->label_smoothing_factor < 1))
         t5_fail("--label_smoothing_factor %g: must be in [0, 1)", a->label_smoothing_factor);
-    if (a->dropout_rate >= 1) t5_fail("--dropout_rate %g: must be in [0, 1)", a->dropout_rate);
+    // -1: unset (the config's); any other value must be a probability, as torch's Dropout asks
+    if (a->dropout_rate != -1 && !(a->dropout_rate >= 0 && a->dropout_rate < 1))
+        t5_fail("--dropout_rate %g: must be in [0, 1)", a->dropout_rate);
+    // token lengths size buffers (the generation output is batch x length): a length no T5
+    // run can mean is refused here, not by an allocation of gigabytes at the first evaluation
+    const int *const lens[] = {&a->max_source_length, &a->max_target_length, &a->val_max_target_length,
+                               &a->test_max_target_length, &a->generation_max_length};
+    const char *const len_names[] = {"max_source_length", "max_target_length", "val_max_target_length",
+                                     "test_max_target_length", "generation_max_length"};
+    for (int i = 0; i < 5; i++)
+        if (*lens[i] > MAX_TOKENS)
+            t5_fail("--%s %d: must be at most %d tokens", len_names[i], *lens[i], MAX_TOKENS);
     if (a->max_source_length < 2) t5_fail("--max_source_length %d: must be >= 2 (one token plus </s>)", a->max_source_length);
     if (a->max_target_length < 2) t5_fail("--max_target_length %d: must be >= 2 (one token plus </s>)", a->max_target_length);
     if (a->val_max_target_length != -1 && a->val_max_target_length < 2)
@@ -593,6 +611,17 @@ static void check_ranges(TrainArgs *a, const GivenFlags *g) {
         t5_fail("--generation_max_length %d: must be >= 2 (the start token plus one)", a->generation_max_length);
     if (a->generation_num_beams < 1 || a->generation_num_beams > 64)
         t5_fail("--generation_num_beams %d: must be in [1, 64]", a->generation_num_beams);
+    // HF 5.17: a bool means all (true) or no (false)
+    static const char *const yes_words[] = {"true", "True", "1"}, *const no_words[] = {"false", "False", "0"};
+    if (one_of(a->include_num_input_tokens_seen, yes_words, 3)) a->include_num_input_tokens_seen = "all";
+    if (one_of(a->include_num_input_tokens_seen, no_words, 3)) a->include_num_input_tokens_seen = "no";
+    static const char *const token_counts[] = {"no", "all", "non_padding"};
+    if (!one_of(a->include_num_input_tokens_seen, token_counts, 3))
+        t5_fail("--include_num_input_tokens_seen \"%s\": expected no, all (true) or non_padding",
+                a->include_num_input_tokens_seen);
+    if (a->n_train < -1 || a->n_val < -1 || a->n_test < -1)
+        t5_fail("--n_train/--n_val/--n_test %d: must be >= 1 (or -1 for all)",
+                a->n_train < -1 ? a->n_train : a->n_val < -1 ? a->n_val : a->n_test);
     if (a->n_train == 0 || a->n_val == 0 || a->n_test == 0)
         t5_fail("--n_train/--n_val/--n_test 0: selects no examples (use -1 for all)");
     if (a->data_seed < -1) t5_fail("--data_seed %d: must be >= 0", a->data_seed);
@@ -718,6 +747,7 @@ static void check_launchers(const TrainArgs *a, const GivenFlags *g) {
     if (g->num_gpus && a->num_gpus < 1)
         t5_fail("--num_gpus %d: must be >= 1 (the number of GPU ranks to start on this host)", a->num_gpus);
     if (a->max_gpu_memory < 0) t5_fail("--max_gpu_memory %g: must be > 0 GiB", a->max_gpu_memory);
+    if (a->max_gpu_memory > 1048576) t5_fail("--max_gpu_memory %g: must be at most 1048576 GiB", a->max_gpu_memory);
 }
 
 void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {

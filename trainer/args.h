@@ -72,6 +72,7 @@ typedef struct {
     double eval_delay;            // no evaluation before this step (steps) or epoch (epoch)
     int eval_on_start;            // evaluate before the first step
     const char *save_strategy;    // no|steps|epoch
+    const char *include_num_input_tokens_seen;  // no|all|non_padding (HF 5.17; true: all, false: no)
 
     // ---- hardware and precision ----
     const char *device;           // cpu|cuda (resolved: cuda when built with CUDA and a GPU is visible)

@@ -2,6 +2,7 @@
 // the numbers the run uses, config.json parsed once. --deepspeed's part is deepspeed.c's.
 #include "plan.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -70,19 +71,35 @@ void run_plan_resolve(RunPlan *p, const TrainArgs *a, const DsConfig *ds_loaded)
 }
 
 int run_plan_steps(const RunPlan *p, long N, int world, int *steps_per_epoch, int *num_epochs) {
-    int B = p->micro_batch, GA = p->grad_accum;
-    long micro = (N + (long)B * world - 1) / ((long)B * world);
-    int spe = (int)((micro + GA - 1) / GA);
+    // every count here comes from user numbers: each is checked to fit before it is used
+    long long B = p->micro_batch, GA = p->grad_accum, batch;
+    if (__builtin_mul_overflow(B * world, GA, &batch) || batch > INT_MAX)
+        t5_fail("--per_device_train_batch_size %lld x --gradient_accumulation_steps %lld x %d rank%s is more than %d "
+                "samples per optimizer step; HINT: lower --gradient_accumulation_steps", B, GA, world,
+                world > 1 ? "s" : "", INT_MAX);
+    long long micro = ((long long)N + B * world - 1) / (B * world);
+    long long spe = (micro + GA - 1) / GA;
     if (spe < 1) spe = 1;
-    int total, epochs;
+    if (spe > INT_MAX)
+        t5_fail("%ld training examples in batches of %lld make %lld optimizer steps per epoch, more than %d; HINT: "
+                "raise --per_device_train_batch_size or --gradient_accumulation_steps, or lower --n_train", N, B * world,
+                spe, INT_MAX);
+    long long total, epochs;
     if (p->max_steps > 0) {
         total = p->max_steps;
-        epochs = (p->max_steps + spe - 1) / spe;
+        epochs = (total + spe - 1) / spe;
     } else {
-        total = (int)ceil(p->num_train_epochs * spe);
-        epochs = (int)ceil(p->num_train_epochs);
+        double t = ceil(p->num_train_epochs * (double)spe);
+        if (!(t <= INT_MAX))
+            t5_fail("--num_train_epochs %g: %g epochs of %lld optimizer steps is %.4g steps, more than %d; HINT: lower "
+                    "--num_train_epochs, or set --max_steps", p->num_train_epochs, p->num_train_epochs, spe, t, INT_MAX);
+        total = (long long)t;
+        epochs = (long long)ceil(p->num_train_epochs);
     }
-    if (steps_per_epoch) *steps_per_epoch = spe;
-    if (num_epochs) *num_epochs = epochs;
-    return total;
+    if (total < 1)  // a --do_train run that would train nothing (and save an untrained model) is an error
+        t5_fail("--num_train_epochs %g / --max_steps %d make %lld optimizer steps: nothing would be trained; HINT: "
+                "raise --num_train_epochs or --max_steps", p->num_train_epochs, p->max_steps, total);
+    if (steps_per_epoch) *steps_per_epoch = (int)spe;
+    if (num_epochs) *num_epochs = (int)epochs;
+    return (int)total;
 }

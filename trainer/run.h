@@ -28,7 +28,10 @@ typedef struct {
     cJSON *results;      // all_results.json
     int global_step, total_steps, steps_per_epoch, num_epochs;
     int logging_every, eval_every, save_every;  // --*_steps in steps (a ratio resolved against total_steps)
-    double total_flos;   // HF's estimate: 6 * input tokens * non-embedding parameters
+    double total_flos;   // HF's estimate: 6 * input tokens * non-embedding parameters, all ranks
+    double current_flos; // this rank's since the last store (HF's current_flos; trainer_store_flos)
+    double input_tokens_seen;  // HF's num_input_tokens_seen, all ranks (--include_num_input_tokens_seen)
+    int last_checkpoint_step;  // the step of the last checkpoint-N written (0: none)
     double epoch;        // fractional epoch of the last step
     Progress prog;
     Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
@@ -45,5 +48,7 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
 void trainer_save_state(const Run *r, const char *dir);  // trainer_state.json (rank 0)
 void trainer_save_model(Run *r, const char *dir);        // collective; rank 0 writes the HF directory
 void trainer_save_checkpoint(Run *r, const LossScaler *scaler);  // collective: OUT/checkpoint-N
+void trainer_store_flos(Run *r);                         // collective: the ranks' flos into total_flos
 int trainer_load_state(Run *r, const char *dir);         // --resume_from_checkpoint: returns the step
 void trainer_check_resume_dir(const TrainArgs *a);       // before anything is written
+void trainer_check_resume_model(const TrainArgs *a);     // the checkpoint is --model's architecture

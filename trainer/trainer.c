@@ -15,6 +15,7 @@
 #include "trainer.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@
 #include "run.h"
 #include "device.h"
 #include "estimate.h"
+#include "output_dir.h"
 #include "progress.h"
 
 
@@ -59,31 +61,6 @@ static char *resolve_spm_path(const TrainArgs *a) {
         t5_fail("%s: no SentencePiece model there%s; HINT: pass --tokenizer_name FILE (e.g. data/sample/spiece.model)", p,
                 a->tokenizer_name ? "" : " (the model directory has no spiece.model)");
     return p;
-}
-
-// Before anything is loaded: the checks on --output_dir (it is created only once everything
-// that can fail on the input has passed: output_dir_create).
-static void output_dir_check(const TrainArgs *a) {
-    trainer_check_resume_dir(a);  // the checkpoint must be whole before anything is written
-    // resuming continues in a non-empty output_dir, as HF's scripts allow
-    if (a->do_train && dir_is_nonempty(a->output_dir) && !a->overwrite_output_dir && !a->resume_from_checkpoint)
-        t5_fail("--output_dir %s already exists and is not empty; use --overwrite_output_dir to write over it, or "
-                "--resume_from_checkpoint %s/checkpoint-N to continue", a->output_dir, a->output_dir);
-}
-
-// A run that fails after creating --output_dir but before writing into it leaves no empty
-// directory behind (rmdir removes only an empty one).
-static char *created_output_dir;
-static void output_dir_remove_if_empty(void) {
-    if (created_output_dir && !dir_is_nonempty(created_output_dir)) rmdir(created_output_dir);
-}
-
-static void output_dir_create(const TrainArgs *a) {
-    if (!path_exists(a->output_dir)) {
-        created_output_dir = path_join("", a->output_dir);
-        atexit(output_dir_remove_if_empty);
-    }
-    mkdir_p(a->output_dir);
 }
 
 static void apply_freeze(T5Model *m, int embeds, int encoder) {
@@ -109,6 +86,11 @@ static void check_vocab(const Run *r, const Dataset *ds, int vocab_size) {
 // logging
 
 static void log_entry(Run *r, cJSON *entry, int print) {
+    if (strcmp(r->a.include_num_input_tokens_seen, "no") != 0) {  // HF's log(): before "step", keys sorted
+        cJSON *step = cJSON_DetachItemFromObjectCaseSensitive(entry, "step");
+        cJSON_AddNumberToObject(entry, "num_input_tokens_seen", r->input_tokens_seen);
+        if (step) cJSON_AddItemToObject(entry, "step", step);
+    }
     cJSON_AddItemToArray(r->log_history, entry);
     if (!print || !is_main(r)) return;
     char *text = cJSON_PrintUnformatted(entry);
@@ -250,6 +232,35 @@ static void test_hook_stall(const Run *r) {
     sleep((unsigned)atoi(secs));
 }
 
+// fp32 and bf16 have no loss scaler to absorb an overflow (fp16 follows DeepSpeed's rules:
+// optim/loss_scaler.c). A step whose loss or gradient norm is inf/nan is skipped (zero/step.c:
+// no update, the weights stay as they were) and said; NONFINITE_STEPS_MAX of them in a row
+// end the run before a model that cannot mean anything is saved. Every rank decides alike
+// (the loss and the norm are global).
+#define NONFINITE_STEPS_MAX 3
+static void check_finite_step(const Run *r, const StepResult *sr, int *in_row) {
+    if (r->p.precision == PRECISION_FP16) return;
+    if (isfinite(sr->loss) && !sr->skipped) {
+        *in_row = 0;
+        return;
+    }
+    const char *prec = r->p.precision == PRECISION_BF16 ? "bf16" : "fp32";
+    if (++*in_row < NONFINITE_STEPS_MAX) {
+        if (is_main(r))
+            printf("WARNING: step %d: loss %g, gradient norm %g (%s has no loss scaler): the update is skipped; %d such "
+                   "steps in a row stop the run\n", r->global_step, sr->loss, sr->grad_norm, prec, NONFINITE_STEPS_MAX);
+        return;
+    }
+    char last[600];
+    if (r->last_checkpoint_step > 0)
+        snprintf(last, sizeof last, "%s/checkpoint-%d is the last checkpoint", r->a.output_dir, r->last_checkpoint_step);
+    else
+        snprintf(last, sizeof last, "no checkpoint was saved");
+    t5_fail("training step %d: the loss (%g) or the gradient norm (%g) was inf/nan in %d steps in a row in %s: the run "
+            "stops without saving the model (%s); HINT: lower --learning_rate (%g), and check the weights and the data",
+            r->global_step, sr->loss, sr->grad_norm, NONFINITE_STEPS_MAX, prec, last, r->p.lr);
+}
+
 // The training loop's state across steps, shared by train()'s pieces.
 typedef struct {
     const Dataset *ds, *val;
@@ -267,6 +278,8 @@ typedef struct {
     int started;          // --eval_on_start ran (before the first step this invocation computes)
     double t0, loss_since_log, loss_total;
     int steps_since_log;
+    int n_coll;           // micro-batch buffers: GA, or fewer when an epoch has fewer micro-batches
+    int nonfinite_in_row; // fp32/bf16 steps in a row with an inf/nan loss or gradient (check_finite_step)
     long samples;
 } TrainLoop;
 
@@ -288,9 +301,12 @@ static void train_print_header(const Run *r, const TrainLoop *L) {
     printf("***** Running training *****  (%d rank%s)\n", L->world, L->world > 1 ? "s" : "");
     printf("  Num examples = %ld\n  Num epochs = %d\n  Instantaneous batch size per device = %d\n", L->N,
            r->num_epochs, L->B);
-    printf("  Total train batch size (w. parallel & accumulation) = %d\n", L->B * L->world * L->GA);
+    printf("  Total train batch size (w. parallel & accumulation) = %lld\n", (long long)L->B * L->world * L->GA);
     printf("  Gradient accumulation steps = %d\n  Total optimization steps = %d\n", L->GA, r->total_steps);
-    printf("  Number of trainable parameters = %zu\n", r->m.lay.total);
+    size_t trainable = 0;  // HF: get_model_param_count(trainable_only=True); --freeze_* leave some out
+    for (int i = 0; i < r->m.lay.count; i++)
+        if (!r->m.lay.specs[i].frozen) trainable += r->m.lay.specs[i].numel;
+    printf("  Number of trainable parameters = %zu\n", trainable);
     fflush(stdout);
 }
 
@@ -305,14 +321,14 @@ static void train_begin(Run *r, TrainLoop *L, const Dataset *ds, const Dataset *
     L->GA = r->p.grad_accum;
     L->N = (long)ds->count;
     L->micro_per_epoch = (L->N + (long)L->B * L->world - 1) / ((long)L->B * L->world);
-    r->total_steps = run_plan_steps(&r->p, L->N, L->world, &r->steps_per_epoch, &r->num_epochs);
+    // r->total_steps, steps_per_epoch, num_epochs: run_plan_steps, before --output_dir was made
     r->logging_every = every_n_steps(a->logging_steps, r->total_steps);
     r->eval_every = every_n_steps(a->eval_steps, r->total_steps);
     r->save_every = every_n_steps(a->save_steps, r->total_steps);
     train_schedule(r, L);
     if (a->resume_from_checkpoint) {
         L->resume_step = trainer_load_state(r, a->resume_from_checkpoint);
-        zero_load_optimizer(&r->zero, &L->scaler, a->resume_from_checkpoint);
+        zero_load_optimizer(&r->zero, &L->scaler, a->resume_from_checkpoint, L->resume_step);
         r->zero.steps_seen = L->resume_step;  // the steps the checkpoint took (zero/step.c counts on)
         if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, L->resume_step);
     }
@@ -324,8 +340,10 @@ static void train_begin(Run *r, TrainLoop *L, const Dataset *ds, const Dataset *
         if (lay->specs[i].kind != PARAM_EMBEDDING && lay->specs[i].kind != PARAM_RELBIAS)
             L->nonembed += lay->specs[i].numel;
     L->order = mallocCheck((size_t)L->N * sizeof(uint64_t));
-    L->coll = callocCheck((size_t)L->GA, sizeof(Collated));
-    L->micro = callocCheck((size_t)L->GA, sizeof(T5Batch));
+    // a step holds at most GA micro-batches, and never more than an epoch has
+    L->n_coll = (long)L->GA < L->micro_per_epoch ? L->GA : (int)L->micro_per_epoch;
+    L->coll = callocCheck((size_t)L->n_coll, sizeof(Collated));
+    L->micro = callocCheck((size_t)L->n_coll, sizeof(T5Batch));
     L->idx = mallocCheck((size_t)L->B * sizeof(uint64_t));
     progress_init(&r->prog, r->total_steps);
     if (!is_main(r) || a->disable_tqdm) r->prog.is_tty = 0;  // --disable_tqdm: the log lines, no bar
@@ -356,7 +374,7 @@ static void train_collate_micro(Run *r, TrainLoop *L, long k, int n) {
     }
     L->micro[n] = L->coll[n].batch;
     L->samples += g1 - g0;  // the global micro-batch (every rank's slice)
-    r->total_flos += 6.0 * nb * L->micro[n].S * (double)L->nonembed;
+    r->current_flos += 6.0 * nb * L->micro[n].S * (double)L->nonembed;
 }
 
 // The step's global label tokens, counted by every rank from the global order (no
@@ -368,6 +386,21 @@ static long train_global_tokens(const Run *r, const TrainLoop *L, long k, int n_
         global_tokens += collate_label_count(L->ds, L->order + g0, g1 - g0, r->a.max_target_length);
     }
     return global_tokens;
+}
+
+// --include_num_input_tokens_seen all|non_padding: the input tokens of the step's
+// micro-batches, all ranks' slices (HF gathers every rank's count each step; each rank's slice
+// is known here alike).
+static void train_count_input_tokens(Run *r, const TrainLoop *L, long k, int n_micro) {
+    const char *how = r->a.include_num_input_tokens_seen;
+    if (!strcmp(how, "no")) return;
+    long BW = (long)L->B * L->world;
+    for (long q = k - n_micro; q < k; q++) {
+        long g0 = q * BW, g1 = g0 + BW < L->N ? g0 + BW : L->N;
+        for (long s0 = g0; s0 < g1; s0 += L->B)
+            r->input_tokens_seen += (double)collate_source_count(L->ds, L->order + s0, g1 - s0 < L->B ? g1 - s0 : L->B,
+                                                                 r->a.max_source_length, !strcmp(how, "all"));
+    }
 }
 
 // After a step: the log entry, evaluation and checkpoint its strategies ask for.
@@ -408,10 +441,12 @@ static void train_step(Run *r, TrainLoop *L, int epoch, long *k) {
     L->started = 1;
     for (; n_micro < L->GA && *k < L->micro_per_epoch; n_micro++, (*k)++) train_collate_micro(r, L, *k, n_micro);
     long global_tokens = train_global_tokens(r, L, *k, n_micro);
+    train_count_input_tokens(r, L, *k, n_micro);
     r->m.dropout_seed = (uint64_t)r->a.seed * 0x100000001B3ULL + (uint64_t)r->global_step;
     StepResult sr = zero_train_step_tokens(&r->zero, &L->sched, &L->scaler, L->micro, n_micro,
                                            (float)r->a.label_smoothing_factor, global_tokens);
     r->global_step++;
+    check_finite_step(r, &sr, &L->nonfinite_in_row);
     if (r->global_step == 2) test_hook_stall(r);
     r->epoch = epoch + (double)*k / (double)L->micro_per_epoch;
     train_after_step(r, L, &sr, *k == L->micro_per_epoch);
@@ -422,6 +457,7 @@ static void train_end(Run *r, TrainLoop *L) {
     progress_done(&r->prog);
     if (is_main(r)) zero_stage3_print_stats(&r->zero);
     double rt = now_seconds() - L->t0;
+    trainer_store_flos(r);  // collective: every rank's flos summed, as HF's store_flos
     // HF: samples = max_steps * total batch when max_steps is set, else epochs * N
     double n_samples = r->p.max_steps > 0 ? (double)r->total_steps * L->B * L->world * L->GA
                                           : r->p.num_train_epochs * L->N;
@@ -441,7 +477,7 @@ static void train_end(Run *r, TrainLoop *L) {
     save_metrics(r, "train", met);
     cJSON_Delete(met);
     trainer_save_state(r, r->a.output_dir);
-    for (int i = 0; i < L->GA; i++) collate_free(&L->coll[i]);
+    for (int i = 0; i < L->n_coll; i++) collate_free(&L->coll[i]);
     free(L->coll);
     free(L->micro);
     free(L->idx);
@@ -488,6 +524,7 @@ static int startup_resolve(Run *r, int argc, char **argv, int start) {
     }
     train_args_check_device(a);  // the device, precision and --num_gpus, each named with its source
     trainer_check_resume_dir(a);  // whole before its config.json is read
+    if (a->resume_from_checkpoint) trainer_check_resume_model(a);  // of --model's architecture
     run_plan_resolve(&r->p, a, a->deepspeed ? &ds : NULL);
     r->data = (DataArgs){.data_dir = a->data_dir, .train_file = a->train_file, .validation_file = a->validation_file,
                          .test_file = a->test_file, .source_lang = a->source_lang, .target_lang = a->target_lang,
@@ -525,6 +562,16 @@ static void check_data(const Run *r, const Dataset *const used[SPLIT_COUNT]) {
     }
     if (used[SPLIT_VAL]) check_vocab(r, used[SPLIT_VAL], vocab);
     if (used[SPLIT_TEST]) check_vocab(r, used[SPLIT_TEST], vocab);
+}
+
+// An eval batch larger than the split is the whole split in one batch: the same batches,
+// without sizing buffers for --per_device_eval_batch_size rows that never come.
+static void clamp_eval_batch(TrainArgs *a, const Dataset *const used[SPLIT_COUNT]) {
+    long rows = 1;
+    if (used[SPLIT_VAL] && (long)used[SPLIT_VAL]->count > rows) rows = (long)used[SPLIT_VAL]->count;
+    if (used[SPLIT_TEST] && (long)used[SPLIT_TEST]->count > rows) rows = (long)used[SPLIT_TEST]->count;
+    if ((used[SPLIT_VAL] || used[SPLIT_TEST]) && a->per_device_eval_batch_size > rows)
+        a->per_device_eval_batch_size = (int)rows;
 }
 
 static void run_free(Run *r, const Dataset *const used[SPLIT_COUNT]) {
@@ -605,17 +652,21 @@ int trainer_main(int argc, char **argv, int start) {
         printf("device: %s (%s)\n", a->device, a->device_from);
         if (a->notices) printf("%s", a->notices);
         fflush(stdout);
-        output_dir_check(a);
+        r.results = output_dir_check(a);  // and the all_results.json there, to merge into
     }
+    if (!r.results) r.results = cJSON_CreateObject();
     r.spm = spm_load(r.spm_path);
     r.log_history = cJSON_CreateArray();
-    r.results = cJSON_CreateObject();
     Dataset sets[SPLIT_COUNT] = {{0}};
     const Dataset *used[SPLIT_COUNT];
     open_data(&r, sets, used);
     if (a->deepspeed) run_plan_apply_deepspeed(&r.p, a, a->do_train ? (long)sets[SPLIT_TRAIN].count : 0, r.comm.world,
                                                is_main(&r));
     check_data(&r, used);
+    if (a->do_train)  // the step counts, checked to fit, before --output_dir is made
+        r.total_steps = run_plan_steps(&r.p, (long)used[SPLIT_TRAIN]->count, r.comm.world, &r.steps_per_epoch,
+                                       &r.num_epochs);
+    clamp_eval_batch(a, used);
     if (a->explain && is_main(&r)) {  // the plan of every stage for this run's shapes, ours marked
         estimate_print_table(a->model, &r.p.model_cfg, run_plan_dtype(&r.p), r.p.micro_batch, a->max_source_length,
                              a->max_target_length, a->gradient_checkpointing, r.comm.world, 0, r.p.zopt.stage);

@@ -13,5 +13,8 @@
 
 // Collective: every rank calls it; rank 0 writes into dir (which exists).
 void zero_save_optimizer(ZeroState *z, const LossScaler *scaler, const char *dir);
-// Every rank reads its partition of the moments, the step and the scaler from dir.
-void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir);
+// Every rank reads its partition of the moments, the step and the scaler from dir. Refused,
+// naming the file and key or tensor: a number out of range, inf/nan moments, and an
+// optimizer step that with the skipped steps does not make global_step (the checkpoint's,
+// from trainer_state.json).
+void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int global_step);

@@ -93,9 +93,11 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
         r.skipped = 1;
         if (scaler) {
             loss_scaler_update(scaler, 1);
-            // every rank says so, as DeepSpeed does: the same step on all of them
-            printf("rank %d: step %ld: gradient overflow (norm %g), update skipped; loss scale %g -> %g\n",
-                   z->comm->rank, z->steps_seen, r.grad_norm, scale, scaler->cur_scale);
+            // every rank says so, as DeepSpeed does: the same step on all of them (a scale of 1,
+            // fp32 and bf16: the trainer says it, and stops the run after a few in a row)
+            if (scaler->dynamic || scale != 1.0)
+                printf("rank %d: step %ld: gradient overflow (norm %g), update skipped; loss scale %g -> %g\n",
+                       z->comm->rank, z->steps_seen, r.grad_norm, scale, scaler->cur_scale);
             fflush(stdout);
         }
         else t5_fail("training step %ld: the gradient norm is %g (inf/nan); HINT: lower --learning_rate", z->steps_seen, r.grad_norm);

@@ -8,7 +8,9 @@
 //   apply:      stages 0-1 all-reduce the gradients; grad_norm = global L2 norm / scale
 //               (pre-clip, reported; summed over the partitions at stages 2-3); an inf/nan
 //               norm is an overflow on every rank alike: the step is skipped (no update, no
-//               lr-schedule advance, as DeepSpeed) and the scaler reacts; else clip,
+//               lr-schedule advance, as DeepSpeed) and the scaler reacts (a static scale of 1,
+//               fp32/bf16: the trainer stops the run after a few in a row; no scaler at
+//               all: an error at once); else clip,
 //               lr = schedule(step), AdamW on the owned range with gradients unscaled and
 //               clipped in one multiply; stages 1-2 all-gather the updated weights; zero grads.
 #pragma once

@@ -1,0 +1,22 @@
+// trainer/output_dir.h: --output_dir, made safe to write before a run starts:
+//   output_dir_check   (before anything loads) the directory, or the nearest existing one
+//                      above it, is writable (a read-only file system is found now, not at
+//                      the first save); nothing the run writes over is in its way (a
+//                      directory named model.safetensors, a checkpoint-N that is a file or
+//                      not writable); a non-empty one needs --overwrite_output_dir or
+//                      --resume_from_checkpoint; an existing all_results.json is read to be
+//                      merged into (HF's save_metrics). An existing directory is locked.
+//   output_dir_create  (once everything that can fail on the input has passed) mkdir -p
+//                      and the lock.
+// The lock is an flock'ed OUT/.train_t5.lock holding "pid P on host H": a second run on
+// the same directory is refused naming the first one. Only rank 0 writes, so only rank 0
+// calls these. At exit the lock file is removed, and a directory this run created and left
+// empty too.
+#pragma once
+#include <cjson/cJSON.h>
+
+#include "args.h"
+
+// Returns the all_results.json found there (a JSON object), or NULL.
+cJSON *output_dir_check(const TrainArgs *a);
+void output_dir_create(const TrainArgs *a);
