@@ -1,4 +1,4 @@
-// tests/test_data_parallel.c: ZeRO stages 0-3 over CPU ranks under mpirun (zero/stage*.c,
+// tests/test_data_parallel.c: ZeRO stages 0-3 over CPU ranks under mpirun (zero/grads_*.c, params_*.c,
 // zero/step.c, dist/comm.c, zero/partition.c), run through ./train_t5 (run from the
 // repository root).
 //
