@@ -2,7 +2,8 @@
 // paper's model-state formulas (2 + 2 + K bytes per parameter, K = 12, partitioned by
 // stage over N ranks), for t5-large and flan-t5-small at world sizes 1, 2, 3; and the
 // single-rank plan against what the allocator really takes for a tiny model (the arena is
-// the plan's activations, params/grads are the plan's bytes).
+// the plan's activations, params/grads are the plan's bytes); an evaluation-only zero_init
+// (no AdamWConfig) allocates no gradients, master weights or moments, as its plan says.
 #include <math.h>
 #include <string.h>
 
@@ -88,9 +89,45 @@ static void plan_vs_allocator(void) {
     }
 }
 
+// Evaluation only (zero_init with oc NULL, the plan with ZeroOptions.inference): at every stage,
+// with and without offload asked, and from a deferred load (the trainer's path) and a whole one.
+static void eval_only_allocates_no_training_state(void) {
+    const Backend *be = backend_cpu();
+    char what[240];
+    for (int stage = 0; stage <= 3; stage++)
+        for (int variant = 0; variant < 3; variant++) {  // 0: whole load, 1: deferred, 2: deferred + offload asked
+            size_t before = be->mem_in_use();
+            T5Model m;
+            float *host = NULL;
+            ModelLoadOptions lo = {.host_weights = variant ? &host : NULL, .defer_weights = variant != 0};
+            model_load(&m, "tests/fixtures/relu_tied", be, lo);
+            ZeroState z;
+            ZeroOptions zo = zero_options_stage(stage);
+            zo.offload_optimizer = variant == 2 && stage >= 1;
+            zo.inference = 1;
+            zero_init(&z, &m, zero_comm_single(), &zo, NULL, host);
+            size_t used = be->mem_in_use() - before;
+            ZeroPlan zp = planner_memory_zero_opts(&m.cfg, DTYPE_F32, 3, 13, 9, 0, &zo, 1);
+            size_t planned = zp.gpu.params + zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.gpu.zero_work;
+            snprintf(what, sizeof what, "eval-only stage %d variant %d: ZeroMem grads %zu master %zu moments %zu "
+                     "host %zu B; plan grads+master+m+v+host %zu B; allocator %zu B = plan %zu B", stage,
+                     variant, z.mem.grads, z.mem.master, z.mem.moments, z.mem.host, zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.host, used, planned);
+            test_check(z.mem.grads == 0 && z.mem.master == 0 && z.mem.moments == 0 && z.mem.host == 0 &&
+                           m.grads == NULL && z.grad_part == NULL && z.opt.m == NULL &&
+                           z.own.m.place == OWNED_NONE && zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.host == 0 &&
+                           used == planned,
+                       what);
+            zero_free(&z);
+            t5_free(&m);
+            snprintf(what, sizeof what, "eval-only stage %d variant %d: allocator back to its start", stage, variant);
+            test_check(be->mem_in_use() == before, what);
+        }
+}
+
 int main(void) {
     formulas("t5-large");
     formulas("google/flan-t5-small");
     plan_vs_allocator();
+    eval_only_allocates_no_training_state();
     return test_summary();
 }

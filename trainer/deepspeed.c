@@ -34,6 +34,7 @@ static DsConfig resolve_against_flags(RunPlan *p, const TrainArgs *a, long n_tra
         ra.steps_pending = n_train < 0;
         ra.warmup_from_ratio = p->warmup_ratio > 0;
         c = p->ds_loaded;
+        if (!a->do_train) c.optimizer.present = c.scheduler.present = 0;  // HF: dropped for inference
         ds_config_resolve(&c, &ra, a->deepspeed);
         int micro = (int)c.train_micro_batch_size_per_gpu.v, ga = (int)c.gradient_accumulation_steps.v;
         if (micro == p->micro_batch && ga == p->grad_accum) break;
@@ -104,6 +105,9 @@ static void print_applied(const RunPlan *p, const TrainArgs *a, const DsConfig *
         zero_stage3_describe(&lay, &p->zopt, a->deepspeed);
         params_free_layout(&lay);
     }
+    if (!a->do_train && (p->ds_loaded.optimizer.present || p->ds_loaded.scheduler.present))
+        printf("NOTICE: %s: evaluation only: its optimizer and scheduler are dropped (HF's deepspeed_init(inference="
+               "True)); no gradients, master weights or moments are allocated\n", a->deepspeed);
     ds_config_print_unacted(&p->ds_loaded, a->deepspeed, stdout);
     fflush(stdout);
 }
@@ -114,6 +118,7 @@ void run_plan_apply_deepspeed(RunPlan *p, const TrainArgs *a, long n_train, int 
     DsConfig c = resolve_against_flags(p, a, n_train, world);
     // the ZeRO stage, buckets, overlap, prefetch and optimizer offload
     p->zopt = zero_options_from_config(&c, a->deepspeed);
+    p->zopt.inference = !a->do_train;
     take_optimizer_precision(p, &c);
     take_scheduler(p, &c, n_train, world);
     if (print) print_applied(p, a, &c, world);

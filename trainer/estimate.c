@@ -11,6 +11,7 @@
 #include "../common/flags.h"
 #include "../model/hf_dir.h"
 #include "../zero/planner.h"
+#include "../zero/zero.h"
 
 int estimate_main(int argc, char **argv, int start) {
     const char *model = "t5-large";
@@ -37,23 +38,27 @@ int estimate_main(int argc, char **argv, int start) {
     T5Config cfg;
     hf_resolve_model(model, &cfg);
     Dtype dt = bf16 ? DTYPE_BF16 : fp16 ? DTYPE_F16 : DTYPE_F32;
-    estimate_print_table(model, &cfg, dt, batch, seq, seq, ckpt, world, offload, -1);
+    estimate_print_table(model, &cfg, dt, batch, seq, seq, ckpt, world, offload, 0, -1);
     return 0;
 }
 
 void estimate_print_table(const char *model, const T5Config *cfg, Dtype dt, int batch, int S, int T, int ckpt,
-                          int world, int offload, int mark_stage) {
+                          int world, int offload, int inference, int mark_stage) {
     const double G = 1073741824.0;
     ZeroPlan z0 = planner_memory_zero(cfg, dt, batch, S, T, ckpt, 0, 1, 0);
     double psi = (double)z0.gpu.params / (dt == DTYPE_F32 ? 4 : 2);
-    printf("%s: %.0f parameters (Psi), %s, batch %d x %d+%d tokens per rank, %d rank%s%s%s\n", model, psi,
+    printf("%s: %.0f parameters (Psi), %s, batch %d x %d+%d tokens per rank, %d rank%s%s%s%s\n", model, psi,
            dt == DTYPE_F32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16", batch, S, T, world,
-           world > 1 ? "s" : "", offload ? ", optimizer offloaded" : "", ckpt ? ", gradient checkpointing" : "");
+           world > 1 ? "s" : "", offload ? ", optimizer offloaded" : "", ckpt ? ", gradient checkpointing" : "",
+           inference ? ", evaluation only (no gradients, no optimizer)" : "");
     printf("per-rank GiB    params   grads  optim(master+m+v)  activations  workspace  zero-bufs |  GPU total   host | "
            "paper model states | comm/step GB\n");
     for (int stage = 0; stage <= 3; stage++) {
         // DeepSpeed offloads the optimizer only with ZeRO (stage >= 1)
-        ZeroPlan z = planner_memory_zero(cfg, dt, batch, S, T, ckpt, stage, world, offload && stage >= 1);
+        ZeroOptions o = zero_options_stage(stage);
+        o.offload_optimizer = offload && stage >= 1;
+        o.inference = inference;
+        ZeroPlan z = planner_memory_zero_opts(cfg, dt, batch, S, T, ckpt, &o, world);
         // the paper's formula (mixed precision: 2 + 2 + K with K = 12; fp32: 4 + 4 + 8)
         double p = dt == DTYPE_F32 ? 4 : 2, k = dt == DTYPE_F32 ? 8 : 12, N = world;
         double paper = stage == 0 ? (p + p + k) * psi

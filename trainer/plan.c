@@ -67,6 +67,7 @@ void run_plan_resolve(RunPlan *p, const TrainArgs *a, const DsConfig *ds_loaded)
     // without --deepspeed: stage 0 with each unit's gradient all-reduced while backward
     // goes on, as PyTorch DDP does; a config says for itself (DeepSpeed's overlap_comm)
     p->zopt.overlap_comm = 1;
+    p->zopt.inference = !a->do_train;  // evaluation only: no gradients, master weights or moments
     resolve_model(p, a);
 }
 

@@ -34,6 +34,21 @@ ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S,
     return planner_memory_zero_opts(cfg, act_dtype, B, S, T, gradient_checkpointing, &o, world);
 }
 
+// Evaluation only (zero_init without an optimizer): no gradients, master weights or moments;
+// of stage 2-3's work buffers only stage 3's gathered weights remain.
+static void plan_drop_training(ZeroPlan *z, const T5Config *cfg, Dtype act_dtype, const ZeroOptions *o, int stage) {
+    z->gpu.grads = z->gpu.master = z->gpu.moments = 0;
+    z->gpu.zero_work = 0;
+    z->host = 0;
+    if (stage >= 3) {
+        ParamLayout lay;
+        params_build_layout(cfg, &lay);
+        Stage3Buffers b = zero_stage3_buffers(&lay, o);
+        z->gpu.zero_work = ((size_t)b.n_pool * b.pool_elems + b.persist_elems) * (act_dtype == DTYPE_F32 ? 4 : 2);
+        params_free_layout(&lay);
+    }
+}
+
 ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, int S, int T,
                                   int gradient_checkpointing, const void *zero_options, int world) {
     const ZeroOptions *o = zero_options;
@@ -65,10 +80,11 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
         }
         params_free_layout(&lay);
     }
-    if (offload_optimizer) {  // zero/offload.c: an fp32 master in host memory even for fp32 compute
+    if (offload_optimizer && !o->inference) {  // zero/offload.c: an fp32 master in host memory even for fp32 compute
         z.host = (stage >= 1 ? part : n) * 4 + z.gpu.moments;
         z.gpu.master = z.gpu.moments = 0;
     }
+    if (o->inference) plan_drop_training(&z, cfg, act_dtype, o, stage);
     z.gpu.total = z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments + z.gpu.activations + z.gpu.workspace +
                   z.gpu.zero_work;
     z.comm_elems = world > 1 ? (stage >= 3 ? 3.0 : 2.0) * (double)n : 0.0;

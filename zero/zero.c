@@ -95,7 +95,7 @@ ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
 // stage 2-3's gradient partition come later): no whole copy the stage does not keep. Whole
 // buffers t5_init allocated are counted by their size (the backends' allocators count
 // exactly the bytes asked for: kernels/backend.h mem_in_use).
-static void place_whole(ZeroState *z, const float *host) {
+static void place_whole(ZeroState *z, const float *host, int training) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t n = m->lay.total, e = m->elem;
@@ -108,7 +108,11 @@ static void place_whole(ZeroState *z, const float *host) {
             z->mem.params = n * e;
         }
     }
-    if (z->stage < 2) {
+    if (!training && m->grads) {  // evaluation: no gradient (t5_init's whole one freed)
+        be->free(m->grads);
+        m->grads = NULL;
+    }
+    if (z->stage < 2 && training) {
         if (deferred) m->grads = counted_alloc(be, n * e, &z->mem.grads);
         else if (m->grads) z->mem.grads = n * e;
     }
@@ -128,7 +132,7 @@ static void place_master(ZeroState *z, const float *host, int pinned, const Adam
         const float *src = host ? host + b : (const float *)m->params + b;
         offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, host != NULL, pinned);
         z->mem.host = z->off.host_bytes;
-    } else if (be->act_dtype != DTYPE_F32 && host) {
+    } else if (oc && be->act_dtype != DTYPE_F32 && host) {  // evaluation: the compute weights only
         z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
         be->to_device(z->master, host + b, np * sizeof(float));
     }
@@ -230,9 +234,9 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     z->fetched = z->fetched_buf = -1;
     z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
     z->part = stage >= 1 ? partition_range(m->lay.total, comm->world, comm->rank) : (Range){0, m->lay.total};
-    place_whole(z, host_weights);
+    place_whole(z, host_weights, oc != NULL);
     place_master(z, host_weights, o->pin_memory, oc);
-    if (stage >= 2) place_grads(z);
+    if (stage >= 2 && oc) place_grads(z);
     if (stage == 3) place_stage3_params(z, host_weights);
     free(host_weights);  // everything is placed
     t5_bind_flat(m);
