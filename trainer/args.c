@@ -410,12 +410,16 @@ static void flag_text(char *out, size_t cap, const TrainFlag *f, const char *v) 
     else snprintf(out, cap, "--%s %s", f->f.name, v);
 }
 
-static void notice_add(TrainArgs *a, const char *fmt, const char *x, const char *y) {
-    char line[1024];
-    snprintf(line, sizeof line, fmt, x, y);
+void train_args_add_notice(TrainArgs *a, const char *line) {
     size_t old = a->notices ? strlen(a->notices) : 0, add = strlen(line) + 2;
     a->notices = reallocCheck(a->notices, old + add);
     snprintf(a->notices + old, add, "%s\n", line);
+}
+
+static void notice_add(TrainArgs *a, const char *fmt, const char *x, const char *y) {
+    char line[1024];
+    snprintf(line, sizeof line, fmt, x, y);
+    train_args_add_notice(a, line);
 }
 
 // Refused flags: one error naming each with its reason. Accepted no-ops: a notice each.
@@ -446,7 +450,7 @@ static const TrainFlag *given_for(const TrainFlag *t, const char **given, int n,
 }
 
 // HF 5.17: a count of steps >= 1 must be whole; (0, 1) is a ratio of all steps.
-#define MAX_TOKENS 1048576  // the longest sequence a length flag may ask for
+#define MAX_TOKENS TRAIN_ARGS_MAX_TOKENS
 
 static void check_steps(const char *name, double v, int zero_ok) {
     if (!(v >= 0) || (v == 0 && !zero_ok))
@@ -522,6 +526,11 @@ static int parse_table(TrainArgs *a, int argc, char **argv, int start, GivenFlag
     g->num_gpus = given_for(t, given, n, &a->num_gpus, NULL) != NULL;
     g->warmup_ratio = given_for(t, given, n, &a->warmup_ratio, NULL) != NULL;
     g->predict_with_generate = given_for(t, given, n, &a->predict_with_generate, NULL) != NULL;
+    const void *gen_fields[] = {&a->generation_num_beams, &a->generation_max_length, &a->early_stopping,
+                                &a->length_penalty};
+    for (int i = 0; i < 4; i++)
+        if (given_for(t, given, n, gen_fields[i], NULL)) a->gen_flag_mask |= 1u << i;
+    if (given_for(t, given, n, &a->val_max_target_length, NULL)) a->gen_flag_mask |= GEN_FLAG_MAX_LENGTH;
     resolve_device(a, t, given, n);
     free(given);
     free(t);

@@ -60,6 +60,8 @@ typedef struct {
     int generation_num_beams;     // 1: greedy
     double length_penalty;        // beam search (HF generation default 1.0)
     int early_stopping;           // beam search (HF generation default false)
+    unsigned gen_flag_mask;       // GEN_FLAG_* of the generation flags given (the rest may come from
+                                  // the model directory: trainer/gen_defaults.c)
     int prediction_loss_only;     // eval/predict: the loss only, no generation
 
     // ---- logging / saving / evaluation ----
@@ -95,6 +97,12 @@ typedef struct {
     int help;
 } TrainArgs;
 
+#define TRAIN_ARGS_MAX_TOKENS 1048576  // the longest sequence a length flag (or file key) may ask for
+
+// The generation settings a flag gave (by any of its names); --val_max_target_length counts
+// for the length, as run_translation.py passes it to evaluate().
+enum { GEN_FLAG_NUM_BEAMS = 1u, GEN_FLAG_MAX_LENGTH = 2u, GEN_FLAG_EARLY_STOPPING = 4u, GEN_FLAG_LENGTH_PENALTY = 8u };
+
 // How train_t5 takes a flag (the table in args.c; docs/TRAINER.md's flag table says the same).
 typedef enum {
     ARG_IMPLEMENTED = 0,  // HF's meaning
@@ -116,6 +124,8 @@ void train_args_take_ds_precision(TrainArgs *a, const DsConfig *loaded);
 // --max_gpu_memory and --num_gpus against the device and the GPUs visible; each error says
 // where the setting came from.
 void train_args_check_device(const TrainArgs *a);
+// Append one start-up line (printed by rank 0 after the device line).
+void train_args_add_notice(TrainArgs *a, const char *line);
 // The target length of a split's labels: val/test_max_target_length, else max_target_length.
 int train_args_label_length(const TrainArgs *a, int is_test);
 void train_args_print_help(int usage_line);  // usage_line: start with the usage line

@@ -29,6 +29,7 @@
 #include "../data/sampler.h"
 #include "../data/splits.h"
 #include "../model/hf_dir.h"
+#include "gen_defaults.h"
 #include "../model/generate.h"
 #include "../model/load.h"
 #include "../zero/checkpoint.h"
@@ -156,7 +157,7 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s%s; ", B, S, T,
                r->p.zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "",
-               r->p.zopt.offload_optimizer ? ", optimizer offloaded" : "");
+               r->p.zopt.offload_optimizer && !r->p.zopt.inference ? ", optimizer offloaded" : "");
         planner_print(&plan, a->max_gpu_memory);
     }
     const double G = 1073741824.0, cap = a->max_gpu_memory * G;
@@ -517,6 +518,7 @@ static int startup_resolve(Run *r, int argc, char **argv, int start) {
     *a = train_args_default();
     train_args_parse(a, argc, argv, start);
     if (a->help) return 0;
+    gen_defaults_apply(a);  // --model's generation_config.json / task_specific_params, under the flags
     DsConfig ds;
     if (a->deepspeed) {
         ds_config_load(&ds, a->deepspeed);
@@ -669,7 +671,8 @@ int trainer_main(int argc, char **argv, int start) {
     clamp_eval_batch(a, used);
     if (a->explain && is_main(&r)) {  // the plan of every stage for this run's shapes, ours marked
         estimate_print_table(a->model, &r.p.model_cfg, run_plan_dtype(&r.p), r.p.micro_batch, a->max_source_length,
-                             a->max_target_length, a->gradient_checkpointing, r.comm.world, 0, r.p.zopt.stage);
+                             a->max_target_length, a->gradient_checkpointing, r.comm.world, 0, r.p.zopt.inference,
+                             r.p.zopt.stage);
         fflush(stdout);
     }
     int plan_B, plan_S, plan_T;
