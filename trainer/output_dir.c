@@ -132,7 +132,8 @@ static void check_obstacles(const char *dir) {
     if (!d) t5_fail("--output_dir %s: cannot list it (%s)", dir, strerror(errno));
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "checkpoint-", 11) != 0) continue;
+        int step;  // checkpoint-N, the names trainer_save_checkpoint writes
+        if (sscanf(e->d_name, "checkpoint-%d", &step) != 1) continue;
         char *p = path_join(dir, e->d_name);
         if (!path_is_dir(p))
             t5_fail("--output_dir %s: %s is not a directory, where the run may write a checkpoint; HINT: move it away",
