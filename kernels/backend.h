@@ -174,7 +174,30 @@ typedef struct Backend {
     // mixed precision); NULL when the master IS the parameter (fp32 training).
     void (*adamw_update)(float *master, void *param_out, const void *grad, float *m, float *v, size_t n, float lr,
                          float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step);
+
+    // ---- generation search on the device (the step's candidates; model/generate.c) -------
+    // beam_topk: logits (N = B*beams, V) in act_dtype. With beam_scores (N, fp32): per row
+    // the fp32 log_softmax lsm = (x - max) - log(sum exp(x - max)) (torch's log_softmax of
+    // fp32 logits; the CPU sums exp in double as model/generate.c, CUDA in fp32), candidate
+    // (beam j, token v) of item b = lsm[b*beams+j][v] + beam_scores[b*beams+j] (one fp32 add);
+    // beam_scores NULL (greedy): the candidates are the fp32 logits themselves (HF's argmax
+    // over next_token_logits). out_scores (B,K) fp32 and out_idx (B,K) int32, flat index
+    // j*V + v, receive item b's K best of its beams*V candidates, sorted descending; equal
+    // scores: the lower flat index first (with K = 1 that is torch.argmax's first maximum).
+    // This rule is the GPU path's; torch's CPU topk order for ties (an introselect, not
+    // stable) is reproduced only by the host search (generate.c's generate_topk).
+    // 1 <= K <= min(V, BEAM_TOPK_MAX_K). Logits are finite or -inf (no NaN).
+    void (*beam_topk)(float *out_scores, int *out_idx, const void *logits, const float *beam_scores, int B,
+                      int beams, int V, int K);
+    // kv_reorder: caches (N, cap, HK) in act_dtype: positions 0..t-1 of dst row i = those of
+    // src row src_rows[i]; src_rows (N) is a DEVICE int32 array (the beam sources the search
+    // left on the device), each in [0, N); dst and src are distinct buffers (the decoder
+    // swaps the cache and its spare). Positions t..cap-1 of dst are left as they were.
+    void (*kv_reorder)(void *dst, const void *src, const int *src_rows, int N, int cap, int t, int HK);
 } Backend;
+
+// Largest K of beam_topk: 2 * generate.c's MAX_BEAMS (64).
+#define BEAM_TOPK_MAX_K 128
 
 // The fp32 CPU reference backend (kernels/cpu/backend_cpu.c).
 const Backend *backend_cpu(void);

@@ -42,6 +42,9 @@ static size_t decoder_layout(T5Decoder *d, char *base) {
     d->ffh = bump_take(&bp, N * F * e);
     d->kv_tmp = bump_take(&bp, (size_t)d->B * S * HK * e);
     d->logits = bump_take(&bp, N * V * e);
+    d->topk_scores = bump_take(&bp, (size_t)d->B * 2 * d->beams * sizeof(float));
+    d->topk_idx = bump_take(&bp, (size_t)d->B * 2 * d->beams * sizeof(int));
+    d->beam_scores = bump_take(&bp, N * sizeof(float));
     return bp.used;
 }
 
@@ -131,7 +134,8 @@ void t5_decoder_encode(T5Decoder *d, const int *input_ids, const int *attention_
     d->t = 0;
 }
 
-const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
+// The step on the device: one token per row at position t, logits (N,V) into d->logits.
+static void decoder_step_device(T5Decoder *d, const int *tokens) {
     T5Model *m = d->m;
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
@@ -173,8 +177,13 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
     t5_unit_fetch(m, L->unit_lm_head);
     be->matmul_forward(d->logits, d->ln, t5_param(m, L->lm_head), N, D, V);
     t5_unit_release(m, L->unit_lm_head);
+}
 
-    size_t NV = (size_t)N * V;
+const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
+    T5Model *m = d->m;
+    const Backend *be = m->be;
+    decoder_step_device(d, tokens);
+    size_t NV = (size_t)d->N * m->cfg.vocab_size;
     if (be->act_dtype == DTYPE_F32) {
         be->to_host(d->logits_host, d->logits, NV * sizeof(float));
     } else {  // HF: logits[:, -1, :].to(float32)
@@ -184,8 +193,20 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
         for (size_t i = 0; i < NV; i++)
             d->logits_host[i] = be->act_dtype == DTYPE_BF16 ? st_bf16_to_f32(r[i]) : st_f16_to_f32(r[i]);
     }
-    d->t = t + 1;
+    d->t++;
     return d->logits_host;
+}
+
+void t5_decoder_step_topk(T5Decoder *d, const int *tokens, const float *beam_scores, float *out_scores, int *out_idx) {
+    const Backend *be = d->m->be;
+    const int B = d->B, nb = d->beams, V = d->m->cfg.vocab_size, K = beam_scores ? 2 * nb : 1;
+    if (!beam_scores && nb != 1) t5_fail("t5_decoder_step_topk: greedy (no beam scores) with %d beams; it needs 1", nb);
+    decoder_step_device(d, tokens);
+    if (beam_scores) be->to_device(d->beam_scores, beam_scores, (size_t)d->N * sizeof(float));
+    be->beam_topk(d->topk_scores, d->topk_idx, d->logits, beam_scores ? d->beam_scores : NULL, B, nb, V, K);
+    be->to_host(out_scores, d->topk_scores, (size_t)B * K * sizeof(float));
+    be->to_host(out_idx, d->topk_idx, (size_t)B * K * sizeof(int));
+    d->t++;
 }
 
 void t5_decoder_reorder(T5Decoder *d, const int *src_rows) {

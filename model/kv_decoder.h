@@ -30,6 +30,9 @@ typedef struct {
     void *ffa, *ffb, *ffh;      // (N, F) FFN input projections and activation
     void *kv_tmp;               // (B, S, HK) encoder K or V before the per-beam copies
     void *logits;               // (N, V)
+    float *topk_scores;         // (B, 2*beams) beam_topk's candidates (t5_decoder_step_topk)
+    int *topk_idx;              // (B, 2*beams) their flat indices beam*V + token
+    float *beam_scores;         // (N) the running beam scores, uploaded per step_topk
     // host side
     float *logits_host;         // (N, V) fp32 logits of the last step
     void *logits_raw;           // (N, V) act-dtype bytes when act_dtype is not fp32, else NULL
@@ -45,6 +48,13 @@ void t5_decoder_encode(T5Decoder *d, const int *input_ids, const int *attention_
 // Feed one token per row (N host ids) at position t; returns the host fp32 logits (N,V)
 // of that position (valid until the next step). t advances by one.
 const float *t5_decoder_step(T5Decoder *d, const int *tokens);
+// The same step with the search's candidate selection on the device (backend beam_topk):
+// beam_scores (N host floats) the running scores: out (B, K = 2*beams) candidates, scores
+// fp32 log-probability + beam score and flat indices beam*V + token, sorted descending,
+// ties by lower index; beam_scores NULL: greedy, K = 1, the argmax of each row's logits
+// (out_scores its logit; beams must be 1). Only the candidates come back to the host.
+// Nothing calls it yet (issue 15: the next step moves generate.c's search onto it).
+void t5_decoder_step_topk(T5Decoder *d, const int *tokens, const float *beam_scores, float *out_scores, int *out_idx);
 // Beam reordering: new row i continues the sequence (cache) of old row src_rows[i] (N host ints).
 void t5_decoder_reorder(T5Decoder *d, const int *src_rows);
 void t5_decoder_free(T5Decoder *d);

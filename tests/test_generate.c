@@ -139,6 +139,39 @@ static void check_cache_vs_forward(T5Model *m, const char *model, const int *ids
     free(src), free(msk), free(dec), free(labels), free(full);
 }
 
+// t5_decoder_step_topk = beam_topk of t5_decoder_step's logits (the plumbing: buffers,
+// position count, greedy), over 3 steps of 2 beams and of greedy.
+static void check_step_topk(T5Model *m, const char *model, const int *ids, const int *mask, int B, int S) {
+    const int V = m->cfg.vocab_size;
+    int bad = 0, tokens[64] = {0};
+    float bs[64], want_v[128], got_v[128];
+    int want_i[128], got_i[128];
+    if (B > 16) t5_fail("test: batch %d too large for check_step_topk's arrays", B);
+    for (int nb = 1; nb <= 2; nb++) {
+        T5Decoder a, b;
+        t5_decoder_init(&a, m, B, nb, S, 4);
+        t5_decoder_init(&b, m, B, nb, S, 4);
+        t5_decoder_encode(&a, ids, mask);
+        t5_decoder_encode(&b, ids, mask);
+        const int N = B * nb, K = nb == 1 ? 1 : 2 * nb;
+        for (int r = 0; r < N; r++) bs[r] = -0.25f * (float)(r % nb);
+        for (int t = 0; t < 3; t++) {
+            const float *lg = t5_decoder_step(&a, tokens);
+            m->be->beam_topk(want_v, want_i, lg, nb == 1 ? NULL : bs, B, nb, V, K);
+            t5_decoder_step_topk(&b, tokens, nb == 1 ? NULL : bs, got_v, got_i);
+            bad += memcmp(want_v, got_v, (size_t)B * K * sizeof(float)) != 0 ||
+                   memcmp(want_i, got_i, (size_t)B * K * sizeof(int)) != 0 || a.t != b.t;
+            for (int r = 0; r < N; r++) tokens[r] = want_i[(r / nb) * K + r % nb] % V;
+        }
+        t5_decoder_free(&a);
+        t5_decoder_free(&b);
+    }
+    char what[200];
+    snprintf(what, sizeof what, "%s t5_decoder_step_topk = beam_topk of t5_decoder_step's logits (greedy, 2 beams; 3 steps): %d differ",
+             model, bad);
+    test_check(bad == 0, what);
+}
+
 static void run_model(const char *model) {
     char dir[256], path[320];
     snprintf(dir, sizeof dir, "tests/fixtures/generate_%s", model);
@@ -198,6 +231,7 @@ static void run_model(const char *model) {
     test_check(same, what);
 
     check_cache_vs_forward(&m, model, ids, mask, B, S, greedy_ref);
+    check_step_topk(&m, model, ids, mask, B, S);
 
     free(out), free(out_len), free(greedy), free(ids), free(mask);
     st_close(&st);

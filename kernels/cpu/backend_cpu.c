@@ -42,6 +42,8 @@ static const Backend cpu_backend = {
     .sumsq = cpu_optimizer_sumsq,
     .tensor_norm = cpu_optimizer_tensor_norm,
     .adamw_update = cpu_optimizer_adamw_update,
+    .beam_topk = cpu_search_beam_topk,
+    .kv_reorder = cpu_search_kv_reorder,
 };
 
 const Backend *backend_cpu(void) { return &cpu_backend; }

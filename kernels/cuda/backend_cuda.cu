@@ -145,6 +145,13 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         cuda_adamw_update(DT, master, param_out, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale,  \
                           step);                                                                                  \
     }                                                                                                             \
+    static void SFX##_beam_topk(float *out_scores, int *out_idx, const void *logits, const float *beam_scores,    \
+                                int B, int beams, int V, int K) {                                                 \
+        cuda_beam_topk(DT, out_scores, out_idx, logits, beam_scores, B, beams, V, K);                             \
+    }                                                                                                             \
+    static void SFX##_kv_reorder(void *dst, const void *src, const int *src_rows, int N, int cap, int t, int HK) {\
+        cuda_kv_reorder(DT, dst, src, src_rows, N, cap, t, HK);                                                   \
+    }                                                                                                             \
     static const Backend SFX##_backend = {                                                                        \
         .name = NAME,                                                                                             \
         .act_dtype = DT,                                                                                          \
@@ -185,6 +192,8 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         .sumsq = SFX##_sumsq,                                                                                     \
         .tensor_norm = SFX##_tensor_norm,                                                                         \
         .adamw_update = SFX##_adamw_update,                                                                       \
+        .beam_topk = SFX##_beam_topk,                                                                             \
+        .kv_reorder = SFX##_kv_reorder,                                                                           \
     };
 
 CUDA_BACKEND(f32, DTYPE_F32, "cuda-fp32", 4)

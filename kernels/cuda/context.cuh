@@ -36,6 +36,7 @@ enum CudaScratchId {
     CUDA_SCRATCH_POSITION_DIAG,  // position_bias.cu: (H, Tq+Tk-1) diagonal sums of the backward
     CUDA_SCRATCH_RMSNORM,        // rmsnorm.cu: per-block partial dweight sums
     CUDA_SCRATCH_CLAMP_FLAG,     // elementwise.cu: the "any inf" flag of clamp_fp16_overflow
+    CUDA_SCRATCH_BEAM_TOPK,      // search.cu: (N, K) per-row candidates of beam_topk
     CUDA_SCRATCH_COUNT
 };
 

@@ -71,6 +71,11 @@ void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias
                              const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
                              DropoutArgs drop);
 
+// ---- generation search (search.cu) ------------------------------------------------------
+void cuda_beam_topk(Dtype dt, float *out_scores, int *out_idx, const void *logits, const float *beam_scores, int B,
+                    int beams, int V, int K);
+void cuda_kv_reorder(Dtype dt, void *dst, const void *src, const int *src_rows, int N, int cap, int t, int HK);
+
 // The Backend for a dtype (backend_cuda.cu). cuda_init must have been called.
 const Backend *backend_cuda(Dtype dt);
 

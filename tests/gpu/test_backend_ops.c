@@ -3,7 +3,7 @@
 // through two `const Backend *` (oracle: backend_cpu(); subject: the CUDA backend in
 // fp32, bf16 and fp16), plus the checks of the Backend object itself (its entries, the
 // allocator, the memory cap, error exits). The cases live in backend_ops_pointwise.h and
-// backend_ops_matmul_attention.h, the harness in backend_ops.h; timings are
+// backend_ops_matmul_attention.h and backend_ops_search.h, the harness in backend_ops.h; timings are
 // test_backend_ops_perf.c's.
 // Prints OK / NOT OK per check with the max difference; exits non-zero on any failure.
 // Environment: T5_TEST_QUICK=1 small matmul/attention shapes only (for compute-sanitizer);
@@ -14,11 +14,14 @@
 #include "backend_ops.h"
 #include "backend_ops_matmul_attention.h"
 #include "backend_ops_pointwise.h"
+#include "backend_ops_search.h"
 
 // Cases run in groups; a group starts the random stream from its seed for each dtype's
 // first case, so every case sees the inputs it saw before the table existed.
-enum { GROUP_POINTWISE, GROUP_MATMUL_ATTENTION, GROUP_COUNT };
-static const uint64_t GROUP_SEED[GROUP_COUNT] = {0x853c49e6748fea9bULL, 0x9e3779b97f4a7c15ULL};
+enum { GROUP_POINTWISE, GROUP_MATMUL_ATTENTION, GROUP_SEARCH, GROUP_COUNT };
+static const uint64_t GROUP_SEED[GROUP_COUNT] = {0x853c49e6748fea9bULL, 0x9e3779b97f4a7c15ULL, 0x2545f4914f6cdd1dULL};
+static const char *const GROUP_NAME[GROUP_COUNT] = {"pointwise and reductions", "matmul, attention, copy_rows",
+                                                    "generation search"};
 
 typedef struct {
     const char *op;  // the Backend entries it covers
@@ -38,6 +41,8 @@ static const OpCase OP_CASES[] = {
     {"matmul_forward/backward", GROUP_MATMUL_ATTENTION, case_matmul},
     {"attention_forward/backward", GROUP_MATMUL_ATTENTION, case_attention},
     {"copy_rows", GROUP_MATMUL_ATTENTION, case_copy_rows},
+    {"beam_topk", GROUP_SEARCH, case_beam_topk},
+    {"kv_reorder", GROUP_SEARCH, case_kv_reorder},
 };
 
 static const Dtype DTYPES[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
@@ -90,7 +95,7 @@ static void test_backend_structs(void) {
                  be->ctx != NULL && be->ctx == open_subject(DTYPE_F32)->ctx;  // one context per device
         // every entry bound (the struct is a sequence of function pointers from synchronize on)
         const void *const *fp = (const void *const *)&be->synchronize;
-        const void *const *end = (const void *const *)(&be->adamw_update + 1);
+        const void *const *end = (const void *const *)(&be->kv_reorder + 1);
         int nulls = 0;
         for (; fp < end; fp++) nulls += *fp == NULL;
         char name[160];
@@ -148,8 +153,7 @@ static void run_group(int group) {
     for (int d = 0; d < 3; d++) {
         const OpsPair p = {backend_cpu(), open_subject(DTYPES[d]), DTYPES[d]};
         if (d == 0) rng_seed(GROUP_SEED[group]);
-        printf("--- %s: %s\n", group == GROUP_POINTWISE ? "pointwise and reductions" : "matmul, attention, copy_rows",
-               dt_name(p.dt));
+        printf("--- %s: %s\n", GROUP_NAME[group], dt_name(p.dt));
         for (size_t i = 0; i < sizeof OP_CASES / sizeof OP_CASES[0]; i++)
             if (OP_CASES[i].group == group) OP_CASES[i].run(&p);
     }
@@ -173,6 +177,7 @@ int main(void) {
     snprintf(buf, sizeof buf, "test buffers all freed: %zu bytes of op scratch kept (< 16 MiB)", kept);
     test_check(S->mem_in_use() >= base && kept < ((size_t)16 << 20), buf);
     run_group(GROUP_MATMUL_ATTENTION);
+    run_group(GROUP_SEARCH);
     printf("device memory: %.1f MiB in use, %.1f MiB peak\n", S->mem_in_use() / 1048576.0,
            S->mem_peak() / 1048576.0);
     S->synchronize();

@@ -1,0 +1,125 @@
+// tests/gpu/backend_ops_search.h: the generation-search cases of tests/gpu/test_backend_ops.c
+// (beam_topk, kv_reorder), through P->ref (the CPU oracle) and P->sub (the backend under test):
+//   - beam_topk: the subject's (B, K) candidates must be distinct, sorted by the rule (score
+//     descending, flat index ascending), each score equal within 2e-5 of the oracle's fp32
+//     candidate recomputed at the subject's index, and of the oracle's score at the same
+//     rank (the CUDA log-softmax sums exp in fp32, the CPU in double: near-equal candidates
+//     of different rows may trade places, which the count of index differences shows);
+//     exactly the oracle's indices where the order cannot differ: greedy (the raw logits,
+//     scores exact too) and identical rows of integer logits with equal beam scores (ties
+//     only, broken by the index);
+//     shapes: odd V (scalar loads), t5's V = 32128 (16-byte loads), K = 128 (64 beams);
+//     every call twice: the same bytes;
+//   - kv_reorder: caches (N, cap, HK) with HK odd and even (narrow and 16-byte units),
+//     t = 0, 3, cap: exactly the oracle's bytes, positions >= t untouched.
+#pragma once
+#include "backend_ops.h"
+
+// The oracle's candidate value at flat index fi of item b (as kernels/cpu/search.c).
+static float search_cand(const float *x, const float *bs, int b, int nb, int V, int fi) {
+    const int j = fi / V, v = fi % V;
+    const float *row = x + ((size_t)b * nb + j) * V;
+    if (!bs) return row[v];
+    float mx = row[0];
+    for (int u = 1; u < V; u++) mx = row[u] > mx ? row[u] : mx;
+    double sum = 0.0;
+    for (int u = 0; u < V; u++) sum += exp((double)(row[u] - mx));
+    return ((row[v] - mx) - (float)log(sum)) + bs[b * nb + j];
+}
+
+// Checks the subject's (B,K) output against the oracle's; returns the count of rank
+// positions whose index differs.
+static int search_check(const char *name, const float *x, const float *bs, int B, int nb, int V, int K,
+                        const float *rv, const int *ri, const float *sv, const int *si, int exact_idx,
+                        int exact_scores) {
+    int bad = 0, moved = 0;
+    double worst = 0.0;
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < K; k++) {
+            const int o = b * K + k, fi = si[o];
+            moved += fi != ri[o];
+            if (fi < 0 || fi >= nb * V) {
+                bad++;
+                continue;
+            }
+            for (int q = 0; q < k; q++) bad += si[b * K + q] == fi;  // distinct
+            if (k > 0) bad += sv[o] > sv[o - 1] || (sv[o] == sv[o - 1] && fi < si[o - 1]);  // sorted by the rule
+            const double d1 = fabs((double)sv[o] - search_cand(x, bs, b, nb, V, fi)), d2 = fabs((double)sv[o] - rv[o]);
+            const double d = d1 > d2 ? d1 : d2;
+            worst = d > worst ? d : worst;
+        }
+    const double tol = exact_scores ? 0.0 : 2e-5;
+    char buf[300];
+    snprintf(buf, sizeof buf, "%-52s %d rule violations, max |score diff| %.2e (tol %.0e), %d of %d indices moved%s",
+             name, bad, worst, tol, moved, B * K, exact_idx ? " (want 0)" : "");
+    test_check(bad == 0 && worst <= tol && (!exact_idx || moved == 0), buf);
+    return moved;
+}
+
+// kind 0: random in the dtype (scale 8); 1: integers, every row of an item the same.
+static void search_case(const OpsPair *P, int B, int nb, int V, int K, int greedy, int kind) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const size_t N = (size_t)B * nb, n = N * V;
+    float *x = rand_dt(dt, n, 8.0f), *bs = rand_dt(DTYPE_F32, N, 4.0f);
+    for (size_t r = 0; r < N; r++) bs[r] = kind == 1 ? -1.5f : -fabsf(bs[r]);
+    if (kind == 1)
+        for (size_t r = 0; r < N; r++)
+            for (int v = 0; v < V; v++) x[r * V + v] = (float)((v * 7 + (int)(r / nb) * 3) % 5 - 2);
+    const float *scores = greedy ? NULL : bs;
+    float *rv = alloc_f((size_t)B * K), *sv = alloc_f((size_t)B * K);
+    int *ri = xmalloc((size_t)B * K * sizeof(int)), *si = xmalloc((size_t)B * K * sizeof(int));
+    R->beam_topk(rv, ri, x, scores, B, nb, V, K);
+    void *xg = dev_from(S, dt, x, n), *bg = dev_from(S, DTYPE_F32, bs, N);
+    float *vg = S->alloc((size_t)B * K * sizeof(float)), *vg2 = S->alloc((size_t)B * K * sizeof(float));
+    int *ig = S->alloc((size_t)B * K * sizeof(int)), *ig2 = S->alloc((size_t)B * K * sizeof(int));
+    S->beam_topk(vg, ig, xg, greedy ? NULL : bg, B, nb, V, K);
+    S->beam_topk(vg2, ig2, xg, greedy ? NULL : bg, B, nb, V, K);
+    S->to_host(sv, vg, (size_t)B * K * sizeof(float));
+    S->to_host(si, ig, (size_t)B * K * sizeof(int));
+    char name[160];
+    snprintf(name, sizeof name, "beam_topk [%s B=%d beams=%d V=%d K=%d%s%s]", dt_name(dt), B, nb, V, K,
+             greedy ? " greedy" : "", kind == 1 ? " ties" : "");
+    search_check(name, x, scores, B, nb, V, K, rv, ri, sv, si, greedy || kind == 1, greedy);
+    snprintf(name, sizeof name, "beam_topk [%s B=%d beams=%d V=%d K=%d] twice", dt_name(dt), B, nb, V, K);
+    test_check(same_bytes(S, vg, vg2, (size_t)B * K * 4) && same_bytes(S, ig, ig2, (size_t)B * K * 4), name);
+    FREE_SUB(S, xg, bg, vg, vg2, ig, ig2);
+    FREE_HOST(x, bs, rv, sv);
+    free(ri);
+    free(si);
+}
+
+static void case_beam_topk(const OpsPair *P) {
+    search_case(P, 2, 4, 331, 8, 0, 0);     // odd V: scalar loads
+    search_case(P, 3, 5, 32128, 10, 0, 0);  // t5's vocabulary: 16-byte loads
+    search_case(P, 1, 64, 1000, 128, 0, 0); // the largest K (64 beams)
+    search_case(P, 2, 1, 4000, 2, 0, 0);    // one beam: no merge
+    search_case(P, 2, 4, 256, 8, 0, 1);     // ties only: exactly the oracle's order
+    search_case(P, 5, 1, 32128, 1, 1, 0);   // greedy: argmax of the logits
+    search_case(P, 3, 1, 333, 1, 1, 1);     // greedy with ties: the first maximum
+}
+
+static void case_kv_reorder(const OpsPair *P) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    enum { N = 6, CAP = 7 };
+    const int src_rows[N] = {2, 2, 0, 5, 1, 3}, hks[2] = {5, 64}, ts[3] = {0, 3, CAP};
+    int *rows_g = dev_ints(S, src_rows, N);
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 3; k++) {
+            const int HK = hks[h], t = ts[k];
+            const size_t n = (size_t)N * CAP * HK;
+            float *src = rand_dt(dt, n, 1.0f), *want = rand_dt(dt, n, 1.0f);
+            void *src_g = dev_from(S, dt, src, n), *dst_g = dev_from(S, dt, want, n);
+            R->kv_reorder(want, src, src_rows, N, CAP, t, HK);
+            S->kv_reorder(dst_g, src_g, rows_g, N, CAP, t, HK);
+            float *got = host_from(S, dt, dst_g, n);
+            char name[160];
+            snprintf(name, sizeof name, "kv_reorder [%s N=%d cap=%d t=%d HK=%d] exact, positions >= t untouched",
+                     dt_name(dt), N, CAP, t, HK);
+            test_check(memcmp(got, want, n * sizeof(float)) == 0, name);
+            FREE_SUB(S, src_g, dst_g);
+            FREE_HOST(src, want, got);
+        }
+    S->free(rows_g);
+}

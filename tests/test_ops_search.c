@@ -1,0 +1,173 @@
+// tests/test_ops_search.c: the CPU twins of the generation-search ops (kernels/cpu/search.c)
+// against plain references:
+//   - beam_topk against "every candidate computed as model/generate.c computes it (fp32
+//     log_softmax, sum in double, + the beam score), all beams*V sorted by (score desc,
+//     flat index asc), the first K kept": random logits, logits with many exact ties,
+//     -inf logits, beams 1..5, K from 1 to 2*beams, and greedy (no beam scores): the raw
+//     logits' first maximum, as torch.argmax;
+//   - kv_reorder against a loop over (row, position, element), positions >= t untouched;
+//   - the one-line errors of bad arguments.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/backend.h"
+#include "../kernels/cpu/cpu_ops.h"
+#include "test.h"
+#include "test_fork.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dULL;
+static uint32_t rnd(void) {  // xorshift64*
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return (uint32_t)((rng * 0x2545F4914F6CDD1DULL) >> 32);
+}
+static float rnd_unit(void) { return (float)(rnd() >> 8) * 0x1.0p-24f; }
+
+typedef struct {
+    float s;
+    int i;
+} Cand;
+
+static int cand_order(const void *a_, const void *b_) {
+    const Cand *a = a_, *b = b_;
+    if (a->s != b->s) return a->s > b->s ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+// The plain reference: every candidate of item b, sorted, the first K.
+static void ref_beam_topk(float *val, int *idx, const float *x, const float *bs, int B, int nb, int V, int K) {
+    Cand *c = malloc((size_t)nb * V * sizeof *c);
+    for (int b = 0; b < B; b++) {
+        for (int j = 0; j < nb; j++) {
+            const float *row = x + ((size_t)b * nb + j) * V;
+            float mx = row[0];
+            for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
+            double sum = 0.0;
+            for (int v = 0; v < V; v++) sum += exp((double)(row[v] - mx));
+            const float lse = (float)log(sum);
+            for (int v = 0; v < V; v++) {
+                float lsm = (row[v] - mx) - lse;
+                c[j * V + v] = (Cand){bs ? lsm + bs[b * nb + j] : row[v], j * V + v};
+            }
+        }
+        qsort(c, (size_t)nb * V, sizeof *c, cand_order);
+        for (int k = 0; k < K; k++) {
+            val[b * K + k] = c[k].s;
+            idx[b * K + k] = c[k].i;
+        }
+    }
+    free(c);
+}
+
+// kind 0: uniform in [-8, 8); 1: integers in [-3, 3] (many exact ties); 2: as 0 with a
+// third of the entries -inf (HF's masked tokens)
+static void fill_logits(float *x, size_t n, int kind) {
+    for (size_t i = 0; i < n; i++) {
+        if (kind == 1) x[i] = (float)((int)(rnd() % 7) - 3);
+        else x[i] = 16.0f * rnd_unit() - 8.0f;
+        if (kind == 2 && rnd() % 3 == 0) x[i] = -INFINITY;
+    }
+}
+
+static void check_topk_case(int B, int nb, int V, int K, int kind, int greedy) {
+    size_t N = (size_t)B * nb;
+    float *x = malloc(N * V * sizeof(float)), *bs = malloc(N * sizeof(float));
+    float *got_v = malloc((size_t)B * K * sizeof(float)), *want_v = malloc((size_t)B * K * sizeof(float));
+    int *got_i = malloc((size_t)B * K * sizeof(int)), *want_i = malloc((size_t)B * K * sizeof(int));
+    fill_logits(x, N * V, kind);
+    // running scores as a search has them: negative, some beams equal (ties across beams)
+    for (size_t r = 0; r < N; r++) bs[r] = r % 3 == 2 ? bs[r - 1] : -4.0f * rnd_unit();
+    const float *scores = greedy ? NULL : bs;
+    cpu_search_beam_topk(got_v, got_i, x, scores, B, nb, V, K);
+    ref_beam_topk(want_v, want_i, x, scores, B, nb, V, K);
+    int same = memcmp(got_i, want_i, (size_t)B * K * sizeof(int)) == 0, bad = 0;
+    for (size_t i = 0; i < (size_t)B * K; i++) bad += !(got_v[i] == want_v[i]);
+    char buf[256];
+    snprintf(buf, sizeof buf, "beam_topk B=%d beams=%d V=%d K=%d %s%s: indices %s, %d scores differ", B, nb, V, K,
+             kind == 0 ? "uniform" : kind == 1 ? "integer ties" : "with -inf", greedy ? " greedy" : "",
+             same ? "equal" : "DIFFER", bad);
+    test_check(same && bad == 0, buf);
+    free(x), free(bs), free(got_v), free(want_v), free(got_i), free(want_i);
+}
+
+// Greedy with K = 1 is torch.argmax of the raw logits: the first maximum.
+static void check_greedy_argmax(void) {
+    enum { B = 6, V = 257 };
+    float x[B * V], val[B];
+    int idx[B], ok = 1;
+    fill_logits(x, B * V, 1);
+    x[3 * V + 100] = 9.0f, x[3 * V + 7] = 9.0f;  // a tie at the top: 7 wins
+    cpu_search_beam_topk(val, idx, x, NULL, B, 1, V, 1);
+    for (int b = 0; b < B; b++) {
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (x[b * V + v] > x[b * V + best]) best = v;
+        ok &= idx[b] == best && val[b] == x[b * V + best];
+    }
+    test_check(ok && idx[3] == 7, "beam_topk greedy (beams 1, K 1, no scores) = the first maximum of each row (torch.argmax)");
+}
+
+static void test_beam_topk(void) {
+    check_greedy_argmax();
+    const int shapes[][4] = {{1, 1, 50, 1}, {3, 1, 97, 2}, {2, 4, 331, 8}, {3, 5, 64, 10}, {1, 4, 8, 8}, {2, 2, 1000, 3}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int kind = 0; kind < 3; kind++)
+            check_topk_case(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], kind, 0);
+    check_topk_case(4, 1, 333, 1, 1, 1);
+    check_topk_case(2, 3, 129, 6, 2, 1);
+}
+
+// ---- kv_reorder ----------------------------------------------------------------------------
+
+static void test_kv_reorder(void) {
+    enum { N = 6, CAP = 7, HK = 12 };
+    const int src_rows[N] = {2, 2, 0, 5, 1, 3};
+    const int ts[3] = {0, 3, CAP};
+    for (int k = 0; k < 3; k++) {
+        const int t = ts[k];
+        float *src = malloc(N * CAP * HK * sizeof(float)), *dst = malloc(N * CAP * HK * sizeof(float));
+        for (int i = 0; i < N * CAP * HK; i++) src[i] = (float)i, dst[i] = -1.0f;
+        cpu_search_kv_reorder(dst, src, src_rows, N, CAP, t, HK);
+        int bad = 0;
+        for (int i = 0; i < N; i++)
+            for (int p = 0; p < CAP; p++)
+                for (int e = 0; e < HK; e++) {
+                    float want = p < t ? src[(src_rows[i] * CAP + p) * HK + e] : -1.0f;
+                    bad += dst[(i * CAP + p) * HK + e] != want;
+                }
+        char buf[160];
+        snprintf(buf, sizeof buf, "kv_reorder N=%d cap=%d t=%d HK=%d: %d elements differ (positions >= t untouched)", N,
+                 CAP, t, HK, bad);
+        test_check(bad == 0, buf);
+        free(src), free(dst);
+    }
+}
+
+// ---- errors ----------------------------------------------------------------------------------
+
+static void fail_topk_k(const void *arg) {
+    float x[8] = {0}, v[16];
+    int i[16];
+    cpu_search_beam_topk(v, i, x, NULL, 1, 1, 8, *(const int *)arg);
+}
+static void fail_reorder_row(const void *arg) {
+    float a[2 * 3 * 2] = {0}, b[2 * 3 * 2];
+    int rows[2] = {0, *(const int *)arg};
+    cpu_search_kv_reorder(b, a, rows, 2, 3, 2, 2);
+}
+
+static void test_errors(void) {
+    static const int k9 = 9, k0 = 0, row2 = 2;
+    test_expect_error("beam_topk K > V", fail_topk_k, &k9, "beam_topk", "K 9");
+    test_expect_error("beam_topk K = 0", fail_topk_k, &k0, "beam_topk", "K 0");
+    test_expect_error("kv_reorder source row outside [0, N)", fail_reorder_row, &row2, "kv_reorder", "source row 2");
+}
+
+int main(void) {
+    test_beam_topk();
+    test_kv_reorder();
+    test_errors();
+    return test_summary();
+}
