@@ -19,17 +19,13 @@
 #include "../common/fileio.h"
 #include "../model/safetensors.h"
 #include "../trainer/args.h"
+#include "test_files.h"
 #include "test.h"
 
 static char tmp[] = "/tmp/t5_test_args.XXXXXX";
 static int gpu_visible;  // nvidia-smi -L succeeds: the device default is cuda here
 
 // ---- helpers ------------------------------------------------------------------------------
-
-static char *slurp(const char *path) {
-    char *t = read_text_file(path, NULL);
-    return t ? t : calloc(1, 1);
-}
 
 // ./train_t5 with the tiny model and tokenizer, then `args`; stdout+stderr into TMP/NAME.log.
 static int run(const char *name, const char *args) {
@@ -45,7 +41,7 @@ static int run(const char *name, const char *args) {
 static int log_has(const char *name, const char *needle) {
     char path[600];
     snprintf(path, sizeof path, "%s/%s.log", tmp, name);
-    char *t = slurp(path);
+    char *t = test_slurp(path);
     int ok = strstr(t, needle) != NULL;
     free(t);
     return ok;
@@ -91,11 +87,6 @@ static cJSON *load_json(const char *dir, const char *file) {
     return j;
 }
 
-static double num(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
 // The steps of the log_history entries that have `key` (loss: training logs; eval_loss: evals),
 // as "1,3"; the learning rates of the loss entries into lr[] when given.
 static void steps_with(const char *dir, const char *key, char *out, size_t cap, double *lr) {
@@ -110,8 +101,8 @@ static void steps_with(const char *dir, const char *key, char *out, size_t cap, 
     int k = 0;
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(st, "log_history")) {
         if (!cJSON_GetObjectItem(e, key)) continue;
-        len += (size_t)snprintf(out + len, cap - len, "%s%.0f", len ? "," : "", num(e, "step"));
-        if (lr) lr[k++] = num(e, "learning_rate");
+        len += (size_t)snprintf(out + len, cap - len, "%s%.0f", len ? "," : "", test_json_num(e, "step"));
+        if (lr) lr[k++] = test_json_num(e, "learning_rate");
     }
     cJSON_Delete(st);
 }
@@ -281,8 +272,8 @@ static void run_a(void) {
     snprintf(what, sizeof what, "--eval_on_start --eval_delay 4, eval_steps from logging_steps 3: evals at %s (want 0,4)", steps);
     test_check(!strcmp(steps, "0,4"), what);
     cJSON *res = load_json("a", "eval_results.json");
-    snprintf(what, sizeof what, "--max_val_samples 3: eval_samples %g (want 3)", num(res, "eval_samples"));
-    test_check(num(res, "eval_samples") == 3, what);
+    snprintf(what, sizeof what, "--max_val_samples 3: eval_samples %g (want 3)", test_json_num(res, "eval_samples"));
+    test_check(test_json_num(res, "eval_samples") == 3, what);
     cJSON_Delete(res);
 }
 
@@ -348,9 +339,9 @@ static void run_lengths(void) {
     cJSON *e3 = load_json("len_3", "eval_results.json"), *p3 = load_json("len_3", "predict_results.json");
     char what[400];
     snprintf(what, sizeof what, "--test_max_target_length 3: eval_loss unchanged (%.6f vs %.6f), predict_loss changed "
-             "(%.6f vs %.6f)", num(e3, "eval_loss"), num(ed, "eval_loss"), num(p3, "predict_loss"), num(pd, "predict_loss"));
-    test_check(num(e3, "eval_loss") == num(ed, "eval_loss") && num(pd, "predict_loss") == num(ed, "eval_loss") &&
-                   fabs(num(p3, "predict_loss") - num(pd, "predict_loss")) > 1e-3, what);
+             "(%.6f vs %.6f)", test_json_num(e3, "eval_loss"), test_json_num(ed, "eval_loss"), test_json_num(p3, "predict_loss"), test_json_num(pd, "predict_loss"));
+    test_check(test_json_num(e3, "eval_loss") == test_json_num(ed, "eval_loss") && test_json_num(pd, "predict_loss") == test_json_num(ed, "eval_loss") &&
+                   fabs(test_json_num(p3, "predict_loss") - test_json_num(pd, "predict_loss")) > 1e-3, what);
     test_check(!cJSON_GetObjectItem(e3, "eval_bleu"), "--prediction_loss_only: no generation (no eval_bleu)");
     check_log("len_3", "NOTICE: --predict_with_generate is off", "--prediction_loss_only");
     cJSON_Delete(ed);
@@ -412,7 +403,7 @@ static void dry_run_and_order(void) {
         snprintf(cmd, sizeof cmd, "%s > %s/help.log 2>&1", helps[k], tmp);
         int st = system(cmd);
         snprintf(cmd, sizeof cmd, "%s/help.log", tmp);
-        char *t = slurp(cmd);
+        char *t = test_slurp(cmd);
         int n = 0;
         for (char *p = t; (p = strstr(p, "usage:")); p++) n++;
         snprintf(what, sizeof what, "%s: exit %d, %d usage line(s) (want 1), mpirun's --allow-run-as-root said", helps[k],

@@ -32,22 +32,9 @@
 #include "../common/fileio.h"
 #include "../model/safetensors.h"
 #include "../zero/partition.h"
+#include "test_files.h"
 #include "test.h"
 #include "test_tmp.h"
-
-static cJSON *load_json(const char *path) {
-    char *text = read_text_file(path, NULL);
-    if (!text) t5_fail("%s: cannot open", path);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    if (!j) t5_fail("%s: malformed JSON", path);
-    return j;
-}
-
-static double num(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
 
 static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -83,9 +70,9 @@ static int train_run(const char *tmp, const char *model, const char *extra, int 
 static void compare_runs_tol(const char *tmp, const char *ref_tag, const char *tag, const char *label, double tol) {
     char path[700], what[300];
     snprintf(path, sizeof path, "%s/%s/trainer_state.json", tmp, ref_tag);
-    cJSON *ref = load_json(path);
+    cJSON *ref = test_load_json(path, "");
     snprintf(path, sizeof path, "%s/%s/trainer_state.json", tmp, tag);
-    cJSON *st = load_json(path);
+    cJSON *st = test_load_json(path, "");
     const cJSON *h = cJSON_GetObjectItem(st, "log_history"), *h0 = cJSON_GetObjectItem(ref, "log_history");
     double worst_loss = 0, worst_norm = 0;
     int n_steps = 0;  // the logged steps (both runs must have the same number)
@@ -95,15 +82,15 @@ static void compare_runs_tol(const char *tmp, const char *ref_tag, const char *t
     if (n_other != n_steps) worst_loss = INFINITY;
     for (int s = 0; s < n_steps && s < n_other; s++) {
         const cJSON *a = cJSON_GetArrayItem(h, s), *b = cJSON_GetArrayItem(h0, s);
-        worst_loss = fmax(worst_loss, fabs(num(a, "loss") - num(b, "loss")) / fabs(num(b, "loss")));
-        worst_norm = fmax(worst_norm, fabs(num(a, "grad_norm") - num(b, "grad_norm")) / fabs(num(b, "grad_norm")));
+        worst_loss = fmax(worst_loss, fabs(test_json_num(a, "loss") - test_json_num(b, "loss")) / fabs(test_json_num(b, "loss")));
+        worst_norm = fmax(worst_norm, fabs(test_json_num(a, "grad_norm") - test_json_num(b, "grad_norm")) / fabs(test_json_num(b, "grad_norm")));
     }
     snprintf(what, sizeof what, "%s: %d steps' loss and grad_norm equal 1 rank's (worst rel %.2e, %.2e)", label,
              n_steps, worst_loss, worst_norm);
     test_check(worst_loss <= tol && worst_norm <= tol, what);
     // HF's store_flos sums every rank's flos (each rank's own padding: close to 1 rank's, not
     // a fraction of it as rank 0's own count would be)
-    double f0 = num(ref, "total_flos"), f1 = num(st, "total_flos");
+    double f0 = test_json_num(ref, "total_flos"), f1 = test_json_num(st, "total_flos");
     snprintf(what, sizeof what, "%s: total_flos %.6g, summed over the ranks, near 1 rank's %.6g", label, f1, f0);
     test_check(f0 > 0 && fabs(f1 - f0) <= 0.2 * f0, what);
     cJSON_Delete(st);
@@ -149,15 +136,15 @@ static void compare_runs(const char *tmp, const char *ref_tag, const char *tag, 
 static void compare_eval(const char *tmp, const char *ref_tag, const char *tag, const char *label) {
     char path[700], what[300];
     snprintf(path, sizeof path, "%s/%s/eval_results.json", tmp, ref_tag);
-    cJSON *ref = load_json(path);
+    cJSON *ref = test_load_json(path, "");
     snprintf(path, sizeof path, "%s/%s/eval_results.json", tmp, tag);
-    cJSON *got = load_json(path);
-    double dl = fabs(num(got, "eval_loss") - num(ref, "eval_loss")) / fabs(num(ref, "eval_loss"));
+    cJSON *got = test_load_json(path, "");
+    double dl = fabs(test_json_num(got, "eval_loss") - test_json_num(ref, "eval_loss")) / fabs(test_json_num(ref, "eval_loss"));
     snprintf(what, sizeof what, "%s: eval_loss %.6f vs %.6f (rel %.1e), gen_len %.2f vs %.2f, bleu %.3f vs %.3f",
-             label, num(got, "eval_loss"), num(ref, "eval_loss"), dl, num(got, "eval_gen_len"),
-             num(ref, "eval_gen_len"), num(got, "eval_bleu"), num(ref, "eval_bleu"));
-    test_check(dl <= 1e-5 && num(got, "eval_gen_len") == num(ref, "eval_gen_len") &&
-                   num(got, "eval_bleu") == num(ref, "eval_bleu"),
+             label, test_json_num(got, "eval_loss"), test_json_num(ref, "eval_loss"), dl, test_json_num(got, "eval_gen_len"),
+             test_json_num(ref, "eval_gen_len"), test_json_num(got, "eval_bleu"), test_json_num(ref, "eval_bleu"));
+    test_check(dl <= 1e-5 && test_json_num(got, "eval_gen_len") == test_json_num(ref, "eval_gen_len") &&
+                   test_json_num(got, "eval_bleu") == test_json_num(ref, "eval_bleu"),
                what);
     cJSON_Delete(ref);
     cJSON_Delete(got);

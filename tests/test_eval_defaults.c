@@ -15,15 +15,11 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
+#include "test_files.h"
 #include "test.h"
 
 static char tmp[] = "/tmp/t5_test_eval_defaults.XXXXXX";
 static const char *data = "d";  // TMP/d: val and test splits; TMP/dt: a train split too
-
-static char *slurp(const char *path) {
-    char *t = read_text_file(path, NULL);
-    return t ? t : calloc(1, 1);
-}
 
 // ./train_t5 with the tokenizer and the 8-line data, then `args`; stdout into TMP/NAME.log,
 // stderr into TMP/NAME.err.
@@ -40,7 +36,7 @@ static int run(const char *name, const char *args) {
 static int has(const char *name, const char *ext, const char *needle) {
     char path[600];
     snprintf(path, sizeof path, "%s/%s.%s", tmp, name, ext);
-    char *t = slurp(path);
+    char *t = test_slurp(path);
     int ok = strstr(t, needle) != NULL;
     free(t);
     return ok;
@@ -145,7 +141,7 @@ static void bad_value(const char *name, const char *tsp, const char *gen, const 
              name, tmp);
     int rc = run(name, args);
     snprintf(err, sizeof err, "%s/%s.err", tmp, name);
-    char *t = slurp(err);
+    char *t = test_slurp(err);
     int lines = 0;
     for (char *p = t; *p; p++) lines += *p == '\n';
     char what[700];

@@ -25,24 +25,11 @@
 #include "../common/check.h"
 #include "../common/fileio.h"
 #include "../model/safetensors.h"
+#include "test_files.h"
 #include "test.h"
 
 static const char *CASES[] = {"relu_3dec", "relu_3dec_ls", "relu_3enc", "gated_noscale_ls", "gated_noscale",
                               "gated_scaled_3dec_ls"};
-
-static cJSON *load_json(const char *path) {
-    char *text = read_text_file(path, NULL);
-    if (!text) t5_fail("%s: cannot open (run tools/make_exact_fixture.py)", path);
-    cJSON *j = cJSON_Parse(text);
-    if (!j) t5_fail("%s: malformed JSON", path);
-    free(text);
-    return j;
-}
-
-static double num(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
 
 static double rel(double got, double want) { return fabs(got - want) / fmax(fabs(want), 1e-30); }
 
@@ -89,7 +76,7 @@ static cJSON *dumped_norms(const char *path, int step) {
     cJSON *found = NULL;
     for (char *line = strtok(text, "\n"); line && !found; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
-        if (j && num(j, "step") == step) found = j;
+        if (j && test_json_num(j, "step") == step) found = j;
         else cJSON_Delete(j);
     }
     free(text);
@@ -125,22 +112,22 @@ static double compare_tensor_norms(const char *name, const cJSON *want, const ch
 static void check_log_history(const char *name, const char *out, const cJSON *steps, const cJSON *tol) {
     char path[700], what[200];
     snprintf(path, sizeof path, "%s/trainer_state.json", out);
-    cJSON *state = load_json(path);
+    cJSON *state = test_load_json(path, " (run tools/make_exact_fixture.py)");
     const cJSON *hist = cJSON_GetObjectItem(state, "log_history");
-    int early = (int)num(tol, "early_steps");
+    int early = (int)test_json_num(tol, "early_steps");
     for (int i = 0; i < cJSON_GetArraySize(steps); i++) {
         const cJSON *want = cJSON_GetArrayItem(steps, i), *got = cJSON_GetArrayItem(hist, i);
         snprintf(what, sizeof what, "%s: log_history has step %d", name, i + 1);
-        if (!test_check(got && num(got, "step") == i + 1, what)) continue;
+        if (!test_check(got && test_json_num(got, "step") == i + 1, what)) continue;
         snprintf(what, sizeof what, "%s: step %d loss", name, i + 1);
-        rel_ok(what, num(got, "loss"), num(want, "loss"), num(tol, "loss"));
+        rel_ok(what, test_json_num(got, "loss"), test_json_num(want, "loss"), test_json_num(tol, "loss"));
         snprintf(what, sizeof what, "%s: step %d grad_norm", name, i + 1);
-        rel_ok(what, num(got, "grad_norm"), num(want, "grad_norm"),
-               num(tol, i < early ? "grad_norm_early" : "grad_norm_late"));
+        rel_ok(what, test_json_num(got, "grad_norm"), test_json_num(want, "grad_norm"),
+               test_json_num(tol, i < early ? "grad_norm_early" : "grad_norm_late"));
         snprintf(what, sizeof what, "%s: step %d learning_rate", name, i + 1);
-        rel_ok(what, num(got, "learning_rate"), num(want, "learning_rate"), 1e-9);
+        rel_ok(what, test_json_num(got, "learning_rate"), test_json_num(want, "learning_rate"), 1e-9);
         snprintf(what, sizeof what, "%s: step %d epoch", name, i + 1);
-        rel_ok(what, num(got, "epoch"), num(want, "epoch"), 1e-12);
+        rel_ok(what, test_json_num(got, "epoch"), test_json_num(want, "epoch"), 1e-12);
     }
     cJSON_Delete(state);
 
@@ -155,7 +142,7 @@ static void check_grad_norms(const char *name, const char *dump, const cJSON *st
         double worst = compare_tensor_norms(name, want, dump, s, &missing), t;
         char key[40];
         snprintf(key, sizeof key, "tensor_grad_norm_step%d", s);
-        t = num(tol, key);
+        t = test_json_num(tol, key);
         snprintf(what, sizeof what, "%s: step %d gradient norm of every tensor (T5_DUMP_GRAD_NORMS), worst %.2e (tol %.0e)",
                  name, s, worst, t);
         test_check(!missing && worst <= t, what);
@@ -189,8 +176,8 @@ static void check_final_norms(const char *name, const char *out, const cJSON *re
         if (r > worst) worst = r, worst_name = w->string;
     }
     snprintf(what, sizeof what, "%s: norm of each of %d tensors after 4 steps, worst %.2e (%s) (tol %.0e)", name, count,
-             worst, worst_name, num(tol, "final_norms"));
-    test_check(!missing && worst <= num(tol, "final_norms"), what);
+             worst, worst_name, test_json_num(tol, "final_norms"));
+    test_check(!missing && worst <= test_json_num(tol, "final_norms"), what);
     st_close(&st);
 }
 
@@ -198,9 +185,9 @@ static void run_case(const char *name, const char *tmp) {
     char path[700], what[200], model[600], out[600], dump[600];
     printf("--- case %s\n", name);
     snprintf(path, sizeof path, "tests/fixtures/exact/%s/args.json", name);
-    cJSON *args = load_json(path);
+    cJSON *args = test_load_json(path, " (run tools/make_exact_fixture.py)");
     snprintf(path, sizeof path, "tests/fixtures/exact/%s/steps.json", name);
-    cJSON *ref = load_json(path);
+    cJSON *ref = test_load_json(path, " (run tools/make_exact_fixture.py)");
     const cJSON *init = cJSON_GetObjectItem(args, "init"), *tol = cJSON_GetObjectItem(args, "tolerances");
     snprintf(model, sizeof model, "%s/%s_model", tmp, name);
     snprintf(out, sizeof out, "%s/%s_out", tmp, name);

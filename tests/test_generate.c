@@ -18,19 +18,11 @@
 #include "../model/generate.h"
 #include "../model/load.h"
 #include "../model/safetensors.h"
+#include "test_files.h"
 #include "test.h"
 #include "../trainer/progress.h"
 
 static const char *MODELS[] = {"relu", "gated"};
-
-static cJSON *load_json(const char *path) {
-    char *text = read_text_file(path, NULL);
-    if (!text) t5_fail("%s: cannot open (run tools/make_generate_fixture.py)", path);
-    cJSON *j = cJSON_Parse(text);
-    if (!j) t5_fail("%s: malformed JSON", path);
-    free(text);
-    return j;
-}
 
 static const cJSON *json_get(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -177,7 +169,7 @@ static void run_model(const char *model) {
     snprintf(dir, sizeof dir, "tests/fixtures/generate_%s", model);
     printf("--- fixture %s\n", dir);
     snprintf(path, sizeof path, "%s/reference.json", dir);
-    cJSON *ref = load_json(path);
+    cJSON *ref = test_load_json(path, " (run tools/make_generate_fixture.py)");
     T5Model m;
     ModelLoadOptions lo = {0};
     model_load(&m, dir, backend_cpu(), lo);
@@ -242,7 +234,7 @@ static void run_model(const char *model) {
 // generate_topk against torch.topk on tie-heavy vectors (both of torch's CPU paths).
 static void run_topk(void) {
     printf("--- fixture tests/fixtures/generate_topk\n");
-    cJSON *ref = load_json("tests/fixtures/generate_topk/reference.json");
+    cJSON *ref = test_load_json("tests/fixtures/generate_topk/reference.json", " (run tools/make_generate_fixture.py)");
     const cJSON *c;
     int n_cases = 0, n_partial = 0, n_unstable = 0, bad = -1;
     cJSON_ArrayForEach(c, json_get(ref, "cases")) {

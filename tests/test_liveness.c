@@ -23,6 +23,7 @@
 #include "../common/check.h"
 #include "../dist/launch.h"
 #include "../dist/liveness.h"
+#include "test_files.h"
 #include "test.h"
 #include "test_fork.h"
 #include "test_tmp.h"
@@ -35,11 +36,6 @@ static char tmp[64];
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0) {}
-}
-
-static char *slurp(const char *path) {
-    char *t = read_text_file(path, NULL);
-    return t ? t : calloc(1, 1);
 }
 
 // ---- groups of forked ranks ------------------------------------------------------------------
@@ -149,7 +145,7 @@ static GroupResult run_group(int world, Scenario sc, const char *timeout) {
         }
         char path[128];
         snprintf(path, sizeof path, "%s/rank%d.err", tmp, r);
-        g.err[r] = slurp(path);
+        g.err[r] = test_slurp(path);
     }
     unsetenv("T5_HEARTBEAT_TIMEOUT");
     return g;
@@ -318,7 +314,7 @@ static int wait_job(pid_t pid, double deadline_s) {
 static int log_has(const char *tag, const char *needle) {
     char path[128];
     snprintf(path, sizeof path, "%s/%s.log", tmp, tag);
-    char *t = slurp(path);
+    char *t = test_slurp(path);
     int has = strstr(t, needle) != NULL;
     free(t);
     return has;

@@ -21,21 +21,8 @@
 #include "../common/check.h"
 #include "../common/fileio.h"
 #include "../model/safetensors.h"
+#include "test_files.h"
 #include "test.h"
-
-static cJSON *load_json(const char *path) {
-    char *text = read_text_file(path, NULL);
-    if (!text) t5_fail("%s: cannot open", path);
-    cJSON *j = cJSON_Parse(text);
-    if (!j) t5_fail("%s: malformed JSON", path);
-    free(text);
-    return j;
-}
-
-static double num(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
 
 static int rel_ok(const char *what, double got, double want, double tol) {
     double rel = fabs(got - want) / fmax(fabs(want), 1e-12);
@@ -49,7 +36,7 @@ static int rel_ok(const char *what, double got, double want, double tol) {
 static int run_train_t5(const char *run, const char *out_dir, const char *cache_dir) {
     char path[256];
     snprintf(path, sizeof path, "tests/fixtures/trainer_%s/args.json", run);
-    cJSON *args = load_json(path);
+    cJSON *args = test_load_json(path, "");
     const cJSON *flags = cJSON_GetObjectItem(args, "train_t5_flags");
     size_t cap = 8192, len = 0;
     char *cmd = mallocCheck(cap);
@@ -67,9 +54,9 @@ static int run_train_t5(const char *run, const char *out_dir, const char *cache_
 static void check_log_history(const char *run, const char *out, int nosmooth) {
     char path[600], what[160];
     snprintf(path, sizeof path, "tests/fixtures/trainer_%s/steps.json", run);
-    cJSON *ref = load_json(path);
+    cJSON *ref = test_load_json(path, "");
     snprintf(path, sizeof path, "%s/trainer_state.json", out);
-    cJSON *state = load_json(path);
+    cJSON *state = test_load_json(path, "");
     const cJSON *hist = cJSON_GetObjectItem(state, "log_history");
     const cJSON *steps = cJSON_GetObjectItem(ref, "steps");
     for (int i = 0; i < cJSON_GetArraySize(steps); i++) {
@@ -80,17 +67,17 @@ static void check_log_history(const char *run, const char *out, int nosmooth) {
             continue;
         }
         snprintf(what, sizeof what, "%s: step %d step number", run, i + 1);
-        test_check(num(got, "step") == num(want, "step"), what);
+        test_check(test_json_num(got, "step") == test_json_num(want, "step"), what);
         snprintf(what, sizeof what, "%s: step %d loss%s", run, i + 1, nosmooth ? " (vs token mean)" : "");
-        rel_ok(what, num(got, "loss"), num(want, nosmooth ? "ce_token_mean" : "loss"), 1e-4);
+        rel_ok(what, test_json_num(got, "loss"), test_json_num(want, nosmooth ? "ce_token_mean" : "loss"), 1e-4);
         if (!nosmooth) {
             snprintf(what, sizeof what, "%s: step %d grad_norm", run, i + 1);
-            rel_ok(what, num(got, "grad_norm"), num(want, "grad_norm"), 1e-4);
+            rel_ok(what, test_json_num(got, "grad_norm"), test_json_num(want, "grad_norm"), 1e-4);
         }
         snprintf(what, sizeof what, "%s: step %d learning_rate", run, i + 1);
-        rel_ok(what, num(got, "learning_rate"), num(want, "learning_rate"), 1e-9);
+        rel_ok(what, test_json_num(got, "learning_rate"), test_json_num(want, "learning_rate"), 1e-9);
         snprintf(what, sizeof what, "%s: step %d epoch", run, i + 1);
-        rel_ok(what, num(got, "epoch"), num(want, "epoch"), 1e-12);
+        rel_ok(what, test_json_num(got, "epoch"), test_json_num(want, "epoch"), 1e-12);
     }
     cJSON_Delete(ref);
     cJSON_Delete(state);
@@ -100,9 +87,9 @@ static void check_log_history(const char *run, const char *out, int nosmooth) {
 static void check_results_files(const char *run, const char *out, int nosmooth) {
     char path[600], what[160];
     snprintf(path, sizeof path, "tests/fixtures/trainer_%s/train_results.json", run);
-    cJSON *hf_res = load_json(path);
+    cJSON *hf_res = test_load_json(path, "");
     snprintf(path, sizeof path, "%s/train_results.json", out);
-    cJSON *res = load_json(path);
+    cJSON *res = test_load_json(path, "");
     const char *keys[] = {"epoch", "total_flos", "train_loss", "train_runtime", "train_samples_per_second",
                           "train_steps_per_second"};
     int all_keys = 1;
@@ -110,13 +97,13 @@ static void check_results_files(const char *run, const char *out, int nosmooth) 
     snprintf(what, sizeof what, "%s: train_results.json has HF's keys", run);
     test_check(all_keys, what);
     snprintf(path, sizeof path, "tests/fixtures/trainer_%s/trainer_state.json", run);
-    cJSON *hf_state = load_json(path);
+    cJSON *hf_state = test_load_json(path, "");
     snprintf(what, sizeof what, "%s: total_flos (HF's trainer_state.json)", run);
-    rel_ok(what, num(res, "total_flos"), num(hf_state, "total_flos"), 1e-12);
+    rel_ok(what, test_json_num(res, "total_flos"), test_json_num(hf_state, "total_flos"), 1e-12);
     cJSON_Delete(hf_state);
     if (!nosmooth) {
         snprintf(what, sizeof what, "%s: train_loss", run);
-        rel_ok(what, num(res, "train_loss"), num(hf_res, "train_loss"), 1e-4);
+        rel_ok(what, test_json_num(res, "train_loss"), test_json_num(hf_res, "train_loss"), 1e-4);
     }
     const char *files[] = {"all_results.json", "config.json", "model.safetensors", "spiece.model"};
     for (int k = 0; k < 4; k++) {
@@ -239,12 +226,12 @@ static void deepspeed_config(const char *tmp) {
     snprintf(path, sizeof path, "grep -q '^ZeRO stage 2, rank 0 of 1: allocated' '%s.log'", out);
     test_check(system(path) == 0, "deepspeed: stage 2 runs (its memory line printed)");
     snprintf(path, sizeof path, "%s/trainer_state.json", out);
-    cJSON *st = load_json(path);
+    cJSON *st = test_load_json(path, "");
     const cJSON *h = cJSON_GetObjectItem(st, "log_history");
     // iteration it = update - 2; it < 0: warmup_min_lr; it < W: min + (max-min) log(it+1)/log(W)
     const double W = 4, want[6] = {0, 0, 1e-3 * log(2) / log(W), 1e-3 * log(3) / log(W), 1e-3, 1e-3};
     double worst = 0;
-    for (int k = 0; k < 6; k++) worst = fmax(worst, fabs(num(cJSON_GetArrayItem(h, k), "learning_rate") - want[k]));
+    for (int k = 0; k < 6; k++) worst = fmax(worst, fabs(test_json_num(cJSON_GetArrayItem(h, k), "learning_rate") - want[k]));
     snprintf(what, sizeof what, "deepspeed: WarmupLR (log, 4 steps) learning rates of 6 updates (max diff %.1e)", worst);
     test_check(worst < 1e-12, what);
     cJSON_Delete(st);
