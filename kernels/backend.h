@@ -53,6 +53,24 @@ typedef struct {
     uint64_t seed;
 } DropoutArgs;
 
+// Where attention_decode finds row i's key/value at position j: in a cache *slot* p, at
+// element offset (p * slot_stride + j * pos_stride) * H*dk of k / v, where
+//   p = table[i * table_ld + j]  (table != NULL: generation's beam table, model/kv_decoder.c)
+//   p = i / slot_div             (table == NULL: e.g. beams sharing one item's encoder K/V)
+// The self-attention cache is position-major (cap, N, H*dk): slot_stride 1, pos_stride N,
+// so one step's keys of all rows are one contiguous (N, H*dk) block a GEMM writes directly.
+// The cross-attention K/V are per item (B, S, H*dk): slot_stride S, pos_stride 1.
+// key_mask (N / slot_div, mask_ld) int32 0/1 (1 = attend) or NULL: row i uses row
+// i / slot_div of it. All pointers are device pointers.
+typedef struct {
+    const void *k, *v;
+    long slot_stride, pos_stride;
+    const int *table;
+    int table_ld, slot_div;
+    const int *key_mask;
+    int mask_ld;
+} KvView;
+
 typedef struct Backend {
     const char *name;    // "cpu", "cuda-fp32", "cuda-bf16", "cuda-fp16": for messages only
     Dtype act_dtype;     // dtype of activations, parameters and their gradients
@@ -111,13 +129,13 @@ typedef struct Backend {
     // A row whose keys are all masked gets att = 0 and out = 0 (HF would spread it
     // uniformly; T5 batches never have such rows: every sequence has its </s>).
     // q (B,Tq,H*dk), k and v (B,kv_rows,H*dk) of which the first Tk rows of each batch
-    // entry are the keys (kv_rows >= Tk; kv_rows == Tk for dense tensors, kv_rows = the
-    // capacity of a generation KV cache, model/kv_decoder.c), bias (H,Tq,Tk) shared by the
+    // entry are the keys (kv_rows >= Tk; kv_rows == Tk for dense tensors), bias (H,Tq,Tk) shared by the
     // batch or NULL, key_mask (B,kv_rows) 1 = attend / 0 = padding (first Tk used), or
     // NULL; causal masks key j > q_offset+i.
     // att (B,H,Tq,Tk) receives the softmax probabilities (before dropout) for backward;
     // out (B,Tq,H*dk) = dropout(att) @ v.
-    // (kv_rows was added for generation; attention_backward stays dense, kv_rows == Tk.)
+    // (kv_rows: keys in a longer buffer; attention_backward stays dense, kv_rows == Tk.
+    // Generation's one-query steps use attention_decode below.)
     void (*attention_forward)(void *out, void *att, const void *q, const void *k, const void *v, const void *bias,
                               const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int d_kv, int causal,
                               int q_offset, DropoutArgs drop);
@@ -189,11 +207,24 @@ typedef struct Backend {
     // 1 <= K <= min(V, BEAM_TOPK_MAX_K). Logits are finite or -inf (no NaN).
     void (*beam_topk)(float *out_scores, int *out_idx, const void *logits, const float *beam_scores, int B,
                       int beams, int V, int K);
-    // kv_reorder: caches (N, cap, HK) in act_dtype: positions 0..t-1 of dst row i = those of
-    // src row src_rows[i]; src_rows (N) is a DEVICE int32 array (the beam sources the search
-    // left on the device), each in [0, N); dst and src are distinct buffers (the decoder
-    // swaps the cache and its spare). Positions t..cap-1 of dst are left as they were.
-    void (*kv_reorder)(void *dst, const void *src, const int *src_rows, int N, int cap, int t, int HK);
+    // beam_table_reorder: the beam table of generation's self-attention cache (KvView.table,
+    // int32 (N, cap)): positions 0..t-1 of dst row i = those of src row src_rows[i]. Rows of
+    // the table name, per position, the cache slot that holds the keys/values of that row's
+    // sequence, so reordering beams moves N*t ints instead of the cache itself (HF copies
+    // the cache: Cache.reorder_cache(beam_idx)). src_rows (N) is a DEVICE int32 array, each
+    // in [0, N); dst and src are distinct. Positions t..cap-1 of dst are left as they were.
+    void (*beam_table_reorder)(int *dst, const int *src, const int *src_rows, int N, int cap, int t);
+
+    // ---- attention of one query per row over cached keys/values (generation) ----------
+    // out (N, H*dk) act_dtype: for row i, head h, with keys j < Tk read through kv (below):
+    //   s_j = round(q_i,h . k_j)  (fp32 sum, rounded to act_dtype as the GEMM of
+    //         attention_forward rounds its scores), x_j = s_j + bias[h*Tk + j] in fp32
+    //         (bias (H, Tk) or NULL), masked keys left out, P = softmax(x) in fp32 rounded
+    //         to act_dtype, out = round(sum_j P_j v_j) (fp32 sum).
+    // No 1/sqrt(dk) (T5). A row whose keys are all masked gets out = 0. The same numbers as
+    // attention_forward with Tq = 1 up to the order of the sums.
+    void (*attention_decode)(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H,
+                             int dk);
 } Backend;
 
 // Largest K of beam_topk: 2 * generate.c's MAX_BEAMS (64).

@@ -4,6 +4,7 @@
 // from a KV cache, so the two cannot drift apart.
 #include "block.h"
 
+#include "../common/check.h"
 #include "../kernels/dropout_rng.h"
 
 DropoutArgs t5_site_dropout(const T5Model *m, int stack, int layer, int sub, int site) {
@@ -32,17 +33,14 @@ static void residual_add(T5Model *m, void *x_out, void *y, const void *x_in, siz
     if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nD);
 }
 
-// Project this step's keys and values into a->k, a->v and, with a cache, append them.
-static void attn_project_kv(T5Model *m, const SublayerScratch *s, const AttnOffsets *w, AttnActs *a, const void *kv_src,
-                            int nk, KvCache *cache) {
+// Project keys and values of nk rows into k_out, v_out.
+static void attn_project_kv(T5Model *m, const SublayerScratch *s, const AttnOffsets *w, void *k_out, void *v_out,
+                            const void *kv_src, int nk) {
     const Backend *be = m->be;
     int D = m->cfg.d_model, HK = t5_config_inner_dim(&m->cfg);
     const void *src = kv_src ? kv_src : s->ln_out;
-    // k first, appended before v is projected: a cached step may pass one buffer as a->k and a->v
-    be->matmul_forward(a->k, src, t5_param(m, w->k), nk, D, HK);
-    if (cache) be->copy_rows(cache->k, cache->append_rows, a->k, NULL, nk, (size_t)HK);
-    be->matmul_forward(a->v, src, t5_param(m, w->v), nk, D, HK);
-    if (cache) be->copy_rows(cache->v, cache->append_rows, a->v, NULL, nk, (size_t)HK);
+    be->matmul_forward(k_out, src, t5_param(m, w->k), nk, D, HK);
+    be->matmul_forward(v_out, src, t5_param(m, w->v), nk, D, HK);
 }
 
 void t5_attn_sublayer_forward(T5Model *m, const SublayerScratch *s, const AttnOffsets *w, AttnActs *a,
@@ -54,18 +52,15 @@ void t5_attn_sublayer_forward(T5Model *m, const SublayerScratch *s, const AttnOf
     int D = c->d_model, HK = t5_config_inner_dim(c), nq = B * Tq;
     t5_sublayer_norm(m, s, w->ln, x_in, nq);
     be->matmul_forward(a->q, s->ln_out, t5_param(m, w->q), nq, D, HK);
-    const void *k = a->k, *v = a->v;
-    int kv_rows = Tk, q_offset = 0;
-    if (!cache || cache->append_rows) attn_project_kv(m, s, w, a, kv_src, cache ? nq : B * Tk, cache);
     if (cache) {
-        k = cache->k;
-        v = cache->v;
-        Tk = cache->len;
-        kv_rows = cache->cap;
-        q_offset = causal ? cache->len - Tq : 0;  // the step's queries are the last Tq positions
+        if (Tq != 1) t5_fail("t5_attn_sublayer_forward: a cached step has one query per row, not %d", Tq);
+        if (cache->append_k) attn_project_kv(m, s, w, cache->append_k, cache->append_v, NULL, nq);
+        be->attention_decode(a->ctx, a->q, &cache->view, bias, nq, cache->len, c->num_heads, c->d_kv);
+    } else {
+        attn_project_kv(m, s, w, a->k, a->v, kv_src, kv_src ? B * Tk : nq);
+        be->attention_forward(a->ctx, a->att, a->q, a->k, a->v, bias, key_mask, B, Tq, Tk, Tk, c->num_heads, c->d_kv,
+                              causal, 0, t5_site_dropout(m, stack, layer, sub, SITE_ATT));
     }
-    be->attention_forward(a->ctx, a->att, a->q, k, v, bias, key_mask, B, Tq, Tk, kv_rows, c->num_heads, c->d_kv,
-                          causal, q_offset, t5_site_dropout(m, stack, layer, sub, SITE_ATT));
     void *y = s->proj ? s->proj : x_out;
     be->matmul_forward(y, a->ctx, t5_param(m, w->o), nq, HK, D);
     residual_add(m, x_out, y, x_in, (size_t)nq * D, t5_site_dropout(m, stack, layer, sub, SITE_ATT_OUT));

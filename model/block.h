@@ -24,15 +24,15 @@ typedef struct {
                      // x_out directly (x_out must then not be x_in)
 } SublayerScratch;
 
-// Keys and values kept across decoding steps (generation). Row b of the batch owns cache
-// rows b*cap .. b*cap+cap-1.
+// Keys and values kept across decoding steps (generation, one query per row): where the
+// attention reads them (a KvView, kernels/backend.h) and, for self-attention, where this
+// step's keys and values go.
 typedef struct {
-    void *k, *v;             // (B,cap,HK)
-    int cap;                 // positions per row (the rows between batch rows)
-    int len;                 // positions attended over after this step: 0..len-1
-    const int *append_rows;  // (B*Tq) host: the cache rows that receive this step's keys and
-                             // values (projected from the normed input, through AttnActs k, v);
-                             // NULL: the cache is already complete (cross-attention K/V)
+    KvView view;             // keys/values of positions 0..len-1 of every row
+    int len;                 // positions attended over after this step
+    void *append_k, *append_v;  // (rows, HK): this step's keys / values are projected straight
+                                // here (the cache slot of position len-1); NULL: the cache is
+                                // complete (cross-attention K/V)
 } KvCache;
 
 // The training scratch: the model's shared norm buffers and FFN hidden buffer.
@@ -44,11 +44,13 @@ static inline SublayerScratch t5_train_scratch(T5Model *m) {
 // The RMS norm of a sublayer into s->ln_out / s->ln_rstd (n rows).
 void t5_sublayer_norm(T5Model *m, const SublayerScratch *s, size_t ln_weight, const void *x_in, int n);
 
-// x_out = x_in + dropout(o(attn(norm(x_in)))). Keys and values: cache != NULL: from the
-// cache (appending this step's when cache->append_rows); else projected into a->k, a->v
-// from kv_src (B,Tk,D) (cross-attention) or, kv_src NULL, from the normed input (self).
-// bias (H,Tq,Tk) or NULL; key_mask (B,Tk) or NULL; causal: key j visible to query i when
-// j <= i + (cache ? cache->len - Tq : 0).
+// x_out = x_in + dropout(o(attn(norm(x_in)))). Keys and values: cache != NULL (Tq must
+// be 1): from the cache through attention_decode (this step's projected into
+// cache->append_k / append_v first when set; key_mask and causal unused: the view has the
+// mask, and a cache holds only past positions); else projected into a->k, a->v from
+// kv_src (B,Tk,D) (cross-attention) or, kv_src NULL, from the normed input (self), and
+// attention_forward. bias (H,Tq,Tk) or NULL; key_mask (B,Tk) or NULL; causal: key j
+// visible to query i when j <= i.
 void t5_attn_sublayer_forward(T5Model *m, const SublayerScratch *s, const AttnOffsets *w, AttnActs *a,
                               const void *x_in, void *x_out, int B, int Tq, const void *kv_src, int Tk,
                               KvCache *cache, const void *bias, const int *key_mask, int causal, int stack,

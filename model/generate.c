@@ -6,8 +6,20 @@
 //           _get_running_beams_for_next_iteration, _update_finished_beams,
 //           _check_early_stop_heuristic, _beam_search_has_unfinished_sequences
 // with the same fp32 arithmetic (log_softmax of fp32 logits, running sums in fp32, the
-// -1e9 penalties, scores divided by length ** length_penalty as an fp32 division) and
-// torch.topk's CPU order for equal values (generate_topk).
+// -1e9 penalties, scores divided by length ** length_penalty as an fp32 division).
+//
+// Where the work runs: each step's logits never leave the device. The backend's
+// beam_topk (model/kv_decoder.c, t5_decoder_step_topk) does the log_softmax, adds the
+// running beam scores and selects every item's top 2*num_beams candidates (greedy: the
+// argmax); only those come back, B x 2*num_beams (score, index) pairs (4 KB at batch 64,
+// 4 beams, instead of 64 x 4 x 32128 logits). The bookkeeping of _beam_search over those
+// candidates (running and finished beams, their sequences, the early-stop heuristic) is a
+// few hundred operations per item per step and stays here on the host, in the fp32
+// arithmetic and with torch.topk's CPU order of equal values (generate_topk) that HF's
+// selections of num_beams among 2*num_beams and 3*num_beams use; the beams' sources go
+// back as N ints that reorder the device's beam table (t5_decoder_reorder).
+// Equal candidate scores at the 2*num_beams cut are ordered by lower flat index (the
+// backend's rule; torch's CPU topk order for such exact ties is not reproduced there).
 #include "generate.h"
 
 #include <math.h>
@@ -291,23 +303,14 @@ static double length_penalty_as_typed(float f) {
     return (double)f;
 }
 
-// fp32 log_softmax of one row: (x - max) - log(sum exp(x - max))
-static void log_softmax_row(float *out, const float *x, int V) {
-    float mx = x[0];
-    for (int v = 1; v < V; v++)
-        if (x[v] > mx) mx = x[v];
-    double sum = 0.0;
-    for (int v = 0; v < V; v++) sum += exp((double)(x[v] - mx));
-    float lse = (float)log(sum);
-    for (int v = 0; v < V; v++) out[v] = (x[v] - mx) - lse;
-}
-
-// _sample with do_sample False
+// _sample with do_sample False (the argmax on the device: t5_decoder_step_topk with K = 1)
 static int greedy_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *out_len) {
     const T5Config *c = &d->m->cfg;
-    int B = d->B, V = c->vocab_size, Lmax = gc->max_length;
+    int B = d->B, Lmax = gc->max_length;
     int eos = c->eos_token_id, pad = c->pad_token_id;
     int *tokens = mallocCheck((size_t)B * sizeof(int));
+    int *best = mallocCheck((size_t)B * sizeof(int));
+    float *best_logit = mallocCheck((size_t)B * sizeof(float));
     int *unfinished = mallocCheck((size_t)B * sizeof(int));
     for (int b = 0; b < B; b++) {
         for (int j = 0; j < Lmax; j++) out[(size_t)b * Lmax + j] = pad;
@@ -317,7 +320,7 @@ static int greedy_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *
     }
     int cur_len = 1, done = 0;
     for (;;) {
-        const float *logits = t5_decoder_step(d, tokens);
+        t5_decoder_step_topk(d, tokens, NULL, best_logit, best);  // torch.argmax: the first maximal value
         // synced (ZeRO stage 3): a rank that has finished keeps stepping, results unused,
         // until every rank has (the steps' weight gathers are collectives)
         if (done) {
@@ -326,11 +329,7 @@ static int greedy_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *
         }
         int any = 0;
         for (int b = 0; b < B; b++) {
-            const float *row = logits + (size_t)b * V;
-            int best = 0;  // torch.argmax: the first maximal value
-            for (int v = 1; v < V; v++)
-                if (row[v] > row[best]) best = v;
-            int next = unfinished[b] ? best : pad;
+            int next = unfinished[b] ? best[b] : pad;
             out[(size_t)b * Lmax + cur_len] = tokens[b] = next;
             // stopping criteria: EosTokenCriteria (last token is eos), MaxLengthCriteria
             if (unfinished[b] && (next == eos || cur_len + 1 >= Lmax)) {
@@ -344,6 +343,8 @@ static int greedy_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *
         if (t5_all_finished(d->m, done)) break;
     }
     free(tokens);
+    free(best);
+    free(best_logit);
     free(unfinished);
     return cur_len;
 }
@@ -364,9 +365,9 @@ typedef struct {
     int *unsat;        // (B) is_early_stop_heuristic_unsatisfied
     int *cand_seq;     // (K, L) topk_running_sequences of one item
     int *new_seq;      // (nb + K, L) next running set, then the next finished set
-    float *logp;       // (N, V) log_softmax of the step's logits
-    float *acc;        // (nb, V) accumulated scores of one item
-    TkElem *queue;     // (nb * V) top-k scratch
+    float *cand_score; // (B, K) the step's candidates from the device: accumulated log-probs
+    int *cand_idx;     // (B, K) and flat indices beam*V + token
+    TkElem *queue;     // (nb + K) top-k scratch of the small selections
     int *tokens;       // (N) next input token per row
     int *src_rows;     // (N) the row each new running beam continues
 } BeamState;
@@ -394,7 +395,7 @@ static void beam_state_init(BeamState *st, const T5Decoder *d, const GenerateCon
     st->fill = c->pad_token_id ? c->pad_token_id : st->eos;  // `pad_token_id or eos_token_id[0]`
     st->early_stopping = gc->early_stopping;
     st->lp = length_penalty_as_typed(gc->length_penalty);
-    size_t N = (size_t)st->N, Ls = st->Ls = (size_t)st->Lmax, V = (size_t)st->V, nb = (size_t)st->nb;
+    size_t N = (size_t)st->N, Ls = st->Ls = (size_t)st->Lmax, nb = (size_t)st->nb;
     st->run_seq = mallocCheck(N * Ls * sizeof(int));
     st->run_score = mallocCheck(N * sizeof(float));
     st->fin_seq = mallocCheck(N * Ls * sizeof(int));
@@ -404,9 +405,9 @@ static void beam_state_init(BeamState *st, const T5Decoder *d, const GenerateCon
     st->unsat = mallocCheck((size_t)st->B * sizeof(int));
     st->cand_seq = mallocCheck((size_t)st->K * Ls * sizeof(int));
     st->new_seq = mallocCheck((nb + (size_t)st->K) * Ls * sizeof(int));
-    st->logp = mallocCheck(N * V * sizeof(float));
-    st->acc = mallocCheck(nb * V * sizeof(float));
-    st->queue = mallocCheck(nb * V * sizeof(TkElem));
+    st->cand_score = mallocCheck((size_t)st->B * st->K * sizeof(float));
+    st->cand_idx = mallocCheck((size_t)st->B * st->K * sizeof(int));
+    st->queue = mallocCheck((nb + (size_t)st->K) * sizeof(TkElem));
     st->tokens = mallocCheck(N * sizeof(int));
     st->src_rows = mallocCheck(N * sizeof(int));
     for (size_t r = 0; r < N; r++) {
@@ -424,29 +425,25 @@ static void beam_state_init(BeamState *st, const T5Decoder *d, const GenerateCon
 
 static void beam_state_free(BeamState *st) {
     free(st->run_seq), free(st->run_score), free(st->fin_seq), free(st->fin_score), free(st->fin_done);
-    free(st->fin_len), free(st->unsat), free(st->cand_seq), free(st->new_seq), free(st->logp), free(st->acc);
+    free(st->fin_len), free(st->unsat), free(st->cand_seq), free(st->new_seq), free(st->cand_score), free(st->cand_idx);
     free(st->queue), free(st->tokens), free(st->src_rows);
 }
 
-// b.-d.: accumulated scores, _get_top_k_continuations, stopping criteria of the
-// candidates (length cur_len + 1). Returns 1 when every candidate hit a criterion.
+// b.-d.: the item's candidates from the device (accumulated scores, _get_top_k_continuations),
+// their sequences and stopping criteria (length cur_len + 1). Returns 1 when every
+// candidate hit a criterion.
 static int beam_candidates(BeamState *st, int b, int cur_len, BeamCands *cd) {
     const int nb = st->nb, V = st->V, K = st->K;
     const size_t Ls = st->Ls;
     const int *rs = st->run_seq + (size_t)b * nb * Ls;
-    const float *rsc = st->run_score + (size_t)b * nb;
-    // b. accumulated scores (nb*V): log_probs + running_beam_scores, fp32
-    for (int j = 0; j < nb; j++)
-        for (int v = 0; v < V; v++) st->acc[(size_t)j * V + v] = st->logp[((size_t)b * nb + j) * V + v] + rsc[j];
-    // c. _get_top_k_continuations
-    int cidx[2 * MAX_BEAMS];
-    topk_with(st->queue, st->acc, nb * V, K, cidx, cd->score);
+    const int *cidx = st->cand_idx + (size_t)b * K;
     int all_hit = 1;
     for (int i = 0; i < K; i++) {
         int beam = cidx[i] / V, tok = cidx[i] % V;
         memcpy(st->cand_seq + i * Ls, rs + beam * Ls, Ls * sizeof(int));
         st->cand_seq[i * Ls + cur_len] = tok;
         cd->beam[i] = beam;
+        cd->score[i] = st->cand_score[(size_t)b * K + i];
         // d. stopping criteria of the candidate
         cd->hit[i] = tok == st->eos || cur_len + 1 >= st->Lmax;
         all_hit &= cd->hit[i];
@@ -537,13 +534,10 @@ static int beam_check_done(BeamState *st, int cur_len, int all_hit) {
     return !(improvement_possible && exists_open_beam && !all_hit);
 }
 
-// One step of every item on the step's logits (N, V). Returns 1 when every candidate of
-// every item hit a stopping criterion.
-static int beam_step(BeamState *st, const float *logits, int cur_len) {
-    const int nb = st->nb, V = st->V;
-    // rows are independent: threads over rows give the same bits as one thread
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < st->N; r++) log_softmax_row(st->logp + (size_t)r * V, logits + (size_t)r * V, V);
+// One step of every item on the step's candidates (st->cand_*). Returns 1 when every
+// candidate of every item hit a stopping criterion.
+static int beam_step(BeamState *st, int cur_len) {
+    const int nb = st->nb;
     // HF: topk_log_probs / ((cur_len + 1 - decoder_prompt_len) ** length_penalty), the
     // python float cast to fp32 by the tensor division
     const float denom = (float)pow((double)(cur_len + 1 - BEAM_PROMPT), st->lp);
@@ -566,12 +560,13 @@ static int beam_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *ou
     beam_state_init(&st, d, gc);
     int cur_len = BEAM_PROMPT, done = 0;
     for (;;) {
-        const float *logits = t5_decoder_step(d, st.tokens);
+        // b.-c. on the device: log_softmax + running scores, each item's top 2*num_beams
+        t5_decoder_step_topk(d, st.tokens, st.run_score, st.cand_score, st.cand_idx);
         if (done) {  // synced generation: see greedy_search
             if (t5_all_finished(d->m, 1)) break;
             continue;
         }
-        int all_hit = beam_step(&st, logits, cur_len);
+        int all_hit = beam_step(&st, cur_len);
         cur_len++;
         done = beam_check_done(&st, cur_len, all_hit);
         if (t5_all_finished(d->m, done)) break;
@@ -593,7 +588,13 @@ static int generate_impl(T5Model *m, const int *input_ids, const int *attention_
     check_inputs(m, input_ids, attention_mask, B, S, gc);
     T5Decoder d;
     t5_decoder_init(&d, m, B, gc->num_beams, S, gc->max_length);
-    t5_decoder_encode(&d, input_ids, attention_mask);
+    if (gc->encoder_ready) {
+        if (m->B != B || m->S != S)
+            t5_fail("generation: encoder_ready, but the last forward was batch %d x %d, not %d x %d", m->B, m->S, B, S);
+        t5_decoder_encoded(&d, attention_mask);
+    } else {
+        t5_decoder_encode(&d, input_ids, attention_mask);
+    }
     int width = (gc->num_beams == 1 && !force_beam) ? greedy_search(&d, gc, out, out_len)
                                                     : beam_search(&d, gc, out, out_len);
     t5_decoder_free(&d);

@@ -3,11 +3,13 @@
 // T5ForConditionalGeneration (do_sample False, no logits processors, one eos token).
 //
 // The encoder runs once (t5_encoder_forward, in the model's activation arena); each
-// decoder layer's cross-attention K/V is computed once and copied per beam; then the
-// decoder advances one position at a time over a per-layer self-attention K/V cache
-// (T5Decoder, model/kv_decoder.h, running training's decoder block from model/block.c).
-// This file keeps the search only. All math goes through the backend; the search itself (argmax,
-// top-k, beam bookkeeping) runs on the host on the (B*beams, V) logits of each step.
+// decoder layer's cross-attention K/V is computed once per batch item; then the decoder
+// advances one position at a time over a per-layer self-attention K/V cache (T5Decoder,
+// model/kv_decoder.h, running training's decoder block from model/block.c). generate.c
+// keeps the search only. All math goes through the backend, the step's candidate
+// selection too (beam_topk: log_softmax, running scores, top 2*num_beams per item, or the
+// argmax): only B x 2*num_beams candidates come back to the host per step, where the
+// beam bookkeeping runs (generate.c's header says why).
 //
 // Letters: B batch, S source length, N = B*beams decoder rows, L = max_length,
 // cap = L-1 cache positions, D d_model, HK = num_heads*d_kv, F d_ff, V vocab.
@@ -20,6 +22,9 @@ typedef struct {
     int max_length;        // counts the decoder start token (HF max_length / generation_max_length)
     float length_penalty;  // HF default 1.0
     int early_stopping;    // HF bool (True/False); "never" not needed
+    int encoder_ready;     // 1: the model's encoder output (m->enc_final) is that of exactly these
+                           // input_ids / attention_mask with dropout off (a t5_forward on the same
+                           // batch just ran): generation does not run the encoder again
 } GenerateConfig;
 
 // input_ids / attention_mask (B,S): host int arrays (a padded batch). out (B, max_length)

@@ -81,11 +81,21 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     // Gradient checkpointing keeps only the residual stream at block boundaries; the
     // sublayer outputs inside a block and the block's saved activations live in ONE
     // shared set per stack, recomputed block by block in backward.
-    int ckpt = m->gradient_checkpointing;
-    void *enc_mid = ckpt ? bump_take(&bp, nS * D * e) : NULL;
-    void *dec_mid[2] = {ckpt ? bump_take(&bp, nT * D * e) : NULL, ckpt ? bump_take(&bp, nT * D * e) : NULL};
-    for (int i = 0; i <= L * 2; i++) m->enc_x[i] = ckpt && i % 2 ? enc_mid : bump_take(&bp, nS * D * e);
-    for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(&bp, nT * D * e);
+    // Inference (forward only) keeps nothing for backward: the residual stream rotates
+    // through three buffers per stack (a sublayer's input and output always differ) and
+    // the blocks share one set of activations, as with checkpointing.
+    int inf = m->inference, ckpt = m->gradient_checkpointing || inf;
+    if (inf) {
+        void *er[3], *dr[3];
+        for (int k = 0; k < 3; k++) er[k] = bump_take(&bp, nS * D * e), dr[k] = bump_take(&bp, nT * D * e);
+        for (int i = 0; i <= L * 2; i++) m->enc_x[i] = er[i % 3];
+        for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = dr[i % 3];
+    } else {
+        void *enc_mid = ckpt ? bump_take(&bp, nS * D * e) : NULL;
+        void *dec_mid[2] = {ckpt ? bump_take(&bp, nT * D * e) : NULL, ckpt ? bump_take(&bp, nT * D * e) : NULL};
+        for (int i = 0; i <= L * 2; i++) m->enc_x[i] = ckpt && i % 2 ? enc_mid : bump_take(&bp, nS * D * e);
+        for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(&bp, nT * D * e);
+    }
     for (int l = 0; l < L + Ld; l++) {
         int is_dec = l >= L;
         BlockActs *a = is_dec ? &m->dec[l - L] : &m->enc[l];
@@ -119,6 +129,12 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->logits = bump_take(&bp, nT * V * e);
     m->ln_out = bump_take(&bp, nM * D * e);
     m->ln_rstd = bump_take(&bp, nM * sizeof(float));
+    m->tmp_f = bump_take(&bp, nM * F * e);
+    if (inf) {  // no backward scratch
+        m->d_enc_x = m->d_dec_x = m->d_enc_final = m->d_tmp_d = m->d_ln = NULL;
+        m->d_ctx = m->d_q = m->d_k = m->d_v = m->d_h = m->d_b = m->d_enc_bias = m->d_dec_bias = NULL;
+        return bp.used;
+    }
     m->d_enc_x = bump_take(&bp, nS * D * e);
     m->d_dec_x = bump_take(&bp, nT * D * e);
     m->d_enc_final = bump_take(&bp, nS * D * e);
@@ -130,7 +146,6 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->d_v = bump_take(&bp, nM * HK * e);
     m->d_h = bump_take(&bp, nM * F * e);
     m->d_b = c->is_gated ? bump_take(&bp, nM * F * e) : NULL;
-    m->tmp_f = bump_take(&bp, nM * F * e);
     m->d_enc_bias = bump_take(&bp, H * S * S * e);
     m->d_dec_bias = bump_take(&bp, H * T * T * e);
     return bp.used;
@@ -144,11 +159,12 @@ static void acts_alloc_tables(T5Model *m) {
     m->dec = callocCheck((size_t)m->cfg.num_decoder_layers, sizeof(BlockActs));
 }
 
-size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing) {
+size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode) {
     T5Model tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.cfg = *cfg;
-    tmp.gradient_checkpointing = gradient_checkpointing;
+    tmp.gradient_checkpointing = mode == T5_ACTS_CHECKPOINT;
+    tmp.inference = mode == T5_ACTS_INFERENCE;
     tmp.elem = dtype_size(act_dtype);
     acts_alloc_tables(&tmp);
     size_t bytes = acts_layout(&tmp, NULL, B, S, T);
@@ -400,6 +416,7 @@ static void encoder_backward(T5Model *m) {
 // final norm, encoder blocks, shared embedding (its gradient is open from the tied head,
 // or from the decoder's embedding, to the end).
 void t5_backward(T5Model *m, float label_smoothing, float dloss) {
+    if (m->inference) t5_fail("t5_backward: the activation plan is forward-only (T5Model.inference); a bug: report it");
     head_backward(m, label_smoothing, dloss);
     decoder_backward(m);
     encoder_backward(m);

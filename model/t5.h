@@ -116,7 +116,17 @@ struct T5Model {
     uint64_t dropout_seed;  // set per micro-step by the trainer; masks derive from it
     float dropout_p;        // usually cfg.dropout_rate; 0 = off (eval, tests)
     int gradient_checkpointing;  // set before t5_plan_activations: keep block inputs only, recompute
+    int inference;               // set before t5_plan_activations: forward only (evaluation-only runs):
+                                 // one shared set of block activations, three rotating residual
+                                 // buffers per stack, no backward scratch; t5_backward refuses
 };
+
+// What an activation plan keeps (t5_activation_bytes).
+typedef enum {
+    T5_ACTS_TRAIN = 0,       // every block's saved activations
+    T5_ACTS_CHECKPOINT = 1,  // block inputs only (gradient checkpointing)
+    T5_ACTS_INFERENCE = 2,   // forward only (T5Model.inference)
+} T5ActsMode;
 
 // Build layout, allocate params and grads (zeroed) on the backend.
 void t5_init(T5Model *m, const T5Config *cfg, const Backend *be);
@@ -126,7 +136,7 @@ void t5_free(T5Model *m);
 // Point every unit at its place in the flat params/grads buffers (either may be NULL).
 void t5_bind_flat(T5Model *m);
 // Bytes the activation arena needs for (B,S,T); the planner's single source of truth.
-size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing);
+size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode);
 // Allocate the activation arena for batches up to (B,S,T).
 void t5_plan_activations(T5Model *m, int B, int S, int T);
 

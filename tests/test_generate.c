@@ -9,6 +9,8 @@
 //     the middle (relative 1e-5): the cache checked independently of the search;
 // and generate_topk reproduces torch.topk's CPU order of equal values
 // (tests/fixtures/generate_topk). Run from the repository root.
+// tests/gpu/test_cuda_generate.c runs this file on the CUDA backend in fp32 (it defines
+// TEST_GENERATE_CUDA before including it): the same fixtures, token for token.
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -23,6 +25,15 @@
 #include "../trainer/progress.h"
 
 static const char *MODELS[] = {"relu", "gated"};
+
+#ifdef TEST_GENERATE_CUDA
+#include "../trainer/device.h"
+static const Backend *test_backend(void) { return device_backend("cuda", 0, 0, 0, 0); }
+static const float STEP_TOPK_TOL = 2e-5f;  // the device's log_softmax sums exp in fp32, the CPU's in double
+#else
+static const Backend *test_backend(void) { return backend_cpu(); }
+static const float STEP_TOPK_TOL = 0.0f;
+#endif
 
 static const cJSON *json_get(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -131,6 +142,31 @@ static void check_cache_vs_forward(T5Model *m, const char *model, const int *ids
     free(src), free(msk), free(dec), free(labels), free(full);
 }
 
+// Generation from the encoder output of a loss pass on the same batch (encoder_ready, as the
+// trainer's evaluation does) = generation that runs the encoder itself; 3 beams, 12 tokens.
+static void check_encoder_ready(T5Model *m, const char *model, const int *ids, const int *mask, int B, int S) {
+    enum { L = 12 };
+    int *dec = mallocCheck((size_t)B * 2 * sizeof(int)), *labels = mallocCheck((size_t)B * 2 * sizeof(int));
+    int *a = mallocCheck((size_t)B * L * sizeof(int)), *b = mallocCheck((size_t)B * L * sizeof(int));
+    int la[64], lb[64];
+    if (B > 64) t5_fail("test: batch too large");
+    for (int r = 0; r < B; r++) dec[2 * r] = 0, dec[2 * r + 1] = 5, labels[2 * r] = 5, labels[2 * r + 1] = 1;
+    GenerateConfig gc = {.num_beams = 3, .max_length = L, .length_penalty = 1.0f, .early_stopping = 0};
+    int wa = t5_generate(m, ids, mask, B, S, &gc, a, la);
+    T5Batch batch = {B, S, 2, (int *)ids, (int *)mask, dec, labels};
+    float saved_p = m->dropout_p;
+    m->dropout_p = 0.0f;
+    t5_forward(m, &batch, 0.0f, NULL);
+    m->dropout_p = saved_p;
+    gc.encoder_ready = 1;
+    int wb = t5_generate(m, ids, mask, B, S, &gc, b, lb);
+    char what[200];
+    snprintf(what, sizeof what, "%s generation from a loss pass's encoder output (encoder_ready) = its own encoder pass", model);
+    test_check(wa == wb && memcmp(a, b, (size_t)B * L * sizeof(int)) == 0 && memcmp(la, lb, (size_t)B * sizeof(int)) == 0,
+               what);
+    free(dec), free(labels), free(a), free(b);
+}
+
 // t5_decoder_step_topk = beam_topk of t5_decoder_step's logits (the plumbing: buffers,
 // position count, greedy), over 3 steps of 2 beams and of greedy.
 static void check_step_topk(T5Model *m, const char *model, const int *ids, const int *mask, int B, int S) {
@@ -149,10 +185,10 @@ static void check_step_topk(T5Model *m, const char *model, const int *ids, const
         for (int r = 0; r < N; r++) bs[r] = -0.25f * (float)(r % nb);
         for (int t = 0; t < 3; t++) {
             const float *lg = t5_decoder_step(&a, tokens);
-            m->be->beam_topk(want_v, want_i, lg, nb == 1 ? NULL : bs, B, nb, V, K);
+            backend_cpu()->beam_topk(want_v, want_i, lg, nb == 1 ? NULL : bs, B, nb, V, K);  // host logits
             t5_decoder_step_topk(&b, tokens, nb == 1 ? NULL : bs, got_v, got_i);
-            bad += memcmp(want_v, got_v, (size_t)B * K * sizeof(float)) != 0 ||
-                   memcmp(want_i, got_i, (size_t)B * K * sizeof(int)) != 0 || a.t != b.t;
+            bad += memcmp(want_i, got_i, (size_t)B * K * sizeof(int)) != 0 || a.t != b.t;
+            for (int e = 0; e < B * K; e++) bad += fabsf(want_v[e] - got_v[e]) > STEP_TOPK_TOL;
             for (int r = 0; r < N; r++) tokens[r] = want_i[(r / nb) * K + r % nb] % V;
         }
         t5_decoder_free(&a);
@@ -172,7 +208,7 @@ static void run_model(const char *model) {
     cJSON *ref = test_load_json(path, " (run tools/make_generate_fixture.py)");
     T5Model m;
     ModelLoadOptions lo = {0};
-    model_load(&m, dir, backend_cpu(), lo);
+    model_load(&m, dir, test_backend(), lo);
     snprintf(path, sizeof path, "%s/reference.safetensors", dir);
     StFile st;
     st_open(&st, path);
@@ -191,9 +227,10 @@ static void run_model(const char *model) {
     double total = 0;
     cJSON_ArrayForEach(c, cases) {
         const char *name = json_get(c, "name")->valuestring;
-        GenerateConfig gc = {json_get(c, "num_beams")->valueint, json_get(c, "max_length")->valueint,
-                             (float)json_get(c, "length_penalty")->valuedouble,
-                             cJSON_IsTrue(json_get(c, "early_stopping"))};
+        GenerateConfig gc = {.num_beams = json_get(c, "num_beams")->valueint,
+                             .max_length = json_get(c, "max_length")->valueint,
+                             .length_penalty = (float)json_get(c, "length_penalty")->valuedouble,
+                             .early_stopping = cJSON_IsTrue(json_get(c, "early_stopping"))};
         double t0 = now_seconds();
         int width = t5_generate(&m, ids, mask, B, S, &gc, out, out_len);
         double secs = now_seconds() - t0;
@@ -210,7 +247,7 @@ static void run_model(const char *model) {
     if (!greedy_ref) t5_fail("%s: no \"greedy\" case", dir);
 
     // the beam-search path with one beam is greedy search
-    GenerateConfig one = {1, greedy_L, 1.0f, 0};
+    GenerateConfig one = {.num_beams = 1, .max_length = greedy_L, .length_penalty = 1.0f, .early_stopping = 0};
     int width = t5_generate_beam(&m, ids, mask, B, S, &one, out, out_len);
     int same = width == greedy_w;
     for (int b = 0; b < B; b++) {
@@ -222,6 +259,7 @@ static void run_model(const char *model) {
              width);
     test_check(same, what);
 
+    check_encoder_ready(&m, model, ids, mask, B, S);
     check_cache_vs_forward(&m, model, ids, mask, B, S, greedy_ref);
     check_step_topk(&m, model, ids, mask, B, S);
 

@@ -5,12 +5,16 @@
 //     flat index asc), the first K kept": random logits, logits with many exact ties,
 //     -inf logits, beams 1..5, K from 1 to 2*beams, and greedy (no beam scores): the raw
 //     logits' first maximum, as torch.argmax;
-//   - kv_reorder against a loop over (row, position, element), positions >= t untouched;
+//   - beam_table_reorder against a loop over (row, position), positions >= t untouched;
+//   - attention_decode = attention_forward with one query (bitwise: the same operations),
+//     keys read per item through slot_div with a padding mask (cross-attention), and
+//     through a beam table over a position-major cache (self-attention);
 //   - the one-line errors of bad arguments.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/check.h"
 #include "../kernels/backend.h"
 #include "../kernels/cpu/cpu_ops.h"
 #include "test.h"
@@ -119,30 +123,102 @@ static void test_beam_topk(void) {
     check_topk_case(2, 3, 129, 6, 2, 1);
 }
 
-// ---- kv_reorder ----------------------------------------------------------------------------
+// ---- beam_table_reorder ----------------------------------------------------------------------
 
-static void test_kv_reorder(void) {
-    enum { N = 6, CAP = 7, HK = 12 };
+static void test_table_reorder(void) {
+    enum { N = 6, CAP = 7 };
     const int src_rows[N] = {2, 2, 0, 5, 1, 3};
     const int ts[3] = {0, 3, CAP};
     for (int k = 0; k < 3; k++) {
         const int t = ts[k];
-        float *src = malloc(N * CAP * HK * sizeof(float)), *dst = malloc(N * CAP * HK * sizeof(float));
-        for (int i = 0; i < N * CAP * HK; i++) src[i] = (float)i, dst[i] = -1.0f;
-        cpu_search_kv_reorder(dst, src, src_rows, N, CAP, t, HK);
+        int src[N * CAP], dst[N * CAP];
+        for (int i = 0; i < N * CAP; i++) src[i] = i, dst[i] = -1;
+        cpu_search_beam_table_reorder(dst, src, src_rows, N, CAP, t);
         int bad = 0;
         for (int i = 0; i < N; i++)
-            for (int p = 0; p < CAP; p++)
-                for (int e = 0; e < HK; e++) {
-                    float want = p < t ? src[(src_rows[i] * CAP + p) * HK + e] : -1.0f;
-                    bad += dst[(i * CAP + p) * HK + e] != want;
-                }
+            for (int p = 0; p < CAP; p++) bad += dst[i * CAP + p] != (p < t ? src[src_rows[i] * CAP + p] : -1);
         char buf[160];
-        snprintf(buf, sizeof buf, "kv_reorder N=%d cap=%d t=%d HK=%d: %d elements differ (positions >= t untouched)", N,
-                 CAP, t, HK, bad);
+        snprintf(buf, sizeof buf, "beam_table_reorder N=%d cap=%d t=%d: %d entries differ (positions >= t untouched)", N,
+                 CAP, t, bad);
         test_check(bad == 0, buf);
-        free(src), free(dst);
     }
+}
+
+// ---- attention_decode ------------------------------------------------------------------------
+
+static void fill_rand(float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = (rnd_unit() * 2.0f - 1.0f) * scale;
+}
+
+// Cross-attention: nb beams of B items read the item's (S, HK) keys (slot_div = nb) under
+// its padding mask; the reference is attention_forward over each row's own copy.
+static void check_decode_cross(int B, int nb, int S, int H, int dk) {
+    const int N = B * nb, HK = H * dk;
+    float *q = malloc((size_t)N * HK * 4), *k = malloc((size_t)B * S * HK * 4), *v = malloc((size_t)B * S * HK * 4);
+    float *kr = malloc((size_t)N * S * HK * 4), *vr = malloc((size_t)N * S * HK * 4), *att = malloc((size_t)N * H * S * 4);
+    float *want = malloc((size_t)N * HK * 4), *got = malloc((size_t)N * HK * 4);
+    int *mask = malloc((size_t)B * S * sizeof(int)), *mask_r = malloc((size_t)N * S * sizeof(int));
+    fill_rand(q, (size_t)N * HK, 1.0f), fill_rand(k, (size_t)B * S * HK, 1.0f), fill_rand(v, (size_t)B * S * HK, 1.0f);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < S; j++) mask[b * S + j] = j < S - b;  // item b: b padding positions
+    for (int i = 0; i < N; i++) {
+        memcpy(kr + (size_t)i * S * HK, k + (size_t)(i / nb) * S * HK, (size_t)S * HK * 4);
+        memcpy(vr + (size_t)i * S * HK, v + (size_t)(i / nb) * S * HK, (size_t)S * HK * 4);
+        memcpy(mask_r + (size_t)i * S, mask + (size_t)(i / nb) * S, (size_t)S * sizeof(int));
+    }
+    DropoutArgs nodrop = {0.0f, 0};
+    cpu_attention_forward(want, att, q, kr, vr, NULL, mask_r, N, 1, S, S, H, dk, 0, 0, nodrop);
+    KvView kv = {k, v, S, 1, NULL, 0, nb, mask, S};
+    cpu_attention_decode(got, q, &kv, NULL, N, S, H, dk);
+    char buf[200];
+    snprintf(buf, sizeof buf, "attention_decode per item (B %d x %d beams, S %d, H %d, dk %d, masked) = attention_forward, bitwise",
+             B, nb, S, H, dk);
+    test_check(memcmp(want, got, (size_t)N * HK * 4) == 0, buf);
+    free(q), free(k), free(v), free(kr), free(vr), free(att), free(want), free(got), free(mask), free(mask_r);
+}
+
+// Self-attention: row i's position j is in slot table[i][j] of a position-major cache
+// (cap, N, HK); each position's slots are a permutation of the rows (as beam reordering
+// leaves them). Reference: attention_forward over the rows' sequences laid out densely,
+// with a position bias (H, Tk).
+static void check_decode_table(int N, int cap, int Tk, int H, int dk) {
+    const int HK = H * dk;
+    float *q = malloc((size_t)N * HK * 4), *kd = malloc((size_t)N * Tk * HK * 4), *vd = malloc((size_t)N * Tk * HK * 4);
+    float *kc = malloc((size_t)cap * N * HK * 4), *vc = malloc((size_t)cap * N * HK * 4), *bias = malloc((size_t)H * Tk * 4);
+    float *att = malloc((size_t)N * H * Tk * 4), *want = malloc((size_t)N * HK * 4), *got = malloc((size_t)N * HK * 4);
+    int *table = malloc((size_t)N * cap * sizeof(int));
+    fill_rand(q, (size_t)N * HK, 1.0f), fill_rand(kd, (size_t)N * Tk * HK, 1.0f), fill_rand(vd, (size_t)N * Tk * HK, 1.0f);
+    fill_rand(bias, (size_t)H * Tk, 2.0f);
+    for (int j = 0; j < cap; j++) {
+        for (int i = 0; i < N; i++) table[i * cap + j] = i;
+        for (int i = N - 1; i > 0; i--) {  // Fisher-Yates over the rows of position j
+            int r = (int)(rnd() % (uint32_t)(i + 1)), tmp = table[i * cap + j];
+            table[i * cap + j] = table[r * cap + j], table[r * cap + j] = tmp;
+        }
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < Tk; j++) {
+            size_t slot = ((size_t)j * N + table[i * cap + j]) * HK;
+            memcpy(kc + slot, kd + ((size_t)i * Tk + j) * HK, (size_t)HK * 4);
+            memcpy(vc + slot, vd + ((size_t)i * Tk + j) * HK, (size_t)HK * 4);
+        }
+    DropoutArgs nodrop = {0.0f, 0};
+    cpu_attention_forward(want, att, q, kd, vd, bias, NULL, N, 1, Tk, Tk, H, dk, 1, Tk - 1, nodrop);
+    KvView kv = {kc, vc, 1, N, table, cap, 1, NULL, 0};
+    cpu_attention_decode(got, q, &kv, bias, N, Tk, H, dk);
+    char buf[200];
+    snprintf(buf, sizeof buf, "attention_decode through a beam table (N %d, cap %d, %d keys, H %d, dk %d, bias) = attention_forward, bitwise",
+             N, cap, Tk, H, dk);
+    test_check(memcmp(want, got, (size_t)N * HK * 4) == 0, buf);
+    free(q), free(kd), free(vd), free(kc), free(vc), free(bias), free(att), free(want), free(got), free(table);
+}
+
+static void test_attention_decode(void) {
+    check_decode_cross(3, 4, 9, 2, 8);
+    check_decode_cross(2, 1, 33, 3, 64);
+    check_decode_table(6, 7, 1, 2, 8);
+    check_decode_table(8, 12, 9, 4, 16);
+    check_decode_table(4, 40, 40, 2, 64);
 }
 
 // ---- errors ----------------------------------------------------------------------------------
@@ -153,21 +229,32 @@ static void fail_topk_k(const void *arg) {
     cpu_search_beam_topk(v, i, x, NULL, 1, 1, 8, *(const int *)arg);
 }
 static void fail_reorder_row(const void *arg) {
-    float a[2 * 3 * 2] = {0}, b[2 * 3 * 2];
+    int a[2 * 3] = {0}, b[2 * 3];
     int rows[2] = {0, *(const int *)arg};
-    cpu_search_kv_reorder(b, a, rows, 2, 3, 2, 2);
+    cpu_search_beam_table_reorder(b, a, rows, 2, 3, 2);
+}
+static void fail_decode_table(const void *arg) {
+    float q[4] = {0}, k[4] = {0}, o[4];
+    int table[2] = {0, 0};
+    KvView kv = {k, k, 1, 1, table, *(const int *)arg, 1, NULL, 0};
+    cpu_attention_decode(o, q, &kv, NULL, 1, 2, 1, 4);
 }
 
 static void test_errors(void) {
     static const int k9 = 9, k0 = 0, row2 = 2;
     test_expect_error("beam_topk K > V", fail_topk_k, &k9, "beam_topk", "K 9");
     test_expect_error("beam_topk K = 0", fail_topk_k, &k0, "beam_topk", "K 0");
-    test_expect_error("kv_reorder source row outside [0, N)", fail_reorder_row, &row2, "kv_reorder", "source row 2");
+    test_expect_error("beam_table_reorder source row outside [0, N)", fail_reorder_row, &row2, "beam_table_reorder",
+                      "source row 2");
+    static const int ld1 = 1;
+    test_expect_error("attention_decode table shorter than the keys", fail_decode_table, &ld1, "attention_decode",
+                      "beam table rows of 1 positions, 2 keys");
 }
 
 int main(void) {
     test_beam_topk();
-    test_kv_reorder();
+    test_table_reorder();
+    test_attention_decode();
     test_errors();
     return test_summary();
 }

@@ -142,8 +142,11 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
     double weighted = ntok > 0 ? sum / (double)ntok * nb : 0.0;
     int width = 0;
     if (a->predict_with_generate) {
+        // the loss pass above ran the encoder on this very batch (dropout off): generation
+        // starts from its output (HF runs the encoder twice; the numbers are the same)
         GenerateConfig gc = {.num_beams = a->generation_num_beams, .max_length = L,
-                             .length_penalty = (float)a->length_penalty, .early_stopping = a->early_stopping};
+                             .length_penalty = (float)a->length_penalty, .early_stopping = a->early_stopping,
+                             .encoder_ready = 1};
         width = t5_generate(m, c->batch.input_ids, c->batch.attention_mask, nb, c->batch.S, &gc, out, out_len);
     }
     if (!keep) return;
@@ -180,7 +183,7 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
 // in batch order; metrics as one rank computes them into v ([0] loss sum, [1] bleu, [2]
 // chrf, [3] generated tokens); predictions_path (may be NULL) written.
 static void evaluate_collect(const TrainArgs *a, const char *all, size_t total, long n_batches,
-                             const char *predictions_path, double v[5]) {
+                             const char *predictions_path, double v[6]) {
     const char **at = callocCheck((size_t)(n_batches ? n_batches : 1), sizeof(char *));
     Cursor cur = {all, all + total};
     while (cur.p < cur.end) {
@@ -213,7 +216,7 @@ static void evaluate_collect(const TrainArgs *a, const char *all, size_t total, 
 }
 
 // PREFIX_loss, _bleu, _chrf, _gen_len (run_translation.py rounds them to 4 decimals), _runtime ...
-static cJSON *evaluate_metrics(const char *prefix, int with_generate, const double v[5], long n, long n_batches) {
+static cJSON *evaluate_metrics(const char *prefix, int with_generate, const double v[6], long n, long n_batches) {
     double rt = v[4];
     cJSON *met = cJSON_CreateObject();
     char key[64];
@@ -229,6 +232,7 @@ static cJSON *evaluate_metrics(const char *prefix, int with_generate, const doub
         ADD_METRIC("gen_len", round(v[3] / (double)n * 1e4) / 1e4);
     }
     ADD_METRIC("runtime", rt);
+    if (v[5] > 0) ADD_METRIC("peak_gpu_memory_gib", v[5]);
     ADD_METRIC("samples_per_second", rt > 0 ? n / rt : 0);
     ADD_METRIC("steps_per_second", rt > 0 ? n_batches / rt : 0);
 #undef ADD_METRIC
@@ -268,19 +272,21 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     size_t *counts = callocCheck((size_t)world, sizeof(size_t));
     comm_gather_bytes_host(&r->comm, rec.p ? rec.p : "", rec.n, &all, counts);
     free(rec.p);
-    // [0] loss sum, [1] bleu, [2] chrf, [3] generated tokens, [4] runtime: rank 0's, then everyone's
-    double v[5] = {0};
+    // [0] loss sum, [1] bleu, [2] chrf, [3] generated tokens, [4] runtime: rank 0's, then
+    // everyone's; [5] the GPU memory peak so far (GiB; 0 on the CPU), rank 0's
+    double v[6] = {0};
     if (is_main(r)) {
         size_t total = 0;
         for (int q = 0; q < world; q++) total += counts[q];
         evaluate_collect(a, all, total, n_batches, predictions_path, v);
         v[4] = now_seconds() - t0;
+        if (m->be->device_memory) v[5] = (double)m->be->mem_peak() / 1073741824.0;
     }
     free(all);
     free(counts);
     if (world > 1) {  // rank 0's figures to every rank (the others contribute zeros)
         if (!is_main(r)) memset(v, 0, sizeof v);
-        comm_allreduce_sum_f64(&r->comm, v, 5);
+        comm_allreduce_sum_f64(&r->comm, v, 6);
     }
     return evaluate_metrics(prefix, a->predict_with_generate, v, n, n_batches);
 }

@@ -154,6 +154,9 @@ static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_o
 static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int T) {
     const TrainArgs *a = &r->a;
     MemPlan plan = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, &r->p.zopt, r->comm.world).gpu;
+    if (a->predict_with_generate && (a->do_eval || a->do_predict))  // the decoder of each generate call
+        planner_add_generation(&plan, cfg, dt, a->per_device_eval_batch_size, a->generation_num_beams, S,
+                               a->generation_max_length);
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s%s; ", B, S, T,
                r->p.zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "",
@@ -611,6 +614,7 @@ static void load_model(Run *r, int B, int S, int T) {
     zero_init(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL, host_weights);
     if (a->deepspeed || r->comm.world > 1) zero_print_memory(&r->zero);
     r->m.gradient_checkpointing = a->gradient_checkpointing;
+    r->m.inference = p->zopt.inference;  // evaluation only: a forward-only activation plan
     t5_plan_activations(&r->m, B, S, T);
 }
 

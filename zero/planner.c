@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "../model/kv_decoder.h"
 #include "../model/params.h"
 #include "../model/t5.h"
 #include "zero.h"
@@ -17,7 +18,7 @@ MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T
     p.grads = n * e;
     p.master = e == 4 ? 0 : n * 4;
     p.moments = 2 * n * 4;
-    p.activations = t5_activation_bytes(cfg, act_dtype, B, S, T, gradient_checkpointing);
+    p.activations = t5_activation_bytes(cfg, act_dtype, B, S, T, gradient_checkpointing ? T5_ACTS_CHECKPOINT : T5_ACTS_TRAIN);
     // attention scratch: permuted q,k,v,out and their gradients, probabilities with
     // dropout, the dS buffer; embedding-gradient sort; 32 MiB GEMM workspace
     size_t HK = (size_t)cfg->num_heads * cfg->d_kv, M = (size_t)(S > T ? S : T);
@@ -34,10 +35,13 @@ ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S,
     return planner_memory_zero_opts(cfg, act_dtype, B, S, T, gradient_checkpointing, &o, world);
 }
 
-// Evaluation only (zero_init without an optimizer): no gradients, master weights or moments;
-// of stage 2-3's work buffers only stage 3's gathered weights remain.
-static void plan_drop_training(ZeroPlan *z, const T5Config *cfg, Dtype act_dtype, const ZeroOptions *o, int stage) {
+// Evaluation only (zero_init without an optimizer): no gradients, master weights or moments,
+// a forward-only activation plan (T5_ACTS_INFERENCE); of stage 2-3's work buffers only
+// stage 3's gathered weights remain.
+static void plan_drop_training(ZeroPlan *z, const T5Config *cfg, Dtype act_dtype, const ZeroOptions *o, int stage,
+                               int B, int S, int T) {
     z->gpu.grads = z->gpu.master = z->gpu.moments = 0;
+    z->gpu.activations = t5_activation_bytes(cfg, act_dtype, B, S, T, T5_ACTS_INFERENCE);
     z->gpu.zero_work = 0;
     z->host = 0;
     if (stage >= 3) {
@@ -84,18 +88,26 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
         z.host = (stage >= 1 ? part : n) * 4 + z.gpu.moments;
         z.gpu.master = z.gpu.moments = 0;
     }
-    if (o->inference) plan_drop_training(&z, cfg, act_dtype, o, stage);
+    if (o->inference) plan_drop_training(&z, cfg, act_dtype, o, stage, B, S, T);
     z.gpu.total = z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments + z.gpu.activations + z.gpu.workspace +
                   z.gpu.zero_work;
     z.comm_elems = world > 1 ? (stage >= 3 ? 3.0 : 2.0) * (double)n : 0.0;
     return z;
 }
 
+void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, int B, int beams, int S,
+                            int max_length) {
+    p->generation = t5_decoder_bytes(cfg, act_dtype, B, beams, S, max_length);
+    p->total += p->generation;
+}
+
 void planner_print(const MemPlan *p, double cap_gib) {
     const double G = 1073741824.0;
     printf("memory plan (GiB): params %.2f  grads %.2f  master %.2f  adam m+v %.2f  activations %.2f  "
-           "workspace %.2f  zero buffers %.2f  = total %.2f", p->params / G, p->grads / G, p->master / G,
-           p->moments / G, p->activations / G, p->workspace / G, p->zero_work / G, p->total / G);
+           "workspace %.2f  zero buffers %.2f", p->params / G, p->grads / G, p->master / G,
+           p->moments / G, p->activations / G, p->workspace / G, p->zero_work / G);
+    if (p->generation) printf("  generation %.2f", p->generation / G);
+    printf("  = total %.2f", p->total / G);
     if (cap_gib > 0) printf("  (cap %.1f)", cap_gib);
     printf("\n");
 }

@@ -18,11 +18,17 @@ typedef struct {
     size_t workspace;    // kernel scratch (attention permutes, GEMM workspace, sort buffers)
     size_t zero_work;    // ZeRO stage 2-3 work buffers (zero/zero.h): the gradient of the unit in
                          // flight + the embedding's; stage 3 also the gathered weights of one unit
+    size_t generation;   // evaluation with generation: the incremental decoder's KV caches, beam
+                         // tables, step activations and logits (model/kv_decoder.c); 0 otherwise
     size_t total;
 } MemPlan;
 
 // B: micro-batch, S/T: source/target lengths; act_bytes: 4 (fp32) or 2 (bf16/fp16).
 MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing);
+// Add generation's decoder for batches of B x beams rows, sources up to S, max_length
+// (counting the start token) to the plan (p->generation, p->total).
+void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, int B, int beams, int S,
+                            int max_length);
 // The same plan for one rank of a ZeRO run: stage 0-3 over `world` ranks, optimizer state
 // (fp32 master + moments) on the GPU or offloaded to host memory. What each stage
 // partitions (ZeRO paper, Rajbhandari et al. 2020, Figure 1, with K = 12 bytes of fp32

@@ -43,7 +43,8 @@ static const Backend cpu_backend = {
     .tensor_norm = cpu_optimizer_tensor_norm,
     .adamw_update = cpu_optimizer_adamw_update,
     .beam_topk = cpu_search_beam_topk,
-    .kv_reorder = cpu_search_kv_reorder,
+    .beam_table_reorder = cpu_search_beam_table_reorder,
+    .attention_decode = cpu_attention_decode,
 };
 
 const Backend *backend_cpu(void) { return &cpu_backend; }

@@ -84,7 +84,10 @@ float cpu_optimizer_tensor_norm(const void *g, size_t n);
 void cpu_optimizer_adamw_update(float *param, void *param_out, const void *grad, float *m, float *v, size_t n, float lr, float beta1,
                                 float beta2, float eps, float weight_decay, float grad_scale, int step);
 
-// search.c (generation search: backend.h beam_topk, kv_reorder)
+// search.c (generation search: backend.h beam_topk, beam_table_reorder)
 void cpu_search_beam_topk(float *out_scores, int *out_idx, const void *logits, const float *beam_scores, int B,
                           int beams, int V, int K);
-void cpu_search_kv_reorder(void *dst, const void *src, const int *src_rows, int N, int cap, int t, int HK);
+void cpu_search_beam_table_reorder(int *dst, const int *src, const int *src_rows, int N, int cap, int t);
+
+// attention_decode.c (one query per row over cached keys/values)
+void cpu_attention_decode(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H, int dk);

@@ -3,7 +3,7 @@
 //               log_softmax_row) plus the row's beam score, then per batch item the K best
 //               of its beams*V candidates by (score descending, flat index ascending),
 //               kept in a sorted list of K while scanning in index order
-//   kv_reorder  positions 0..t-1 of each cache row gathered from its source row
+//   beam_table_reorder  positions 0..t-1 of each beam-table row gathered from its source row
 // Rows of the CPU backend are fp32. Ties follow the GPU rule (lower flat index first),
 // not torch's CPU topk order: the host search (generate.c) keeps that one.
 #include <math.h>
@@ -60,15 +60,11 @@ void cpu_search_beam_topk(float *out_scores, int *out_idx, const void *logits, c
     }
 }
 
-void cpu_search_kv_reorder(void *dst, const void *src, const int *src_rows, int N, int cap, int t, int HK) {
-    if (t < 0 || t > cap) t5_fail("kv_reorder: %d positions to copy, but the cache holds %d", t, cap);
+void cpu_search_beam_table_reorder(int *dst, const int *src, const int *src_rows, int N, int cap, int t) {
+    if (t < 0 || t > cap) t5_fail("beam_table_reorder: %d positions to copy, but the table holds %d", t, cap);
     for (int i = 0; i < N; i++)
         if (src_rows[i] < 0 || src_rows[i] >= N)
-            t5_fail("kv_reorder: source row %d of row %d is outside [0, %d)", src_rows[i], i, N);
-    const size_t row = (size_t)cap * HK, bytes = (size_t)t * HK * sizeof(float);
-    float *d = dst;
-    const float *s = src;
-#pragma omp parallel for schedule(static) if ((size_t)N * t * HK > 65536)
+            t5_fail("beam_table_reorder: source row %d of row %d is outside [0, %d)", src_rows[i], i, N);
     for (int i = 0; i < N; i++)
-        if (bytes) memcpy(d + (size_t)i * row, s + (size_t)src_rows[i] * row, bytes);
+        if (t) memcpy(dst + (size_t)i * cap, src + (size_t)src_rows[i] * cap, (size_t)t * sizeof(int));
 }

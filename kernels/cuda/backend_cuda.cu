@@ -149,8 +149,9 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
                                 int B, int beams, int V, int K) {                                                 \
         cuda_beam_topk(DT, out_scores, out_idx, logits, beam_scores, B, beams, V, K);                             \
     }                                                                                                             \
-    static void SFX##_kv_reorder(void *dst, const void *src, const int *src_rows, int N, int cap, int t, int HK) {\
-        cuda_kv_reorder(DT, dst, src, src_rows, N, cap, t, HK);                                                   \
+    static void SFX##_attention_decode(void *out, const void *q, const KvView *kv, const void *bias, int N,       \
+                                       int Tk, int H, int dk) {                                                   \
+        cuda_attention_decode(DT, out, q, kv, bias, N, Tk, H, dk);                                                \
     }                                                                                                             \
     static const Backend SFX##_backend = {                                                                        \
         .name = NAME,                                                                                             \
@@ -193,7 +194,8 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         .tensor_norm = SFX##_tensor_norm,                                                                         \
         .adamw_update = SFX##_adamw_update,                                                                       \
         .beam_topk = SFX##_beam_topk,                                                                             \
-        .kv_reorder = SFX##_kv_reorder,                                                                           \
+        .beam_table_reorder = cuda_beam_table_reorder,                                                            \
+        .attention_decode = SFX##_attention_decode,                                                               \
     };
 
 CUDA_BACKEND(f32, DTYPE_F32, "cuda-fp32", 4)

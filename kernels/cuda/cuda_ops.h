@@ -74,7 +74,11 @@ void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias
 // ---- generation search (search.cu) ------------------------------------------------------
 void cuda_beam_topk(Dtype dt, float *out_scores, int *out_idx, const void *logits, const float *beam_scores, int B,
                     int beams, int V, int K);
-void cuda_kv_reorder(Dtype dt, void *dst, const void *src, const int *src_rows, int N, int cap, int t, int HK);
+void cuda_beam_table_reorder(int *dst, const int *src, const int *src_rows, int N, int cap, int t);
+
+// ---- attention of one query per row over cached keys/values (attention_decode.cu) --------
+void cuda_attention_decode(Dtype dt, void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk,
+                           int H, int dk);
 
 // The Backend for a dtype (backend_cuda.cu). cuda_init must have been called.
 const Backend *backend_cuda(Dtype dt);

@@ -1,5 +1,5 @@
 // kernels/cuda/search.cu: the generation-search ops on the device (backend.h beam_topk,
-// kv_reorder; kernels/cpu/search.c is the reference). So that a step brings back only
+// beam_table_reorder; kernels/cpu/search.c is the reference). So that a step brings back only
 // (B, K) candidates instead of the (N, V) logits:
 //   beam_topk   1. one block per row (N = B*beams): the row's fp32 log_softmax stats (online
 //                  max / sum of exp, 16-byte loads when aligned), then the row's K best
@@ -14,11 +14,11 @@
 //               score descending, then flat index ascending (a strict total order, so
 //               every thread agrees and the result is deterministic). Simple first: K
 //               rounds of one block reduction each; K <= 128.
-//   kv_reorder  positions 0..t-1 of each (cap, HK) cache row copied from its source row,
-//               the source rows read from a device int32 array (no upload, no host
-//               synchronization); one contiguous range of t*HK elements per row, copied in
-//               the widest unit the alignment allows. A source row outside [0, N) traps
-//               (the next synchronizing call fails naming a faulted kernel).
+//   beam_table_reorder  positions 0..t-1 of each (cap) beam-table row copied from its
+//               source row, the source rows read from a device int32 array; one contiguous
+//               range of t ints per row, copied in the widest unit the alignment allows. A
+//               source row outside [0, N) traps (the next synchronizing call fails naming
+//               a faulted kernel).
 #include <limits.h>
 
 #include "common.cuh"
@@ -197,10 +197,10 @@ extern "C" void cuda_beam_topk(Dtype dt, float *out_scores, int *out_idx, const 
     DISPATCH_DTYPE(dt, topk_launch, out_scores, out_idx, logits, beam_scores, B, beams, V, K);
 }
 
-// ---- kv_reorder -----------------------------------------------------------------------------------
+// ---- beam_table_reorder -----------------------------------------------------------------------------------
 
 template <typename U>
-__global__ void kv_reorder_kernel(U *__restrict__ dst, const U *__restrict__ src, const int *__restrict__ src_rows,
+__global__ void table_reorder_kernel(U *__restrict__ dst, const U *__restrict__ src, const int *__restrict__ src_rows,
                                   int N, size_t row_units, size_t copy_units) {
     for (int i = blockIdx.y; i < N; i += gridDim.y) {
         const int s = src_rows[i];
@@ -213,28 +213,25 @@ __global__ void kv_reorder_kernel(U *__restrict__ dst, const U *__restrict__ src
 }
 
 template <typename U>
-static void kv_reorder_units(void *dst, const void *src, const int *src_rows, int N, size_t row_bytes,
+static void table_reorder_units(void *dst, const void *src, const int *src_rows, int N, size_t row_bytes,
                              size_t copy_bytes) {
     const int threads = 256;
     const size_t r = row_bytes / sizeof(U), c = copy_bytes / sizeof(U);
     size_t gx = CEIL_DIV(c, (size_t)threads);
     if (gx > 1024) gx = 1024;
     const unsigned gy = N < 65535 ? (unsigned)N : 65535u;
-    kv_reorder_kernel<U><<<dim3((unsigned)gx, gy), threads, 0, t5_stream()>>>((U *)dst, (const U *)src, src_rows, N,
+    table_reorder_kernel<U><<<dim3((unsigned)gx, gy), threads, 0, t5_stream()>>>((U *)dst, (const U *)src, src_rows, N,
                                                                               r, c);
     cudaLaunchCheck();
 }
 
-extern "C" void cuda_kv_reorder(Dtype dt, void *dst, const void *src, const int *src_rows, int N, int cap, int t,
-                                int HK) {
-    if (t < 0 || t > cap) t5_fail("kv_reorder: %d positions to copy, but the cache holds %d", t, cap);
-    if (N <= 0 || t == 0 || HK <= 0) return;
-    const size_t es = dt == DTYPE_F32 ? 4 : 2;
-    const size_t row_bytes = (size_t)cap * HK * es, copy_bytes = (size_t)t * HK * es;
+extern "C" void cuda_beam_table_reorder(int *dst, const int *src, const int *src_rows, int N, int cap, int t) {
+    if (t < 0 || t > cap) t5_fail("beam_table_reorder: %d positions to copy, but the table holds %d", t, cap);
+    if (N <= 0 || t == 0) return;
+    const size_t row_bytes = (size_t)cap * sizeof(int), copy_bytes = (size_t)t * sizeof(int);
     uintptr_t al = (uintptr_t)dst | (uintptr_t)src | (uintptr_t)row_bytes | (uintptr_t)copy_bytes | 16u;
     al &= ~al + 1;  // the lowest set bit: the widest unit every address and length allows
-    if (al >= 16) kv_reorder_units<uint4>(dst, src, src_rows, N, row_bytes, copy_bytes);
-    else if (al >= 8) kv_reorder_units<uint2>(dst, src, src_rows, N, row_bytes, copy_bytes);
-    else if (al >= 4) kv_reorder_units<unsigned int>(dst, src, src_rows, N, row_bytes, copy_bytes);
-    else kv_reorder_units<unsigned short>(dst, src, src_rows, N, row_bytes, copy_bytes);
+    if (al >= 16) table_reorder_units<uint4>(dst, src, src_rows, N, row_bytes, copy_bytes);
+    else if (al >= 8) table_reorder_units<uint2>(dst, src, src_rows, N, row_bytes, copy_bytes);
+    else table_reorder_units<unsigned int>(dst, src, src_rows, N, row_bytes, copy_bytes);
 }

@@ -1,5 +1,5 @@
 // tests/gpu/backend_ops_search.h: the generation-search cases of tests/gpu/test_backend_ops.c
-// (beam_topk, kv_reorder), through P->ref (the CPU oracle) and P->sub (the backend under test):
+// (beam_topk, beam_table_reorder, attention_decode), through P->ref (the CPU oracle) and P->sub (the backend under test):
 //   - beam_topk: the subject's (B, K) candidates must be distinct, sorted by the rule (score
 //     descending, flat index ascending), each score equal within 2e-5 of the oracle's fp32
 //     candidate recomputed at the subject's index, and of the oracle's score at the same
@@ -10,10 +10,15 @@
 //     only, broken by the index);
 //     shapes: odd V (scalar loads), t5's V = 32128 (16-byte loads), K = 128 (64 beams);
 //     every call twice: the same bytes;
-//   - kv_reorder: caches (N, cap, HK) with HK odd and even (narrow and 16-byte units),
-//     t = 0, 3, cap: exactly the oracle's bytes, positions >= t untouched.
+//   - beam_table_reorder: int tables (N, cap) with cap odd and a multiple of 4 (narrow and
+//     16-byte units), t = 0, 3, cap: exactly the oracle's ints, positions >= t untouched;
+//   - attention_decode: per-item keys (slot_div = beams) under a padding mask, and a
+//     position-major cache read through a beam table (each position's slots a permutation
+//     of the rows) with a position bias; d_kv 64, 40 (not a multiple of 32), 128; within
+//     attention_forward's tolerance of the oracle; every call twice: the same bytes.
 #pragma once
 #include "backend_ops.h"
+#include "backend_ops_matmul_attention.h"
 
 // The oracle's candidate value at flat index fi of item b (as kernels/cpu/search.c).
 static float search_cand(const float *x, const float *bs, int b, int nb, int V, int fi) {
@@ -99,27 +104,82 @@ static void case_beam_topk(const OpsPair *P) {
     search_case(P, 3, 1, 333, 1, 1, 1);     // greedy with ties: the first maximum
 }
 
-static void case_kv_reorder(const OpsPair *P) {
+static void case_beam_table_reorder(const OpsPair *P) {
+    const Backend *R = P->ref, *S = P->sub;
+    enum { N = 6 };
+    const int src_rows[N] = {2, 2, 0, 5, 1, 3}, caps[2] = {7, 16};
+    int *rows_g = dev_ints(S, src_rows, N);
+    for (int c = 0; c < 2; c++) {
+        const int cap = caps[c], ts[3] = {0, 3, cap};
+        for (int k = 0; k < 3; k++) {
+            const int t = ts[k];
+            int *src = xmalloc((size_t)N * cap * sizeof(int)), *want = xmalloc((size_t)N * cap * sizeof(int));
+            int *got = xmalloc((size_t)N * cap * sizeof(int));
+            for (int i = 0; i < N * cap; i++) src[i] = (int)rng_u32(), want[i] = -(i + 1);
+            int *src_g = dev_ints(S, src, (size_t)N * cap), *dst_g = dev_ints(S, want, (size_t)N * cap);
+            R->beam_table_reorder(want, src, src_rows, N, cap, t);
+            S->beam_table_reorder(dst_g, src_g, rows_g, N, cap, t);
+            S->to_host(got, dst_g, (size_t)N * cap * sizeof(int));
+            char name[160];
+            snprintf(name, sizeof name, "beam_table_reorder [N=%d cap=%d t=%d] exact, positions >= t untouched", N, cap,
+                     t);
+            test_check(memcmp(got, want, (size_t)N * cap * sizeof(int)) == 0, name);
+            FREE_SUB(S, src_g, dst_g);
+            free(src), free(want), free(got);
+        }
+    }
+    S->free(rows_g);
+}
+
+// One attention_decode case. table: a position-major (cap, N, HK) cache through a beam
+// table, with a bias (H, Tk); else per-item keys (B = N / nb, Tk, HK), slot_div nb, mask.
+static void decode_case(const OpsPair *P, int N, int nb, int cap, int Tk, int H, int dk, int table) {
     const Backend *R = P->ref, *S = P->sub;
     const Dtype dt = P->dt;
-    enum { N = 6, CAP = 7 };
-    const int src_rows[N] = {2, 2, 0, 5, 1, 3}, hks[2] = {5, 64}, ts[3] = {0, 3, CAP};
-    int *rows_g = dev_ints(S, src_rows, N);
-    for (int h = 0; h < 2; h++)
-        for (int k = 0; k < 3; k++) {
-            const int HK = hks[h], t = ts[k];
-            const size_t n = (size_t)N * CAP * HK;
-            float *src = rand_dt(dt, n, 1.0f), *want = rand_dt(dt, n, 1.0f);
-            void *src_g = dev_from(S, dt, src, n), *dst_g = dev_from(S, dt, want, n);
-            R->kv_reorder(want, src, src_rows, N, CAP, t, HK);
-            S->kv_reorder(dst_g, src_g, rows_g, N, CAP, t, HK);
-            float *got = host_from(S, dt, dst_g, n);
-            char name[160];
-            snprintf(name, sizeof name, "kv_reorder [%s N=%d cap=%d t=%d HK=%d] exact, positions >= t untouched",
-                     dt_name(dt), N, CAP, t, HK);
-            test_check(memcmp(got, want, n * sizeof(float)) == 0, name);
-            FREE_SUB(S, src_g, dst_g);
-            FREE_HOST(src, want, got);
+    const Tol *tl = tol_of(dt);
+    const int HK = H * dk, B = N / nb;
+    const size_t nkv = table ? (size_t)cap * N * HK : (size_t)B * Tk * HK, nq = (size_t)N * HK;
+    float *q = rand_dt(dt, nq, 1.0f), *k = rand_dt(dt, nkv, 1.0f), *v = rand_dt(dt, nkv, 1.0f);
+    float *bias = table ? rand_dt(dt, (size_t)H * Tk, 2.0f) : NULL, *want = alloc_f(nq);
+    int *tab = NULL, *mask = NULL;
+    if (table) {
+        tab = xmalloc((size_t)N * cap * sizeof(int));
+        for (int j = 0; j < cap; j++) {
+            for (int i = 0; i < N; i++) tab[i * cap + j] = i;
+            for (int i = N - 1; i > 0; i--) {
+                int r = (int)(rng_u32() % (uint32_t)(i + 1)), x = tab[i * cap + j];
+                tab[i * cap + j] = tab[r * cap + j], tab[r * cap + j] = x;
+            }
         }
-    S->free(rows_g);
+    } else {
+        mask = xmalloc((size_t)B * Tk * sizeof(int));
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < Tk; j++) mask[b * Tk + j] = j < Tk - 2 * b;  // item b: 2b padding keys
+    }
+    KvView rv = {k, v, table ? 1 : Tk, table ? N : 1, tab, cap, table ? 1 : nb, mask, Tk};
+    R->attention_decode(want, q, &rv, bias, N, Tk, H, dk);
+    void *qg = dev_from(S, dt, q, nq), *kg = dev_from(S, dt, k, nkv), *vg = dev_from(S, dt, v, nkv);
+    void *bg = bias ? dev_from(S, dt, bias, (size_t)H * Tk) : NULL;
+    int *tg = tab ? dev_ints(S, tab, (size_t)N * cap) : NULL, *mg = mask ? dev_ints(S, mask, (size_t)B * Tk) : NULL;
+    void *og = S->alloc(nq * dt_size(dt)), *og2 = S->alloc(nq * dt_size(dt));
+    KvView sv = rv;
+    sv.k = kg, sv.v = vg, sv.table = tg, sv.key_mask = mg;
+    S->attention_decode(og, qg, &sv, bg, N, Tk, H, dk);
+    S->attention_decode(og2, qg, &sv, bg, N, Tk, H, dk);
+    char name[200];
+    snprintf(name, sizeof name, "attention_decode [%s N=%d %s Tk=%d H=%d dk=%d]", dt_name(dt), N,
+             table ? "beam table, bias" : "per item, mask", Tk, H, dk);
+    check_dev(S, name, dt, og, want, nq, tl->att_fwd);
+    snprintf(name, sizeof name, "attention_decode [%s N=%d Tk=%d] twice", dt_name(dt), N, Tk);
+    check_same_bytes(S, name, og, og2, nq * dt_size(dt));
+    FREE_SUB(S, qg, kg, vg, bg, tg, mg, og, og2);
+    FREE_HOST(q, k, v, bias, want);
+    free(tab), free(mask);
+}
+
+static void case_attention_decode(const OpsPair *P) {
+    decode_case(P, 12, 4, 0, 37, 16, 64, 0);   // cross-attention: 3 items x 4 beams
+    decode_case(P, 64, 1, 127, 100, 16, 64, 1); // self-attention through a beam table (t5-large heads)
+    decode_case(P, 8, 1, 9, 1, 3, 40, 1);      // the first step; d_kv 40
+    decode_case(P, 6, 2, 0, 300, 2, 128, 0);    // d_kv 128 (t5-11b), long source
 }

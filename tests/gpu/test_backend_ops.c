@@ -42,7 +42,8 @@ static const OpCase OP_CASES[] = {
     {"attention_forward/backward", GROUP_MATMUL_ATTENTION, case_attention},
     {"copy_rows", GROUP_MATMUL_ATTENTION, case_copy_rows},
     {"beam_topk", GROUP_SEARCH, case_beam_topk},
-    {"kv_reorder", GROUP_SEARCH, case_kv_reorder},
+    {"beam_table_reorder", GROUP_SEARCH, case_beam_table_reorder},
+    {"attention_decode", GROUP_SEARCH, case_attention_decode},
 };
 
 static const Dtype DTYPES[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
@@ -95,7 +96,7 @@ static void test_backend_structs(void) {
                  be->ctx != NULL && be->ctx == open_subject(DTYPE_F32)->ctx;  // one context per device
         // every entry bound (the struct is a sequence of function pointers from synchronize on)
         const void *const *fp = (const void *const *)&be->synchronize;
-        const void *const *end = (const void *const *)(&be->kv_reorder + 1);
+        const void *const *end = (const void *const *)(&be->attention_decode + 1);
         int nulls = 0;
         for (; fp < end; fp++) nulls += *fp == NULL;
         char name[160];

@@ -1,0 +1,73 @@
+// kernels/cpu/attention_decode.c: attention of one query per row over cached keys and
+// values (backend.h attention_decode), the fp32 reference of generation's decoder step.
+//   q (N, H*dk); row i's key/value j read through a KvView (backend.h): slot p from the
+//   beam table or i / slot_div, element (p * slot_stride + j * pos_stride) * H*dk
+//   scores s_j = q . k_j + bias[h, j]; P = softmax over the unmasked keys; out = P @ v
+// The arithmetic is cpu_attention_forward's with Tq = 1 (attention.c), operation for
+// operation, so a cached step gives the bits of the dense forward's last position.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/check.h"
+#include "cpu_ops.h"
+
+// Element offset of (row i, position j) in kv->k / kv->v, in units of one head row (H*dk).
+static inline size_t decode_kv_row(const KvView *kv, int i, int j) {
+    const long p = kv->table ? kv->table[(size_t)i * kv->table_ld + j] : i / kv->slot_div;
+    return (size_t)(p * kv->slot_stride + (long)j * kv->pos_stride);
+}
+
+void cpu_attention_decode(void *out_, const void *q_, const KvView *kv, const void *bias_, int N, int Tk, int H,
+                          int dk) {
+    if (N < 1 || Tk < 1 || H < 1 || dk < 1 || kv->slot_div < 1)
+        t5_fail("attention_decode: N %d, Tk %d, H %d, dk %d, slot_div %d must all be >= 1", N, Tk, H, dk, kv->slot_div);
+    if (kv->table && kv->table_ld < Tk)
+        t5_fail("attention_decode: beam table rows of %d positions, %d keys", kv->table_ld, Tk);
+    if (kv->key_mask && kv->mask_ld < Tk)
+        t5_fail("attention_decode: key mask rows of %d positions, %d keys", kv->mask_ld, Tk);
+    float *out = out_;
+    const float *q = q_, *k = kv->k, *v = kv->v, *bias = bias_;
+    const size_t HD = (size_t)H * dk;
+    float *scratch = mallocCheck((size_t)N * H * Tk * sizeof(float));
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int i = 0; i < N; i++)
+        for (int h = 0; h < H; h++) {
+            const float *qi = q + (size_t)i * HD + (size_t)h * dk;
+            const float *brow = bias ? bias + (size_t)h * Tk : NULL;
+            const int *mrow = kv->key_mask ? kv->key_mask + (size_t)(i / kv->slot_div) * kv->mask_ld : NULL;
+            float *p = scratch + ((size_t)i * H + h) * Tk;
+            float *o = out + (size_t)i * HD + (size_t)h * dk;
+            float mx = -INFINITY;
+            int any = 0;
+            for (int j = 0; j < Tk; j++) {
+                if (mrow && mrow[j] == 0) continue;
+                const float *kj = k + decode_kv_row(kv, i, j) * HD + (size_t)h * dk;
+                float s = 0.0f;
+                for (int d = 0; d < dk; d++) s += qi[d] * kj[d];
+                if (brow) s += brow[j];
+                p[j] = s;
+                if (!any || s > mx) mx = s;
+                any = 1;
+            }
+            for (int d = 0; d < dk; d++) o[d] = 0.0f;
+            if (!any) continue;
+            // softmax as torch's CPU kernel: exp(s - max), then times 1/sum
+            float sum = 0.0f;
+            for (int j = 0; j < Tk; j++) {
+                if (mrow && mrow[j] == 0) {
+                    p[j] = 0.0f;
+                } else {
+                    p[j] = expf(p[j] - mx);
+                    sum += p[j];
+                }
+            }
+            float inv = 1.0f / sum;
+            for (int j = 0; j < Tk; j++) p[j] *= inv;
+            for (int j = 0; j < Tk; j++) {
+                const float *vj = v + decode_kv_row(kv, i, j) * HD + (size_t)h * dk;
+                for (int d = 0; d < dk; d++) o[d] += p[j] * vj[d];
+            }
+        }
+    free(scratch);
+}

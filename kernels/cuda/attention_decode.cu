@@ -1,0 +1,138 @@
+// kernels/cuda/attention_decode.cu: attention of one query per row over cached keys and
+// values (backend.h attention_decode; kernels/cpu/attention_decode.c is the reference).
+// Generation's decoder step: N = batch * beams rows, each attending over Tk cached
+// positions of its own sequence, read in place through a KvView (the beam table or the
+// per-item encoder K/V): no head permutes, no cache copies, no (N, H, Tk) scratch.
+//
+// One block per (head h, row i), DECODE_THREADS threads = DECODE_WARPS warps:
+//   1. scores: warp w takes keys j = w, w + warps, ...; each lane holds dims lane,
+//      lane + 32, ... of q (fp32) and of k_j; the dot is a warp_sum, rounded to the
+//      activation dtype (as attention_forward's GEMM stores its scores), plus the bias in
+//      fp32; masked keys are -inf. Scores live in shared memory (Tk floats).
+//   2. softmax over the block: max and sum of exp (fixed reduction trees), P_j =
+//      exp(s_j - max) * (1/sum) rounded to the activation dtype (as attention_forward
+//      stores its probabilities before the P.V GEMM).
+//   3. out: warp w sums P_j v_j over its keys (fp32), the warps' sums are added in warp
+//      order in shared memory, rounded once.
+// A warp reads one key row of a head as one contiguous dk-element range (128 bytes for
+// bf16 dk = 64): the reads are coalesced whatever slot the beam table names.
+// Deterministic: no atomics, fixed orders.
+#include <math.h>
+
+#include "common.cuh"
+
+#define DECODE_WARPS 4
+#define DECODE_THREADS (32 * DECODE_WARPS)
+#define DECODE_MAX_DK 256  // dims per lane <= 8 (registers)
+
+__device__ __forceinline__ size_t decode_kv_row(const KvView &kv, int i, int j) {
+    const long p = kv.table ? kv.table[(size_t)i * kv.table_ld + j] : i / kv.slot_div;
+    return (size_t)(p * kv.slot_stride + (long)j * kv.pos_stride);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(DECODE_THREADS)
+    attention_decode_kernel(T *__restrict__ out, const T *__restrict__ q, KvView kv, const T *__restrict__ bias,
+                            int Tk, int H, int dk) {
+    extern __shared__ float sc[];                 // (Tk) scores, then probabilities
+    __shared__ float red[DECODE_WARPS][DECODE_MAX_DK];  // the warps' partial outputs
+    __shared__ float wred[DECODE_WARPS];
+    const int h = blockIdx.x, i = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const size_t HD = (size_t)H * dk, col = (size_t)h * dk;
+    const T *K = (const T *)kv.k, *Vv = (const T *)kv.v;
+    const int *mrow = kv.key_mask ? kv.key_mask + (size_t)(i / kv.slot_div) * kv.mask_ld : nullptr;
+    constexpr int MAXD = DECODE_MAX_DK / 32;
+    float qd[MAXD];
+#pragma unroll
+    for (int e = 0; e < MAXD; e++) {
+        const int d = lane + 32 * e;
+        qd[e] = d < dk ? to_float(q[(size_t)i * HD + col + d]) : 0.0f;
+    }
+    // 1. scores
+    float mx = -INFINITY;
+    for (int j = warp; j < Tk; j += DECODE_WARPS) {
+        if (mrow && mrow[j] == 0) {
+            if (lane == 0) sc[j] = -INFINITY;
+            continue;
+        }
+        const T *kj = K + decode_kv_row(kv, i, j) * HD + col;
+        float s = 0.0f;
+#pragma unroll
+        for (int e = 0; e < MAXD; e++) {
+            const int d = lane + 32 * e;
+            if (d < dk) s += qd[e] * to_float(kj[d]);
+        }
+        s = round_to<T>(warp_sum(s));
+        if (bias) s += to_float(bias[(size_t)h * Tk + j]);
+        if (lane == 0) sc[j] = s;
+        mx = fmaxf(mx, s);
+    }
+    // 2. softmax over the block
+    if (lane == 0) wred[warp] = mx;
+    __syncthreads();
+    mx = wred[0];
+#pragma unroll
+    for (int w = 1; w < DECODE_WARPS; w++) mx = fmaxf(mx, wred[w]);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < Tk; j += DECODE_THREADS) sum += sc[j] == -INFINITY ? 0.0f : expf(sc[j] - mx);
+    sum = warp_sum(sum);
+    __syncthreads();  // every thread has read wred's maxima
+    if (lane == 0) wred[warp] = sum;
+    __syncthreads();
+    sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < DECODE_WARPS; w++) sum += wred[w];
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // sum == 0: every key masked
+    for (int j = threadIdx.x; j < Tk; j += DECODE_THREADS)
+        sc[j] = sc[j] == -INFINITY ? 0.0f : round_to<T>(expf(sc[j] - mx) * inv);
+    __syncthreads();
+    // 3. out = P @ v
+    float acc[MAXD];
+#pragma unroll
+    for (int e = 0; e < MAXD; e++) acc[e] = 0.0f;
+    for (int j = warp; j < Tk; j += DECODE_WARPS) {
+        const float p = sc[j];
+        if (p == 0.0f) continue;  // masked (or underflowed: adds nothing)
+        const T *vj = Vv + decode_kv_row(kv, i, j) * HD + col;
+#pragma unroll
+        for (int e = 0; e < MAXD; e++) {
+            const int d = lane + 32 * e;
+            if (d < dk) acc[e] += p * to_float(vj[d]);
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < MAXD; e++) {
+        const int d = lane + 32 * e;
+        if (d < dk) red[warp][d] = acc[e];
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < dk; d += DECODE_THREADS) {
+        float o = red[0][d];
+#pragma unroll
+        for (int w = 1; w < DECODE_WARPS; w++) o += red[w][d];
+        out[(size_t)i * HD + col + d] = from_float<T>(o);
+    }
+}
+
+template <typename T>
+static void decode_launch(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H, int dk) {
+    if (N < 1 || Tk < 1 || H < 1 || dk < 1 || kv->slot_div < 1)
+        t5_fail("attention_decode: N %d, Tk %d, H %d, dk %d, slot_div %d must all be >= 1", N, Tk, H, dk, kv->slot_div);
+    if (dk > DECODE_MAX_DK) t5_fail("attention_decode: d_kv %d is above the kernel's %d", dk, DECODE_MAX_DK);
+    if (kv->table && kv->table_ld < Tk)
+        t5_fail("attention_decode: beam table rows of %d positions, %d keys", kv->table_ld, Tk);
+    if (kv->key_mask && kv->mask_ld < Tk)
+        t5_fail("attention_decode: key mask rows of %d positions, %d keys", kv->mask_ld, Tk);
+    if (N > 65535) t5_fail("attention_decode: %d rows; the grid takes at most 65535", N);
+    const size_t smem = (size_t)Tk * sizeof(float);
+    if (smem > 48 * 1024)
+        t5_fail("attention_decode: %d keys need %zu bytes of shared memory (at most 48 KiB: 12288 keys)", Tk, smem);
+    attention_decode_kernel<T><<<dim3((unsigned)H, (unsigned)N), DECODE_THREADS, smem, t5_stream()>>>(
+        (T *)out, (const T *)q, *kv, (const T *)bias, Tk, H, dk);
+    cudaLaunchCheck();
+}
+
+extern "C" void cuda_attention_decode(Dtype dt, void *out, const void *q, const KvView *kv, const void *bias, int N,
+                                      int Tk, int H, int dk) {
+    DISPATCH_DTYPE(dt, decode_launch, out, q, kv, bias, N, Tk, H, dk);
+}
