@@ -16,6 +16,9 @@ Output: INFO lines and one line for scripts:
          seconds=<s> samples_per_s=<x> gen_len=<mean returned width incl. start> peak_gib=<x>
 Example (GPU machine): python3 bench/hf_generate.py --model t5-large --precision bf16 --n 500 --batch 64 --beams 4
 CPU check: python3 bench/hf_generate.py --tiny --device cpu --n 4 --batch 2 --max-length 6
+With --save DIR the model is also written as a Hugging Face directory, so that bench/eval_vs_hf.sh
+runs train_t5 on the very same weights: the same tokens are generated, so both searches run the
+same number of steps (two different random inits stop at different lengths, greedy especially).
 """
 import argparse
 import os
@@ -43,6 +46,8 @@ def main():
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--max-source-length", type=int, default=128)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--save", metavar="DIR", help="save_pretrained the (random) model to DIR, so that train_t5 "
+                    "generates with the same weights (--model DIR)")
     a = ap.parse_args()
 
     import sentencepiece as spm
@@ -57,6 +62,9 @@ def main():
     dev = torch.device(a.device)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[a.precision]
     model = T5ForConditionalGeneration(make_config(name)).to(dev, dtype=dtype).eval()
+    if a.save:
+        model.save_pretrained(a.save)
+        print(f"INFO: weights saved to {a.save}")
 
     batches = []
     for s in range(0, len(ids), a.batch):

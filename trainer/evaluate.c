@@ -125,8 +125,9 @@ static char *decode_row(const Spm *spm, const int *row, int len) {
 //   int64 k, int32 nb, double weighted loss, then per example (generation only):
 //   double generated tokens, string prediction, string reference.
 // label_len: the split's target length (val/test_max_target_length, trainer/args.h).
+// times: seconds added to [0] the loss pass, [1] generation, [2] decoding the predictions.
 static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_len, Collated *c, int *out, int *out_len,
-                       Bytes *rec) {
+                       Bytes *rec, double times[3]) {
     const TrainArgs *a = &r->a;
     T5Model *m = &r->m;
     int B = a->per_device_eval_batch_size, L = a->generation_max_length;
@@ -138,7 +139,10 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
                   m->cfg.pad_token_id, m->cfg.decoder_start_token_id);
     free(idx);
     long ntok = 0;
-    double sum = t5_forward(m, &c->batch, (float)a->label_smoothing_factor, &ntok);
+    double t0 = now_seconds();
+    double sum = t5_forward(m, &c->batch, (float)a->label_smoothing_factor, &ntok);  // the loss read back: synchronized
+    double t1 = now_seconds();
+    times[0] += t1 - t0;
     double weighted = ntok > 0 ? sum / (double)ntok * nb : 0.0;
     int width = 0;
     if (a->predict_with_generate) {
@@ -149,6 +153,8 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
                              .encoder_ready = 1};
         width = t5_generate(m, c->batch.input_ids, c->batch.attention_mask, nb, c->batch.S, &gc, out, out_len);
     }
+    double t2 = now_seconds();
+    times[1] += t2 - t1;
     if (!keep) return;
     int64_t k64 = k;
     int32_t nb32 = nb;
@@ -177,6 +183,7 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
         free(ref);
     }
     free(ids);
+    times[2] += now_seconds() - t2;
 }
 
 // Rank 0: every batch's record (the ranks' records one after the other in all[0..total)),
@@ -256,11 +263,15 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     int *out = mallocCheck((size_t)B * L * sizeof(int)), *out_len = mallocCheck((size_t)B * sizeof(int));
     Collated c = {0};
     Bytes rec = {0};
+    double times[3] = {0};
     for (long i = 0; i < rounds; i++) {
         long k = i * world + rank;
         int keep = k < n_batches;
-        eval_batch(r, ds, keep ? k : 0, keep, label_len, &c, out, out_len, &rec);
+        eval_batch(r, ds, keep ? k : 0, keep, label_len, &c, out, out_len, &rec, times);
     }
+    if (is_main(r))  // where the time went (rank 0's batches); the runtime adds the metrics
+        printf("%s time (rank 0, %ld batches): loss pass %.2f s, generation %.2f s, decoding predictions %.2f s\n",
+               prefix, mine, times[0], times[1], times[2]);
     free(out);
     free(out_len);
     collate_free(&c);
