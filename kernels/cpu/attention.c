@@ -21,6 +21,25 @@ static inline int attention_key_masked(const int *key_mask, int b, int rows, int
     return (key_mask && key_mask[(size_t)b * rows + j] == 0) || (causal && j > qpos);
 }
 
+int cpu_attention_softmax_row(float *p, int Tk) {
+    float mx = -INFINITY;
+    for (int j = 0; j < Tk; j++)
+        if (p[j] > mx) mx = p[j];  // -inf (masked) never raises it
+    if (mx == -INFINITY) {
+        for (int j = 0; j < Tk; j++) p[j] = 0.0f;
+        return 0;
+    }
+    // softmax as torch's CPU kernel: exp(s - max), then times 1/sum; exp(-inf) = 0 adds nothing
+    float sum = 0.0f;
+    for (int j = 0; j < Tk; j++) {
+        p[j] = expf(p[j] - mx);
+        sum += p[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < Tk; j++) p[j] *= inv;
+    return 1;
+}
+
 void cpu_attention_forward(void *out_, void *att_, const void *q_, const void *k_, const void *v_, const void *bias_,
                            const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int dk, int causal,
                            int q_offset, DropoutArgs drop) {
@@ -41,36 +60,17 @@ void cpu_attention_forward(void *out_, void *att_, const void *q_, const void *k
                 float *p = att + row;
                 float *o = out + ((size_t)b * Tq + i) * HD + (size_t)h * dk;
                 const int qpos = q_offset + i;
-                // scores and their max over the unmasked keys
-                float mx = -INFINITY;
-                int any = 0;
-                for (int j = 0; j < Tk; j++) {
-                    if (attention_key_masked(key_mask, b, kv_rows, j, causal, qpos)) continue;
-                    const float *kj = k + ((size_t)b * kv_rows + j) * HD + (size_t)h * dk;
-                    float s = 0.0f;
-                    for (int d = 0; d < dk; d++) s += qi[d] * kj[d];
-                    if (brow) s += brow[j];
-                    p[j] = s;
-                    if (!any || s > mx) mx = s;
-                    any = 1;
-                }
-                for (int d = 0; d < dk; d++) o[d] = 0.0f;
-                if (!any) {
-                    for (int j = 0; j < Tk; j++) p[j] = 0.0f;
-                    continue;
-                }
-                // softmax as torch's CPU kernel: exp(s - max), then times 1/sum
-                float sum = 0.0f;
+                // scores; masked keys -inf (probability exactly 0)
                 for (int j = 0; j < Tk; j++) {
                     if (attention_key_masked(key_mask, b, kv_rows, j, causal, qpos)) {
-                        p[j] = 0.0f;
-                    } else {
-                        p[j] = expf(p[j] - mx);
-                        sum += p[j];
+                        p[j] = -INFINITY;
+                        continue;
                     }
+                    const float *kj = k + ((size_t)b * kv_rows + j) * HD + (size_t)h * dk;
+                    p[j] = cpu_attention_score(qi, kj, dk, brow ? brow + j : NULL);
                 }
-                float inv = 1.0f / sum;
-                for (int j = 0; j < Tk; j++) p[j] *= inv;
+                for (int d = 0; d < dk; d++) o[d] = 0.0f;
+                if (!cpu_attention_softmax_row(p, Tk)) continue;
                 // out = dropout(p) @ v, summed over j in order
                 for (int j = 0; j < Tk; j++) {
                     float pj = p[j];

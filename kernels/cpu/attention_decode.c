@@ -4,7 +4,8 @@
 //   beam table or i / slot_div, element (p * slot_stride + j * pos_stride) * H*dk
 //   scores s_j = q . k_j + bias[h, j]; P = softmax over the unmasked keys; out = P @ v
 // The arithmetic is cpu_attention_forward's with Tq = 1 (attention.c), operation for
-// operation, so a cached step gives the bits of the dense forward's last position.
+// operation (the same cpu_attention_softmax_row), so a cached step gives the bits of the
+// dense forward's last position.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,32 +39,16 @@ void cpu_attention_decode(void *out_, const void *q_, const KvView *kv, const vo
             const int *mrow = kv->key_mask ? kv->key_mask + (size_t)(i / kv->slot_div) * kv->mask_ld : NULL;
             float *p = scratch + ((size_t)i * H + h) * Tk;
             float *o = out + (size_t)i * HD + (size_t)h * dk;
-            float mx = -INFINITY;
-            int any = 0;
-            for (int j = 0; j < Tk; j++) {
-                if (mrow && mrow[j] == 0) continue;
-                const float *kj = k + decode_kv_row(kv, i, j) * HD + (size_t)h * dk;
-                float s = 0.0f;
-                for (int d = 0; d < dk; d++) s += qi[d] * kj[d];
-                if (brow) s += brow[j];
-                p[j] = s;
-                if (!any || s > mx) mx = s;
-                any = 1;
-            }
-            for (int d = 0; d < dk; d++) o[d] = 0.0f;
-            if (!any) continue;
-            // softmax as torch's CPU kernel: exp(s - max), then times 1/sum
-            float sum = 0.0f;
             for (int j = 0; j < Tk; j++) {
                 if (mrow && mrow[j] == 0) {
-                    p[j] = 0.0f;
-                } else {
-                    p[j] = expf(p[j] - mx);
-                    sum += p[j];
+                    p[j] = -INFINITY;  // probability exactly 0
+                    continue;
                 }
+                const float *kj = k + decode_kv_row(kv, i, j) * HD + (size_t)h * dk;
+                p[j] = cpu_attention_score(qi, kj, dk, brow ? brow + j : NULL);
             }
-            float inv = 1.0f / sum;
-            for (int j = 0; j < Tk; j++) p[j] *= inv;
+            for (int d = 0; d < dk; d++) o[d] = 0.0f;
+            if (!cpu_attention_softmax_row(p, Tk)) continue;
             for (int j = 0; j < Tk; j++) {
                 const float *vj = v + decode_kv_row(kv, i, j) * HD + (size_t)h * dk;
                 for (int d = 0; d < dk; d++) o[d] += p[j] * vj[d];

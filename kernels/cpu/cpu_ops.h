@@ -89,5 +89,17 @@ void cpu_search_beam_topk(float *out_scores, int *out_idx, const void *logits, c
                           int beams, int V, int K);
 void cpu_search_beam_table_reorder(int *dst, const int *src, const int *src_rows, int N, int cap, int t);
 
+// attention.c: one row of scores (n) to probabilities in place, as torch's CPU softmax;
+// masked keys hold -inf on entry and get exactly 0. Every key masked: the row becomes 0 and
+// it returns 0 (the caller's output row stays 0), else 1.
+int cpu_attention_softmax_row(float *p, int n);
+// One attention score: q . k summed in order over dk, plus *bias when bias != NULL.
+static inline float cpu_attention_score(const float *q, const float *k, int dk, const float *bias) {
+    float s = 0.0f;
+    for (int d = 0; d < dk; d++) s += q[d] * k[d];
+    if (bias) s += *bias;
+    return s;
+}
+
 // attention_decode.c (one query per row over cached keys/values)
 void cpu_attention_decode(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H, int dk);
