@@ -20,6 +20,14 @@ int backend_cuda_built(void);
 int backend_cuda_device_count(void);
 // The CUDA backend on GPU `device` (creates its context on first use).
 const Backend *backend_cuda_open(int device, Dtype act_dtype);
+// The op profiler (kernels/cuda/profile.cu): a Backend running `be`'s ops (a CUDA backend),
+// each timed on the device by a CUDA event pair and summed per op, shape and class (GEMMs
+// with O or I = vocab count as the LM head's). One profiler per process.
+const Backend *backend_profile_wrap(const Backend *be, int vocab);
+// Print the profile of the ops since the last report: per class ms per step and share of
+// the steps' wall time (wall_ms over `steps` steps; the rest is GPU idle), then the `top`
+// ops by time; then start over.
+void backend_profile_report(double wall_ms, int steps, int top);
 
 #ifdef __cplusplus
 }

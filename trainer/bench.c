@@ -29,6 +29,7 @@
 #include "../dist/comm.h"
 #include "../deepspeed/ds_config.h"
 #include "../dist/launch.h"
+#include "../kernels/backend_registry.h"
 #include "../zero/planner.h"
 #include "../zero/step.h"
 #include "device.h"
@@ -37,7 +38,7 @@
 typedef struct {
     const char *model, *init, *device, *deepspeed;
     int batch, seq, steps, warmup, bf16, fp16, gradient_checkpointing, find_max_batch, seed, num_gpus, local_rank,
-        help;
+        profile, help;
     double max_gpu_memory;
     ZeroOptions zo;  // stage 0 without --deepspeed
     int world, rank;
@@ -147,6 +148,8 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
         {"local_rank", FLAG_INT, &a->local_rank, "GPU index; deepspeed/torch.distributed.launch pass it; must equal LOCAL_RANK"},
         {"local-rank", FLAG_INT, &a->local_rank, "alias of --local_rank"},
         {"seed", FLAG_INT, &a->seed, "seed"},
+        {"profile", FLAG_INT, &a->profile, "after the timed steps, N more under the op profiler: where a step's time "
+                                           "goes, per class and per op and shape (CUDA; docs/CUDA.md)"},
         {"help", FLAG_BOOL, &a->help, "this help"},
     };
     flags_parse(argc, argv, start, specs, (int)(sizeof specs / sizeof specs[0]), "bench");
@@ -156,6 +159,7 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
     }
     if (a->bf16 && a->fp16) t5_fail("bench: --fp16 and --bf16 contradict each other: pick one");
     if (a->batch < 1 || a->seq < 2 || a->steps < 1 || a->warmup < 0) t5_fail("bench: --batch, --seq, --steps must be positive");
+    if (a->profile < 0) t5_fail("bench: --profile %d: give the number of profiled steps (>= 1), or leave it out", a->profile);
     return 1;
 }
 
@@ -190,8 +194,9 @@ static int bench_pick_batch(BenchArgs *a, const T5Config *cfg, Dtype dt, double 
 
 // warmup + steps training steps on a synthetic batch; the timed steps' seconds, the
 // communication's milliseconds (-1: not timed), the last loss and the skipped steps.
+// first_done (may be NULL): when the first step's work ended (now_seconds, after a synchronize).
 static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroState *z, LossScaler *scaler,
-                               float lr, int B, double *comm_ms, double *loss, int *skipped) {
+                               float lr, int B, double *comm_ms, double *loss, int *skipped, double *first_done) {
     const Backend *be = m->be;
     LrSchedule sched = {.type = LR_CONSTANT, .base_lr = lr, .total_steps = a->warmup + a->steps};
     size_t n = (size_t)B * a->seq;
@@ -218,6 +223,10 @@ static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroS
         StepResult r = zero_train_step_tokens(z, &sched, scaler, &batch, 1, 0.0f, (long)B * a->seq * a->world);
         *loss = r.loss;
         *skipped += r.skipped;
+        if (s == 0 && first_done) {
+            be->synchronize();
+            *first_done = now_seconds();
+        }
     }
     comm_wait_all(comm);
     be->synchronize();
@@ -232,6 +241,7 @@ static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroS
 }
 
 int bench_main(int argc, char **argv, int start) {
+    double t_start = now_seconds();
     BenchArgs a;
     if (!bench_parse(&a, argc, argv, start)) return 0;
     if (a.num_gpus > 0) {
@@ -267,16 +277,24 @@ int bench_main(int argc, char **argv, int start) {
         comm_finalize(&comm);
         return 0;
     }
+    double t_plan = now_seconds();
     const Backend *be = device_backend(a.device, comm.local_rank, a.bf16, a.fp16, a.max_gpu_memory);
+    double t_device = now_seconds();
     T5Model m;
     model_load_resolved(&m, a.model, &cfg, has_weights, be, lo);
     m.gradient_checkpointing = a.gradient_checkpointing;
+    double t_weights = now_seconds();
     ZeroState z;
     zero_init(&z, &m, &comm, &a.zo, &oc, host_weights);
     t5_plan_activations(&m, B, a.seq, a.seq);
-    double comm_ms, loss;
+    double t_ready = now_seconds(), t_first = 0, comm_ms, loss;
     int skipped;
-    double elapsed = bench_time_steps(&a, &comm, &m, &z, &scaler, oc.lr, B, &comm_ms, &loss, &skipped);
+    double elapsed = bench_time_steps(&a, &comm, &m, &z, &scaler, oc.lr, B, &comm_ms, &loss, &skipped, &t_first);
+    if (main_rank)  // from bench's start (the process's first microseconds before main are not counted)
+        printf("start-up: %.2f s to the end of the first step: flags and plan %.2f, device %.2f, weights %.2f (%s), "
+               "ZeRO state and activations %.2f, first step %.2f\n", t_first - t_start, t_plan - t_start,
+               t_device - t_plan, t_weights - t_device, lo.init_random ? "random init" : "loaded", t_ready - t_weights,
+               t_first - t_ready);
     // samples/s of all ranks together, from rank 0's clock (the step's collectives keep the
     // ranks in step); every rank's allocator peak
     double sps = (double)B * a.world * a.steps / elapsed;
@@ -288,6 +306,15 @@ int bench_main(int argc, char **argv, int start) {
                skipped, 1e3 * elapsed / a.steps, a.zo.stage, a.world, a.world > 1 ? "s" : "");
         zero_stage3_print_stats(&z);
         print_result(&a, B, sps, flops, peaks, "ok", comm_ms >= 0 ? comm_ms / a.steps : -1, 1e3 * elapsed / a.steps);
+    }
+    if (a.profile > 0) {  // the same steps again, each op bracketed by CUDA events (kernels/cuda/profile.cu)
+        BenchArgs pa = a;
+        pa.warmup = 0;
+        pa.steps = a.profile;
+        m.be = backend_profile_wrap(be, cfg.vocab_size);
+        double pe = bench_time_steps(&pa, &comm, &m, &z, &scaler, oc.lr, B, &comm_ms, &loss, &skipped, NULL);
+        m.be = be;
+        if (main_rank) backend_profile_report(1e3 * pe, a.profile, 30);
     }
     free(peaks);
     zero_free(&z);
