@@ -185,6 +185,10 @@ typedef struct Backend {
     // torch's AVX2 kernel (8 fp32 lanes, kernels/cpu/optimizer.c); CUDA rounds its sumsq
     // (torch's CUDA reduction is an fp32 tree, accurate to about an ulp).
     float (*tensor_norm)(const void *g, size_t n);
+    // tensor_norms: out[i] = tensor_norm(g + offsets[i], counts[i]) for i < n, bitwise; out,
+    // offsets (elements of act_dtype) and counts are HOST arrays. One pass over many tensors
+    // (clip_grad_norm_'s per-parameter norms) with one wait instead of one per tensor.
+    void (*tensor_norms)(float *out, const void *g, const size_t *offsets, const size_t *counts, int n);
     // torch.optim.AdamW on one contiguous range of fp32 master weights: g_eff = grad *
     // grad_scale (grad in act_dtype); master *= 1 - lr*wd; m,v updated; master -= lr/bc1 *
     // m / (sqrt(v)/sqrt(bc2) + eps). step counts from 1. param_out (act_dtype, may be

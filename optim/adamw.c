@@ -35,6 +35,11 @@ double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_si
 
 void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
                                size_t begin, size_t end, double *sq) {
+    // whole tensors: one tensor_norms call over all of them; pieces split between ranks
+    // (ZeRO 2-3): their exact sums of squares
+    size_t *offsets = mallocCheck(((size_t)lay->count + 1) * sizeof(size_t));
+    size_t *counts = mallocCheck(((size_t)lay->count + 1) * sizeof(size_t));
+    int *which = mallocCheck(((size_t)lay->count + 1) * sizeof(int)), n = 0;
     for (int i = 0; i < lay->count; i++) {
         const ParamSpec *p = &lay->specs[i];
         sq[i] = 0;
@@ -42,12 +47,15 @@ void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const 
         size_t hi = p->offset + p->numel < end ? p->offset + p->numel : end;
         if (lo >= hi || p->frozen) continue;
         if (lo == p->offset && hi == p->offset + p->numel) {
-            double nrm = be->tensor_norm((const char *)grads + (lo - begin) * elem_size, p->numel);
-            sq[i] = nrm * nrm;  // exact: sqrt(sq[i]) gives the fp32 norm back
-        } else {  // a piece of a tensor split between ranks (ZeRO 2-3): its exact sum
+            offsets[n] = lo - begin, counts[n] = p->numel, which[n++] = i;
+        } else {
             sq[i] = optimizer_grad_sumsq(be, grads, elem_size, lo - begin, hi - begin);
         }
     }
+    float *norms = mallocCheck(((size_t)n + 1) * sizeof(float));
+    be->tensor_norms(norms, grads, offsets, counts, n);
+    for (int k = 0; k < n; k++) sq[which[k]] = (double)norms[k] * norms[k];  // exact: sqrt(sq) gives the fp32 norm back
+    free(norms), free(offsets), free(counts), free(which);
 }
 
 float optimizer_total_norm(const ParamLayout *lay, const double *sq) {
@@ -70,15 +78,31 @@ float optimizer_clip_coef(double grad_norm, float max_grad_norm) {
 void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *master, void *param_out,
                 const void *grads, size_t elem_size, float lr, float grad_scale) {
     opt->step++;
-    for (int i = 0; i < lay->count; i++) {
-        const ParamSpec *p = &lay->specs[i];
-        size_t lo = p->offset > opt->begin ? p->offset : opt->begin;
-        size_t hi = p->offset + p->numel < opt->end ? p->offset + p->numel : opt->end;
-        if (lo >= hi || p->frozen) continue;
-        float wd = p->no_decay ? 0.0f : opt->cfg.weight_decay;
-        size_t k = lo - opt->begin;  // position in the owned range
-        be->adamw_update(master + k, param_out ? (char *)param_out + k * elem_size : NULL,
-                         (const char *)grads + k * elem_size, opt->m + k, opt->v + k, hi - lo, lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd,
-                         grad_scale, opt->step);
+    // one adamw_update per run of adjacent tensors with the same weight decay (the flat
+    // buffers hold them back to back; the update is elementwise, so runs give the same bits
+    // as tensor by tensor, in fewer launches: t5-large's 509 tensors take about 250)
+    size_t run_lo = 0, run_hi = 0;
+    float run_wd = 0.0f;
+    for (int i = 0; i <= lay->count; i++) {
+        size_t lo = 0, hi = 0;
+        float wd = 0.0f;
+        if (i < lay->count) {
+            const ParamSpec *p = &lay->specs[i];
+            lo = p->offset > opt->begin ? p->offset : opt->begin;
+            hi = p->offset + p->numel < opt->end ? p->offset + p->numel : opt->end;
+            if (lo >= hi || p->frozen) continue;
+            wd = p->no_decay ? 0.0f : opt->cfg.weight_decay;
+            if (run_hi > run_lo && lo == run_hi && wd == run_wd) {  // extends the run
+                run_hi = hi;
+                continue;
+            }
+        }
+        if (run_hi > run_lo) {
+            size_t k = run_lo - opt->begin;  // position in the owned range
+            be->adamw_update(master + k, param_out ? (char *)param_out + k * elem_size : NULL,
+                             (const char *)grads + k * elem_size, opt->m + k, opt->v + k, run_hi - run_lo, lr,
+                             opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, run_wd, grad_scale, opt->step);
+        }
+        run_lo = lo, run_hi = hi, run_wd = wd;
     }
 }

@@ -47,7 +47,8 @@ double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_si
 // the gradient can add theirs in between. First, per non-frozen tensor of the layout (in
 // layout order = model.parameters() order), into sq[tensor index] (lay->count entries,
 // zeroed here; frozen tensors and those outside [begin, end) stay 0): the square of
-// be->tensor_norm when the whole tensor lies in [begin, end) (exact in double), else the
+// be->tensor_norm when the whole tensor lies in [begin, end) (all such tensors in one
+// be->tensor_norms call; exact in double), else the
 // double sumsq of the piece. Frozen tensors are left out (torch: they have no .grad).
 // grads points at element `begin` (a partition's gradient, or the start of the whole
 // buffer when begin is 0).

@@ -37,7 +37,7 @@ static void test_backend_struct(void) {
         (const void *)be->ffn_act_backward,
         (const void *)be->add, (const void *)be->axpy, (const void *)be->scale, (const void *)be->dropout_forward,
         (const void *)be->dropout_backward, (const void *)be->crossentropy_forward_backward,
-        (const void *)be->sumsq, (const void *)be->tensor_norm, (const void *)be->adamw_update,
+        (const void *)be->sumsq, (const void *)be->tensor_norm, (const void *)be->tensor_norms, (const void *)be->adamw_update,
         (const void *)be->beam_topk, (const void *)be->beam_table_reorder, (const void *)be->attention_decode,
     };
     int all = 1;

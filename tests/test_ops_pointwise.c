@@ -322,6 +322,19 @@ static void test_tensor_norm(void) {
     }
 }
 
+// tensor_norms = tensor_norm of each range, bitwise (ranges of odd sizes and offsets).
+static void test_tensor_norms(void) {
+    const size_t offsets[5] = {0, 3, 1000, 1013, 5000}, counts[5] = {3, 997, 13, 3987, 100003};
+    float *g = rand_array(105003, 1.0f), got[5];
+    be->tensor_norms(got, g, offsets, counts, 5);
+    int bad = 0;
+    for (int i = 0; i < 5; i++) bad += got[i] != be->tensor_norm(g + offsets[i], counts[i]);
+    char what[160];
+    snprintf(what, sizeof what, "tensor_norms over 5 ranges = tensor_norm of each, bitwise: %d differ", bad);
+    test_check(bad == 0, what);
+    free(g);
+}
+
 static void test_adamw_case(float wd, float grad_scale) {
     enum { N = 13, STEPS = 3 };
     const float lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
@@ -365,6 +378,7 @@ int main(void) {
     test_crossentropy();
     test_sumsq();
     test_tensor_norm();
+    test_tensor_norms();
     test_adamw();
     return test_summary();
 }

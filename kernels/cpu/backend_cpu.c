@@ -41,6 +41,7 @@ static const Backend cpu_backend = {
     .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
     .sumsq = cpu_optimizer_sumsq,
     .tensor_norm = cpu_optimizer_tensor_norm,
+    .tensor_norms = cpu_optimizer_tensor_norms,
     .adamw_update = cpu_optimizer_adamw_update,
     .beam_topk = cpu_search_beam_topk,
     .beam_table_reorder = cpu_search_beam_table_reorder,

@@ -81,6 +81,7 @@ double cpu_crossentropy_forward_backward(void *dlogits, const void *logits, cons
 // optimizer.c
 double cpu_optimizer_sumsq(const void *g, size_t n);
 float cpu_optimizer_tensor_norm(const void *g, size_t n);
+void cpu_optimizer_tensor_norms(float *out, const void *g, const size_t *offsets, const size_t *counts, int n);
 void cpu_optimizer_adamw_update(float *param, void *param_out, const void *grad, float *m, float *v, size_t n, float lr, float beta1,
                                 float beta2, float eps, float weight_decay, float grad_scale, int step);
 

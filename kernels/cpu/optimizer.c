@@ -74,3 +74,7 @@ void cpu_optimizer_adamw_update(float *param, void *param_out_, const void *grad
     float *param_out = param_out_;
     if (param_out && param_out != param) memcpy(param_out, param, n * sizeof(float));
 }
+
+void cpu_optimizer_tensor_norms(float *out, const void *g, const size_t *offsets, const size_t *counts, int n) {
+    for (int i = 0; i < n; i++) out[i] = cpu_optimizer_tensor_norm((const float *)g + offsets[i], counts[i]);
+}

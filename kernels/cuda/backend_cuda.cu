@@ -139,6 +139,13 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
     }                                                                                                             \
     static double SFX##_sumsq(const void *g, size_t n) { return cuda_sumsq(DT, g, n); }                           \
     static float SFX##_tensor_norm(const void *g, size_t n) { return (float)sqrt(cuda_sumsq(DT, g, n)); }         \
+    static void SFX##_tensor_norms(float *out, const void *g, const size_t *offsets, const size_t *counts,        \
+                                   int n) {                                                                       \
+        double *s = (double *)mallocCheck((size_t)(n > 0 ? n : 1) * sizeof(double));                              \
+        cuda_sumsq_many(DT, s, g, offsets, counts, n);                                                            \
+        for (int i = 0; i < n; i++) out[i] = (float)sqrt(s[i]);                                                   \
+        free(s);                                                                                                  \
+    }                                                                                                             \
     static void SFX##_adamw_update(float *master, void *param_out, const void *grad, float *m, float *v,          \
                                    size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,    \
                                    float grad_scale, int step) {                                                  \
@@ -192,6 +199,7 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         .crossentropy_forward_backward = SFX##_crossentropy_forward_backward,                                     \
         .sumsq = SFX##_sumsq,                                                                                     \
         .tensor_norm = SFX##_tensor_norm,                                                                         \
+        .tensor_norms = SFX##_tensor_norms,                                                                       \
         .adamw_update = SFX##_adamw_update,                                                                       \
         .beam_topk = SFX##_beam_topk,                                                                             \
         .beam_table_reorder = cuda_beam_table_reorder,                                                            \

@@ -33,6 +33,7 @@ enum CudaScratchId {
     CUDA_SCRATCH_CROSSENTROPY,   // crossentropy.cu: CEResult, then per-row losses
     CUDA_SCRATCH_EMBEDDING,      // embedding.cu: sorted ids of the backward
     CUDA_SCRATCH_SUMSQ,          // optimizer.cu: [0] result, [1 ..] block sums
+    CUDA_SCRATCH_SUMSQ_MANY,     // optimizer.cu: sumsq_many's ranges, results and block sums
     CUDA_SCRATCH_POSITION_DIAG,  // position_bias.cu: (H, Tq+Tk-1) diagonal sums of the backward
     CUDA_SCRATCH_RMSNORM,        // rmsnorm.cu: per-block partial dweight sums
     CUDA_SCRATCH_CLAMP_FLAG,     // elementwise.cu: the "any inf" flag of clamp_fp16_overflow

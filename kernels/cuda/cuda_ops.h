@@ -57,6 +57,7 @@ void cuda_clamp_fp16_overflow(Dtype dt, void *x, size_t n);
 double cuda_crossentropy_forward_backward(Dtype dt, void *dlogits, const void *logits, const int *labels, int N,
                                           int V, float label_smoothing, float dloss);
 double cuda_sumsq(Dtype dt, const void *g, size_t n);
+void cuda_sumsq_many(Dtype dt, double *out, const void *g, const size_t *offsets, const size_t *counts, int n);
 void cuda_adamw_update(Dtype dt, float *master, void *param_out, const void *grad, float *m, float *v, size_t n,
                        float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step);
 

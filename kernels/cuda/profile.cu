@@ -189,6 +189,9 @@ static float w_tensor_norm(const void *g, size_t n) {
     PROF(PC_OPTIMIZER, r = P.real->tensor_norm(g, n), "tensor_norm");
     return r;
 }
+static void w_tensor_norms(float *out, const void *g, const size_t *offsets, const size_t *counts, int n) {
+    PROF(PC_OPTIMIZER, P.real->tensor_norms(out, g, offsets, counts, n), "tensor_norms %d tensors", n);
+}
 static void w_adamw(float *master, void *po, const void *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                     float eps, float wd, float gs, int step) {
     PROF(PC_OPTIMIZER, P.real->adamw_update(master, po, g, m, v, n, lr, b1, b2, eps, wd, gs, step), "adamw_update");
@@ -218,7 +221,8 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.ffn_act_forward = w_ffn_act_forward, w.ffn_act_backward = w_ffn_act_backward;
     w.copy_rows = w_copy_rows, w.add = w_add, w.axpy = w_axpy, w.scale = w_scale;
     w.dropout_forward = w_dropout_forward, w.dropout_backward = w_dropout_backward, w.clamp_fp16_overflow = w_clamp;
-    w.crossentropy_forward_backward = w_ce, w.sumsq = w_sumsq, w.tensor_norm = w_tensor_norm, w.adamw_update = w_adamw;
+    w.crossentropy_forward_backward = w_ce, w.sumsq = w_sumsq, w.tensor_norm = w_tensor_norm, w.tensor_norms = w_tensor_norms,
+    w.adamw_update = w_adamw;
     w.beam_topk = w_beam_topk, w.beam_table_reorder = w_table_reorder, w.attention_decode = w_attention_decode;
     P.wrapped = w;
     return &P.wrapped;

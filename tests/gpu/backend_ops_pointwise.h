@@ -415,6 +415,32 @@ static void case_sumsq(const OpsPair *P) {
         }
 }
 
+// tensor_norms on the subject = its own tensor_norm per range, bitwise (aligned and odd
+// offsets, one range of 4M + 5 elements), and within fp32 rounding of the oracle's.
+static void case_tensor_norms(const OpsPair *P) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const size_t offsets[6] = {0, 1, 8, 333, 100336, 4300000}, counts[6] = {1, 7, 325, 100003, 4194309, 1024};
+    const size_t total = 4301024, es = dt_size(dt);
+    float *g = rand_dt(dt, total, 1.0f), got[6], want[6];
+    void *d_g = dev_from(S, dt, g, total);
+    S->tensor_norms(got, d_g, offsets, counts, 6);
+    R->tensor_norms(want, g, offsets, counts, 6);
+    int bad = 0;
+    double worst = 0;
+    for (int i = 0; i < 6; i++) {
+        bad += got[i] != S->tensor_norm((const char *)d_g + offsets[i] * es, counts[i]);
+        double rel = fabs((double)got[i] - want[i]) / want[i];
+        worst = rel > worst ? rel : worst;
+    }
+    char name[200];
+    snprintf(name, sizeof name, "tensor_norms %s, 6 ranges: %d differ from tensor_norm per range, max rel %.2e vs oracle",
+             dt_name(dt), bad, worst);
+    test_check(bad == 0 && worst <= TOL_F32, name);
+    S->free(d_g);
+    free(g);
+}
+
 static void case_adamw(const OpsPair *P) {
     const Backend *R = P->ref, *S = P->sub;
     const Dtype dt = P->dt;

@@ -37,6 +37,7 @@ static const OpCase OP_CASES[] = {
     {"add, axpy, scale, dropout_forward/backward", GROUP_POINTWISE, case_elementwise},
     {"crossentropy_forward_backward", GROUP_POINTWISE, case_crossentropy},
     {"sumsq", GROUP_POINTWISE, case_sumsq},
+    {"tensor_norms", GROUP_POINTWISE, case_tensor_norms},
     {"adamw_update", GROUP_POINTWISE, case_adamw},
     {"matmul_forward/backward", GROUP_MATMUL_ATTENTION, case_matmul},
     {"attention_forward/backward", GROUP_MATMUL_ATTENTION, case_attention},
