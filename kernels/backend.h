@@ -145,10 +145,14 @@ typedef struct Backend {
                                DropoutArgs drop);
 
     // ---- feed-forward activation: out = act(a) (plain) or act(a) * b (gated, b != NULL)
-    void (*ffn_act_forward)(void *out, const void *a, const void *b, size_t n, Activation act);
+    // drop: dropout of the result in the same pass (out = dropout(act(a) [* b]), the mask of
+    // dropout_forward over these n elements with drop.seed; p == 0: none).
+    void (*ffn_act_forward)(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop);
     // da += dout * act'(a) [* b]; db += dout * act(a) (gated only)
+    // drop: dout is first taken through dropout_backward (into zeros) in the same pass: the
+    // gradient of the act output when the forward dropped it with drop.
     void (*ffn_act_backward)(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                             Activation act);
+                             Activation act, DropoutArgs drop);
 
     // ---- row copies (generation: KV-cache writes, beam reordering, per-beam copies) ----
     // For i < n: dst row (dst_rows ? dst_rows[i] : i) = src row (src_rows ? src_rows[i] : i),

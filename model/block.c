@@ -76,8 +76,8 @@ void t5_ffn_sublayer_forward(T5Model *m, const SublayerScratch *s, const FfnOffs
     be->matmul_forward(a->a, s->ln_out, t5_param(m, w->wi), n, D, F);
     if (c->is_gated) be->matmul_forward(a->b, s->ln_out, t5_param(m, w->wi_1), n, D, F);
     // the hidden state act(a) [* b] is not stored: backward regenerates it from a (and b)
-    be->ffn_act_forward(s->ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act);
-    be->dropout_forward(s->ffn_h, s->ffn_h, nF, t5_site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN));
+    be->ffn_act_forward(s->ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act,
+                        t5_site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN));  // act and its dropout in one pass
     void *y = s->proj ? s->proj : x_out;
     be->matmul_forward(y, s->ffn_h, t5_param(m, w->wo), n, F, D);
     residual_add(m, x_out, y, x_in, (size_t)n * D, t5_site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
@@ -145,19 +145,16 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
     DropoutArgs drop_h = t5_site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN);
     be->zero(m->d_tmp_d, nD * e);
     be->dropout_backward(m->d_tmp_d, dx, nD, t5_site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
-    be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);  // regenerate wo's input
-    be->dropout_forward(m->tmp_f, m->tmp_f, nF, drop_h);
+    be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);  // regenerate wo's input
     be->zero(m->d_h, nF * e);
     be->matmul_backward(m->d_h, t5_grad(m, w->wo), m->d_tmp_d, m->tmp_f, t5_param(m, w->wo), n, F, D);
-    // tmp_f (the dropped hidden state) is no longer needed: reuse it for d(act output)
-    be->zero(m->tmp_f, nF * e);
-    be->dropout_backward(m->tmp_f, m->d_h, nF, drop_h);
-    // d_h has been read: it now receives the gradient of the wi output (one (B,T,F) buffer
-    // fewer: 67 MB at t5-large B=64)
-    void *d_a = m->d_h;
+    // tmp_f (the dropped hidden state) is no longer needed: it receives the gradient of the
+    // wi output, from d_h through the hidden dropout's backward and the activation's (one
+    // pass; one (B,T,F) buffer fewer: 67 MB at t5-large B=64)
+    void *d_a = m->tmp_f;
     be->zero(d_a, nF * e);
     if (c->is_gated) be->zero(m->d_b, nF * e);
-    be->ffn_act_backward(d_a, c->is_gated ? m->d_b : NULL, m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act);
+    be->ffn_act_backward(d_a, c->is_gated ? m->d_b : NULL, m->d_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
     t5_sublayer_norm(m, &s, w->ln, x_in, n);  // the input of wi (and wi_1) and rstd, recomputed
     be->zero(m->d_ln, nD * e);
     be->matmul_backward(m->d_ln, t5_grad(m, w->wi), d_a, m->ln_out, t5_param(m, w->wi), n, D, F);

@@ -107,7 +107,7 @@ struct T5Model {
     void *d_tmp_d;                  // (B,max(S,T),D)
     void *d_ln;                     // (B,max(S,T),D)
     void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK)
-    void *d_h, *tmp_f;              // (B,max(S,T),F); d_h is also d(wi output), see ffn_sublayer_backward
+    void *d_h, *tmp_f;              // (B,max(S,T),F); tmp_f is also d(wi output), see ffn_sublayer_backward
     void *d_b;                      // (B,max(S,T),F) d(wi_1 output); NULL unless gated
     void *d_enc_bias, *d_dec_bias;  // (H,S,S), (H,T,T)
 

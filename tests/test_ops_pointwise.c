@@ -31,10 +31,11 @@ typedef struct {
     const float *R;
     size_t n;
     Activation act;
+    DropoutArgs drop;
 } ActCtx;
 static double act_loss(void *c_) {
     ActCtx *c = c_;
-    be->ffn_act_forward(c->out, c->a, c->b, c->n, c->act);
+    be->ffn_act_forward(c->out, c->a, c->b, c->n, c->act, c->drop);
     return dot_double(c->out, c->R, c->n);
 }
 
@@ -51,11 +52,12 @@ static double naive_act(double x, Activation act) {
 static void test_ffn_act(void) {
     static const char *names[] = {"relu", "gelu", "gelu_new", "silu"};
     const size_t n = 7 * 13;
+    const DropoutArgs nodrop = {0.0f, 0};
     for (int act = ACT_RELU; act <= ACT_SILU; act++)
         for (int gated = 0; gated <= 1; gated++) {
             float *a = rand_array(n, 3.0f), *b = gated ? rand_array(n, 1.0f) : NULL;
             float *out = zeros_array(n), *R = rand_array(n, 1.0f);
-            be->ffn_act_forward(out, a, b, n, (Activation)act);
+            be->ffn_act_forward(out, a, b, n, (Activation)act, nodrop);
             double *ref = malloc(n * sizeof(double));
             for (size_t i = 0; i < n; i++) ref[i] = naive_act(a[i], (Activation)act) * (gated ? b[i] : 1.0);
             float *fr = to_float(ref, n);
@@ -64,8 +66,8 @@ static void test_ffn_act(void) {
             test_close(name, out, fr, n, FWD_TOL);
 
             float *da = zeros_array(n), *db = gated ? zeros_array(n) : NULL;
-            be->ffn_act_backward(da, db, R, a, b, n, (Activation)act);
-            ActCtx c = {a, b, out, R, n, (Activation)act};
+            be->ffn_act_backward(da, db, R, a, b, n, (Activation)act, nodrop);
+            ActCtx c = {a, b, out, R, n, (Activation)act, nodrop};
             snprintf(name, sizeof name, "ffn_act da (%s, %s)", names[act], gated ? "gated" : "plain");
             check_grad(name, a, n, da, act_loss, &c);
             if (gated) {
@@ -74,15 +76,26 @@ static void test_ffn_act(void) {
             }
             float *pa = rand_array(n, 1.0f), *pb = rand_array(n, 1.0f);
             float *aa = copy_array(pa, n), *ab = copy_array(pb, n);
-            be->ffn_act_backward(aa, gated ? ab : NULL, R, a, b, n, (Activation)act);
+            be->ffn_act_backward(aa, gated ? ab : NULL, R, a, b, n, (Activation)act, nodrop);
             snprintf(name, sizeof name, "ffn_act da (%s, %s)", names[act], gated ? "gated" : "plain");
             check_accumulates(name, aa, pa, da, n);
             if (gated) {
                 snprintf(name, sizeof name, "ffn_act db (%s, gated)", names[act]);
                 check_accumulates(name, ab, pb, db, n);
             }
+            // with the hidden dropout riding along: backward is the derivative of forward
+            const DropoutArgs drop = {0.3f, 1234};
+            float *dda = zeros_array(n), *ddb = gated ? zeros_array(n) : NULL;
+            be->ffn_act_backward(dda, ddb, R, a, b, n, (Activation)act, drop);
+            ActCtx cd = {a, b, out, R, n, (Activation)act, drop};
+            snprintf(name, sizeof name, "ffn_act da with dropout 0.3 (%s, %s)", names[act], gated ? "gated" : "plain");
+            check_grad(name, a, n, dda, act_loss, &cd);
+            if (gated) {
+                snprintf(name, sizeof name, "ffn_act db with dropout 0.3 (%s, gated)", names[act]);
+                check_grad(name, b, n, ddb, act_loss, &cd);
+            }
             free(a), free(b), free(out), free(R), free(ref), free(fr), free(da), free(db), free(pa), free(pb);
-            free(aa), free(ab);
+            free(aa), free(ab), free(dda), free(ddb);
         }
 }
 

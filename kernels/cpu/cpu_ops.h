@@ -56,9 +56,9 @@ void cpu_attention_backward(void *dq, void *dkey, void *dv, void *dbias, const v
 void cpu_copy_rows(void *dst, const int *dst_rows, const void *src, const int *src_rows, int n, size_t row_elems);
 
 // ffn_act.c
-void cpu_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act);
+void cpu_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop);
 void cpu_ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                          Activation act);
+                          Activation act, DropoutArgs drop);
 
 // elementwise.c
 void cpu_elementwise_add(void *out, const void *a, const void *b, size_t n);

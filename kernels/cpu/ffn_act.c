@@ -10,6 +10,9 @@
 #include <math.h>
 
 #include "../../common/check.h"
+#include <stdlib.h>
+
+#include "../../common/check.h"
 #include "cpu_ops.h"
 
 #define SQRT_2_OVER_PI 0.7978845608028654   // sqrt(2/pi)
@@ -57,7 +60,7 @@ static void act_check(Activation act) {
         t5_fail("unknown feed-forward activation code %d (supported: relu, gelu, gelu_new, silu)", (int)act);
 }
 
-void cpu_ffn_act_forward(void *out_, const void *a_, const void *b_, size_t n, Activation act) {
+void cpu_ffn_act_forward(void *out_, const void *a_, const void *b_, size_t n, Activation act, DropoutArgs drop) {
     float *out = out_;
     const float *a = a_, *b = b_;
     act_check(act);
@@ -66,14 +69,20 @@ void cpu_ffn_act_forward(void *out_, const void *a_, const void *b_, size_t n, A
         float y = act_value(a[i], act);
         out[i] = b ? y * b[i] : y;
     }
+    cpu_dropout_forward(out, out, n, drop);  // the reference: the two ops one after the other
 }
 
 // da += dout * act'(a) [* b];  db += dout * act(a)  (gated only)
 void cpu_ffn_act_backward(void *da_, void *db_, const void *dout_, const void *a_, const void *b_, size_t n,
-                          Activation act) {
-    float *da = da_, *db = db_;
+                          Activation act, DropoutArgs drop) {
+    float *da = da_, *db = db_, *dropped = NULL;
     const float *dout = dout_, *a = a_, *b = b_;
     act_check(act);
+    if (drop.p != 0.0f) {  // the reference: dropout_backward into zeros first
+        dropped = callocCheck(n ? n : 1, sizeof(float));
+        cpu_dropout_backward(dropped, dout, n, drop);
+        dout = dropped;
+    }
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float g = dout[i];
@@ -83,4 +92,5 @@ void cpu_ffn_act_backward(void *da_, void *db_, const void *dout_, const void *a
         }
         da[i] += g * act_derivative(a[i], act);
     }
+    free(dropped);
 }

@@ -110,12 +110,13 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
                                          int Tq, int Tk, int H, int d_kv, DropoutArgs drop) {                     \
         cuda_attention_backward(DT, dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop);             \
     }                                                                                                             \
-    static void SFX##_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act) {        \
-        cuda_ffn_act_forward(DT, out, a, b, n, act);                                                              \
+    static void SFX##_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act,          \
+                                      DropoutArgs drop) {                                                         \
+        cuda_ffn_act_forward(DT, out, a, b, n, act, drop);                                                        \
     }                                                                                                             \
     static void SFX##_ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b,        \
-                                       size_t n, Activation act) {                                                \
-        cuda_ffn_act_backward(DT, da, db, dout, a, b, n, act);                                                    \
+                                       size_t n, Activation act, DropoutArgs drop) {                              \
+        cuda_ffn_act_backward(DT, da, db, dout, a, b, n, act, drop);                                              \
     }                                                                                                             \
     static void SFX##_copy_rows(void *dst, const int *dst_rows, const void *src, const int *src_rows, int n,      \
                                 size_t row_elems) {                                                               \

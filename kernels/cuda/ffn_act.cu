@@ -8,6 +8,10 @@
 // (hidden_gelu = act(wi_0 x) is a bf16/fp16 tensor, then hidden_gelu * hidden_linear).
 // Backward (da += dout * act'(a) [* b], db += dout * act(a)) follows the CPU order of
 // operations in fp32. Pointwise: 16-byte packs, in-place allowed.
+// Dropout rides along (p > 0): forward drops the rounded result with dropout_forward's mask
+// and scale, backward takes dout through dropout_backward's arithmetic first (as if into a
+// zeroed buffer, rounded to T): bitwise the separate ops, one pass over memory fewer each.
+#include "../dropout_rng.h"
 #include "common.cuh"
 
 #define SQRT_2_OVER_PI 0.7978845608028654
@@ -46,9 +50,17 @@ template <int ACT> __device__ __forceinline__ float act_derivative(float x) {
     }
 }
 
+// Dropout of the pointwise ops: p == 0 none.
+struct PointDrop {
+    float p, scale;
+    uint64_t seed;
+    __device__ __forceinline__ bool keep(size_t i) const { return dropout_rng_uniform(seed, i) >= p; }
+};
+
 template <typename T, int ACT> struct ActForward {
     T *out;
     const T *a, *b;  // b NULL: plain
+    PointDrop drop;
     template <int V> __device__ void apply(size_t i) const {
         float x[V], y[V];
         load_vec<T, V>(x, a + i);
@@ -61,6 +73,10 @@ template <typename T, int ACT> struct ActForward {
 #pragma unroll
             for (int k = 0; k < V; k++) y[k] = act_value<ACT>(x[k]);
         }
+        if (drop.p > 0.0f) {  // dropout_forward of the stored (rounded) value
+#pragma unroll
+            for (int k = 0; k < V; k++) y[k] = drop.keep(i + k) ? __fmul_rn(round_to<T>(y[k]), drop.scale) : 0.0f;
+        }
         store_vec<T, V>(out + i, y);
     }
 };
@@ -68,9 +84,14 @@ template <typename T, int ACT> struct ActForward {
 template <typename T, int ACT> struct ActBackward {
     T *da, *db;  // db may be NULL (gated: skip it)
     const T *dout, *a, *b;
+    PointDrop drop;
     template <int V> __device__ void apply(size_t i) const {
         float g[V], x[V], dx[V];
         load_vec<T, V>(g, dout + i);
+        if (drop.p > 0.0f) {  // dropout_backward into a zeroed T buffer
+#pragma unroll
+            for (int k = 0; k < V; k++) g[k] = drop.keep(i + k) ? round_to<T>(__fadd_rn(0.0f, __fmul_rn(g[k], drop.scale))) : 0.0f;
+        }
         load_vec<T, V>(x, a + i);
         load_vec<T, V>(dx, da + i);
         if (b) {
@@ -97,44 +118,53 @@ static void act_check(Activation act) {
         t5_fail("unknown feed-forward activation code %d (supported: relu, gelu, gelu_new, silu)", (int)act);
 }
 
-template <typename T, int ACT> static void ffn_act_forward_t(void *out, const void *a, const void *b, size_t n) {
-    ActForward<T, ACT> f{(T *)out, (const T *)a, (const T *)b};
+static PointDrop point_drop(DropoutArgs d) {
+    if (!(d.p >= 0.0f && d.p <= 1.0f)) t5_fail("dropout probability %g is outside [0, 1]; set dropout_rate in [0, 1)", d.p);
+    return PointDrop{d.p, d.p > 0.0f ? dropout_rng_scale(d.p) : 1.0f, d.seed};
+}
+
+template <typename T, int ACT>
+static void ffn_act_forward_t(void *out, const void *a, const void *b, size_t n, DropoutArgs drop) {
+    ActForward<T, ACT> f{(T *)out, (const T *)a, (const T *)b, point_drop(drop)};
     launch_pointwise<T>(f, n, aligned16(out) && aligned16(a) && aligned16(b));
 }
 
 template <typename T, int ACT>
-static void ffn_act_backward_t(void *da, void *db, const void *dout, const void *a, const void *b, size_t n) {
-    ActBackward<T, ACT> f{(T *)da, (T *)db, (const T *)dout, (const T *)a, (const T *)b};
+static void ffn_act_backward_t(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
+                               DropoutArgs drop) {
+    ActBackward<T, ACT> f{(T *)da, (T *)db, (const T *)dout, (const T *)a, (const T *)b, point_drop(drop)};
     launch_pointwise<T>(f, n, aligned16(da) && aligned16(db) && aligned16(dout) && aligned16(a) && aligned16(b));
 }
 
-template <typename T> static void ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act) {
+template <typename T>
+static void ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop) {
     act_check(act);
     switch (act) {
-    case ACT_RELU: ffn_act_forward_t<T, ACT_RELU>(out, a, b, n); break;
-    case ACT_GELU: ffn_act_forward_t<T, ACT_GELU>(out, a, b, n); break;
-    case ACT_GELU_NEW: ffn_act_forward_t<T, ACT_GELU_NEW>(out, a, b, n); break;
-    case ACT_SILU: ffn_act_forward_t<T, ACT_SILU>(out, a, b, n); break;
+    case ACT_RELU: ffn_act_forward_t<T, ACT_RELU>(out, a, b, n, drop); break;
+    case ACT_GELU: ffn_act_forward_t<T, ACT_GELU>(out, a, b, n, drop); break;
+    case ACT_GELU_NEW: ffn_act_forward_t<T, ACT_GELU_NEW>(out, a, b, n, drop); break;
+    case ACT_SILU: ffn_act_forward_t<T, ACT_SILU>(out, a, b, n, drop); break;
     }
 }
 
 template <typename T>
 static void ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                             Activation act) {
+                             Activation act, DropoutArgs drop) {
     act_check(act);
     switch (act) {
-    case ACT_RELU: ffn_act_backward_t<T, ACT_RELU>(da, db, dout, a, b, n); break;
-    case ACT_GELU: ffn_act_backward_t<T, ACT_GELU>(da, db, dout, a, b, n); break;
-    case ACT_GELU_NEW: ffn_act_backward_t<T, ACT_GELU_NEW>(da, db, dout, a, b, n); break;
-    case ACT_SILU: ffn_act_backward_t<T, ACT_SILU>(da, db, dout, a, b, n); break;
+    case ACT_RELU: ffn_act_backward_t<T, ACT_RELU>(da, db, dout, a, b, n, drop); break;
+    case ACT_GELU: ffn_act_backward_t<T, ACT_GELU>(da, db, dout, a, b, n, drop); break;
+    case ACT_GELU_NEW: ffn_act_backward_t<T, ACT_GELU_NEW>(da, db, dout, a, b, n, drop); break;
+    case ACT_SILU: ffn_act_backward_t<T, ACT_SILU>(da, db, dout, a, b, n, drop); break;
     }
 }
 
-extern "C" void cuda_ffn_act_forward(Dtype dt, void *out, const void *a, const void *b, size_t n, Activation act) {
-    DISPATCH_DTYPE(dt, ffn_act_forward, out, a, b, n, act);
+extern "C" void cuda_ffn_act_forward(Dtype dt, void *out, const void *a, const void *b, size_t n, Activation act,
+                                     DropoutArgs drop) {
+    DISPATCH_DTYPE(dt, ffn_act_forward, out, a, b, n, act, drop);
 }
 
 extern "C" void cuda_ffn_act_backward(Dtype dt, void *da, void *db, const void *dout, const void *a, const void *b,
-                                      size_t n, Activation act) {
-    DISPATCH_DTYPE(dt, ffn_act_backward, da, db, dout, a, b, n, act);
+                                      size_t n, Activation act, DropoutArgs drop) {
+    DISPATCH_DTYPE(dt, ffn_act_backward, da, db, dout, a, b, n, act, drop);
 }

@@ -145,12 +145,14 @@ static void w_attention_backward(void *dq, void *dk, void *dv, void *dbias, cons
     PROF(PC_ATTENTION, P.real->attention_backward(dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop),
          "attention_backward B=%d H=%d %dx%d%s", B, H, Tq, Tk, drop.p > 0 ? " dropout" : "");
 }
-static void w_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act) {
-    PROF(PC_ELEMENTWISE, P.real->ffn_act_forward(out, a, b, n, act), "ffn_act_forward n=%zu", n);
+static void w_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop) {
+    PROF(PC_ELEMENTWISE, P.real->ffn_act_forward(out, a, b, n, act, drop), "ffn_act_forward n=%zu%s", n,
+         drop.p > 0 ? " +dropout" : "");
 }
 static void w_ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                               Activation act) {
-    PROF(PC_ELEMENTWISE, P.real->ffn_act_backward(da, db, dout, a, b, n, act), "ffn_act_backward n=%zu", n);
+                               Activation act, DropoutArgs drop) {
+    PROF(PC_ELEMENTWISE, P.real->ffn_act_backward(da, db, dout, a, b, n, act, drop), "ffn_act_backward n=%zu%s", n,
+         drop.p > 0 ? " +dropout" : "");
 }
 static void w_copy_rows(void *dst, const int *dr, const void *src, const int *sr, int n, size_t re) {
     PROF(PC_COPY, P.real->copy_rows(dst, dr, src, sr, n, re), "copy_rows n=%d x %zu", n, re);
