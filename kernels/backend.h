@@ -22,7 +22,9 @@
 //   masks are int32.
 // - Every *_backward ADDS into the gradients it produces (dinp += ..., dweight += ...).
 //   The caller zeroes gradient buffers once; residual branches then accumulate for free,
-//   and gradient accumulation over micro-batches needs no extra code.
+//   and gradient accumulation over micro-batches needs no extra code. Where a buffer's
+//   first write is a backward op, matmul_backward's dinp_set overwrites instead (dinp =
+//   ...): no memset before it (weight gradients always add).
 // - Dimension letters: B batch, Tq/Tk query/key length, N = rows (B*T), D = d_model,
 //   H heads, dk = d_kv, I/O in/out features, V vocab, F = d_ff.
 // - Dropout is counter-based: the mask element i of a call is a pure function of
@@ -113,9 +115,10 @@ typedef struct Backend {
 
     // ---- linear without bias: out (N,O) = inp (N,I) @ weight (O,I)^T --------------
     void (*matmul_forward)(void *out, const void *inp, const void *weight, int N, int I, int O);
-    // dinp (N,I) += dout @ weight; dweight (O,I) += dout^T @ inp. dinp or dweight may be NULL (skipped; a frozen weight).
+    // dinp (N,I) += dout @ weight (dinp_set: dinp = dout @ weight, its old contents ignored);
+    // dweight (O,I) += dout^T @ inp. dinp or dweight may be NULL (skipped; a frozen weight).
     void (*matmul_backward)(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
-                            int N, int I, int O);
+                            int N, int I, int O, int dinp_set);
 
     // ---- T5 relative position bias: bias (H,Tq,Tk) = table (num_buckets,H)[bucket(k - q)]
     // with query positions q_offset .. q_offset+Tq-1 (q_offset > 0 when decoding with a
@@ -139,10 +142,11 @@ typedef struct Backend {
     void (*attention_forward)(void *out, void *att, const void *q, const void *k, const void *v, const void *bias,
                               const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int d_kv, int causal,
                               int q_offset, DropoutArgs drop);
-    // dq, dk, dv += ...; dbias (H,Tq,Tk) += sum over the batch (dbias may be NULL).
+    // dq, dk, dv += ... (dqkv_set: dq, dk, dv = ..., their old contents ignored); dbias
+    // (H,Tq,Tk) += sum over the batch (dbias may be NULL).
     void (*attention_backward)(void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
                                const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
-                               DropoutArgs drop);
+                               DropoutArgs drop, int dqkv_set);
 
     // ---- feed-forward activation: out = act(a) (plain) or act(a) * b (gated, b != NULL)
     // drop: dropout of the result in the same pass (out = dropout(act(a) [* b]), the mask of

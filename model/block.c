@@ -115,23 +115,18 @@ void t5_attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs 
     SublayerScratch s = t5_train_scratch(m);
     int B = m->B, D = c->d_model, HK = t5_config_inner_dim(c);
     int nq = B * Tq, nk = B * Tk;
-    size_t e = m->elem;
-    be->zero(m->d_tmp_d, (size_t)nq * D * e);
-    be->dropout_backward(m->d_tmp_d, dx, (size_t)nq * D, t5_site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
-    be->zero(m->d_ctx, (size_t)nq * HK * e);
-    be->matmul_backward(m->d_ctx, t5_grad(m, w->o), m->d_tmp_d, a->ctx, t5_param(m, w->o), nq, HK, D);
-    be->zero(m->d_q, (size_t)nq * HK * e);
-    be->zero(m->d_k, (size_t)nk * HK * e);
-    be->zero(m->d_v, (size_t)nk * HK * e);
+    // through the dropout: dropout_backward into zeros, as one write (no memset)
+    be->dropout_forward(m->d_tmp_d, dx, (size_t)nq * D, t5_site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
+    be->matmul_backward(m->d_ctx, t5_grad(m, w->o), m->d_tmp_d, a->ctx, t5_param(m, w->o), nq, HK, D, 1);
+    // d_q, d_k, d_v are written whole here (dqkv_set: no memsets)
     be->attention_backward(m->d_q, m->d_k, m->d_v, dbias, m->d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
-                           c->d_kv, t5_site_dropout(m, stack, layer, sub, SITE_ATT));
+                           c->d_kv, t5_site_dropout(m, stack, layer, sub, SITE_ATT), 1);
     t5_sublayer_norm(m, &s, w->ln, x_in, nq);  // the input of q (and self k, v) and rstd, recomputed
-    be->zero(m->d_ln, (size_t)nq * D * e);
-    be->matmul_backward(m->d_ln, t5_grad(m, w->q), m->d_q, m->ln_out, t5_param(m, w->q), nq, D, HK);
+    be->matmul_backward(m->d_ln, t5_grad(m, w->q), m->d_q, m->ln_out, t5_param(m, w->q), nq, D, HK, 1);
     const void *src = kv_src ? kv_src : m->ln_out;
     void *dsrc = kv_src ? d_kv_src : m->d_ln;
-    be->matmul_backward(dsrc, t5_grad(m, w->k), m->d_k, src, t5_param(m, w->k), nk, D, HK);
-    be->matmul_backward(dsrc, t5_grad(m, w->v), m->d_v, src, t5_param(m, w->v), nk, D, HK);
+    be->matmul_backward(dsrc, t5_grad(m, w->k), m->d_k, src, t5_param(m, w->k), nk, D, HK, 0);
+    be->matmul_backward(dsrc, t5_grad(m, w->v), m->d_v, src, t5_param(m, w->v), nk, D, HK, 0);
     be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), m->ln_rstd, nq, D);
 }
 
@@ -143,11 +138,10 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
     int n = m->B * Tq, D = c->d_model, F = c->d_ff;
     size_t nF = (size_t)n * F, nD = (size_t)n * D, e = m->elem;
     DropoutArgs drop_h = t5_site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN);
-    be->zero(m->d_tmp_d, nD * e);
-    be->dropout_backward(m->d_tmp_d, dx, nD, t5_site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
+    // through the dropout: dropout_backward into zeros, as one write (no memset)
+    be->dropout_forward(m->d_tmp_d, dx, nD, t5_site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
     be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);  // regenerate wo's input
-    be->zero(m->d_h, nF * e);
-    be->matmul_backward(m->d_h, t5_grad(m, w->wo), m->d_tmp_d, m->tmp_f, t5_param(m, w->wo), n, F, D);
+    be->matmul_backward(m->d_h, t5_grad(m, w->wo), m->d_tmp_d, m->tmp_f, t5_param(m, w->wo), n, F, D, 1);
     // tmp_f (the dropped hidden state) is no longer needed: it receives the gradient of the
     // wi output, from d_h through the hidden dropout's backward and the activation's (one
     // pass; one (B,T,F) buffer fewer: 67 MB at t5-large B=64)
@@ -156,8 +150,8 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
     if (c->is_gated) be->zero(m->d_b, nF * e);
     be->ffn_act_backward(d_a, c->is_gated ? m->d_b : NULL, m->d_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
     t5_sublayer_norm(m, &s, w->ln, x_in, n);  // the input of wi (and wi_1) and rstd, recomputed
-    be->zero(m->d_ln, nD * e);
-    be->matmul_backward(m->d_ln, t5_grad(m, w->wi), d_a, m->ln_out, t5_param(m, w->wi), n, D, F);
-    if (c->is_gated) be->matmul_backward(m->d_ln, t5_grad(m, w->wi_1), m->d_b, m->ln_out, t5_param(m, w->wi_1), n, D, F);
+    be->matmul_backward(m->d_ln, t5_grad(m, w->wi), d_a, m->ln_out, t5_param(m, w->wi), n, D, F, 1);
+    if (c->is_gated)
+        be->matmul_backward(m->d_ln, t5_grad(m, w->wi_1), m->d_b, m->ln_out, t5_param(m, w->wi_1), n, D, F, 0);
     be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), m->ln_rstd, n, D);
 }

@@ -326,13 +326,13 @@ static void head_backward(T5Model *m, float label_smoothing, float dloss) {
     be->crossentropy_forward_backward(m->logits, m->logits, m->labels, (int)nT, V, label_smoothing, dloss);
     fetch(m, L->unit_lm_head);
     grads_begin(m, L->unit_lm_head);
-    be->zero(m->d_tmp_d, nT * D * e);
-    be->matmul_backward(m->d_tmp_d, t5_grad(m, L->lm_head), m->logits, m->dec_final, t5_param(m, L->lm_head), (int)nT, D, V);
+    be->matmul_backward(m->d_tmp_d, t5_grad(m, L->lm_head), m->logits, m->dec_final, t5_param(m, L->lm_head), (int)nT, D,
+                        V, 1);
     if (L->unit_lm_head != L->unit_shared) grads_end(m, L->unit_lm_head);  // tied: open until the encoder's embedding
     release(m, L->unit_lm_head);
     if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, t5_head_scale(D), nT * D);
-    be->zero(m->d_ln, nT * D * e);
-    be->dropout_backward(m->d_ln, m->d_tmp_d, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
+    // through the dropout: dropout_backward into zeros, as one write (no memset)
+    be->dropout_forward(m->d_ln, m->d_tmp_d, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
     be->zero(dx, nT * D * e);
     fetch(m, L->unit_dec_final);
     grads_begin(m, L->unit_dec_final);
@@ -370,8 +370,8 @@ static void decoder_backward(T5Model *m) {
         release(m, L->unit_dec0 + l);
     }
     if (L->unit_lm_head != L->unit_shared) grads_begin(m, L->unit_shared);
-    be->zero(m->d_tmp_d, nT * D * e);
-    be->dropout_backward(m->d_tmp_d, dx, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
+    // through the dropout: dropout_backward into zeros, as one write (no memset)
+    be->dropout_forward(m->d_tmp_d, dx, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
     be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
 }
 
@@ -383,8 +383,8 @@ static void encoder_backward(T5Model *m) {
     int S = m->S, D = c->d_model, H = c->num_heads;
     size_t nS = (size_t)m->B * S, e = m->elem;
     void *dx = m->d_enc_x;
-    be->zero(m->d_ln, nS * D * e);
-    be->dropout_backward(m->d_ln, m->d_enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
+    // through the dropout: dropout_backward into zeros, as one write (no memset)
+    be->dropout_forward(m->d_ln, m->d_enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
     be->zero(dx, nS * D * e);
     fetch(m, L->unit_enc_final);
     grads_begin(m, L->unit_enc_final);
@@ -406,8 +406,8 @@ static void encoder_backward(T5Model *m) {
         grads_end(m, L->unit_enc0 + l);
         release(m, L->unit_enc0 + l);
     }
-    be->zero(m->d_tmp_d, nS * D * e);
-    be->dropout_backward(m->d_tmp_d, dx, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
+    // through the dropout: dropout_backward into zeros, as one write (no memset)
+    be->dropout_forward(m->d_tmp_d, dx, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
     be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
     grads_end(m, L->unit_shared);
 }

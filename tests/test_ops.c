@@ -190,7 +190,7 @@ static void test_matmul_size(int N, int I, int O, int finite_differences) {
            *rdw = malloc(nw * sizeof(double));
     naive_matmul(rout, rdinp, rdw, inp, w, R, N, I, O);
     be->matmul_forward(out, inp, w, N, I, O);
-    be->matmul_backward(dinp, dw, R, inp, w, N, I, O);
+    be->matmul_backward(dinp, dw, R, inp, w, N, I, O, 0);
     float *fo = to_float(rout, nout), *fi = to_float(rdinp, nin), *fw = to_float(rdw, nw);
     char name[160];
     snprintf(name, sizeof name, "matmul_forward N=%d I=%d O=%d vs double reference", N, I, O);
@@ -210,22 +210,26 @@ static void test_matmul_size(int N, int I, int O, int finite_differences) {
 
     float *pre_i = rand_array(nin, 1.0f), *pre_w = rand_array(nw, 1.0f);
     float *acc_i = copy_array(pre_i, nin), *acc_w = copy_array(pre_w, nw);
-    be->matmul_backward(acc_i, acc_w, R, inp, w, N, I, O);
+    be->matmul_backward(acc_i, acc_w, R, inp, w, N, I, O, 0);
     check_accumulates("matmul dinp", acc_i, pre_i, dinp, nin);
     check_accumulates("matmul dweight", acc_w, pre_w, dw, nw);
     float *acc_w2 = copy_array(pre_w, nw);
-    be->matmul_backward(NULL, acc_w2, R, inp, w, N, I, O);
+    be->matmul_backward(NULL, acc_w2, R, inp, w, N, I, O, 0);
     check_bitwise("matmul_backward with dinp NULL gives the same dweight", acc_w2, acc_w, nw * sizeof(float));
+    float *set_i = rand_array(nin, 1.0f);  // old contents that dinp_set must ignore
+    be->matmul_backward(set_i, NULL, R, inp, w, N, I, O, 1);
+    check_bitwise("matmul_backward dinp_set overwrites: = dinp computed into zeros", set_i, dinp, nin * sizeof(float));
+    free(set_i);
 
     // the thread count must not change a single bit
     int threads = omp_get_max_threads();
     float *o1 = zeros_array(nout), *w1 = zeros_array(nw), *o3 = zeros_array(nout), *w3 = zeros_array(nw);
     omp_set_num_threads(1);
     be->matmul_forward(o1, inp, w, N, I, O);
-    be->matmul_backward(NULL, w1, R, inp, w, N, I, O);
+    be->matmul_backward(NULL, w1, R, inp, w, N, I, O, 0);
     omp_set_num_threads(3);
     be->matmul_forward(o3, inp, w, N, I, O);
-    be->matmul_backward(NULL, w3, R, inp, w, N, I, O);
+    be->matmul_backward(NULL, w3, R, inp, w, N, I, O, 0);
     omp_set_num_threads(threads);
     snprintf(name, sizeof name, "matmul N=%d I=%d O=%d: 1 and 3 threads give identical bits", N, I, O);
     check_bitwise(name, o1, o3, nout * sizeof(float));
@@ -477,7 +481,7 @@ static void test_attention_case(const char *label, int B, int Tq, int Tk, int us
 
     float *dq = zeros_array(nq), *dk = zeros_array(nk), *dv = zeros_array(nk);
     float *dbias = use_bias ? zeros_array(nbias) : NULL;
-    be->attention_backward(dq, dk, dv, dbias, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop);
+    be->attention_backward(dq, dk, dv, dbias, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 0);
     snprintf(name, sizeof name, "attention dq [%s]", label);
     check_grad(name, q, nq, dq, att_loss, &c);
     snprintf(name, sizeof name, "attention dk [%s]", label);
@@ -494,7 +498,7 @@ static void test_attention_case(const char *label, int B, int Tq, int Tk, int us
     float *pb = use_bias ? rand_array(nbias, 1.0f) : NULL;
     float *aq = copy_array(pq, nq), *ak = copy_array(pk, nk), *av = copy_array(pv, nk);
     float *ab = use_bias ? copy_array(pb, nbias) : NULL;
-    be->attention_backward(aq, ak, av, ab, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop);
+    be->attention_backward(aq, ak, av, ab, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 0);
     snprintf(name, sizeof name, "attention dq [%s]", label);
     check_accumulates(name, aq, pq, dq, nq);
     snprintf(name, sizeof name, "attention dk [%s]", label);
@@ -505,9 +509,16 @@ static void test_attention_case(const char *label, int B, int Tq, int Tk, int us
         snprintf(name, sizeof name, "attention dbias [%s]", label);
         check_accumulates(name, ab, pb, dbias, nbias);
     }
+    {  // dqkv_set overwrites whatever dq, dk, dv held: the gradients computed into zeros
+        float *sq = rand_array(nq, 1.0f), *sk = rand_array(nk, 1.0f), *sv = rand_array(nk, 1.0f);
+        be->attention_backward(sq, sk, sv, NULL, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 1);
+        snprintf(name, sizeof name, "attention_backward [%s] dqkv_set: = dq, dk, dv into zeros", label);
+        test_check(!memcmp(sq, dq, nq * 4) && !memcmp(sk, dk, nk * 4) && !memcmp(sv, dv, nk * 4), name);
+        free(sq), free(sk), free(sv);
+    }
     if (use_bias) {  // dbias NULL leaves the other gradients unchanged
         float *nq2 = zeros_array(nq), *nk2 = zeros_array(nk), *nv2 = zeros_array(nk);
-        be->attention_backward(nq2, nk2, nv2, NULL, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop);
+        be->attention_backward(nq2, nk2, nv2, NULL, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 0);
         snprintf(name, sizeof name, "attention_backward [%s] with dbias NULL: same dq, dk, dv", label);
         test_check(!memcmp(nq2, dq, nq * 4) && !memcmp(nk2, dk, nk * 4) && !memcmp(nv2, dv, nk * 4), name);
         free(nq2), free(nk2), free(nv2);

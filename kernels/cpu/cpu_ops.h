@@ -36,7 +36,7 @@ void cpu_rmsnorm_backward(void *dinp, void *dweight, const void *dout, const voi
 // matmul.c
 void cpu_matmul_forward(void *out, const void *inp, const void *weight, int N, int I, int O);
 void cpu_matmul_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight, int N,
-                         int I, int O);
+                         int I, int O, int dinp_set);
 
 // position_bias.c (t5_relative_position_bucket is declared in backend.h)
 void cpu_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int q_offset, int num_buckets,
@@ -50,7 +50,7 @@ void cpu_attention_forward(void *out, void *att, const void *q, const void *k, c
                            int q_offset, DropoutArgs drop);
 void cpu_attention_backward(void *dq, void *dkey, void *dv, void *dbias, const void *dout, const void *att,
                             const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int dk,
-                            DropoutArgs drop);
+                            DropoutArgs drop, int dqkv_set);
 
 // memory.c (row copies)
 void cpu_copy_rows(void *dst, const int *dst_rows, const void *src, const int *src_rows, int n, size_t row_elems);

@@ -108,7 +108,7 @@ void cpu_matmul_forward(void *out, const void *inp, const void *weight_, int N, 
 // dinp (N,I) += dout (N,O) @ weight (O,I)      (skipped when dinp is NULL)
 // dweight (O,I) += dout^T (O,N) @ inp (N,I)  (skipped when dweight is NULL: frozen weight)
 void cpu_matmul_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight, int N,
-                         int I, int O) {
-    if (dinp) gemm_f32(dinp, (size_t)I, dout, (size_t)O, 1, weight, (size_t)I, N, O, I, 1);
+                         int I, int O, int dinp_set) {
+    if (dinp) gemm_f32(dinp, (size_t)I, dout, (size_t)O, 1, weight, (size_t)I, N, O, I, !dinp_set);
     if (dweight) gemm_f32(dweight, (size_t)I, dout, 1, (size_t)O, inp, (size_t)I, O, N, I, 1);
 }

@@ -569,7 +569,8 @@ static void attention_forward_t(Dtype dt, T *out, T *att, const T *q, const T *k
 
 template <typename T>
 static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const T *dout, const T *att, const T *q,
-                                 const T *k, const T *v, int B, int Tq, int Tk, int H, int dk, DropoutArgs drop) {
+                                 const T *k, const T *v, int B, int Tq, int Tk, int H, int dk, DropoutArgs drop,
+                                 int dqkv_set) {
     const size_t es = sizeof(T);
     const int BH = B * H;
     const size_t q_el = (size_t)BH * Tq * dk, k_el = (size_t)BH * Tk * dk, att_el = (size_t)BH * Tq * Tk;
@@ -607,6 +608,12 @@ static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const
         if (blocks > 65535) blocks = 65535;
         attn::dbias_reduce_kernel<T><<<(unsigned)blocks, threads, 0, t5_stream()>>>(dbias, dp, B, n);
         cudaLaunchCheck();
+    }
+    if (dqkv_set) {  // = 0 + sum: the merge alone (no read of the old contents)
+        if (dq) heads_merge(dq, dqp, B, H, Tq, dk, es);
+        if (dk_) heads_merge(dk_, dkp, B, H, Tk, dk, es);
+        if (dv) heads_merge(dv, dvp, B, H, Tk, dk, es);
+        return;
     }
     if (dq) heads_merge_add<T>(dq, dqp, B, H, Tq, dk);
     if (dk_) heads_merge_add<T>(dk_, dkp, B, H, Tk, dk);
@@ -655,7 +662,7 @@ extern "C" void cuda_attention_forward(Dtype dt, void *out, void *att, const voi
 
 extern "C" void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias, const void *dout,
                                         const void *att, const void *q, const void *k, const void *v, int B, int Tq,
-                                        int Tk, int H, int d_kv, DropoutArgs drop) {
+                                        int Tk, int H, int d_kv, DropoutArgs drop, int dqkv_set) {
     attention_check_shape("cuda_attention_backward", B, Tq, Tk, Tk, H, d_kv);
     attention_check_dropout(drop);
     if (B == 0 || Tq == 0 || Tk == 0 || H == 0 || d_kv == 0) return;
@@ -663,18 +670,18 @@ extern "C" void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, 
         case DTYPE_F32:
             attention_backward_t<float>(dt, (float *)dq, (float *)dk, (float *)dv, (float *)dbias, (const float *)dout,
                                         (const float *)att, (const float *)q, (const float *)k, (const float *)v, B,
-                                        Tq, Tk, H, d_kv, drop);
+                                        Tq, Tk, H, d_kv, drop, dqkv_set);
             break;
         case DTYPE_BF16:
             attention_backward_t<__nv_bfloat16>(
                 dt, (__nv_bfloat16 *)dq, (__nv_bfloat16 *)dk, (__nv_bfloat16 *)dv, (__nv_bfloat16 *)dbias,
                 (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)att, (const __nv_bfloat16 *)q,
-                (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, B, Tq, Tk, H, d_kv, drop);
+                (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, B, Tq, Tk, H, d_kv, drop, dqkv_set);
             break;
         case DTYPE_F16:
             attention_backward_t<__half>(dt, (__half *)dq, (__half *)dk, (__half *)dv, (__half *)dbias,
                                          (const __half *)dout, (const __half *)att, (const __half *)q,
-                                         (const __half *)k, (const __half *)v, B, Tq, Tk, H, d_kv, drop);
+                                         (const __half *)k, (const __half *)v, B, Tq, Tk, H, d_kv, drop, dqkv_set);
             break;
         default: dtype_unknown(dt, __func__);
     }

@@ -85,8 +85,8 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         cuda_matmul_forward(DT, out, inp, weight, N, I, O);                                                       \
     }                                                                                                             \
     static void SFX##_matmul_backward(void *dinp, void *dweight, const void *dout, const void *inp,               \
-                                      const void *weight, int N, int I, int O) {                                  \
-        cuda_matmul_backward(DT, dinp, dweight, dout, inp, weight, N, I, O);                                      \
+                                      const void *weight, int N, int I, int O, int dinp_set) {                    \
+        cuda_matmul_backward(DT, dinp, dweight, dout, inp, weight, N, I, O, dinp_set);                            \
     }                                                                                                             \
     static void SFX##_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int q_offset,   \
                                             int num_buckets, int max_distance, int bidirectional) {               \
@@ -107,8 +107,8 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
     }                                                                                                             \
     static void SFX##_attention_backward(void *dq, void *dk, void *dv, void *dbias, const void *dout,             \
                                          const void *att, const void *q, const void *k, const void *v, int B,     \
-                                         int Tq, int Tk, int H, int d_kv, DropoutArgs drop) {                     \
-        cuda_attention_backward(DT, dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop);             \
+                                         int Tq, int Tk, int H, int d_kv, DropoutArgs drop, int dqkv_set) {       \
+        cuda_attention_backward(DT, dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop, dqkv_set);   \
     }                                                                                                             \
     static void SFX##_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act,          \
                                       DropoutArgs drop) {                                                         \

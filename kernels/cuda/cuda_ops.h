@@ -65,13 +65,13 @@ void cuda_adamw_update(Dtype dt, float *master, void *param_out, const void *gra
 // ---- matrix products and attention (matmul.cu, attention.cu) -----------------------
 void cuda_matmul_forward(Dtype dt, void *out, const void *inp, const void *weight, int N, int I, int O);
 void cuda_matmul_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
-                          int N, int I, int O);
+                          int N, int I, int O, int dinp_set);
 void cuda_attention_forward(Dtype dt, void *out, void *att, const void *q, const void *k, const void *v,
                             const void *bias, const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H,
                             int d_kv, int causal, int q_offset, DropoutArgs drop);
 void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
                              const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
-                             DropoutArgs drop);
+                             DropoutArgs drop, int dqkv_set);
 
 // ---- generation search (search.cu) ------------------------------------------------------
 void cuda_beam_topk(Dtype dt, float *out_scores, int *out_idx, const void *logits, const float *beam_scores, int B,

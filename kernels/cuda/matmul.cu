@@ -328,7 +328,7 @@ extern "C" void cuda_matmul_forward(Dtype dt, void *out, const void *inp, const 
 }
 
 extern "C" void cuda_matmul_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
-                                     const void *weight, int N, int I, int O) {
-    if (dinp) cuda_gemm_strided(dt, 0, 0, I, N, O, weight, I, 0, dout, O, 0, dinp, I, 0, 1, 1);
+                                     const void *weight, int N, int I, int O, int dinp_set) {
+    if (dinp) cuda_gemm_strided(dt, 0, 0, I, N, O, weight, I, 0, dout, O, 0, dinp, I, 0, 1, !dinp_set);
     if (dweight) cuda_gemm_strided(dt, 0, 1, I, O, N, inp, I, 0, dout, O, 0, dweight, I, 0, 1, 1);
 }

@@ -118,9 +118,9 @@ static void w_matmul_forward(void *out, const void *inp, const void *w, int N, i
     PROF(gemm_class(I, O), P.real->matmul_forward(out, inp, w, N, I, O), "matmul_forward %dx%d->%d", N, I, O);
 }
 static void w_matmul_backward(void *dinp, void *dw, const void *dout, const void *inp, const void *w, int N, int I,
-                              int O) {
-    PROF(gemm_class(I, O), P.real->matmul_backward(dinp, dw, dout, inp, w, N, I, O), "matmul_backward %dx%d->%d%s%s",
-         N, I, O, dinp ? " dinp" : "", dw ? " dw" : "");
+                              int O, int dinp_set) {
+    PROF(gemm_class(I, O), P.real->matmul_backward(dinp, dw, dout, inp, w, N, I, O, dinp_set),
+         "matmul_backward %dx%d->%d%s%s", N, I, O, dinp ? (dinp_set ? " dinp=" : " dinp+=") : "", dw ? " dw" : "");
 }
 static void w_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int qo, int nb, int md,
                                     int bi) {
@@ -141,8 +141,8 @@ static void w_attention_forward(void *out, void *att, const void *q, const void 
 }
 static void w_attention_backward(void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
                                  const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
-                                 DropoutArgs drop) {
-    PROF(PC_ATTENTION, P.real->attention_backward(dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop),
+                                 DropoutArgs drop, int dqkv_set) {
+    PROF(PC_ATTENTION, P.real->attention_backward(dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop, dqkv_set),
          "attention_backward B=%d H=%d %dx%d%s", B, H, Tq, Tk, drop.p > 0 ? " dropout" : "");
 }
 static void w_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop) {

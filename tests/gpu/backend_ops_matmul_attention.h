@@ -50,22 +50,29 @@ static void matmul_case(const OpsPair *P, const Tol *t, int N, int I, int O) {
     float *out_c = xmalloc(nout * sizeof(float)), *din_c = copy_f(pin, nin), *dw_c = copy_f(pw, nw);
     float *din0_c = calloc(nin, sizeof(float)), *dw0_c = calloc(nw, sizeof(float));
     R->matmul_forward(out_c, inp, w, N, I, O);
-    R->matmul_backward(din_c, dw_c, dout, inp, w, N, I, O);
-    R->matmul_backward(din0_c, dw0_c, dout, inp, w, N, I, O);
+    R->matmul_backward(din_c, dw_c, dout, inp, w, N, I, O, 0);
+    R->matmul_backward(din0_c, dw0_c, dout, inp, w, N, I, O, 0);
 
     void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw), *dout_g = dev_from(S, dt, dout, nout);
     void *out_g = S->alloc(nout * dt_size(dt)), *out2_g = S->alloc(nout * dt_size(dt));
     void *din_g = dev_from(S, dt, pin, nin), *dw_g = dev_from(S, dt, pw, nw);
     void *din2_g = dev_from(S, dt, pin, nin), *dw2_g = dev_from(S, dt, pw, nw);
     S->matmul_forward(out_g, inp_g, w_g, N, I, O);
-    S->matmul_backward(din_g, dw_g, dout_g, inp_g, w_g, N, I, O);
+    S->matmul_backward(din_g, dw_g, dout_g, inp_g, w_g, N, I, O, 0);
     size_t mem_before = S->mem_in_use();
     S->matmul_forward(out2_g, inp_g, w_g, N, I, O);
-    S->matmul_backward(din2_g, NULL, dout_g, inp_g, w_g, N, I, O);  // dinp only
-    S->matmul_backward(NULL, dw2_g, dout_g, inp_g, w_g, N, I, O);   // dweight only
+    S->matmul_backward(din2_g, NULL, dout_g, inp_g, w_g, N, I, O, 0);  // dinp only
+    S->matmul_backward(NULL, dw2_g, dout_g, inp_g, w_g, N, I, O, 0);   // dweight only
     size_t mem_after = S->mem_in_use();
     void *din0_g = S->alloc(nin * dt_size(dt)), *dw0_g = S->alloc(nw * dt_size(dt));  // zeroed
-    S->matmul_backward(din0_g, dw0_g, dout_g, inp_g, w_g, N, I, O);
+    S->matmul_backward(din0_g, dw0_g, dout_g, inp_g, w_g, N, I, O, 0);
+    void *dset_g = dev_from(S, dt, pin, nin);  // old contents that dinp_set must ignore
+    S->matmul_backward(dset_g, NULL, dout_g, inp_g, w_g, N, I, O, 1);
+    snprintf(name, sizeof name, "matmul_backward [%s] dinp_set (overwrites the prefill)", tag);
+    float *dset = host_from(S, dt, dset_g, nin);
+    test_close(name, dset, din0_c, nin, tol);
+    free(dset);
+    S->free(dset_g);
 
     float *out = host_from(S, dt, out_g, nout), *din = host_from(S, dt, din_g, nin), *dw = host_from(S, dt, dw_g, nw);
     snprintf(name, sizeof name, "matmul_forward  [%s] out", tag);
@@ -271,7 +278,7 @@ static void att_backward(const OpsPair *P, const Tol *t, const AttData *d, const
           *db_c = pb ? copy_f(pb, d->nbias) : NULL;
     // both sides differentiate the subject's saved probabilities
     R->attention_backward(dq_c, dk_c, dv_c, db_c, dout, att, d->q, d->kc, d->vc, d->B, d->Tq, d->Tk, d->H, d->DK,
-                          d->drop);
+                          d->drop, 0);
     AttGrads gr = {.dout = dev_from(S, dt, dout, d->nq)};
     for (int r = 0; r < 3; r++) {
         gr.dq[r] = dev_from(S, dt, pq, d->nq);
@@ -282,7 +289,25 @@ static void att_backward(const OpsPair *P, const Tol *t, const AttData *d, const
     for (int r = 0; r < 3; r++) {
         if (r == 1) *mem_b0 = S->mem_in_use();
         S->attention_backward(gr.dq[r], gr.dk[r], gr.dv[r], gr.db[r], gr.dout, g->att, g->q, g->k, g->v, d->B, d->Tq,
-                              d->Tk, d->H, d->DK, d->drop);
+                              d->Tk, d->H, d->DK, d->drop, 0);
+    }
+    {  // dqkv_set: the prefills are overwritten, the result is the oracle's into zeros
+        float *zq = alloc_f(d->nq), *zk = alloc_f(d->nk), *zv = alloc_f(d->nk);
+        R->attention_backward(zq, zk, zv, NULL, dout, att, d->q, d->kc, d->vc, d->B, d->Tq, d->Tk, d->H, d->DK,
+                              d->drop, 0);
+        void *sq = dev_from(S, dt, pq, d->nq), *sk = dev_from(S, dt, pk, d->nk), *sv = dev_from(S, dt, pv, d->nk);
+        S->attention_backward(sq, sk, sv, NULL, gr.dout, g->att, g->q, g->k, g->v, d->B, d->Tq, d->Tk, d->H, d->DK,
+                              d->drop, 1);
+        char name[200];
+        snprintf(name, sizeof name, "attention_backward [%s B=%d Tq=%d Tk=%d] dqkv_set dq", dt_name(dt), d->B, d->Tq,
+                 d->Tk);
+        check_dev(S, name, dt, sq, zq, d->nq, t->att_bwd);
+        snprintf(name, sizeof name, "attention_backward [%s B=%d Tq=%d Tk=%d] dqkv_set dk, dv", dt_name(dt), d->B,
+                 d->Tq, d->Tk);
+        check_dev(S, name, dt, sk, zk, d->nk, t->att_bwd);
+        check_dev(S, name, dt, sv, zv, d->nk, t->att_bwd);
+        FREE_SUB(S, sq, sk, sv);
+        FREE_HOST(zq, zk, zv);
     }
     *mem_b1 = S->mem_in_use();
     const float *const ref[4] = {dq_c, dk_c, dv_c, db_c};
