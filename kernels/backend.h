@@ -152,11 +152,12 @@ typedef struct Backend {
     // drop: dropout of the result in the same pass (out = dropout(act(a) [* b]), the mask of
     // dropout_forward over these n elements with drop.seed; p == 0: none).
     void (*ffn_act_forward)(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop);
-    // da += dout * act'(a) [* b]; db += dout * act(a) (gated only)
+    // da += dout * act'(a) [* b]; db += dout * act(a) (gated only); set: = instead of +=
+    // (the old contents of da and db ignored: no memset before a first write).
     // drop: dout is first taken through dropout_backward (into zeros) in the same pass: the
     // gradient of the act output when the forward dropped it with drop.
     void (*ffn_act_backward)(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                             Activation act, DropoutArgs drop);
+                             Activation act, DropoutArgs drop, int set);
 
     // ---- row copies (generation: KV-cache writes, beam reordering, per-beam copies) ----
     // For i < n: dst row (dst_rows ? dst_rows[i] : i) = src row (src_rows ? src_rows[i] : i),
@@ -171,6 +172,8 @@ typedef struct Backend {
     void (*scale)(void *out, const void *inp, float alpha, size_t n);        // out = alpha * inp
     void (*dropout_forward)(void *out, const void *inp, size_t n, DropoutArgs drop);
     void (*dropout_backward)(void *dinp, const void *dout, size_t n, DropoutArgs drop);  // dinp +=
+    // out = x + dropout(y): a sublayer's residual add (y unchanged unless out aliases it)
+    void (*dropout_add)(void *out, const void *y, const void *x, size_t n, DropoutArgs drop);
     // HF T5Block's fp16 guard, applied to each sublayer's output when act_dtype is fp16:
     // if any element of x (n) is +-inf, clamp all of x to +-(65504 - 1000), else to
     // +-65504 (a no-op for finite values). Other dtypes: no-op. Backward treats it as the

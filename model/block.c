@@ -28,8 +28,7 @@ void t5_sublayer_norm(T5Model *m, const SublayerScratch *s, size_t ln_weight, co
 // y (n,D) = dropout(y); x_out = y + x_in; HF T5Block's fp16 guard.
 static void residual_add(T5Model *m, void *x_out, void *y, const void *x_in, size_t nD, DropoutArgs drop) {
     const Backend *be = m->be;
-    be->dropout_forward(y, y, nD, drop);
-    be->add(x_out, y, x_in, nD);
+    be->dropout_add(x_out, y, x_in, nD, drop);  // one pass: y is scratch, its dropped values are not kept
     if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nD);
 }
 
@@ -136,7 +135,7 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
     const T5Config *c = &m->cfg;
     SublayerScratch s = t5_train_scratch(m);
     int n = m->B * Tq, D = c->d_model, F = c->d_ff;
-    size_t nF = (size_t)n * F, nD = (size_t)n * D, e = m->elem;
+    size_t nF = (size_t)n * F, nD = (size_t)n * D;
     DropoutArgs drop_h = t5_site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN);
     // through the dropout: dropout_backward into zeros, as one write (no memset)
     be->dropout_forward(m->d_tmp_d, dx, nD, t5_site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
@@ -145,10 +144,9 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
     // tmp_f (the dropped hidden state) is no longer needed: it receives the gradient of the
     // wi output, from d_h through the hidden dropout's backward and the activation's (one
     // pass; one (B,T,F) buffer fewer: 67 MB at t5-large B=64)
-    void *d_a = m->tmp_f;
-    be->zero(d_a, nF * e);
-    if (c->is_gated) be->zero(m->d_b, nF * e);
-    be->ffn_act_backward(d_a, c->is_gated ? m->d_b : NULL, m->d_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
+    void *d_a = m->tmp_f;  // written whole (set: no memsets)
+    be->ffn_act_backward(d_a, c->is_gated ? m->d_b : NULL, m->d_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h,
+                         1);
     t5_sublayer_norm(m, &s, w->ln, x_in, n);  // the input of wi (and wi_1) and rstd, recomputed
     be->matmul_backward(m->d_ln, t5_grad(m, w->wi), d_a, m->ln_out, t5_param(m, w->wi), n, D, F, 1);
     if (c->is_gated)

@@ -34,7 +34,7 @@ static void test_backend_struct(void) {
         (const void *)be->matmul_backward, (const void *)be->position_bias_forward,
         (const void *)be->position_bias_backward, (const void *)be->attention_forward,
         (const void *)be->attention_backward, (const void *)be->copy_rows, (const void *)be->ffn_act_forward,
-        (const void *)be->ffn_act_backward,
+        (const void *)be->ffn_act_backward, (const void *)be->dropout_add,
         (const void *)be->add, (const void *)be->axpy, (const void *)be->scale, (const void *)be->dropout_forward,
         (const void *)be->dropout_backward, (const void *)be->crossentropy_forward_backward,
         (const void *)be->sumsq, (const void *)be->tensor_norm, (const void *)be->tensor_norms, (const void *)be->adamw_update,

@@ -66,7 +66,7 @@ static void test_ffn_act(void) {
             test_close(name, out, fr, n, FWD_TOL);
 
             float *da = zeros_array(n), *db = gated ? zeros_array(n) : NULL;
-            be->ffn_act_backward(da, db, R, a, b, n, (Activation)act, nodrop);
+            be->ffn_act_backward(da, db, R, a, b, n, (Activation)act, nodrop, 0);
             ActCtx c = {a, b, out, R, n, (Activation)act, nodrop};
             snprintf(name, sizeof name, "ffn_act da (%s, %s)", names[act], gated ? "gated" : "plain");
             check_grad(name, a, n, da, act_loss, &c);
@@ -76,7 +76,7 @@ static void test_ffn_act(void) {
             }
             float *pa = rand_array(n, 1.0f), *pb = rand_array(n, 1.0f);
             float *aa = copy_array(pa, n), *ab = copy_array(pb, n);
-            be->ffn_act_backward(aa, gated ? ab : NULL, R, a, b, n, (Activation)act, nodrop);
+            be->ffn_act_backward(aa, gated ? ab : NULL, R, a, b, n, (Activation)act, nodrop, 0);
             snprintf(name, sizeof name, "ffn_act da (%s, %s)", names[act], gated ? "gated" : "plain");
             check_accumulates(name, aa, pa, da, n);
             if (gated) {
@@ -86,7 +86,7 @@ static void test_ffn_act(void) {
             // with the hidden dropout riding along: backward is the derivative of forward
             const DropoutArgs drop = {0.3f, 1234};
             float *dda = zeros_array(n), *ddb = gated ? zeros_array(n) : NULL;
-            be->ffn_act_backward(dda, ddb, R, a, b, n, (Activation)act, drop);
+            be->ffn_act_backward(dda, ddb, R, a, b, n, (Activation)act, drop, 0);
             ActCtx cd = {a, b, out, R, n, (Activation)act, drop};
             snprintf(name, sizeof name, "ffn_act da with dropout 0.3 (%s, %s)", names[act], gated ? "gated" : "plain");
             check_grad(name, a, n, dda, act_loss, &cd);
@@ -94,12 +94,37 @@ static void test_ffn_act(void) {
                 snprintf(name, sizeof name, "ffn_act db with dropout 0.3 (%s, gated)", names[act]);
                 check_grad(name, b, n, ddb, act_loss, &cd);
             }
+            // set: the old contents of da (db) are ignored: = the gradients computed into zeros
+            float *sa = rand_array(n, 1.0f), *sb = gated ? rand_array(n, 1.0f) : NULL;
+            be->ffn_act_backward(sa, sb, R, a, b, n, (Activation)act, drop, 1);
+            snprintf(name, sizeof name, "ffn_act_backward set (%s, %s) = into zeros, bitwise", names[act],
+                     gated ? "gated" : "plain");
+            test_check(!memcmp(sa, dda, n * sizeof(float)) && (!gated || !memcmp(sb, ddb, n * sizeof(float))), name);
+            free(sa), free(sb);
             free(a), free(b), free(out), free(R), free(ref), free(fr), free(da), free(db), free(pa), free(pb);
             free(aa), free(ab), free(dda), free(ddb);
         }
 }
 
 // ---- elementwise and dropout -------------------------------------------------------------
+
+// dropout_add = dropout_forward then add (y + x), bitwise, with and without dropout, and in place.
+static void test_dropout_add(void) {
+    const size_t n = 1003;
+    const DropoutArgs drops[2] = {{0.0f, 0}, {0.25f, 99}};
+    for (int k = 0; k < 2; k++) {
+        float *y = rand_array(n, 1.0f), *x = rand_array(n, 1.0f), *want = zeros_array(n), *got = zeros_array(n);
+        float *dy = copy_array(y, n);
+        be->dropout_forward(dy, dy, n, drops[k]);
+        be->add(want, dy, x, n);
+        be->dropout_add(got, y, x, n, drops[k]);
+        be->dropout_add(y, y, x, n, drops[k]);  // in place (out = y)
+        char name[120];
+        snprintf(name, sizeof name, "dropout_add p=%g = dropout_forward then add, bitwise (and in place)", drops[k].p);
+        test_check(!memcmp(got, want, n * sizeof(float)) && !memcmp(y, want, n * sizeof(float)), name);
+        free(y), free(x), free(want), free(got), free(dy);
+    }
+}
 
 static void test_elementwise(void) {
     const size_t n = 1003;
@@ -392,6 +417,7 @@ int main(void) {
     test_sumsq();
     test_tensor_norm();
     test_tensor_norms();
+    test_dropout_add();
     test_adamw();
     return test_summary();
 }

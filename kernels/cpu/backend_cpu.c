@@ -37,6 +37,7 @@ static const Backend cpu_backend = {
     .scale = cpu_elementwise_scale,
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
+    .dropout_add = cpu_dropout_add,
     .clamp_fp16_overflow = cpu_clamp_fp16_overflow,
     .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
     .sumsq = cpu_optimizer_sumsq,

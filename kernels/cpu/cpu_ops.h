@@ -58,13 +58,14 @@ void cpu_copy_rows(void *dst, const int *dst_rows, const void *src, const int *s
 // ffn_act.c
 void cpu_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop);
 void cpu_ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                          Activation act, DropoutArgs drop);
+                          Activation act, DropoutArgs drop, int set);
 
 // elementwise.c
 void cpu_elementwise_add(void *out, const void *a, const void *b, size_t n);
 void cpu_elementwise_axpy(void *y, const void *x, float alpha, size_t n);
 void cpu_elementwise_scale(void *out, const void *inp, float alpha, size_t n);
 void cpu_dropout_forward(void *out, const void *inp, size_t n, DropoutArgs drop);
+void cpu_dropout_add(void *out, const void *y, const void *x, size_t n, DropoutArgs drop);
 void cpu_dropout_backward(void *dinp, const void *dout, size_t n, DropoutArgs drop);
 // The counter-based dropout RNG, shared by every dropout of the CPU backend (and the
 // definition a GPU twin must reproduce): a uniform float in [0,1) that is a pure function

@@ -71,3 +71,16 @@ void cpu_dropout_backward(void *dinp_, const void *dout_, size_t n, DropoutArgs 
     for (size_t i = 0; i < n; i++)
         if (cpu_dropout_uniform(drop.seed, i) >= drop.p) dinp[i] += dout[i] * scale;
 }
+
+// out = x + dropout(y), as dropout_forward of y then add (y + x, in that order)
+void cpu_dropout_add(void *out_, const void *y_, const void *x_, size_t n, DropoutArgs drop) {
+    float *out = out_;
+    const float *y = y_, *x = x_;
+    dropout_check_p(drop.p);
+    const float scale = drop.p != 0.0f ? cpu_dropout_scale(drop.p) : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float d = drop.p == 0.0f ? y[i] : cpu_dropout_uniform(drop.seed, i) >= drop.p ? y[i] * scale : 0.0f;
+        out[i] = d + x[i];
+    }
+}

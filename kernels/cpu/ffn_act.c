@@ -74,7 +74,7 @@ void cpu_ffn_act_forward(void *out_, const void *a_, const void *b_, size_t n, A
 
 // da += dout * act'(a) [* b];  db += dout * act(a)  (gated only)
 void cpu_ffn_act_backward(void *da_, void *db_, const void *dout_, const void *a_, const void *b_, size_t n,
-                          Activation act, DropoutArgs drop) {
+                          Activation act, DropoutArgs drop, int set) {
     float *da = da_, *db = db_, *dropped = NULL;
     const float *dout = dout_, *a = a_, *b = b_;
     act_check(act);
@@ -87,10 +87,10 @@ void cpu_ffn_act_backward(void *da_, void *db_, const void *dout_, const void *a
     for (size_t i = 0; i < n; i++) {
         float g = dout[i];
         if (b) {
-            if (db) db[i] += g * act_value(a[i], act);
+            if (db) db[i] = (set ? 0.0f : db[i]) + g * act_value(a[i], act);
             g *= b[i];
         }
-        da[i] += g * act_derivative(a[i], act);
+        da[i] = (set ? 0.0f : da[i]) + g * act_derivative(a[i], act);
     }
     free(dropped);
 }

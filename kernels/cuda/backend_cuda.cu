@@ -115,8 +115,8 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         cuda_ffn_act_forward(DT, out, a, b, n, act, drop);                                                        \
     }                                                                                                             \
     static void SFX##_ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b,        \
-                                       size_t n, Activation act, DropoutArgs drop) {                              \
-        cuda_ffn_act_backward(DT, da, db, dout, a, b, n, act, drop);                                              \
+                                       size_t n, Activation act, DropoutArgs drop, int set) {                     \
+        cuda_ffn_act_backward(DT, da, db, dout, a, b, n, act, drop, set);                                         \
     }                                                                                                             \
     static void SFX##_copy_rows(void *dst, const int *dst_rows, const void *src, const int *src_rows, int n,      \
                                 size_t row_elems) {                                                               \
@@ -132,6 +132,9 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
     }                                                                                                             \
     static void SFX##_dropout_backward(void *dinp, const void *dout, size_t n, DropoutArgs drop) {                \
         cuda_dropout_backward(DT, dinp, dout, n, drop);                                                           \
+    }                                                                                                             \
+    static void SFX##_dropout_add(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {         \
+        cuda_dropout_add(DT, out, y, x, n, drop);                                                                 \
     }                                                                                                             \
     static void SFX##_clamp_fp16_overflow(void *x, size_t n) { cuda_clamp_fp16_overflow(DT, x, n); }               \
     static double SFX##_crossentropy_forward_backward(void *dlogits, const void *logits, const int *labels,       \
@@ -196,6 +199,7 @@ static void copy_rows_bytes(void *dst, const int *dst_rows, const void *src, con
         .scale = SFX##_scale,                                                                                     \
         .dropout_forward = SFX##_dropout_forward,                                                                 \
         .dropout_backward = SFX##_dropout_backward,                                                               \
+        .dropout_add = SFX##_dropout_add,                                                                         \
         .clamp_fp16_overflow = SFX##_clamp_fp16_overflow,                                                         \
         .crossentropy_forward_backward = SFX##_crossentropy_forward_backward,                                     \
         .sumsq = SFX##_sumsq,                                                                                     \

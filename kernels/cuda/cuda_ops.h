@@ -45,10 +45,11 @@ void cuda_position_bias_forward(Dtype dt, void *bias, const void *table, int Tq,
                                 int num_buckets, int max_distance, int bidirectional);
 void cuda_position_bias_backward(Dtype dt, void *dtable, const void *dbias, int Tq, int Tk, int H, int q_offset,
                                  int num_buckets, int max_distance, int bidirectional);
+void cuda_dropout_add(Dtype dt, void *out, const void *y, const void *x, size_t n, DropoutArgs drop);
 void cuda_ffn_act_forward(Dtype dt, void *out, const void *a, const void *b, size_t n, Activation act,
                           DropoutArgs drop);
 void cuda_ffn_act_backward(Dtype dt, void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                           Activation act, DropoutArgs drop);
+                           Activation act, DropoutArgs drop, int set);
 void cuda_add(Dtype dt, void *out, const void *a, const void *b, size_t n);
 void cuda_axpy(Dtype dt, void *y, const void *x, float alpha, size_t n);
 void cuda_scale(Dtype dt, void *out, const void *inp, float alpha, size_t n);

@@ -78,6 +78,25 @@ template <typename T> struct DropoutBackwardF {
     }
 };
 
+// out = x + dropout(y): dropout_forward's rounded value, then add's y + x.
+template <typename T> struct DropoutAddF {
+    T *out;
+    const T *y, *x;
+    float p, scale;
+    uint64_t seed;
+    template <int V> __device__ void apply(size_t i) const {
+        float a[V], b[V];
+        load_vec<T, V>(a, y + i);
+        load_vec<T, V>(b, x + i);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const float d = p == 0.0f ? a[k] : dropout_rng_uniform(seed, i + k) >= p ? round_to<T>(__fmul_rn(a[k], scale)) : 0.0f;
+            a[k] = __fadd_rn(d, b[k]);
+        }
+        store_vec<T, V>(out + i, a);
+    }
+};
+
 static void dropout_check_p(float p) {
     if (!(p >= 0.0f && p <= 1.0f)) t5_fail("dropout probability %g is outside [0, 1]; set dropout_rate in [0, 1)", p);
 }
@@ -163,6 +182,17 @@ extern "C" void cuda_scale(Dtype dt, void *out, const void *inp, float alpha, si
 
 extern "C" void cuda_dropout_forward(Dtype dt, void *out, const void *inp, size_t n, DropoutArgs drop) {
     DISPATCH_DTYPE(dt, dropout_forward, out, inp, n, drop);
+}
+
+template <typename T> static void dropout_add(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
+    dropout_check_p(drop.p);
+    DropoutAddF<T> f{(T *)out, (const T *)y, (const T *)x, drop.p, drop.p != 0.0f ? dropout_rng_scale(drop.p) : 1.0f,
+                     drop.seed};
+    launch_pointwise<T>(f, n, aligned16(out) && aligned16(y) && aligned16(x));
+}
+
+extern "C" void cuda_dropout_add(Dtype dt, void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
+    DISPATCH_DTYPE(dt, dropout_add, out, y, x, n, drop);
 }
 
 extern "C" void cuda_dropout_backward(Dtype dt, void *dinp, const void *dout, size_t n, DropoutArgs drop) {

@@ -85,6 +85,7 @@ template <typename T, int ACT> struct ActBackward {
     T *da, *db;  // db may be NULL (gated: skip it)
     const T *dout, *a, *b;
     PointDrop drop;
+    int set;  // 1: da (db) = ..., their old contents not read
     template <int V> __device__ void apply(size_t i) const {
         float g[V], x[V], dx[V];
         load_vec<T, V>(g, dout + i);
@@ -93,13 +94,23 @@ template <typename T, int ACT> struct ActBackward {
             for (int k = 0; k < V; k++) g[k] = drop.keep(i + k) ? round_to<T>(__fadd_rn(0.0f, __fmul_rn(g[k], drop.scale))) : 0.0f;
         }
         load_vec<T, V>(x, a + i);
-        load_vec<T, V>(dx, da + i);
+        if (set) {
+#pragma unroll
+            for (int k = 0; k < V; k++) dx[k] = 0.0f;
+        } else {
+            load_vec<T, V>(dx, da + i);
+        }
         if (b) {
             float bv[V];
             load_vec<T, V>(bv, b + i);
             if (db) {
                 float dbv[V];
-                load_vec<T, V>(dbv, db + i);
+                if (set) {
+#pragma unroll
+                    for (int k = 0; k < V; k++) dbv[k] = 0.0f;
+                } else {
+                    load_vec<T, V>(dbv, db + i);
+                }
 #pragma unroll
                 for (int k = 0; k < V; k++) dbv[k] += g[k] * act_value<ACT>(x[k]);
                 store_vec<T, V>(db + i, dbv);
@@ -131,8 +142,8 @@ static void ffn_act_forward_t(void *out, const void *a, const void *b, size_t n,
 
 template <typename T, int ACT>
 static void ffn_act_backward_t(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                               DropoutArgs drop) {
-    ActBackward<T, ACT> f{(T *)da, (T *)db, (const T *)dout, (const T *)a, (const T *)b, point_drop(drop)};
+                               DropoutArgs drop, int set) {
+    ActBackward<T, ACT> f{(T *)da, (T *)db, (const T *)dout, (const T *)a, (const T *)b, point_drop(drop), set};
     launch_pointwise<T>(f, n, aligned16(da) && aligned16(db) && aligned16(dout) && aligned16(a) && aligned16(b));
 }
 
@@ -149,13 +160,13 @@ static void ffn_act_forward(void *out, const void *a, const void *b, size_t n, A
 
 template <typename T>
 static void ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                             Activation act, DropoutArgs drop) {
+                             Activation act, DropoutArgs drop, int set) {
     act_check(act);
     switch (act) {
-    case ACT_RELU: ffn_act_backward_t<T, ACT_RELU>(da, db, dout, a, b, n, drop); break;
-    case ACT_GELU: ffn_act_backward_t<T, ACT_GELU>(da, db, dout, a, b, n, drop); break;
-    case ACT_GELU_NEW: ffn_act_backward_t<T, ACT_GELU_NEW>(da, db, dout, a, b, n, drop); break;
-    case ACT_SILU: ffn_act_backward_t<T, ACT_SILU>(da, db, dout, a, b, n, drop); break;
+    case ACT_RELU: ffn_act_backward_t<T, ACT_RELU>(da, db, dout, a, b, n, drop, set); break;
+    case ACT_GELU: ffn_act_backward_t<T, ACT_GELU>(da, db, dout, a, b, n, drop, set); break;
+    case ACT_GELU_NEW: ffn_act_backward_t<T, ACT_GELU_NEW>(da, db, dout, a, b, n, drop, set); break;
+    case ACT_SILU: ffn_act_backward_t<T, ACT_SILU>(da, db, dout, a, b, n, drop, set); break;
     }
 }
 
@@ -165,6 +176,6 @@ extern "C" void cuda_ffn_act_forward(Dtype dt, void *out, const void *a, const v
 }
 
 extern "C" void cuda_ffn_act_backward(Dtype dt, void *da, void *db, const void *dout, const void *a, const void *b,
-                                      size_t n, Activation act, DropoutArgs drop) {
-    DISPATCH_DTYPE(dt, ffn_act_backward, da, db, dout, a, b, n, act, drop);
+                                      size_t n, Activation act, DropoutArgs drop, int set) {
+    DISPATCH_DTYPE(dt, ffn_act_backward, da, db, dout, a, b, n, act, drop, set);
 }

@@ -150,8 +150,8 @@ static void w_ffn_act_forward(void *out, const void *a, const void *b, size_t n,
          drop.p > 0 ? " +dropout" : "");
 }
 static void w_ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
-                               Activation act, DropoutArgs drop) {
-    PROF(PC_ELEMENTWISE, P.real->ffn_act_backward(da, db, dout, a, b, n, act, drop), "ffn_act_backward n=%zu%s", n,
+                               Activation act, DropoutArgs drop, int set) {
+    PROF(PC_ELEMENTWISE, P.real->ffn_act_backward(da, db, dout, a, b, n, act, drop, set), "ffn_act_backward n=%zu%s", n,
          drop.p > 0 ? " +dropout" : "");
 }
 static void w_copy_rows(void *dst, const int *dr, const void *src, const int *sr, int n, size_t re) {
@@ -173,6 +173,9 @@ static void w_dropout_forward(void *out, const void *inp, size_t n, DropoutArgs 
 static void w_dropout_backward(void *dinp, const void *dout, size_t n, DropoutArgs drop) {
     PROF(PC_ELEMENTWISE, P.real->dropout_backward(dinp, dout, n, drop), "dropout_backward n=%zu%s", n,
          drop.p > 0 ? "" : " (p=0: add)");
+}
+static void w_dropout_add(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
+    PROF(PC_ELEMENTWISE, P.real->dropout_add(out, y, x, n, drop), "dropout_add n=%zu%s", n, drop.p > 0 ? "" : " (p=0)");
 }
 static void w_clamp(void *x, size_t n) { PROF(PC_ELEMENTWISE, P.real->clamp_fp16_overflow(x, n), "clamp_fp16 n=%zu", n); }
 static double w_ce(void *dl, const void *l, const int *labels, int N, int V, float ls, float dloss) {
@@ -223,6 +226,7 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.ffn_act_forward = w_ffn_act_forward, w.ffn_act_backward = w_ffn_act_backward;
     w.copy_rows = w_copy_rows, w.add = w_add, w.axpy = w_axpy, w.scale = w_scale;
     w.dropout_forward = w_dropout_forward, w.dropout_backward = w_dropout_backward, w.clamp_fp16_overflow = w_clamp;
+    w.dropout_add = w_dropout_add;
     w.crossentropy_forward_backward = w_ce, w.sumsq = w_sumsq, w.tensor_norm = w_tensor_norm, w.tensor_norms = w_tensor_norms,
     w.adamw_update = w_adamw;
     w.beam_topk = w_beam_topk, w.beam_table_reorder = w_table_reorder, w.attention_decode = w_attention_decode;

@@ -217,15 +217,47 @@ static void ffn_act_fused_case(const Backend *S, Dtype dt, Activation act, void 
     check_same_bytes(S, name, f_out, s_out, n * es);
     void *const zeroed[4] = {f_da, s_da, f_db, s_db};
     for (int k = 0; k < 4; k++) S->zero(zeroed[k], n * es);
-    S->ffn_act_backward(f_da, d_b ? f_db : NULL, d_dout, d_a, d_b, n, act, drop);
+    S->ffn_act_backward(f_da, d_b ? f_db : NULL, d_dout, d_a, d_b, n, act, drop, 0);
     S->zero(tmp, n * es);
     S->dropout_backward(tmp, d_dout, n, drop);
-    S->ffn_act_backward(s_da, d_b ? s_db : NULL, tmp, d_a, d_b, n, act, NODROP);
+    S->ffn_act_backward(s_da, d_b ? s_db : NULL, tmp, d_a, d_b, n, act, NODROP, 0);
     snprintf(name, sizeof name, "ffn_act_backward %s %-8s %s n=%zu +dropout = dropout_backward, act", dt_name(dt),
              act_name(act), kind, n);
     check_same_bytes(S, name, f_da, s_da, n * es);
     if (d_b) check_same_bytes(S, name, f_db, s_db, n * es);
+    // set: the old contents ignored (s_da, s_db hold the gradients now) = into zeros
+    S->ffn_act_backward(s_da, d_b ? s_db : NULL, d_dout, d_a, d_b, n, act, drop, 1);
+    snprintf(name, sizeof name, "ffn_act_backward %s %-8s %s n=%zu +dropout set = into zeros", dt_name(dt),
+             act_name(act), kind, n);
+    check_same_bytes(S, name, f_da, s_da, n * es);
+    if (d_b) check_same_bytes(S, name, f_db, s_db, n * es);
     FREE_SUB(S, f_out, s_out, tmp, f_da, s_da, f_db, s_db);
+}
+
+// dropout_add on the subject = its dropout_forward then add, bitwise; and the oracle's
+// within the dtype's rounding.
+static void case_dropout_add(const OpsPair *P) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const size_t es = dt_size(dt), sizes[2] = {333, 65539};
+    const DropoutArgs drops[2] = {{0.0f, 0}, {0.1f, 4242}};
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++) {
+            const size_t n = sizes[s];
+            float *y = rand_dt(dt, n, 1.0f), *x = rand_dt(dt, n, 1.0f), *want = alloc_f(n);
+            R->dropout_add(want, y, x, n, drops[k]);
+            void *d_y = dev_from(S, dt, y, n), *d_x = dev_from(S, dt, x, n), *f = S->alloc(n * es), *sep = S->alloc(n * es);
+            S->dropout_add(f, d_y, d_x, n, drops[k]);
+            S->dropout_forward(sep, d_y, n, drops[k]);
+            S->add(sep, sep, d_x, n);
+            char name[160];
+            snprintf(name, sizeof name, "dropout_add %s n=%zu p=%g = dropout_forward, add", dt_name(dt), n, drops[k].p);
+            check_same_bytes(S, name, f, sep, n * es);
+            snprintf(name, sizeof name, "dropout_add %s n=%zu p=%g vs oracle", dt_name(dt), n, drops[k].p);
+            check_dev(S, name, dt, f, want, n, tol_for(dt, 0));
+            FREE_SUB(S, d_y, d_x, f, sep);
+            FREE_HOST(y, x, want);
+        }
 }
 
 static void case_ffn_act(const OpsPair *P) {
@@ -243,7 +275,7 @@ static void case_ffn_act(const OpsPair *P) {
                     float *dout = rand_dt(dt, n, 1.0f), *da = rand_dt(dt, n, 1.0f), *db = rand_dt(dt, n, 1.0f);
                     float *out = alloc_f(n), *da_ref = copy_f(da, n), *db_ref = copy_f(db, n);
                     R->ffn_act_forward(out, a, b, n, (Activation)act, NODROP);
-                    R->ffn_act_backward(da_ref, gated ? db_ref : NULL, dout, a, b, n, (Activation)act, NODROP);
+                    R->ffn_act_backward(da_ref, gated ? db_ref : NULL, dout, a, b, n, (Activation)act, NODROP, 0);
                     char *ba = S->alloc((n + 1) * es), *bb = S->alloc((n + 1) * es);
                     char *bout = S->alloc((n + 1) * es), *bdout = S->alloc((n + 1) * es);
                     char *bda = S->alloc((n + 1) * es), *bdb = S->alloc((n + 1) * es);
@@ -260,7 +292,7 @@ static void case_ffn_act(const OpsPair *P) {
                     snprintf(name, sizeof name, "ffn_act_forward  %s %-8s %s n=%zu%s", dt_name(dt),
                              act_name((Activation)act), kind, n, misalign ? " misaligned" : "");
                     check_dev(S, name, dt, d_out, out, n, tol_for(dt, 0));
-                    S->ffn_act_backward(d_da, d_db, d_dout, d_a, d_b, n, (Activation)act, NODROP);
+                    S->ffn_act_backward(d_da, d_db, d_dout, d_a, d_b, n, (Activation)act, NODROP, 0);
                     snprintf(name, sizeof name, "ffn_act_backward %s %-8s %s n=%zu%s da", dt_name(dt),
                              act_name((Activation)act), kind, n, misalign ? " misaligned" : "");
                     check_dev(S, name, dt, d_da, da_ref, n, tol_for(dt, 0));
@@ -279,7 +311,7 @@ static void case_ffn_act(const OpsPair *P) {
                     if (gated && n == 4099) {  // db NULL: da only
                         upload(S, dt, d_da, da, n);
                         upload(S, dt, d_a, a, n);
-                        S->ffn_act_backward(d_da, NULL, d_dout, d_a, d_b, n, (Activation)act, NODROP);
+                        S->ffn_act_backward(d_da, NULL, d_dout, d_a, d_b, n, (Activation)act, NODROP, 0);
                         snprintf(name, sizeof name, "ffn_act_backward %s %-8s gated n=%zu db=NULL da", dt_name(dt),
                                  act_name((Activation)act), n);
                         check_dev(S, name, dt, d_da, da_ref, n, tol_for(dt, 0));

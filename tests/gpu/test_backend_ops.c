@@ -34,6 +34,7 @@ static const OpCase OP_CASES[] = {
     {"rmsnorm_forward/backward", GROUP_POINTWISE, case_rmsnorm},
     {"position_bias_forward/backward", GROUP_POINTWISE, case_position_bias},
     {"ffn_act_forward/backward", GROUP_POINTWISE, case_ffn_act},
+    {"dropout_add", GROUP_POINTWISE, case_dropout_add},
     {"add, axpy, scale, dropout_forward/backward", GROUP_POINTWISE, case_elementwise},
     {"crossentropy_forward_backward", GROUP_POINTWISE, case_crossentropy},
     {"sumsq", GROUP_POINTWISE, case_sumsq},

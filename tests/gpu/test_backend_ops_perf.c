@@ -85,7 +85,7 @@ static void perf_relu(void *p) {
 }
 static void perf_gated_bwd(void *p) {
     PerfCtx *c = p;
-    BF16->ffn_act_backward(c->c, c->d, c->e, c->a, c->b, c->n, ACT_GELU_NEW, (DropoutArgs){0.0f, 0});
+    BF16->ffn_act_backward(c->c, c->d, c->e, c->a, c->b, c->n, ACT_GELU_NEW, (DropoutArgs){0.0f, 0}, 0);
 }
 
 static void run_perf_pointwise_1(void) {
