@@ -64,6 +64,26 @@ void t5_free(T5Model *m) {
     memset(m, 0, sizeof *m);
 }
 
+// The residual stream at block boundaries: enc_x (2L+1) of enc_bytes each, dec_x (3Ld+1)
+// of dec_bytes. Gradient checkpointing keeps only the boundaries (the sublayer outputs
+// inside a block share one buffer per position); inference (forward only) keeps nothing
+// for backward: the stream rotates through three buffers per stack (a sublayer's input and
+// output always differ).
+static void acts_layout_residual(T5Model *m, Bump *bp, size_t enc_bytes, size_t dec_bytes) {
+    const int L = m->cfg.num_layers, Ld = m->cfg.num_decoder_layers, ckpt = m->gradient_checkpointing;
+    if (m->inference) {
+        void *er[3], *dr[3];
+        for (int k = 0; k < 3; k++) er[k] = bump_take(bp, enc_bytes), dr[k] = bump_take(bp, dec_bytes);
+        for (int i = 0; i <= L * 2; i++) m->enc_x[i] = er[i % 3];
+        for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = dr[i % 3];
+        return;
+    }
+    void *enc_mid = ckpt ? bump_take(bp, enc_bytes) : NULL;
+    void *dec_mid[2] = {ckpt ? bump_take(bp, dec_bytes) : NULL, ckpt ? bump_take(bp, dec_bytes) : NULL};
+    for (int i = 0; i <= L * 2; i++) m->enc_x[i] = ckpt && i % 2 ? enc_mid : bump_take(bp, enc_bytes);
+    for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(bp, dec_bytes);
+}
+
 // Assign (or, with base NULL, measure) every activation buffer for (B,S,T).
 static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     const T5Config *c = &m->cfg;
@@ -81,21 +101,8 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     // Gradient checkpointing keeps only the residual stream at block boundaries; the
     // sublayer outputs inside a block and the block's saved activations live in ONE
     // shared set per stack, recomputed block by block in backward.
-    // Inference (forward only) keeps nothing for backward: the residual stream rotates
-    // through three buffers per stack (a sublayer's input and output always differ) and
-    // the blocks share one set of activations, as with checkpointing.
     int inf = m->inference, ckpt = m->gradient_checkpointing || inf;
-    if (inf) {
-        void *er[3], *dr[3];
-        for (int k = 0; k < 3; k++) er[k] = bump_take(&bp, nS * D * e), dr[k] = bump_take(&bp, nT * D * e);
-        for (int i = 0; i <= L * 2; i++) m->enc_x[i] = er[i % 3];
-        for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = dr[i % 3];
-    } else {
-        void *enc_mid = ckpt ? bump_take(&bp, nS * D * e) : NULL;
-        void *dec_mid[2] = {ckpt ? bump_take(&bp, nT * D * e) : NULL, ckpt ? bump_take(&bp, nT * D * e) : NULL};
-        for (int i = 0; i <= L * 2; i++) m->enc_x[i] = ckpt && i % 2 ? enc_mid : bump_take(&bp, nS * D * e);
-        for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(&bp, nT * D * e);
-    }
+    acts_layout_residual(m, &bp, nS * D * e, nT * D * e);
     for (int l = 0; l < L + Ld; l++) {
         int is_dec = l >= L;
         BlockActs *a = is_dec ? &m->dec[l - L] : &m->enc[l];

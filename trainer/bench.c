@@ -240,6 +240,22 @@ static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroS
     return elapsed;
 }
 
+// --profile: a.profile more steps, each op bracketed by CUDA events (kernels/cuda/profile.cu);
+// rank 0 prints the table.
+static void bench_profile_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroState *z, LossScaler *scaler,
+                                float lr, int B) {
+    const Backend *be = m->be;
+    BenchArgs pa = *a;
+    pa.warmup = 0;
+    pa.steps = a->profile;
+    double comm_ms, loss;
+    int skipped;
+    m->be = backend_profile_wrap(be, m->cfg.vocab_size);
+    double pe = bench_time_steps(&pa, comm, m, z, scaler, lr, B, &comm_ms, &loss, &skipped, NULL);
+    m->be = be;
+    if (comm->rank == 0) backend_profile_report(1e3 * pe, a->profile, 30);
+}
+
 int bench_main(int argc, char **argv, int start) {
     double t_start = now_seconds();
     BenchArgs a;
@@ -307,15 +323,7 @@ int bench_main(int argc, char **argv, int start) {
         zero_stage3_print_stats(&z);
         print_result(&a, B, sps, flops, peaks, "ok", comm_ms >= 0 ? comm_ms / a.steps : -1, 1e3 * elapsed / a.steps);
     }
-    if (a.profile > 0) {  // the same steps again, each op bracketed by CUDA events (kernels/cuda/profile.cu)
-        BenchArgs pa = a;
-        pa.warmup = 0;
-        pa.steps = a.profile;
-        m.be = backend_profile_wrap(be, cfg.vocab_size);
-        double pe = bench_time_steps(&pa, &comm, &m, &z, &scaler, oc.lr, B, &comm_ms, &loss, &skipped, NULL);
-        m.be = be;
-        if (main_rank) backend_profile_report(1e3 * pe, a.profile, 30);
-    }
+    if (a.profile > 0) bench_profile_steps(&a, &comm, &m, &z, &scaler, oc.lr, B);
     free(peaks);
     zero_free(&z);
     t5_free(&m);
