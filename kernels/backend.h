@@ -159,13 +159,6 @@ typedef struct Backend {
     void (*ffn_act_backward)(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
                              Activation act, DropoutArgs drop, int set);
 
-    // ---- row copies (generation: KV-cache writes, beam reordering, per-beam copies) ----
-    // For i < n: dst row (dst_rows ? dst_rows[i] : i) = src row (src_rows ? src_rows[i] : i),
-    // a row being row_elems elements of act_dtype: a gather, a scatter, or both at once.
-    // dst_rows / src_rows are HOST int arrays (a GPU backend uploads them); dst and src
-    // must not overlap, and no dst row may be written twice.
-    void (*copy_rows)(void *dst, const int *dst_rows, const void *src, const int *src_rows, int n, size_t row_elems);
-
     // ---- elementwise -----------------------------------------------------------------
     void (*add)(void *out, const void *a, const void *b, size_t n);          // out = a + b
     void (*axpy)(void *y, const void *x, float alpha, size_t n);             // y += alpha * x

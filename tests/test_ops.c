@@ -33,7 +33,7 @@ static void test_backend_struct(void) {
         (const void *)be->rmsnorm_forward, (const void *)be->rmsnorm_backward, (const void *)be->matmul_forward,
         (const void *)be->matmul_backward, (const void *)be->position_bias_forward,
         (const void *)be->position_bias_backward, (const void *)be->attention_forward,
-        (const void *)be->attention_backward, (const void *)be->copy_rows, (const void *)be->ffn_act_forward,
+        (const void *)be->attention_backward, (const void *)be->ffn_act_forward,
         (const void *)be->ffn_act_backward, (const void *)be->dropout_add,
         (const void *)be->add, (const void *)be->axpy, (const void *)be->scale, (const void *)be->dropout_forward,
         (const void *)be->dropout_backward, (const void *)be->crossentropy_forward_backward,
@@ -580,27 +580,6 @@ static void test_attention_kv_rows(int use_mask) {
     free(q), free(k), free(v), free(bias), free(kc), free(vc), free(out), free(att), free(out2), free(att2);
 }
 
-// copy_rows: gather, scatter, both, and the identity, against plain loops.
-static void test_copy_rows(void) {
-    enum { NS = 7, ND = 9, N = 5, E = 13 };
-    float *src = rand_array((size_t)NS * E, 1.0f);
-    const int gather[N] = {6, 0, 0, 3, 5}, scatter[N] = {8, 1, 4, 0, 7};
-    const int *dsts[4] = {NULL, scatter, NULL, scatter}, *srcs[4] = {NULL, NULL, gather, gather};
-    const char *names[4] = {"identity", "scatter", "gather", "gather+scatter"};
-    for (int c = 0; c < 4; c++) {
-        float *got = rand_array((size_t)ND * E, 1.0f), *want = copy_array(got, (size_t)ND * E);
-        be->copy_rows(got, dsts[c], src, srcs[c], N, E);
-        for (int i = 0; i < N; i++)
-            memcpy(want + (size_t)(dsts[c] ? dsts[c][i] : i) * E, src + (size_t)(srcs[c] ? srcs[c][i] : i) * E,
-                   E * sizeof(float));
-        char what[120];
-        snprintf(what, sizeof what, "copy_rows %s: the named rows copied, the others untouched", names[c]);
-        check_bitwise(what, got, want, (size_t)ND * E * sizeof(float));
-        free(got), free(want);
-    }
-    free(src);
-}
-
 static void test_attention(void) {
     // label, B, Tq, Tk, mask, all-masked batch, bias, causal, q_offset, dropout p
     test_attention_case("plain", 2, 7, 11, 0, 0, 0, 0, 0, 0.0f);
@@ -625,6 +604,5 @@ int main(void) {
     test_bucket();
     test_position_bias();
     test_attention();
-    test_copy_rows();
     return test_summary();
 }

@@ -29,7 +29,6 @@ static const Backend cpu_backend = {
     .position_bias_backward = cpu_position_bias_backward,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
-    .copy_rows = cpu_copy_rows,
     .ffn_act_forward = cpu_ffn_act_forward,
     .ffn_act_backward = cpu_ffn_act_backward,
     .add = cpu_elementwise_add,

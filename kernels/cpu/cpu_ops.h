@@ -53,7 +53,6 @@ void cpu_attention_backward(void *dq, void *dkey, void *dv, void *dbias, const v
                             DropoutArgs drop, int dqkv_set);
 
 // memory.c (row copies)
-void cpu_copy_rows(void *dst, const int *dst_rows, const void *src, const int *src_rows, int n, size_t row_elems);
 
 // ffn_act.c
 void cpu_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop);

@@ -1,5 +1,5 @@
-// kernels/cpu/memory.c: memory entries of the CPU backend, and the row gather/scatter
-// (copy_rows). "Device" memory is host memory, so copies are memcpy; alloc returns
+// kernels/cpu/memory.c: memory entries of the CPU backend. "Device" memory is host
+// memory, so copies are memcpy; alloc returns
 // zeroed memory as backend.h requires.
 #include <stdlib.h>
 #include <string.h>
@@ -53,18 +53,6 @@ void cpu_memory_to_device(void *dst, const void *host_src, size_t bytes) {
 
 void cpu_memory_to_host(void *host_dst, const void *src, size_t bytes) {
     if (bytes) memcpy(host_dst, src, bytes);
-}
-
-// Row gather / scatter (backend.h copy_rows): rows are fp32 on the CPU backend.
-void cpu_copy_rows(void *dst, const int *dst_rows, const void *src, const int *src_rows, int n, size_t row_elems) {
-    float *d = dst;
-    const float *s = src;
-    size_t bytes = row_elems * sizeof(float);
-#pragma omp parallel for schedule(static) if (n * row_elems > 65536)
-    for (int i = 0; i < n; i++) {
-        size_t di = (size_t)(dst_rows ? dst_rows[i] : i), si = (size_t)(src_rows ? src_rows[i] : i);
-        memcpy(d + di * row_elems, s + si * row_elems, bytes);
-    }
 }
 
 void cpu_memory_synchronize(void) {}

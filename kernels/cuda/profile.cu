@@ -154,9 +154,6 @@ static void w_ffn_act_backward(void *da, void *db, const void *dout, const void 
     PROF(PC_ELEMENTWISE, P.real->ffn_act_backward(da, db, dout, a, b, n, act, drop, set), "ffn_act_backward n=%zu%s", n,
          drop.p > 0 ? " +dropout" : "");
 }
-static void w_copy_rows(void *dst, const int *dr, const void *src, const int *sr, int n, size_t re) {
-    PROF(PC_COPY, P.real->copy_rows(dst, dr, src, sr, n, re), "copy_rows n=%d x %zu", n, re);
-}
 static void w_add(void *out, const void *a, const void *b, size_t n) {
     PROF(PC_ELEMENTWISE, P.real->add(out, a, b, n), "add n=%zu", n);
 }
@@ -224,7 +221,7 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.position_bias_forward = w_position_bias_forward, w.position_bias_backward = w_position_bias_backward;
     w.attention_forward = w_attention_forward, w.attention_backward = w_attention_backward;
     w.ffn_act_forward = w_ffn_act_forward, w.ffn_act_backward = w_ffn_act_backward;
-    w.copy_rows = w_copy_rows, w.add = w_add, w.axpy = w_axpy, w.scale = w_scale;
+    w.add = w_add, w.axpy = w_axpy, w.scale = w_scale;
     w.dropout_forward = w_dropout_forward, w.dropout_backward = w_dropout_backward, w.clamp_fp16_overflow = w_clamp;
     w.dropout_add = w_dropout_add;
     w.crossentropy_forward_backward = w_ce, w.sumsq = w_sumsq, w.tensor_norm = w_tensor_norm, w.tensor_norms = w_tensor_norms,

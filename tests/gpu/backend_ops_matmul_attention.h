@@ -1,4 +1,4 @@
-// tests/gpu/backend_ops_matmul_attention.h: the matmul, attention and copy_rows cases of
+// tests/gpu/backend_ops_matmul_attention.h: the matmul and attention cases of
 // tests/gpu/test_backend_ops.c, through P->ref (the CPU oracle) and P->sub (the backend
 // under test), at P->dt:
 //   - backward ops run into prefilled gradient buffers (they must ADD); the attention
@@ -6,7 +6,7 @@
 //     measures the backward alone;
 //   - odd shapes (matmul N=7 I=13 O=29; attention B=3 H=3 Tq=7 Tk=11 dk=5), shapes that
 //     take every softmax path (scalar Tk=11/301, vector Tk=12/128/300, looping Tk=1100),
-//     kv_rows > Tk (generation cache), and
+//     kv_rows > Tk (keys in a longer buffer), and
 //     t5-large shapes (N=2048 I=1024 O=4096; B=4 H=16 T=128 dk=64);
 //   - bitwise determinism (every op run twice), NULL gradient outputs giving the same
 //     other gradients bitwise, masked probabilities exactly 0, no allocation on a
@@ -360,62 +360,6 @@ static const AttCase ATT_CASES[] = {
     {"t5-large decoder self causal+bias+dropout", 4, 16, 128, 128, 128, 64, 0, 0, 1, 1, 0, 0.1f},
     {"t5-large cross Tq=96 Tk=128 mask+dropout", 4, 16, 96, 128, 128, 64, 1, 0, 0, 0, 0, 0.1f},
 };
-
-// ---- copy_rows -------------------------------------------------------------------------------------
-
-static void case_copy_rows(const OpsPair *P) {
-    const Backend *S = P->sub, *be = S;
-    const Dtype dt = P->dt;
-    const size_t row_elems[] = {7, 64};
-    for (int r = 0; r < 2; r++) {
-        const size_t E = row_elems[r];
-        enum { SRC = 10, DST = 12, NCOPY = 5 };
-        float *src = rand_dt(dt, SRC * E, 1.0f), *dst0 = rand_dt(dt, DST * E, 1.0f);
-        const int src_rows[NCOPY] = {9, 0, 4, 4, 7}, dst_rows[NCOPY] = {11, 3, 0, 6, 2};
-        for (int mode = 0; mode < 4; mode++) {  // neither, gather, scatter, both
-            const int *sr = (mode & 1) ? src_rows : NULL, *dr = (mode & 2) ? dst_rows : NULL;
-            float *want = copy_f(dst0, DST * E);
-            for (int i = 0; i < NCOPY; i++)
-                memcpy(want + (size_t)(dr ? dr[i] : i) * E, src + (size_t)(sr ? sr[i] : i) * E, E * sizeof(float));
-            void *src_g = dev_from(S, dt, src, SRC * E), *dst_g = dev_from(S, dt, dst0, DST * E);
-            be->copy_rows(dst_g, dr, src_g, sr, NCOPY, E);
-            float *got = host_from(S, dt, dst_g, DST * E);
-            char name[160];
-            snprintf(name, sizeof name, "copy_rows [%s row_elems=%zu %s] exact", dt_name(dt), E,
-                     mode == 0 ? "plain" : mode == 1 ? "gather" : mode == 2 ? "scatter" : "gather+scatter");
-            test_check(memcmp(got, want, DST * E * sizeof(float)) == 0, name);
-            S->free(src_g);
-            S->free(dst_g);
-            free(want);
-            free(got);
-        }
-        free(src);
-        free(dst0);
-    }
-    {  // more rows than one launch carries (1024): 1500 rows, gather + scatter
-        enum { SRC = 2000, DST = 1600, NCOPY = 1500, E = 3 };
-        int *sr = xmalloc(NCOPY * sizeof(int)), *dr = xmalloc(NCOPY * sizeof(int));
-        for (int i = 0; i < NCOPY; i++) {
-            sr[i] = (int)((i * 7919u) % SRC);
-            dr[i] = DST - 1 - i;
-        }
-        float *src = rand_dt(dt, (size_t)SRC * E, 1.0f), *want = rand_dt(dt, (size_t)DST * E, 1.0f);
-        void *src_g = dev_from(S, dt, src, (size_t)SRC * E), *dst_g = dev_from(S, dt, want, (size_t)DST * E);
-        for (int i = 0; i < NCOPY; i++) memcpy(want + (size_t)dr[i] * E, src + (size_t)sr[i] * E, E * sizeof(float));
-        be->copy_rows(dst_g, dr, src_g, sr, NCOPY, E);
-        float *got = host_from(S, dt, dst_g, (size_t)DST * E);
-        char name[160];
-        snprintf(name, sizeof name, "copy_rows [%s row_elems=3, 1500 rows (two launches)] exact", dt_name(dt));
-        test_check(memcmp(got, want, (size_t)DST * E * sizeof(float)) == 0, name);
-        S->free(src_g);
-        S->free(dst_g);
-        free(sr);
-        free(dr);
-        free(src);
-        free(want);
-        free(got);
-    }
-}
 
 static const Tol *tol_of(Dtype dt) {
     for (size_t i = 0; i < sizeof TOLS / sizeof TOLS[0]; i++)

@@ -20,7 +20,7 @@
 // first case, so every case sees the inputs it saw before the table existed.
 enum { GROUP_POINTWISE, GROUP_MATMUL_ATTENTION, GROUP_SEARCH, GROUP_COUNT };
 static const uint64_t GROUP_SEED[GROUP_COUNT] = {0x853c49e6748fea9bULL, 0x9e3779b97f4a7c15ULL, 0x2545f4914f6cdd1dULL};
-static const char *const GROUP_NAME[GROUP_COUNT] = {"pointwise and reductions", "matmul, attention, copy_rows",
+static const char *const GROUP_NAME[GROUP_COUNT] = {"pointwise and reductions", "matmul, attention",
                                                     "generation search"};
 
 typedef struct {
@@ -42,7 +42,6 @@ static const OpCase OP_CASES[] = {
     {"adamw_update", GROUP_POINTWISE, case_adamw},
     {"matmul_forward/backward", GROUP_MATMUL_ATTENTION, case_matmul},
     {"attention_forward/backward", GROUP_MATMUL_ATTENTION, case_attention},
-    {"copy_rows", GROUP_MATMUL_ATTENTION, case_copy_rows},
     {"beam_topk", GROUP_SEARCH, case_beam_topk},
     {"beam_table_reorder", GROUP_SEARCH, case_beam_table_reorder},
     {"attention_decode", GROUP_SEARCH, case_attention_decode},
