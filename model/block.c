@@ -25,10 +25,10 @@ void t5_sublayer_norm(T5Model *m, const SublayerScratch *s, size_t ln_weight, co
     m->be->rmsnorm_forward(s->ln_out, s->ln_rstd, x_in, t5_param(m, ln_weight), n, c->d_model, c->layer_norm_epsilon);
 }
 
-// y (n,D) = dropout(y); x_out = y + x_in; HF T5Block's fp16 guard.
+// x_out = x_in + dropout(y) (y (n,D) is left as it was unless it is x_out); HF T5Block's fp16 guard.
 static void residual_add(T5Model *m, void *x_out, void *y, const void *x_in, size_t nD, DropoutArgs drop) {
     const Backend *be = m->be;
-    be->dropout_add(x_out, y, x_in, nD, drop);  // one pass: y is scratch, its dropped values are not kept
+    be->dropout_add(x_out, y, x_in, nD, drop);  // one pass
     if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nD);
 }
 

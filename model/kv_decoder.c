@@ -88,9 +88,6 @@ void t5_decoder_init(T5Decoder *d, T5Model *m, int B, int beams, int S, int max_
     d->arena_bytes = decoder_layout(d, NULL);
     d->arena = m->be->alloc(d->arena_bytes);
     decoder_layout(d, d->arena);
-    size_t NV = (size_t)d->N * m->cfg.vocab_size;
-    d->logits_host = mallocCheck(NV * sizeof(float));
-    d->logits_raw = m->be->act_dtype == DTYPE_F32 ? NULL : mallocCheck(NV * m->elem);
     d->table_host = mallocCheck((size_t)d->N * d->cap * sizeof(int));
     for (int i = 0; i < d->N; i++)
         for (int j = 0; j < d->cap; j++) d->table_host[(size_t)i * d->cap + j] = i;
@@ -193,6 +190,10 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
     const Backend *be = m->be;
     decoder_step_device(d, tokens);
     size_t NV = (size_t)d->N * m->cfg.vocab_size;
+    if (!d->logits_host) {  // on first use: the search (t5_decoder_step_topk) never needs them
+        d->logits_host = mallocCheck(NV * sizeof(float));
+        d->logits_raw = be->act_dtype == DTYPE_F32 ? NULL : mallocCheck(NV * m->elem);
+    }
     if (be->act_dtype == DTYPE_F32) {
         be->to_host(d->logits_host, d->logits, NV * sizeof(float));
     } else {  // HF: logits[:, -1, :].to(float32)

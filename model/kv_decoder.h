@@ -43,7 +43,7 @@ typedef struct {
     int *topk_idx;              // (B, 2*beams) their flat indices beam*V + token
     float *beam_scores;         // (N) the running beam scores, uploaded per step_topk
     // host side
-    float *logits_host;         // (N, V) fp32 logits of the last step (t5_decoder_step)
+    float *logits_host;         // (N, V) fp32 logits of the last step (t5_decoder_step; made on its first call)
     void *logits_raw;           // (N, V) act-dtype bytes when act_dtype is not fp32, else NULL
     int *table_host;            // (N, cap) the identity table, uploaded by encode
 } T5Decoder;

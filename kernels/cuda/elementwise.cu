@@ -2,11 +2,12 @@
 // Pointwise over 16-byte packs (common.cuh), in-place allowed. The fp32 operations use
 // the _rn intrinsics so that no multiply-add is contracted: for T = float the results
 // are bitwise those of kernels/cpu/elementwise.c. Dropout draws the mask of element i
-// from dropout_rng_uniform(seed, i) (kernels/dropout_rng.h, shared with the CPU), keeps
-// it when u >= p and scales kept values by dropout_rng_scale(p); p == 0 never touches
+// from dropout_rng_uniform(seed, i) (kernels/dropout_rng.h, shared with the CPU; the
+// device side is point_drop.cuh), keeps it when u >= p and scales kept values by
+// dropout_rng_scale(p); p == 0 never touches
 // the RNG (forward: a copy, backward: dinp += dout).
-#include "../dropout_rng.h"
 #include "common.cuh"
+#include "point_drop.cuh"
 
 template <typename T> struct AddF {
     T *out;
@@ -51,13 +52,12 @@ template <typename T> struct ScaleF {
 template <typename T> struct DropoutF {
     T *out;
     const T *inp;
-    float p, scale;
-    uint64_t seed;
+    PointDrop drop;
     template <int V> __device__ void apply(size_t i) const {
         float x[V];
         load_vec<T, V>(x, inp + i);
 #pragma unroll
-        for (int k = 0; k < V; k++) x[k] = dropout_rng_uniform(seed, i + k) >= p ? __fmul_rn(x[k], scale) : 0.0f;
+        for (int k = 0; k < V; k++) x[k] = drop.value<T>(x[k], i + k);
         store_vec<T, V>(out + i, x);
     }
 };
@@ -65,15 +65,14 @@ template <typename T> struct DropoutF {
 template <typename T> struct DropoutBackwardF {
     T *dinp;
     const T *dout;
-    float p, scale;
-    uint64_t seed;
+    PointDrop drop;
     template <int V> __device__ void apply(size_t i) const {
         float d[V], g[V];
         load_vec<T, V>(d, dinp + i);
         load_vec<T, V>(g, dout + i);
 #pragma unroll
         for (int k = 0; k < V; k++)
-            if (dropout_rng_uniform(seed, i + k) >= p) d[k] = __fadd_rn(d[k], __fmul_rn(g[k], scale));
+            if (drop.keep(i + k)) d[k] = __fadd_rn(d[k], __fmul_rn(g[k], drop.scale));
         store_vec<T, V>(dinp + i, d);  // dropped elements are rewritten unchanged (exact round trip)
     }
 };
@@ -82,24 +81,16 @@ template <typename T> struct DropoutBackwardF {
 template <typename T> struct DropoutAddF {
     T *out;
     const T *y, *x;
-    float p, scale;
-    uint64_t seed;
+    PointDrop drop;
     template <int V> __device__ void apply(size_t i) const {
         float a[V], b[V];
         load_vec<T, V>(a, y + i);
         load_vec<T, V>(b, x + i);
 #pragma unroll
-        for (int k = 0; k < V; k++) {
-            const float d = p == 0.0f ? a[k] : dropout_rng_uniform(seed, i + k) >= p ? round_to<T>(__fmul_rn(a[k], scale)) : 0.0f;
-            a[k] = __fadd_rn(d, b[k]);
-        }
+        for (int k = 0; k < V; k++) a[k] = __fadd_rn(drop.p == 0.0f ? a[k] : drop.value<T>(a[k], i + k), b[k]);
         store_vec<T, V>(out + i, a);
     }
 };
-
-static void dropout_check_p(float p) {
-    if (!(p >= 0.0f && p <= 1.0f)) t5_fail("dropout probability %g is outside [0, 1]; set dropout_rate in [0, 1)", p);
-}
 
 template <typename T> static void add(void *out, const void *a, const void *b, size_t n) {
     AddF<T> f{(T *)out, (const T *)a, (const T *)b};
@@ -117,22 +108,22 @@ template <typename T> static void scale(void *out, const void *inp, float alpha,
 }
 
 template <typename T> static void dropout_forward(void *out, const void *inp, size_t n, DropoutArgs drop) {
-    dropout_check_p(drop.p);
+    const PointDrop pd = point_drop(drop);  // refuses p outside [0, 1]
     if (drop.p == 0.0f) {
         if (out != inp && n) cudaCheck(cudaMemcpyAsync(out, inp, n * sizeof(T), cudaMemcpyDeviceToDevice, t5_stream()));
         return;
     }
-    DropoutF<T> f{(T *)out, (const T *)inp, drop.p, dropout_rng_scale(drop.p), drop.seed};
+    DropoutF<T> f{(T *)out, (const T *)inp, pd};
     launch_pointwise<T>(f, n, aligned16(out) && aligned16(inp));
 }
 
 template <typename T> static void dropout_backward(void *dinp, const void *dout, size_t n, DropoutArgs drop) {
-    dropout_check_p(drop.p);
+    const PointDrop pd = point_drop(drop);  // refuses p outside [0, 1]
     if (drop.p == 0.0f) {
         add<T>(dinp, dinp, dout, n);
         return;
     }
-    DropoutBackwardF<T> f{(T *)dinp, (const T *)dout, drop.p, dropout_rng_scale(drop.p), drop.seed};
+    DropoutBackwardF<T> f{(T *)dinp, (const T *)dout, pd};
     launch_pointwise<T>(f, n, aligned16(dinp) && aligned16(dout));
 }
 
@@ -185,9 +176,7 @@ extern "C" void cuda_dropout_forward(Dtype dt, void *out, const void *inp, size_
 }
 
 template <typename T> static void dropout_add(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
-    dropout_check_p(drop.p);
-    DropoutAddF<T> f{(T *)out, (const T *)y, (const T *)x, drop.p, drop.p != 0.0f ? dropout_rng_scale(drop.p) : 1.0f,
-                     drop.seed};
+    DropoutAddF<T> f{(T *)out, (const T *)y, (const T *)x, point_drop(drop)};
     launch_pointwise<T>(f, n, aligned16(out) && aligned16(y) && aligned16(x));
 }
 

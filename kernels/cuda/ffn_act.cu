@@ -11,8 +11,8 @@
 // Dropout rides along (p > 0): forward drops the rounded result with dropout_forward's mask
 // and scale, backward takes dout through dropout_backward's arithmetic first (as if into a
 // zeroed buffer, rounded to T): bitwise the separate ops, one pass over memory fewer each.
-#include "../dropout_rng.h"
 #include "common.cuh"
+#include "point_drop.cuh"
 
 #define SQRT_2_OVER_PI 0.7978845608028654
 #define INV_SQRT_2PI 0.3989422804014327
@@ -50,13 +50,6 @@ template <int ACT> __device__ __forceinline__ float act_derivative(float x) {
     }
 }
 
-// Dropout of the pointwise ops: p == 0 none.
-struct PointDrop {
-    float p, scale;
-    uint64_t seed;
-    __device__ __forceinline__ bool keep(size_t i) const { return dropout_rng_uniform(seed, i) >= p; }
-};
-
 template <typename T, int ACT> struct ActForward {
     T *out;
     const T *a, *b;  // b NULL: plain
@@ -75,7 +68,7 @@ template <typename T, int ACT> struct ActForward {
         }
         if (drop.p > 0.0f) {  // dropout_forward of the stored (rounded) value
 #pragma unroll
-            for (int k = 0; k < V; k++) y[k] = drop.keep(i + k) ? __fmul_rn(round_to<T>(y[k]), drop.scale) : 0.0f;
+            for (int k = 0; k < V; k++) y[k] = drop.value<T>(round_to<T>(y[k]), i + k);
         }
         store_vec<T, V>(out + i, y);
     }
@@ -127,11 +120,6 @@ template <typename T, int ACT> struct ActBackward {
 static void act_check(Activation act) {
     if (act != ACT_RELU && act != ACT_GELU && act != ACT_GELU_NEW && act != ACT_SILU)
         t5_fail("unknown feed-forward activation code %d (supported: relu, gelu, gelu_new, silu)", (int)act);
-}
-
-static PointDrop point_drop(DropoutArgs d) {
-    if (!(d.p >= 0.0f && d.p <= 1.0f)) t5_fail("dropout probability %g is outside [0, 1]; set dropout_rate in [0, 1)", d.p);
-    return PointDrop{d.p, d.p > 0.0f ? dropout_rng_scale(d.p) : 1.0f, d.seed};
 }
 
 template <typename T, int ACT>
