@@ -1,24 +1,28 @@
-// kernels/cuda/attention.cu: T5 attention core (after the q/k/v projections) on
-// strided-batched cuBLASLt GEMMs (batch = B*H, matmul.cu's cuda_gemm_strided) plus
-// three kinds of kernels of our own: head permutes, a row softmax, its backward.
+// kernels/cuda/attention.cu: T5 attention core (after the q/k/v projections) on batched
+// cuBLASLt GEMMs over the B*H heads (gemm.cuh's cuda_gemm_heads, reading and writing the
+// heads where they sit inside the rows of q, k, v, out: no permutes) plus kernels of our
+// own: a row softmax and its backward, and the position-bias gradient's sum over b.
 // Semantics are kernels/backend.h's and the CPU reference's (kernels/cpu/attention.c):
 // no 1/sqrt(dk) scaling, bias (H,Tq,Tk) shared by the batch, key_mask (B,kv_rows),
 // causal masks key j > q_offset + i, masked keys get probability exactly 0, a row with
 // every key masked gets att = 0 and out = 0, att holds the probabilities before dropout.
 //
-// Shapes (letters as backend.h; bh = b*H + h):
+// Shapes (letters as backend.h; head (b,h) of a row-major tensor X (B,T,H*dk) is the
+// (T,dk) matrix at X + b*T*H*dk + h*dk with row stride H*dk):
 //   q (B,Tq,H*dk), k and v (B,kv_rows,H*dk) (first Tk rows), out (B,Tq,H*dk)
-//   att (B,H,Tq,Tk); scratch Qp (B,H,Tq,dk), Kp and Vp (B,H,Tk,dk) = heads made contiguous
-// Row-major products and their column-major cuBLASLt form (m,n,k; A op, B op):
-//   S  = Qp Kp^T  (Tq,Tk) -> m=Tk n=Tq k=dk; A=Kp T, B=Qp N        (into att, then softmax in place)
-//   O  = Pd Vp    (Tq,dk) -> m=dk n=Tq k=Tk; A=Vp N, B=Pd N
-//   dPd = dO Vp^T (Tq,Tk) -> m=Tk n=Tq k=dk; A=Vp T, B=dOp N
-//   dV = Pd^T dO  (Tk,dk) -> m=dk n=Tk k=Tq; A=dOp N, B=Pd T
-//   dQ = dS Kp    (Tq,dk) -> m=dk n=Tq k=Tk; A=Kp N, B=dS N
-//   dK = dS^T Qp  (Tk,dk) -> m=dk n=Tk k=Tq; A=Qp N, B=dS T
+//   att (B,H,Tq,Tk); scratch Pd (B,H,Tq,Tk) with dropout, dP (B,H,Tq,Tk) in backward
+// Row-major products per head and their column-major cuBLASLt form (m,n,k; A op, B op):
+//   S  = Q K^T   (Tq,Tk) -> m=Tk n=Tq k=dk; A=K T, B=Q N         (into att, then softmax in place)
+//   O  = Pd V    (Tq,dk) -> m=dk n=Tq k=Tk; A=V N, B=Pd N        (into out)
+//   dPd = dO V^T (Tq,Tk) -> m=Tk n=Tq k=dk; A=V T, B=dO N
+//   dV = Pd^T dO (Tk,dk) -> m=dk n=Tk k=Tq; A=dO N, B=Pd T       (into / added to dv)
+//   dQ = dS K    (Tq,dk) -> m=dk n=Tq k=Tk; A=K N, B=dS N        (into / added to dq)
+//   dK = dS^T Q  (Tk,dk) -> m=dk n=Tk k=Tq; A=Q N, B=dS T        (into / added to dk)
+// Adding into a gradient is the GEMM's beta = 1 (fp32 sum of the old value and the
+// product, one rounding).
 // Dropout: the softmax kernel also writes the dropped probabilities Pd = round(round(P) *
 // mask * 1/(1-p)) into scratch (mask from kernels/dropout_rng.h, element index = the
-// flattened (b,h,i,j)), and O = Pd Vp is a plain GEMM. Backward regenerates the same Pd
+// flattened (b,h,i,j)), and O = Pd V is a plain GEMM. Backward regenerates the same Pd
 // from att in the softmax-backward kernel (one pass over P) for dV. p == 0: Pd is att.
 // Scores, probabilities and dS are stored in the activation dtype (as HF does); all
 // arithmetic in between is fp32.
@@ -31,78 +35,20 @@
 // (Tq/8, H, B)) when Tk % 4 == 0 and Tk <= 1024 (every t5 training shape), scalar ones
 // otherwise (any Tk; registers up to 1024 keys, then three passes over memory).
 //
-// Measured on an H200 (bf16, B=64 H=16 T=128 dk=64, bias + mask + dropout 0.1): forward
-// 0.147 ms, backward 0.233 ms. Of that, the two softmax kernels take ~58 + 40 us (the
-// dropout RNG's 64-bit multiplies make them compute-bound), the six GEMMs ~18 us each,
-// dbias ~15 us, and the eleven head permutes ~10-13 us each (at ~3.4 TB/s): q, k, v and
-// their gradients in a head-major layout upstream would remove the permutes.
+// Measured on an H200 before the permutes went (bf16, B=64 H=16 T=128 dk=64, bias + mask
+// + dropout 0.1): forward 0.147 ms, backward 0.233 ms; the two softmax kernels ~58 + 40 us
+// (the dropout RNG's 64-bit multiplies make them compute-bound), the six GEMMs ~18 us
+// each, dbias ~15 us, and eleven head permutes ~10-13 us each, which the pointer-array
+// GEMMs replaced (docs/CUDA.md has the figures after).
 //
 // Scratch: one device buffer grown by cuda_alloc when a call needs more than the last
 // (never per call), reused by every call on the stream. No host synchronization.
 #include <math.h>
 
 #include "../dropout_rng.h"
-#include "common.cuh"
-
-// Column-major strided-batched C = op(A) op(B) (+ C when accumulate); matmul.cu.
-void cuda_gemm_strided(Dtype dt, int transa, int transb, int m, int n, int k, const void *A, int lda, long long sa,
-                       const void *B, int ldb, long long sb, void *C, int ldc, long long sc, int batch,
-                       int accumulate);
+#include "gemm.cuh"
 
 namespace attn {
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-    T v[N];
-};
-
-// ---- head permutes -------------------------------------------------------------------------
-// dst (B,H,T,r) = src (B,rows,H,r) (first T rows), in units U of r per head row. Pure
-// data movement, so one kernel serves every dtype.
-template <typename U>
-__global__ void heads_split_kernel(U *__restrict__ dst, const U *__restrict__ src, int BH, int H, int T, int rows,
-                                   int r) {
-    const int per_bh = T * r;
-    for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
-        const int b = bh / H, h = bh - b * H;
-        for (int u = blockIdx.x * blockDim.x + threadIdx.x; u < per_bh; u += gridDim.x * blockDim.x) {
-            const int t = u / r, c = u - t * r;
-            dst[(size_t)bh * per_bh + u] = src[(((size_t)b * rows + t) * H + h) * r + c];
-        }
-    }
-}
-
-// dst (B,T,H,r) = src (B,H,T,r).
-template <typename U>
-__global__ void heads_merge_kernel(U *__restrict__ dst, const U *__restrict__ src, int BH, int H, int T, int r) {
-    const int per_bh = T * r;
-    for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
-        const int b = bh / H, h = bh - b * H;
-        for (int u = blockIdx.x * blockDim.x + threadIdx.x; u < per_bh; u += gridDim.x * blockDim.x) {
-            const int t = u / r, c = u - t * r;
-            dst[(((size_t)b * T + t) * H + h) * r + c] = src[(size_t)bh * per_bh + u];
-        }
-    }
-}
-
-// dst (B,T,H*dk) += src (B,H,T,dk), VEC elements per thread, fp32 add, one rounding.
-template <typename T, int VEC>
-__global__ void heads_merge_add_kernel(T *__restrict__ dst, const T *__restrict__ src, int BH, int H, int Tn,
-                                       int dk) {
-    const int rv = dk / VEC, per_bh = Tn * rv;
-    for (int bh = blockIdx.y; bh < BH; bh += gridDim.y) {
-        const int b = bh / H, h = bh - b * H;
-        for (int u = blockIdx.x * blockDim.x + threadIdx.x; u < per_bh; u += gridDim.x * blockDim.x) {
-            const int t = u / rv, c = u - t * rv;
-            const Pack<T, VEC> s = *reinterpret_cast<const Pack<T, VEC> *>(src + ((size_t)bh * Tn + t) * dk + c * VEC);
-            Pack<T, VEC> *dp = reinterpret_cast<Pack<T, VEC> *>(dst + (((size_t)b * Tn + t) * H + h) * dk + c * VEC);
-            Pack<T, VEC> d = *dp;
-#pragma unroll
-            for (int e = 0; e < VEC; e++) d.v[e] = from_float<T>(to_float(d.v[e]) + to_float(s.v[e]));
-            *dp = d;
-        }
-    }
-}
 
 // ---- softmax forward -------------------------------------------------------------------------
 // One warp per row (b,h,i) of att (B,H,Tq,Tk), which holds the raw scores on entry.
@@ -391,71 +337,6 @@ static char *att_scratch_reserve(size_t bytes) {
     return (char *)cuda_scratch_reserve(CUDA_SCRATCH_ATTENTION, bytes);
 }
 
-static unsigned addr_align(const void *p) {
-    uintptr_t a = (uintptr_t)p | 16u;
-    return (unsigned)(a & (~a + 1));
-}
-
-static dim3 heads_grid(int BH, int units_per_bh, int threads) {
-    int gx = (units_per_bh + threads - 1) / threads;
-    if (gx > 1024) gx = 1024;
-    return dim3((unsigned)gx, (unsigned)(BH < 65535 ? BH : 65535));
-}
-
-// dst (B,H,T,dk) = src (B,rows,H*dk), es bytes per element.
-static void heads_split(void *dst, const void *src, int B, int H, int T, int rows, int dk, size_t es) {
-    const size_t row_bytes = (size_t)dk * es;
-    const unsigned al = addr_align(dst) < addr_align(src) ? addr_align(dst) : addr_align(src);
-    const int BH = B * H, threads = 256;
-#define ATT_SPLIT(U)                                                                                      \
-    do {                                                                                                  \
-        int r = (int)(row_bytes / sizeof(U));                                                             \
-        attn::heads_split_kernel<U><<<heads_grid(BH, T * r, threads), threads, 0, t5_stream()>>>(      \
-            (U *)dst, (const U *)src, BH, H, T, rows, r);                                                 \
-    } while (0)
-    if (row_bytes % 16 == 0 && al >= 16) ATT_SPLIT(uint4);
-    else if (row_bytes % 8 == 0 && al >= 8) ATT_SPLIT(uint2);
-    else if (row_bytes % 4 == 0 && al >= 4) ATT_SPLIT(unsigned int);
-    else ATT_SPLIT(unsigned short);
-#undef ATT_SPLIT
-    cudaLaunchCheck();
-}
-
-// dst (B,T,H*dk) = src (B,H,T,dk).
-static void heads_merge(void *dst, const void *src, int B, int H, int T, int dk, size_t es) {
-    const size_t row_bytes = (size_t)dk * es;
-    const unsigned al = addr_align(dst) < addr_align(src) ? addr_align(dst) : addr_align(src);
-    const int BH = B * H, threads = 256;
-#define ATT_MERGE(U)                                                                                      \
-    do {                                                                                                  \
-        int r = (int)(row_bytes / sizeof(U));                                                             \
-        attn::heads_merge_kernel<U><<<heads_grid(BH, T * r, threads), threads, 0, t5_stream()>>>(      \
-            (U *)dst, (const U *)src, BH, H, T, r);                                                       \
-    } while (0)
-    if (row_bytes % 16 == 0 && al >= 16) ATT_MERGE(uint4);
-    else if (row_bytes % 8 == 0 && al >= 8) ATT_MERGE(uint2);
-    else if (row_bytes % 4 == 0 && al >= 4) ATT_MERGE(unsigned int);
-    else ATT_MERGE(unsigned short);
-#undef ATT_MERGE
-    cudaLaunchCheck();
-}
-
-// dst (B,T,H*dk) += src (B,H,T,dk).
-template <typename T>
-static void heads_merge_add(T *dst, const T *src, int B, int H, int Tn, int dk) {
-    const unsigned al = addr_align(dst) < addr_align(src) ? addr_align(dst) : addr_align(src);
-    const int BH = B * H, threads = 256;
-    constexpr int V16 = (int)(16 / sizeof(T));  // elements in 16 bytes
-#define ATT_MERGE_ADD(V)                                                                                   \
-    attn::heads_merge_add_kernel<T, V><<<heads_grid(BH, Tn * (dk / (V)), threads), threads, 0, t5_stream()>>>( \
-        dst, src, BH, H, Tn, dk)
-    if (dk % V16 == 0 && al >= 16) ATT_MERGE_ADD(V16);
-    else if (dk % 2 == 0 && al >= 2 * sizeof(T)) ATT_MERGE_ADD(2);
-    else ATT_MERGE_ADD(1);
-#undef ATT_MERGE_ADD
-    cudaLaunchCheck();
-}
-
 enum { SOFTMAX_WARPS = 8 };
 
 // The vectorized kernels need Tk a multiple of 4 (<= 1024), 4-element-aligned rows and
@@ -528,29 +409,29 @@ static void attention_check_dropout(DropoutArgs drop) {
     if (!(drop.p >= 0.0f && drop.p <= 1.0f)) t5_fail("attention dropout probability %g is outside [0, 1]", drop.p);
 }
 
+// Head (b,h) of a row-major (B,rows,H*dk) tensor; of a (B,H,Tq,Tk) one.
+static GemmHeads heads_in_rows(const void *p, int rows, int H, int dk) {
+    return GemmHeads{p, H * dk, (long long)rows * H * dk, (long long)dk};
+}
+static GemmHeads heads_of_scores(const void *p, int H, int Tq, int Tk) {
+    return GemmHeads{p, Tk, (long long)H * Tq * Tk, (long long)Tq * Tk};
+}
+
 template <typename T>
 static void attention_forward_t(Dtype dt, T *out, T *att, const T *q, const T *k, const T *v, const T *bias,
                                 const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int dk, int causal,
                                 int q_offset, DropoutArgs drop) {
-    const size_t es = sizeof(T);
-    const int BH = B * H;
-    const size_t q_el = (size_t)BH * Tq * dk, k_el = (size_t)BH * Tk * dk, att_el = (size_t)BH * Tq * Tk;
+    const size_t att_el = (size_t)B * H * Tq * Tk;
     const int dropping = drop.p != 0.0f;
-    const size_t off_k = att_align(q_el * es), off_v = off_k + att_align(k_el * es), off_o = off_v + att_align(k_el * es),
-                 off_pd = off_o + att_align(q_el * es), total = off_pd + (dropping ? att_align(att_el * es) : 0);
-    char *base = att_scratch_reserve(total);
-    T *qp = (T *)base, *kp = (T *)(base + off_k), *vp = (T *)(base + off_v), *op = (T *)(base + off_o);
-    T *pd = dropping ? (T *)(base + off_pd) : nullptr;
-
-    heads_split(qp, q, B, H, Tq, Tq, dk, es);
-    heads_split(kp, k, B, H, Tk, kv_rows, dk, es);
-    heads_split(vp, v, B, H, Tk, kv_rows, dk, es);
-    // scores S (Tq,Tk) = Qp Kp^T into att
-    cuda_gemm_strided(dt, 1, 0, Tk, Tq, dk, kp, dk, (long long)Tk * dk, qp, dk, (long long)Tq * dk, att, Tk,
-                      (long long)Tq * Tk, BH, 0);
+    T *pd = dropping ? (T *)att_scratch_reserve(att_align(att_el * sizeof(T))) : nullptr;
+    const GemmHeads Qh = heads_in_rows(q, Tq, H, dk), Kh = heads_in_rows(k, kv_rows, H, dk),
+                    Vh = heads_in_rows(v, kv_rows, H, dk), Oh = heads_in_rows(out, Tq, H, dk),
+                    Sh = heads_of_scores(att, H, Tq, Tk), Pdh = heads_of_scores(dropping ? pd : att, H, Tq, Tk);
+    // scores S (Tq,Tk) = Q K^T into att
+    cuda_gemm_heads(dt, 1, 0, Tk, Tq, dk, Kh, Qh, Sh, B, H, 0);
     attn::SoftmaxArgs a;
     a.key_mask = key_mask;
-    a.rows = BH * Tq;
+    a.rows = B * H * Tq;
     a.H = H;
     a.Tq = Tq;
     a.Tk = Tk;
@@ -561,46 +442,31 @@ static void attention_forward_t(Dtype dt, T *out, T *att, const T *q, const T *k
     a.scale = dropping ? dropout_rng_scale(drop.p) : 1.0f;
     a.key = attn::dropout_key(drop.seed);
     softmax_forward<T>(att, pd, bias, B, a);
-    // O (Tq,dk) = Pd Vp
-    cuda_gemm_strided(dt, 0, 0, dk, Tq, Tk, vp, dk, (long long)Tk * dk, dropping ? pd : att, Tk, (long long)Tq * Tk,
-                      op, dk, (long long)Tq * dk, BH, 0);
-    heads_merge(out, op, B, H, Tq, dk, es);
+    // O (Tq,dk) = Pd V, into out
+    cuda_gemm_heads(dt, 0, 0, dk, Tq, Tk, Vh, Pdh, Oh, B, H, 0);
 }
 
 template <typename T>
 static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const T *dout, const T *att, const T *q,
                                  const T *k, const T *v, int B, int Tq, int Tk, int H, int dk, DropoutArgs drop,
                                  int dqkv_set) {
-    const size_t es = sizeof(T);
-    const int BH = B * H;
-    const size_t q_el = (size_t)BH * Tq * dk, k_el = (size_t)BH * Tk * dk, att_el = (size_t)BH * Tq * Tk;
-    const int dropping = drop.p != 0.0f;
-    // slots: Qp, Kp, Vp (then dVp), dOp, dQp, dKp, dP (then dS), Pd
-    const size_t off_k = att_align(q_el * es), off_v = off_k + att_align(k_el * es),
-                 off_do = off_v + att_align(k_el * es), off_dq = off_do + att_align(q_el * es),
-                 off_dk = off_dq + att_align(q_el * es), off_dp = off_dk + att_align(k_el * es),
-                 off_pd = off_dp + att_align(att_el * es),
-                 total = off_pd + (dropping ? att_align(att_el * es) : 0);
+    const size_t att_el = (size_t)B * H * Tq * Tk;
+    const int dropping = drop.p != 0.0f, add = !dqkv_set;
+    // slots: dP (then dS), Pd
+    const size_t off_pd = att_align(att_el * sizeof(T)), total = off_pd + (dropping ? off_pd : 0);
     char *base = att_scratch_reserve(total);
-    T *qp = (T *)base, *kp = (T *)(base + off_k), *vp = (T *)(base + off_v), *dop = (T *)(base + off_do);
-    T *dqp = (T *)(base + off_dq), *dkp = (T *)(base + off_dk), *dp = (T *)(base + off_dp);
-    T *pd = dropping ? (T *)(base + off_pd) : nullptr;
-    const long long sq = (long long)Tq * dk, sk = (long long)Tk * dk, satt = (long long)Tq * Tk;
-
-    heads_split(qp, q, B, H, Tq, Tq, dk, es);
-    heads_split(kp, k, B, H, Tk, Tk, dk, es);
-    heads_split(vp, v, B, H, Tk, Tk, dk, es);
-    heads_split(dop, dout, B, H, Tq, Tq, dk, es);
-    // dPd (Tq,Tk) = dO Vp^T
-    cuda_gemm_strided(dt, 1, 0, Tk, Tq, dk, vp, dk, sk, dop, dk, sq, dp, Tk, satt, BH, 0);
+    T *dp = (T *)base, *pd = dropping ? (T *)(base + off_pd) : nullptr;
+    const GemmHeads Qh = heads_in_rows(q, Tq, H, dk), Kh = heads_in_rows(k, Tk, H, dk),
+                    Vh = heads_in_rows(v, Tk, H, dk), dOh = heads_in_rows(dout, Tq, H, dk),
+                    dPh = heads_of_scores(dp, H, Tq, Tk), Pdh = heads_of_scores(dropping ? pd : att, H, Tq, Tk);
+    // dPd (Tq,Tk) = dO V^T
+    cuda_gemm_heads(dt, 1, 0, Tk, Tq, dk, Vh, dOh, dPh, B, H, 0);
     // dS in place; Pd regenerated for dV
     softmax_backward<T>(dp, pd, att, B, H, Tq, Tk, drop, dropping ? dropout_rng_scale(drop.p) : 1.0f);
-    // dV (Tk,dk) = Pd^T dO, into the Vp slot (Vp is no longer needed)
-    T *dvp = vp;
-    if (dv) cuda_gemm_strided(dt, 0, 1, dk, Tk, Tq, dop, dk, sq, dropping ? pd : att, Tk, satt, dvp, dk, sk, BH, 0);
-    // dQ (Tq,dk) = dS Kp;  dK (Tk,dk) = dS^T Qp
-    if (dq) cuda_gemm_strided(dt, 0, 0, dk, Tq, Tk, kp, dk, sk, dp, Tk, satt, dqp, dk, sq, BH, 0);
-    if (dk_) cuda_gemm_strided(dt, 0, 1, dk, Tk, Tq, qp, dk, sq, dp, Tk, satt, dkp, dk, sk, BH, 0);
+    // dV (Tk,dk) = Pd^T dO;  dQ (Tq,dk) = dS K;  dK (Tk,dk) = dS^T Q
+    if (dv) cuda_gemm_heads(dt, 0, 1, dk, Tk, Tq, dOh, Pdh, heads_in_rows(dv, Tk, H, dk), B, H, add);
+    if (dq) cuda_gemm_heads(dt, 0, 0, dk, Tq, Tk, Kh, dPh, heads_in_rows(dq, Tq, H, dk), B, H, add);
+    if (dk_) cuda_gemm_heads(dt, 0, 1, dk, Tk, Tq, Qh, dPh, heads_in_rows(dk_, Tk, H, dk), B, H, add);
     if (dbias) {
         const size_t n = (size_t)H * Tq * Tk;
         const int threads = 256;
@@ -609,15 +475,6 @@ static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const
         attn::dbias_reduce_kernel<T><<<(unsigned)blocks, threads, 0, t5_stream()>>>(dbias, dp, B, n);
         cudaLaunchCheck();
     }
-    if (dqkv_set) {  // = 0 + sum: the merge alone (no read of the old contents)
-        if (dq) heads_merge(dq, dqp, B, H, Tq, dk, es);
-        if (dk_) heads_merge(dk_, dkp, B, H, Tk, dk, es);
-        if (dv) heads_merge(dv, dvp, B, H, Tk, dk, es);
-        return;
-    }
-    if (dq) heads_merge_add<T>(dq, dqp, B, H, Tq, dk);
-    if (dk_) heads_merge_add<T>(dk_, dkp, B, H, Tk, dk);
-    if (dv) heads_merge_add<T>(dv, dvp, B, H, Tk, dk);
 }
 
 static void attention_check_shape(const char *op, int B, int Tq, int Tk, int kv_rows, int H, int dk) {

@@ -38,6 +38,7 @@ enum CudaScratchId {
     CUDA_SCRATCH_RMSNORM,        // rmsnorm.cu: per-block partial dweight sums
     CUDA_SCRATCH_CLAMP_FLAG,     // elementwise.cu: the "any inf" flag of clamp_fp16_overflow
     CUDA_SCRATCH_BEAM_TOPK,      // search.cu: (N, K) per-row candidates of beam_topk
+    CUDA_SCRATCH_GEMM_POINTERS,  // matmul.cu: the entry addresses of a pointer-array batched GEMM
     CUDA_SCRATCH_COUNT
 };
 

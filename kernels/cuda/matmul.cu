@@ -1,5 +1,5 @@
-// kernels/cuda/matmul.cu: the linear layer on cuBLASLt, and the strided-batched GEMM
-// that attention.cu builds on.
+// kernels/cuda/matmul.cu: the linear layer on cuBLASLt, and the two-level batched GEMM
+// (entry (b,h) of a batch at base + b*sb + h*sh) that attention.cu builds on.
 //
 // Everything is row-major for the caller; cuBLASLt is column-major. A row-major (R,C)
 // matrix is a column-major (C,R) one with the same leading dimension, so each product is
@@ -21,13 +21,20 @@
 // split-K, reduction scheme, workspace) when it is made; T5_GEMM_FALLBACK=1 runs every
 // product on the simple kernel (tests/gpu runs its checks once that way too).
 //
+// Batches: a GEMM over B*H heads whose operands are laid out uniformly (sb = H*sh for all
+// three: scores (B,H,Tq,Tk)) is cuBLASLt's strided batch; one whose heads sit inside rows
+// (q (B,T,H*dk): sb = T*H*dk, sh = dk) is its pointer-array batch, the B*H addresses
+// written by one small kernel into a context scratch just before the product (stream
+// order keeps them until it has run). So attention reads and writes q, k, v, out and
+// their gradients where they are, with no head permutes.
+//
 // Determinism: a given product always runs the same cached algorithm with the same
 // workspace on one stream, and cuBLASLt is bitwise reproducible run to run for a fixed
 // algorithm on one GPU model (cuBLAS "Results reproducibility").
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.cuh"
+#include "gemm.cuh"
 
 static size_t dtype_bytes(Dtype dt) { return dt == DTYPE_F32 ? 4 : 2; }
 
@@ -72,7 +79,10 @@ static uint32_t alignment_of(const void *p, long long stride_bytes, int batch) {
 // ---- the plan cache ---------------------------------------------------------------------
 typedef struct {
     int dt, transa, transb, m, n, k, lda, ldb, ldc, batch, accumulate;
-    long long sa, sb, sc;
+    int nh;             // heads per outer batch entry: entry z = (b, h) = (z / nh, z % nh)
+    int pointer_array;  // 1: cuBLASLt reads the entries' addresses from device arrays
+    long long sa, sb, sc;     // outer strides (elements) of A, B, C
+    long long sha, shb, shc;  // inner (head) strides; 0 when nh == 1
     uint32_t align_a, align_b, align_c;
 } GemmKey;
 
@@ -102,14 +112,20 @@ static void gemm_plan_release(GemmPlan *p) {
 }
 
 static cublasLtMatrixLayout_t gemm_layout(cudaDataType_t type, int rows, int cols, int ld, int batch,
-                                          long long stride) {
+                                          long long stride, int pointer_array) {
     cublasLtMatrixLayout_t l;
     cublasCheck(cublasLtMatrixLayoutCreate(&l, type, (uint64_t)rows, (uint64_t)cols, (int64_t)ld));
     if (batch > 1) {
         int32_t count = batch;
-        int64_t off = stride;
         cublasCheck(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
-        cublasCheck(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &off, sizeof off));
+        if (pointer_array) {
+            uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof mode));
+        } else {
+            int64_t off = stride;
+            cublasCheck(
+                cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &off, sizeof off));
+        }
     }
     return l;
 }
@@ -121,11 +137,12 @@ static void gemm_plan_describe(GemmPlan *p, const GemmKey *key) {
     cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    p->la = key->transa ? gemm_layout(type, key->k, key->m, key->lda, key->batch, key->sa)
-                        : gemm_layout(type, key->m, key->k, key->lda, key->batch, key->sa);
-    p->lb = key->transb ? gemm_layout(type, key->n, key->k, key->ldb, key->batch, key->sb)
-                        : gemm_layout(type, key->k, key->n, key->ldb, key->batch, key->sb);
-    p->lc = gemm_layout(type, key->m, key->n, key->ldc, key->batch, key->sc);
+    const int pa = key->pointer_array;
+    p->la = key->transa ? gemm_layout(type, key->k, key->m, key->lda, key->batch, key->sa, pa)
+                        : gemm_layout(type, key->m, key->k, key->lda, key->batch, key->sa, pa);
+    p->lb = key->transb ? gemm_layout(type, key->n, key->k, key->ldb, key->batch, key->sb, pa)
+                        : gemm_layout(type, key->k, key->n, key->ldb, key->batch, key->sb, pa);
+    p->lc = gemm_layout(type, key->m, key->n, key->ldc, key->batch, key->sc, pa);
 }
 
 // cuBLASLt's best algorithm for a described plan (the workspace and alignments of the key
@@ -172,10 +189,11 @@ static void gemm_plan_print(const GemmPlan *p, const GemmKey *key, const cublasL
     cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages,
                                          &w);
     fprintf(stderr,
-            "gemm plan: %s m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d beta=%d align=%u,%u,%u: algo %d "
+            "gemm plan: %s m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d%s beta=%d align=%u,%u,%u: algo %d "
             "tile %d stages %d splitK %d reduction %u workspace %zu waves %.2f\n",
             dtype_name((Dtype)key->dt), key->m, key->n, key->k, key->transa ? 'T' : 'N',
-            key->transb ? 'T' : 'N', key->lda, key->ldb, key->ldc, key->batch, key->accumulate,
+            key->transb ? 'T' : 'N', key->lda, key->ldb, key->ldc, key->batch,
+            key->pointer_array ? " (pointer array)" : "", key->accumulate,
             key->align_a, key->align_b, key->align_c, id, tile, stages, splitk, scheme, p->workspace,
             res->wavesCount);
 }
@@ -223,14 +241,14 @@ enum { FB_TILE = 16 };
 
 // C[r,c] (+)= sum_p opA(r,p) opB(p,c); one thread per element of C, K in tiles of 16.
 template <typename T>
-__global__ void gemm_fallback_kernel(T *C, const T *A, const T *B, int m, int n, int k, int lda, int ldb, int ldc,
-                                     long long sa, long long sb, long long sc, int transa, int transb,
-                                     int accumulate) {
+__global__ void gemm_fallback_kernel(T *C, const T *A, const T *B, GemmKey key) {
     __shared__ float As[FB_TILE][FB_TILE + 1], Bs[FB_TILE][FB_TILE + 1];
-    const int z = blockIdx.z;
-    A += z * sa;
-    B += z * sb;
-    C += z * sc;
+    const int m = key.m, n = key.n, k = key.k, lda = key.lda, ldb = key.ldb, ldc = key.ldc;
+    const int transa = key.transa, transb = key.transb, accumulate = key.accumulate;
+    const long long zb = blockIdx.z / key.nh, zh = blockIdx.z % key.nh;
+    A += zb * key.sa + zh * key.sha;
+    B += zb * key.sb + zh * key.shb;
+    C += zb * key.sc + zh * key.shc;
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int r = blockIdx.x * FB_TILE + tx, c = blockIdx.y * FB_TILE + ty;
     float acc = 0.0f;
@@ -259,27 +277,20 @@ void gemm_fallback(const GemmKey *key, void *C, const void *A, const void *B) {
     dim3 block(FB_TILE, FB_TILE);
     dim3 grid((key->m + FB_TILE - 1) / FB_TILE, (key->n + FB_TILE - 1) / FB_TILE, key->batch);
     if (key->batch > 65535) t5_fail("cuda matmul: batch %d exceeds the fallback kernel's grid limit", key->batch);
-    gemm_fallback_kernel<T><<<grid, block, 0, t5_stream()>>>(
-        (T *)C, (const T *)A, (const T *)B, key->m, key->n, key->k, key->lda, key->ldb, key->ldc, key->sa, key->sb,
-        key->sc, key->transa, key->transb, key->accumulate);
+    gemm_fallback_kernel<T><<<grid, block, 0, t5_stream()>>>((T *)C, (const T *)A, (const T *)B, *key);
     cudaLaunchCheck();
 }
 }  // namespace
 
-// ---- the one GEMM entry point -----------------------------------------------------------
-// Column-major, batched by strides (elements): C = op(A) op(B) + (accumulate ? C : 0)
-// with op(A) m x k, op(B) k x n, C m x n. All on cuda_stream().
-void cuda_gemm_strided(Dtype dt, int transa, int transb, int m, int n, int k, const void *A, int lda, long long sa,
-                       const void *B, int ldb, long long sb, void *C, int ldc, long long sc, int batch,
-                       int accumulate) {
-    if (m <= 0 || n <= 0 || batch <= 0) return;
-    if (k <= 0) {  // empty sum: C = 0 (or unchanged)
-        if (!accumulate) t5_fail("cuda gemm: k = %d with accumulate 0 is not supported", k);
-        return;
-    }
-    const long long es = (long long)dtype_bytes(dt);
+// ---- the GEMM entry points ----------------------------------------------------------------
+// Column-major: C = op(A) op(B) + (accumulate ? C : 0) with op(A) m x k, op(B) k x n, C m x n,
+// for every entry of the batch. All on cuda_stream().
+
+// The key of a product, apart from batching: zero everywhere else (padding takes part in memcmp).
+static GemmKey gemm_key_base(Dtype dt, int transa, int transb, int m, int n, int k, int lda, int ldb, int ldc,
+                             int batch, int accumulate) {
     GemmKey key;
-    memset(&key, 0, sizeof key);  // padding bytes take part in memcmp
+    memset(&key, 0, sizeof key);
     key.dt = (int)dt;
     key.transa = transa ? 1 : 0;
     key.transb = transb ? 1 : 0;
@@ -291,19 +302,21 @@ void cuda_gemm_strided(Dtype dt, int transa, int transb, int m, int n, int k, co
     key.ldc = ldc;
     key.batch = batch;
     key.accumulate = accumulate ? 1 : 0;
-    key.sa = batch > 1 ? sa : 0;
-    key.sb = batch > 1 ? sb : 0;
-    key.sc = batch > 1 ? sc : 0;
-    key.align_a = alignment_of(A, key.sa * es, batch);
-    key.align_b = alignment_of(B, key.sb * es, batch);
-    key.align_c = alignment_of(C, key.sc * es, batch);
-    GemmPlan *p = gemm_plan_get(&key);
+    key.nh = 1;
+    return key;
+}
+
+// Runs a keyed product: A, B, C are the operands (strided batch, or the device arrays of
+// addresses for a pointer-array key); base_* are the first entries (for the fallback kernel).
+static void gemm_run(const GemmKey *key, const void *A, const void *B, void *C, const void *base_a,
+                     const void *base_b, void *base_c) {
+    GemmPlan *p = gemm_plan_get(key);
     if (!p->have_algo) {
-        switch (dt) {
-            case DTYPE_F32: gemm_fallback<float>(&key, C, A, B); break;
-            case DTYPE_BF16: gemm_fallback<__nv_bfloat16>(&key, C, A, B); break;
-            case DTYPE_F16: gemm_fallback<__half>(&key, C, A, B); break;
-            default: dtype_unknown(dt, __func__);
+        switch ((Dtype)key->dt) {
+            case DTYPE_F32: gemm_fallback<float>(key, base_c, base_a, base_b); break;
+            case DTYPE_BF16: gemm_fallback<__nv_bfloat16>(key, base_c, base_a, base_b); break;
+            case DTYPE_F16: gemm_fallback<__half>(key, base_c, base_a, base_b); break;
+            default: dtype_unknown((Dtype)key->dt, __func__);
         }
         return;
     }
@@ -312,9 +325,95 @@ void cuda_gemm_strided(Dtype dt, int transa, int transb, int m, int n, int k, co
     if (p->workspace > ws_bytes)
         t5_fail("cuda matmul: the cached algorithm needs %zu workspace bytes, the context has %zu", p->workspace,
                 ws_bytes);
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    const float alpha = 1.0f, beta = key->accumulate ? 1.0f : 0.0f;
     cublasCheck(cublasLtMatmul(cuda_lt_handle(), p->op, &alpha, A, p->la, B, p->lb, &beta, C, p->lc, C, p->lc,
                                &p->algo, ws, ws_bytes, t5_stream()));
+}
+
+static int gemm_empty(int m, int n, int k, int batch, int accumulate) {
+    if (m <= 0 || n <= 0 || batch <= 0) return 1;
+    if (k <= 0) {  // empty sum: C = 0 (or unchanged)
+        if (!accumulate) t5_fail("cuda gemm: k = %d with accumulate 0 is not supported", k);
+        return 1;
+    }
+    return 0;
+}
+
+// Batched by one stride (elements) per operand.
+void cuda_gemm_strided(Dtype dt, int transa, int transb, int m, int n, int k, const void *A, int lda, long long sa,
+                       const void *B, int ldb, long long sb, void *C, int ldc, long long sc, int batch,
+                       int accumulate) {
+    if (gemm_empty(m, n, k, batch, accumulate)) return;
+    const long long es = (long long)dtype_bytes(dt);
+    GemmKey key = gemm_key_base(dt, transa, transb, m, n, k, lda, ldb, ldc, batch, accumulate);
+    key.sa = batch > 1 ? sa : 0;
+    key.sb = batch > 1 ? sb : 0;
+    key.sc = batch > 1 ? sc : 0;
+    key.align_a = alignment_of(A, key.sa * es, batch);
+    key.align_b = alignment_of(B, key.sb * es, batch);
+    key.align_c = alignment_of(C, key.sc * es, batch);
+    gemm_run(&key, A, B, C, A, B, C);
+}
+
+namespace {
+struct GemmPointerArgs {
+    const char *base[3];
+    long long sb[3], sh[3];  // bytes
+    int nh, batch;
+};
+
+// out[o * batch + z] = base[o] + b * sb[o] + h * sh[o] for the entry z = (b, h).
+__global__ void gemm_pointers_kernel(const void **out, GemmPointerArgs a) {
+    const int z = blockIdx.x * blockDim.x + threadIdx.x;
+    if (z >= a.batch) return;
+    const long long b = z / a.nh, h = z % a.nh;
+#pragma unroll
+    for (int o = 0; o < 3; o++) out[(size_t)o * a.batch + z] = a.base[o] + b * a.sb[o] + h * a.sh[o];
+}
+}  // namespace
+
+// Largest power of two (<= 256) dividing every entry's address.
+static uint32_t alignment_of_heads(const void *p, long long sb_bytes, long long sh_bytes, int nb, int nh) {
+    uint64_t bits = (uint64_t)(uintptr_t)p | 256u;
+    if (nb > 1) bits |= (uint64_t)sb_bytes;
+    if (nh > 1) bits |= (uint64_t)sh_bytes;
+    return (uint32_t)(bits & (~bits + 1));
+}
+
+void cuda_gemm_heads(Dtype dt, int transa, int transb, int m, int n, int k, GemmHeads A, GemmHeads B, GemmHeads C,
+                     int nb, int nh, int accumulate) {
+    if (nb <= 0 || nh <= 0 || (long long)nb * nh > 0x7fffffffLL)
+        t5_fail("cuda gemm: batch %d x %d is outside 1 .. 2^31-1", nb, nh);
+    const int batch = nb * nh;
+    if (gemm_empty(m, n, k, batch, accumulate)) return;
+    if (nh == 1 || (A.sb == nh * A.sh && B.sb == nh * B.sh && C.sb == nh * C.sh)) {  // one stride serves
+        cuda_gemm_strided(dt, transa, transb, m, n, k, A.p, A.ld, nh == 1 ? A.sb : A.sh, B.p, B.ld,
+                          nh == 1 ? B.sb : B.sh, (void *)C.p, C.ld, nh == 1 ? C.sb : C.sh, batch, accumulate);
+        return;
+    }
+    const long long es = (long long)dtype_bytes(dt);
+    GemmKey key = gemm_key_base(dt, transa, transb, m, n, k, A.ld, B.ld, C.ld, batch, accumulate);
+    key.nh = nh;
+    key.pointer_array = 1;
+    key.sa = A.sb, key.sb = B.sb, key.sc = C.sb;
+    key.sha = A.sh, key.shb = B.sh, key.shc = C.sh;
+    key.align_a = alignment_of_heads(A.p, A.sb * es, A.sh * es, nb, nh);
+    key.align_b = alignment_of_heads(B.p, B.sb * es, B.sh * es, nb, nh);
+    key.align_c = alignment_of_heads(C.p, C.sb * es, C.sh * es, nb, nh);
+    const void **ptrs = (const void **)cuda_scratch_reserve(CUDA_SCRATCH_GEMM_POINTERS, 3 * (size_t)batch * sizeof(void *));
+    GemmPointerArgs a;
+    const GemmHeads *ops[3] = {&A, &B, &C};
+    for (int o = 0; o < 3; o++) {
+        a.base[o] = (const char *)ops[o]->p;
+        a.sb[o] = ops[o]->sb * es;
+        a.sh[o] = ops[o]->sh * es;
+    }
+    a.nh = nh;
+    a.batch = batch;
+    const int threads = 256;
+    gemm_pointers_kernel<<<(unsigned)((batch + threads - 1) / threads), threads, 0, t5_stream()>>>(ptrs, a);
+    cudaLaunchCheck();
+    gemm_run(&key, ptrs, ptrs + batch, (void *)(ptrs + 2 * (size_t)batch), A.p, B.p, (void *)C.p);
 }
 
 // ---- the linear layer (cuda_ops.h) --------------------------------------------------------
