@@ -1,6 +1,7 @@
 // model/load.c: --model argument -> T5Model with parameters on the backend.
 #include "load.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,72 @@ void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadO
     T5Config cfg;
     int has_weights = hf_resolve_model(model_arg, &cfg);
     model_load_resolved(m, model_arg, &cfg, has_weights, be, opt);
+}
+
+// The fp32 weights of cfg's layout into host (lay.total floats).
+static void host_weights_make(const char *model_arg, const T5Config *cfg, const ParamLayout *lay, int from_file,
+                              unsigned long long seed, float *host) {
+    if (from_file) {
+        hf_load_weights(model_arg, cfg, lay, host);
+    } else {
+        fprintf(stderr, "NOTICE: %s: random initialization (seed %llu), not pretrained weights\n", model_arg, seed);
+        params_init_random(cfg, lay, host, seed);
+    }
+}
+
+struct HostWeightsJob {
+    pthread_t thread;
+    char *model_arg;
+    T5Config cfg;
+    ParamLayout lay;
+    int from_file;
+    unsigned long long seed;
+    float *host;  // lay.total floats
+};
+
+static void *host_weights_job_run(void *arg) {
+    HostWeightsJob *j = arg;
+    host_weights_make(j->model_arg, &j->cfg, &j->lay, j->from_file, j->seed, j->host);
+    return NULL;
+}
+
+HostWeightsJob *model_weights_begin(const char *model_arg, const T5Config *cfg, int has_weights,
+                                    ModelLoadOptions opt) {
+    if (!has_weights && !opt.init_random) return NULL;  // model_load_resolved says why
+    HostWeightsJob *j = callocCheck(1, sizeof *j);
+    size_t len = strlen(model_arg) + 1;
+    j->model_arg = mallocCheck(len);
+    memcpy(j->model_arg, model_arg, len);
+    j->cfg = *cfg;
+    j->from_file = has_weights && !opt.init_random;
+    if (j->from_file) j->cfg.untied_lm_head = hf_probe_untied(model_arg);  // as model_load_resolved decides
+    params_build_layout(&j->cfg, &j->lay);
+    j->seed = opt.seed;
+    j->host = mallocCheck(j->lay.total * sizeof(float));
+    int rc = pthread_create(&j->thread, NULL, host_weights_job_run, j);
+    if (rc != 0) t5_fail("model_weights_begin: pthread_create failed (%s); HINT: the system is out of threads or "
+                         "memory", strerror(rc));
+    return j;
+}
+
+// Waits for the job and takes its weights (the layout must be the model's).
+static float *host_weights_job_join(HostWeightsJob *j, const ParamLayout *lay) {
+    int rc = pthread_join(j->thread, NULL);
+    if (rc != 0) t5_fail("model_load: pthread_join failed (%s)", strerror(rc));
+    if (j->lay.total != lay->total)
+        t5_die(__FILE__, __LINE__, "model_load: the weights job was begun with another config",
+               "a bug in the caller: begin the job with the config passed to model_load_resolved");
+    float *host = j->host;
+    params_free_layout(&j->lay);
+    free(j->model_arg);
+    free(j);
+    return host;
+}
+
+void model_weights_discard(HostWeightsJob *job) {
+    if (!job) return;
+    ParamLayout lay = job->lay;  // the job's own: the join's check passes
+    free(host_weights_job_join(job, &lay));
 }
 
 void model_load_resolved(T5Model *m, const char *model_arg, const T5Config *resolved, int has_weights,
@@ -26,13 +93,12 @@ void model_load_resolved(T5Model *m, const char *model_arg, const T5Config *reso
                "a bug in the caller: pass host_weights and hand them to zero_init");
     if (opt.defer_weights) t5_init_layout(m, &cfg, be);
     else t5_init(m, &cfg, be);
-    float *host = mallocCheck(m->lay.total * sizeof(float));
-    if (has_weights && !opt.init_random) {
-        hf_load_weights(model_arg, &m->cfg, &m->lay, host);
+    float *host;
+    if (opt.job) {
+        host = host_weights_job_join(opt.job, &m->lay);
     } else {
-        fprintf(stderr, "NOTICE: %s: random initialization (seed %llu), not pretrained weights\n", model_arg,
-                opt.seed);
-        params_init_random(&m->cfg, &m->lay, host, opt.seed);
+        host = mallocCheck(m->lay.total * sizeof(float));
+        host_weights_make(model_arg, &m->cfg, &m->lay, has_weights && !opt.init_random, opt.seed, host);
     }
     size_t n = m->lay.total;
     if (!opt.defer_weights) {

@@ -14,7 +14,19 @@ typedef struct {
     int defer_weights;     // nothing on the device at all (needs host_weights): zero_init allocates
                            // and uploads only what the stage keeps (stage 3: the rank's partition),
                            // so set-up never holds a whole copy on the device
+    struct HostWeightsJob *job;  // non-NULL: the host weights come from this model_weights_begin
+                                 // (same model, cfg and options), joined instead of made again
 } ModelLoadOptions;
+
+// Start-up overlap: makes the fp32 host weights (random init, or read from the model's
+// file) on a helper thread while the caller opens the device and plans; pass the job in
+// ModelLoadOptions.job to model_load_resolved, which waits for it. model_arg, cfg, has_weights
+// and opt as they will be passed to model_load_resolved.
+typedef struct HostWeightsJob HostWeightsJob;
+HostWeightsJob *model_weights_begin(const char *model_arg, const T5Config *cfg, int has_weights,
+                                    ModelLoadOptions opt);
+// Waits for a job whose weights will not be used and frees it (NULL: nothing).
+void model_weights_discard(HostWeightsJob *job);
 
 void model_load(T5Model *m, const char *model_arg, const Backend *be, ModelLoadOptions opt);
 // The same with model_arg's config already resolved (hf_resolve_model's cfg and return

@@ -36,6 +36,7 @@ typedef struct {
     Progress prog;
     Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
     ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
+    struct HostWeightsJob *weights_job;  // random init under way on a helper thread (model/load.h)
 } Run;
 
 static inline int is_main(const Run *r) { return r->comm.rank == 0; }  // rank 0 prints and writes

@@ -592,6 +592,14 @@ static void run_free(Run *r, const Dataset *const used[SPLIT_COUNT]) {
     comm_finalize(&r->comm);
 }
 
+// How the run's weights load: random init or the model's (the checkpoint's when resuming)
+// file, fp32 on the host, nothing on the device until zero_init.
+static ModelLoadOptions run_load_options(Run *r, float **host_weights) {
+    ModelLoadOptions lo = {.init_random = r->p.init == INIT_RANDOM && !r->a.resume_from_checkpoint,
+                           .seed = (unsigned long long)r->a.seed, .host_weights = host_weights, .defer_weights = 1};
+    return lo;
+}
+
 // The model's weights stay on the host until zero_init places what the ZeRO stage keeps;
 // ZeRO partitions the model states over the ranks (stage 0 without --deepspeed), the
 // optimizer state only when training.
@@ -600,13 +608,15 @@ static void load_model(Run *r, int B, int S, int T) {
     const RunPlan *p = &r->p;
     // the weights stay on the host until zero_init places what the ZeRO stage keeps
     float *host_weights = NULL;
-    ModelLoadOptions lo = {.init_random = p->init == INIT_RANDOM, .seed = (unsigned long long)a->seed,
-                           .host_weights = &host_weights, .defer_weights = 1};
+    ModelLoadOptions lo = run_load_options(r, &host_weights);
+    const char *model_arg = a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model;
+    // weights from a file are read while the device opens (every input check has passed by now);
+    // a random init began at start-up
+    lo.job = r->weights_job ? r->weights_job : model_weights_begin(model_arg, &p->model_cfg, p->model_has_weights, lo);
+    r->weights_job = NULL;
     const Backend *be = device_backend(a->device, r->comm.local_rank, p->precision == PRECISION_BF16,
                                        p->precision == PRECISION_FP16, a->max_gpu_memory);
-    if (a->resume_from_checkpoint) lo.init_random = 0;  // the checkpoint's weights (an HF directory)
-    model_load_resolved(&r->m, a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model, &p->model_cfg,
-                        p->model_has_weights, be, lo);
+    model_load_resolved(&r->m, model_arg, &p->model_cfg, p->model_has_weights, be, lo);
     if (a->dropout_rate >= 0) r->m.cfg.dropout_rate = r->m.dropout_p = (float)a->dropout_rate;
     if (a->freeze_embeds || a->freeze_encoder) apply_freeze(&r->m, a->freeze_embeds, a->freeze_encoder);
     AdamWConfig oc = {.lr = (float)p->lr, .beta1 = (float)p->beta1, .beta2 = (float)p->beta2, .eps = (float)p->eps,
@@ -651,6 +661,10 @@ int trainer_main(int argc, char **argv, int start) {
     TrainArgs *a = &r.a;
     if (a->num_gpus > 0) return launch_spawn_ranks(a->num_gpus, argc, argv);  // the ranks redo all of this
     apply_ddp_timeout(a);
+    // a random init cannot fail on the input: it runs on a helper thread from here, beside the
+    // communicator, the data and the plan (load_model waits for it)
+    ModelLoadOptions lo = run_load_options(&r, NULL);
+    if (lo.init_random && !a->explain) r.weights_job = model_weights_begin(a->model, &r.p.model_cfg, 0, lo);
     comm_init(&r.comm);
     comm_attach_device(&r.comm, a->device);  // GPU ranks: this rank's GPU and the NCCL communicator
     if (a->deepspeed) run_plan_check_deepspeed(&r.p, a, r.comm.world);  // before the data and the output dir
