@@ -84,6 +84,18 @@ static void acts_layout_residual(T5Model *m, Bump *bp, size_t enc_bytes, size_t 
     for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(bp, dec_bytes);
 }
 
+// Whole logits up to this many bytes; past it, the head runs in chunks of a quarter of it.
+#define T5_HEAD_LOGITS_BYTES ((size_t)1 << 30)
+
+// Rows of m->logits for nT = B*T rows of V logits of e bytes (T5Model.head_rows).
+static size_t head_rows_for(const T5Model *m, size_t nT, size_t V, size_t e) {
+    size_t cap = m->head_logits_bytes ? m->head_logits_bytes : T5_HEAD_LOGITS_BYTES;
+    if (nT * V * e <= cap) return nT;
+    size_t rows = cap / 4 / (V * e);
+    if (rows >= 64) rows -= rows % 64;  // whole GEMM tiles
+    return rows ? rows : 1;
+}
+
 // Assign (or, with base NULL, measure) every activation buffer for (B,S,T).
 static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     const T5Config *c = &m->cfg;
@@ -133,7 +145,8 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->dec_final_rstd = bump_take(&bp, nT * sizeof(float));
     m->enc_final = bump_take(&bp, nS * D * e);
     m->dec_final = bump_take(&bp, nT * D * e);
-    m->logits = bump_take(&bp, nT * V * e);
+    m->head_rows = head_rows_for(m, nT, V, e);
+    m->logits = bump_take(&bp, m->head_rows * V * e);
     m->ln_out = bump_take(&bp, nM * D * e);
     m->ln_rstd = bump_take(&bp, nM * sizeof(float));
     m->tmp_f = bump_take(&bp, nM * F * e);
@@ -309,11 +322,16 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
     be->dropout_forward(m->dec_final, m->dec_final, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
     if (c->scale_decoder_outputs) be->scale(m->dec_final, m->dec_final, t5_head_scale(D), nT * D);
 
-    // ---- head + loss ----
+    // ---- head + loss, in chunks of m->head_rows rows ----
     fetch(m, L->unit_lm_head);
-    be->matmul_forward(m->logits, m->dec_final, t5_param(m, L->lm_head), (int)nT, D, V);
+    double loss = 0.0;
+    for (size_t r0 = 0; r0 < nT; r0 += m->head_rows) {
+        int n = (int)(nT - r0 < m->head_rows ? nT - r0 : m->head_rows);
+        be->matmul_forward(m->logits, (char *)m->dec_final + r0 * D * m->elem, t5_param(m, L->lm_head), n, D, V);
+        loss += be->crossentropy_forward_backward(NULL, m->logits, m->labels + r0, n, V, label_smoothing, 0.0f);
+    }
     release(m, L->unit_lm_head);
-    return be->crossentropy_forward_backward(NULL, m->logits, m->labels, (int)nT, V, label_smoothing, 0.0f);
+    return loss;
 }
 
 // ---------------------------------------------------------------------------------
@@ -322,7 +340,8 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
 
 // Head and decoder final norm: from the loss to the gradient of the last decoder block's
 // output, in m->d_dec_x (B,T,D). dlogits overwrite the logits in place (B*T*V is the
-// largest activation).
+// largest activation); in chunks of m->head_rows rows when the plan chunked the head, each
+// chunk's logits recomputed first (the head's weight gradient then adds chunk by chunk).
 static void head_backward(T5Model *m, float label_smoothing, float dloss) {
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
@@ -330,11 +349,16 @@ static void head_backward(T5Model *m, float label_smoothing, float dloss) {
     int D = c->d_model, V = c->vocab_size;
     size_t nT = (size_t)m->B * m->T, e = m->elem;
     void *dx = m->d_dec_x;
-    be->crossentropy_forward_backward(m->logits, m->logits, m->labels, (int)nT, V, label_smoothing, dloss);
     fetch(m, L->unit_lm_head);
     grads_begin(m, L->unit_lm_head);
-    be->matmul_backward(m->d_tmp_d, t5_grad(m, L->lm_head), m->logits, m->dec_final, t5_param(m, L->lm_head), (int)nT, D,
-                        V, 1);
+    for (size_t r0 = 0; r0 < nT; r0 += m->head_rows) {
+        int n = (int)(nT - r0 < m->head_rows ? nT - r0 : m->head_rows);
+        void *x = (char *)m->dec_final + r0 * D * e;
+        if (m->head_rows < nT) be->matmul_forward(m->logits, x, t5_param(m, L->lm_head), n, D, V);
+        be->crossentropy_forward_backward(m->logits, m->logits, m->labels + r0, n, V, label_smoothing, dloss);
+        be->matmul_backward((char *)m->d_tmp_d + r0 * D * e, t5_grad(m, L->lm_head), m->logits, x,
+                            t5_param(m, L->lm_head), n, D, V, 1);
+    }
     if (L->unit_lm_head != L->unit_shared) grads_end(m, L->unit_lm_head);  // tied: open until the encoder's embedding
     release(m, L->unit_lm_head);
     if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, t5_head_scale(D), nT * D);

@@ -95,7 +95,12 @@ struct T5Model {
     float *enc_final_rstd, *dec_final_rstd;  // (B*S), (B*T)
     void *enc_final;      // (B,S,D) encoder output (after final norm and dropout)
     void *dec_final;      // (B,T,D) decoder output, after final norm and dropout, scaled: the LM head input
-    void *logits;         // (B,T,V)
+    void *logits;         // (head_rows,V): all B*T rows, or one chunk of them (head_rows below)
+    size_t head_rows;     // rows of logits, set by the activation plan: B*T when the whole (B*T,V)
+                          // logits take at most head_logits_bytes; else the head and its loss run in
+                          // chunks of this many rows, the backward recomputing each chunk's logits
+                          // (the logits are the largest activation: 3.2 GB at t5-large bf16 B=384)
+    size_t head_logits_bytes;  // 0: T5_HEAD_LOGITS_BYTES (1 GiB); set before the plan (tests set it small)
     // The RMS norm of the sublayer being computed, shared by all sublayers: forward writes
     // it, backward rewrites it (same kernel, same input, same bits) right before the
     // weight gradients that read it. One per sublayer would be 2 GB at t5-large B=64.
@@ -140,7 +145,8 @@ size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, i
 // Allocate the activation arena for batches up to (B,S,T).
 void t5_plan_activations(T5Model *m, int B, int S, int T);
 
-// Forward pass. Leaves logits in m->logits and returns the loss SUM over label tokens
+// Forward pass. Leaves logits in m->logits (all of them when m->head_rows covers B*T, else
+// the last chunk's) and returns the loss SUM over label tokens
 // (label smoothing as HF LabelSmoother); *n_tokens gets the count of labels != -100.
 double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens);
 // The encoder part of t5_forward, for generation (model/kv_decoder.c): runs the encoder

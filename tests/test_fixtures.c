@@ -121,6 +121,42 @@ static void check_checkpointing(Fixture *fx, T5Model *m) {
     m->dropout_p = 0.0f;
 }
 
+// The LM head in chunks (T5Model.head_rows, what large batches get): a logits budget of
+// 4 rows a chunk, so the chunks end inside a sequence and the last one is short; the loss
+// and every gradient still match HF's.
+static void check_head_chunks(Fixture *fx) {
+    char what[256];
+    const T5Batch *b = fx->b;
+    T5Model m;
+    model_load(&m, fx->dir, backend_cpu(), fx->lo);
+    m.dropout_p = 0.0f;
+    m.head_logits_bytes = 4 * 4 * (size_t)m.cfg.vocab_size * sizeof(float);
+    t5_plan_activations(&m, b->B, b->S, b->T);
+    size_t nT = (size_t)b->B * b->T;
+    snprintf(what, sizeof what, "%s: head in chunks of %zu of %zu rows", fx->variant, m.head_rows, nT);
+    test_check(m.head_rows == 4 && nT % 4 != 0, what);
+    long n = 0;
+    double loss = t5_forward(&m, b, fx->smoothing, &n) / (double)n;
+    float *want = read_ref(&fx->st, "loss", 1);
+    snprintf(what, sizeof what, "%s: chunked head: loss", fx->variant);
+    rel_ok(what, loss, want[0], 1e-5);
+    free(want);
+    t5_zero_grads(&m);
+    t5_backward(&m, fx->smoothing, (float)(1.0 / (double)n));
+    const char *names[] = {"grad.shared.weight", "grad.lm_head.weight", "grad.decoder.final_layer_norm.weight",
+                           "grad.encoder.block.0.layer.0.SelfAttention.q.weight"};
+    for (int i = 0; i < 4; i++) {
+        int t = params_find(&m.lay, names[i] + 5);
+        if (t < 0) continue;  // lm_head: tied variants have none
+        const ParamSpec *p = &m.lay.specs[t];
+        want = read_ref(&fx->st, names[i], p->numel);
+        snprintf(what, sizeof what, "%s: chunked head: %s", fx->variant, names[i]);
+        test_close(what, (float *)m.grads + p->offset, want, p->numel, 1e-4);
+        free(want);
+    }
+    t5_free(&m);
+}
+
 // Weight decay set: exactly HF Trainer's decay parameter names.
 static void check_decay_set(Fixture *fx, const T5Model *m) {
     char what[256];
@@ -262,6 +298,7 @@ static void run_variant(const char *variant) {
     check_forward(&fx, &m, &n);
     check_backward(&fx, &m, n);
     check_checkpointing(&fx, &m);
+    check_head_chunks(&fx);
     check_decay_set(&fx, &m);
     t5_free(&m);
     // runs 4 and 5: stages 2 and 3 with the optimizer offloaded
