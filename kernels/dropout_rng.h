@@ -1,12 +1,14 @@
 // kernels/dropout_rng.h: the counter-based dropout RNG shared by every backend, so a
 // CUDA kernel draws exactly the mask the CPU reference draws.
 //
-// Element `index` of a call with seed `seed` draws
-//   u = top 24 bits of splitmix64 output number index+1 of the stream keyed by mix(seed)
-// as a float in [0,1) (exact multiples of 2^-24). The element is kept when u >= p and a
-// kept value is multiplied by 1/(1-p) (fp32, as torch's noise.div_(1 - p)). The mask is
-// a pure function of (seed, index): backward recomputes it, and a run's dropout state is
-// one integer. p == 0 never touches the RNG.
+// Element `index` of a call with seed `seed` draws 16 bits: lane index % 4 of splitmix64
+// output number index/4 + 1 of the stream keyed by mix(seed), so one 64-bit hash serves
+// four neighbouring elements (the attention softmax draws once per 4 keys: the RNG's
+// multiplies were what bounded those kernels). u = bits / 2^16 in [0,1); the element is
+// kept when u >= p (so p is effectively rounded up to a multiple of 2^-16: FlashAttention
+// uses 8 bits), and a kept value is multiplied by 1/(1-p) (fp32, as torch's
+// noise.div_(1 - p)). The mask is a pure function of (seed, index): backward recomputes
+// it, and a run's dropout state is one integer. p == 0 never touches the RNG.
 #pragma once
 #include <stdint.h>
 
@@ -25,10 +27,25 @@ DROPOUT_RNG_FN uint64_t dropout_rng_mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
+// The per-seed half, computed once per call.
+DROPOUT_RNG_FN uint64_t dropout_rng_key(uint64_t seed) { return dropout_rng_mix64(seed + DROPOUT_RNG_GAMMA); }
+
+// The 64 bits of elements 4*group .. 4*group+3.
+DROPOUT_RNG_FN uint64_t dropout_rng_bits(uint64_t key, uint64_t group) {
+    return dropout_rng_mix64(key + (group + 1) * DROPOUT_RNG_GAMMA);
+}
+
+// u of the element in lane (0..3) of a group's bits.
+DROPOUT_RNG_FN float dropout_rng_lane(uint64_t bits, unsigned lane) {
+    return (float)((bits >> (16u * lane)) & 0xFFFFu) * 0x1.0p-16f;
+}
+
+DROPOUT_RNG_FN float dropout_rng_uniform_keyed(uint64_t key, uint64_t index) {
+    return dropout_rng_lane(dropout_rng_bits(key, index >> 2), (unsigned)(index & 3u));
+}
+
 DROPOUT_RNG_FN float dropout_rng_uniform(uint64_t seed, uint64_t index) {
-    uint64_t key = dropout_rng_mix64(seed + DROPOUT_RNG_GAMMA);
-    uint64_t z = dropout_rng_mix64(key + (index + 1) * DROPOUT_RNG_GAMMA);
-    return (float)(z >> 40) * 0x1.0p-24f;
+    return dropout_rng_uniform_keyed(dropout_rng_key(seed), index);
 }
 
 DROPOUT_RNG_FN float dropout_rng_scale(float p) { return 1.0f / (float)(1.0 - (double)p); }

@@ -151,8 +151,11 @@ static void test_dropout(void) {
 
     // the uniform draw
     double mean = 0, lo = 1, hi = 0;
+    size_t off_grid = 0, same_in_group = 0;
     for (size_t i = 0; i < n; i++) {
         double u = cpu_dropout_uniform(7, i);
+        off_grid += u * 65536.0 != floor(u * 65536.0);  // 16-bit draws
+        if (i % 4) same_in_group += u == cpu_dropout_uniform(7, i - 1);  // four lanes of one hash
         mean += u;
         lo = u < lo ? u : lo;
         hi = u > hi ? u : hi;
@@ -161,6 +164,9 @@ static void test_dropout(void) {
     char what[200];
     snprintf(what, sizeof what, "dropout uniform: in [0,1) (min %.2e max %.7f), mean %.4f near 0.5", lo, hi, mean);
     test_check(lo >= 0 && hi < 1 && fabs(mean - 0.5) < 0.005, what);
+    snprintf(what, sizeof what, "dropout uniform: multiples of 2^-16 (%zu off), neighbours in a group differ (%zu equal)",
+             off_grid, same_in_group);
+    test_check(off_grid == 0 && same_in_group < 10, what);
 
     be->dropout_forward(out, x, n, d);
     size_t kept = 0;

@@ -67,8 +67,10 @@ template <typename T, int ACT> struct ActForward {
             for (int k = 0; k < V; k++) y[k] = act_value<ACT>(x[k]);
         }
         if (drop.p > 0.0f) {  // dropout_forward of the stored (rounded) value
+            bool kp[V];
+            drop.keep_pack<V>(i, kp);
 #pragma unroll
-            for (int k = 0; k < V; k++) y[k] = drop.value<T>(round_to<T>(y[k]), i + k);
+            for (int k = 0; k < V; k++) y[k] = drop.value_kept<T>(round_to<T>(y[k]), kp[k]);
         }
         store_vec<T, V>(out + i, y);
     }
@@ -83,8 +85,10 @@ template <typename T, int ACT> struct ActBackward {
         float g[V], x[V], dx[V];
         load_vec<T, V>(g, dout + i);
         if (drop.p > 0.0f) {  // dropout_backward into a zeroed T buffer
+            bool kp[V];
+            drop.keep_pack<V>(i, kp);
 #pragma unroll
-            for (int k = 0; k < V; k++) g[k] = drop.keep(i + k) ? round_to<T>(__fadd_rn(0.0f, __fmul_rn(g[k], drop.scale))) : 0.0f;
+            for (int k = 0; k < V; k++) g[k] = kp[k] ? round_to<T>(__fadd_rn(0.0f, __fmul_rn(g[k], drop.scale))) : 0.0f;
         }
         load_vec<T, V>(x, a + i);
         if (set) {
