@@ -46,6 +46,7 @@
 #include <math.h>
 
 #include "../dropout_rng.h"
+#include "attention_fused.cuh"
 #include "gemm.cuh"
 
 namespace attn {
@@ -61,13 +62,11 @@ struct SoftmaxArgs {
     unsigned long long key;  // dropout_key(seed)
 };
 
-// kernels/dropout_rng.h's dropout_rng_uniform(seed, index) split in two: the per-seed
-// half (the key) is computed once on the host, leaving one mix per element (the RNG's
-// 64-bit multiplies dominated the softmax kernels). The tests compare the masks with
-// the CPU's, which calls dropout_rng_uniform itself.
-static inline unsigned long long dropout_key(uint64_t seed) { return dropout_rng_mix64(seed + DROPOUT_RNG_GAMMA); }
+// kernels/dropout_rng.h's mask: the per-seed key is computed once on the host; one hash
+// serves 4 neighbouring keys (the vectorized kernels hold exactly such a group).
+static inline unsigned long long dropout_key(uint64_t seed) { return dropout_rng_key(seed); }
 __device__ __forceinline__ bool dropout_keep(unsigned long long key, uint64_t index, float p) {
-    return (float)(dropout_rng_mix64(key + (index + 1) * DROPOUT_RNG_GAMMA) >> 40) * 0x1.0p-24f >= p;
+    return dropout_rng_uniform_keyed(key, index) >= p;
 }
 
 __device__ __forceinline__ bool key_live(const SoftmaxArgs &a, const int *mrow, int j, int qpos) {
@@ -201,8 +200,7 @@ __global__ void softmax_backward_kernel(T *__restrict__ dp, T *__restrict__ pd, 
 // Same math as the kernels above for rows whose length is a multiple of 4 (Tk <= 1024)
 // and 4-element-aligned buffers: each lane owns NC chunks of 4 consecutive keys (j =
 // 4 (lane + 32 c) + e), loaded and stored as one vector; the grid is (Tq/8, H, B) so no
-// index needs a division; the dropout counter of a chunk is formed once and stepped by
-// additions. (The scalar kernels spent ~130 instructions per element, which made them
+// index needs a division; a chunk's 4 dropout draws are one hash (one RNG group). (The scalar kernels spent ~130 instructions per element, which made them
 // compute-bound at ~1 TB/s.)
 enum { SM_VEC = 4 };
 
@@ -258,13 +256,10 @@ __global__ void softmax_forward_vec_kernel(T *__restrict__ att, T *__restrict__ 
         for (int e = 0; e < SM_VEC; e++) P[e] = round_to<T>(s[c][e] * inv);
         store_vec<T, SM_VEC>(att + base + j0, P);
         if (pd) {
-            const unsigned long long ctr = (base + j0 + 1) * DROPOUT_RNG_GAMMA;
+            const uint64_t bits = dropout_rng_bits(a.key, (base + j0) / SM_VEC);  // base + j0 is a multiple of 4
             float D[SM_VEC];
 #pragma unroll
-            for (int e = 0; e < SM_VEC; e++) {
-                const float u = (float)(dropout_rng_mix64(a.key + ctr + e * DROPOUT_RNG_GAMMA) >> 40) * 0x1.0p-24f;
-                D[e] = u >= a.p ? P[e] * a.scale : 0.0f;
-            }
+            for (int e = 0; e < SM_VEC; e++) D[e] = dropout_rng_lane(bits, e) >= a.p ? P[e] * a.scale : 0.0f;
             store_vec<T, SM_VEC>(pd + base + j0, D);
         }
     }
@@ -286,12 +281,11 @@ __global__ void softmax_backward_vec_kernel(T *__restrict__ dp, T *__restrict__ 
             load_vec<T, SM_VEC>(P[c], att + base + j0);
             load_vec<T, SM_VEC>(g[c], dp + base + j0);
             if (dropping) {
-                const unsigned long long ctr = (base + j0 + 1) * DROPOUT_RNG_GAMMA;
+                const uint64_t bits = dropout_rng_bits(key, (base + j0) / SM_VEC);
                 float D[SM_VEC];
 #pragma unroll
                 for (int e = 0; e < SM_VEC; e++) {
-                    const float u = (float)(dropout_rng_mix64(key + ctr + e * DROPOUT_RNG_GAMMA) >> 40) * 0x1.0p-24f;
-                    const bool keep = u >= p;
+                    const bool keep = dropout_rng_lane(bits, e) >= p;
                     g[c][e] = keep ? g[c][e] * scale : 0.0f;
                     D[e] = keep ? P[c][e] * scale : 0.0f;
                 }
@@ -446,6 +440,16 @@ static void attention_forward_t(Dtype dt, T *out, T *att, const T *q, const T *k
     cuda_gemm_heads(dt, 0, 0, dk, Tq, Tk, Vh, Pdh, Oh, B, H, 0);
 }
 
+// dbias (H,Tq,Tk) += sum over b of dS (B,H,Tq,Tk)
+template <typename T> static void attention_dbias(T *dbias, const T *ds, int B, int H, int Tq, int Tk) {
+    const size_t n = (size_t)H * Tq * Tk;
+    const int threads = 256;
+    size_t blocks = (n + threads - 1) / threads;
+    if (blocks > 65535) blocks = 65535;
+    attn::dbias_reduce_kernel<T><<<(unsigned)blocks, threads, 0, t5_stream()>>>(dbias, ds, B, n);
+    cudaLaunchCheck();
+}
+
 template <typename T>
 static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const T *dout, const T *att, const T *q,
                                  const T *k, const T *v, int B, int Tq, int Tk, int H, int dk, DropoutArgs drop,
@@ -456,6 +460,11 @@ static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const
     const size_t off_pd = att_align(att_el * sizeof(T)), total = off_pd + (dropping ? off_pd : 0);
     char *base = att_scratch_reserve(total);
     T *dp = (T *)base, *pd = dropping ? (T *)(base + off_pd) : nullptr;
+    if (attention_fused_backward(dt, dq, dk_, dv, dbias ? dp : nullptr, dout, att, q, k, v, B, Tq, Tk, H, dk, drop,
+                                 dqkv_set)) {
+        if (dbias) attention_dbias(dbias, dp, B, H, Tq, Tk);
+        return;
+    }
     const GemmHeads Qh = heads_in_rows(q, Tq, H, dk), Kh = heads_in_rows(k, Tk, H, dk),
                     Vh = heads_in_rows(v, Tk, H, dk), dOh = heads_in_rows(dout, Tq, H, dk),
                     dPh = heads_of_scores(dp, H, Tq, Tk), Pdh = heads_of_scores(dropping ? pd : att, H, Tq, Tk);
@@ -467,14 +476,7 @@ static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const
     if (dv) cuda_gemm_heads(dt, 0, 1, dk, Tk, Tq, dOh, Pdh, heads_in_rows(dv, Tk, H, dk), B, H, add);
     if (dq) cuda_gemm_heads(dt, 0, 0, dk, Tq, Tk, Kh, dPh, heads_in_rows(dq, Tq, H, dk), B, H, add);
     if (dk_) cuda_gemm_heads(dt, 0, 1, dk, Tk, Tq, Qh, dPh, heads_in_rows(dk_, Tk, H, dk), B, H, add);
-    if (dbias) {
-        const size_t n = (size_t)H * Tq * Tk;
-        const int threads = 256;
-        size_t blocks = (n + threads - 1) / threads;
-        if (blocks > 65535) blocks = 65535;
-        attn::dbias_reduce_kernel<T><<<(unsigned)blocks, threads, 0, t5_stream()>>>(dbias, dp, B, n);
-        cudaLaunchCheck();
-    }
+    if (dbias) attention_dbias(dbias, dp, B, H, Tq, Tk);
 }
 
 static void attention_check_shape(const char *op, int B, int Tq, int Tk, int kv_rows, int H, int dk) {
@@ -496,6 +498,9 @@ extern "C" void cuda_attention_forward(Dtype dt, void *out, void *att, const voi
         cudaCheck(cudaMemsetAsync(out, 0, (size_t)B * Tq * H * d_kv * es, t5_stream()));
         return;
     }
+    if (attention_fused_forward(dt, out, att, q, k, v, bias, key_mask, B, Tq, Tk, kv_rows, H, d_kv, causal, q_offset,
+                                drop))
+        return;
     switch (dt) {
         case DTYPE_F32:
             attention_forward_t<float>(dt, (float *)out, (float *)att, (const float *)q, (const float *)k,

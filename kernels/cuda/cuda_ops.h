@@ -73,6 +73,9 @@ void cuda_attention_forward(Dtype dt, void *out, void *att, const void *q, const
 void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
                              const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
                              DropoutArgs drop, int dqkv_set);
+// on = 0 makes attention take the GEMM path for every shape (attention_fused.cu covers
+// bf16/fp16, d_kv 64 or 128, Tq and Tk up to 128); for tests and timings of both versions.
+void cuda_attention_set_fused(int on);
 
 // ---- generation search (search.cu) ------------------------------------------------------
 void cuda_beam_topk(Dtype dt, float *out_scores, int *out_idx, const void *logits, const float *beam_scores, int B,

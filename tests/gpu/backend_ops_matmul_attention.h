@@ -23,6 +23,7 @@
 //   dtype between the GEMMs and the softmax (as HF does), and a bf16 score of 4..8 is off
 //   by up to 2^-6, which moves a probability by ~1.5%.
 #pragma once
+#include "../../kernels/cuda/cuda_ops.h"  // cuda_attention_set_fused
 #include "backend_ops.h"
 
 typedef struct {
@@ -359,6 +360,14 @@ static const AttCase ATT_CASES[] = {
     {"t5-large encoder self mask+bias+dropout", 4, 16, 128, 128, 128, 64, 1, 0, 1, 0, 0, 0.1f},
     {"t5-large decoder self causal+bias+dropout", 4, 16, 128, 128, 128, 64, 0, 0, 1, 1, 0, 0.1f},
     {"t5-large cross Tq=96 Tk=128 mask+dropout", 4, 16, 96, 128, 128, 64, 1, 0, 0, 0, 0, 0.1f},
+    // the fused kernels' edges (attention_fused.cu: d_kv 64/128, Tq, Tk <= 128; fp32 takes the GEMMs)
+    {"fused dk=64 Tq=7 Tk=11 (odd, padded) mask+bias+dropout", 3, 3, 7, 11, 11, 64, 1, 0, 1, 0, 0, 0.1f},
+    {"fused dk=64 causal q_offset=4 +bias+dropout", 2, 3, 7, 11, 11, 64, 0, 0, 1, 1, 4, 0.1f},
+    {"fused dk=64 Tq=20 Tk=36 one batch row fully masked +bias", 3, 2, 20, 36, 36, 64, 1, 1, 1, 0, 0, 0.0f},
+    {"fused dk=64 kv cache (fwd only) Tk=33 kv_rows=40 causal q_offset=16", 2, 2, 17, 33, 40, 64, 1, 0, 1, 1, 16, 0.1f},
+    {"fused dk=64 Tq=Tk=128 p=0 mask", 2, 4, 128, 128, 128, 64, 1, 0, 0, 0, 0, 0.0f},
+    {"fused dk=128 (t5-3b) Tq=Tk=128 mask+bias+dropout", 2, 4, 128, 128, 128, 128, 1, 0, 1, 0, 0, 0.1f},
+    {"Tk=129 past the fused limit dk=64 mask+bias+dropout", 1, 2, 5, 129, 129, 64, 1, 0, 1, 0, 0, 0.1f},
 };
 
 static const Tol *tol_of(Dtype dt) {
@@ -381,11 +390,23 @@ static void case_matmul(const OpsPair *P) {
     }
 }
 
+// Every case once as the backend chooses (the fused kernels where they apply), and the
+// d_kv 64/128 cases again with the fused kernels off: both versions against the CPU.
 static void case_attention(const OpsPair *P) {
     const Tol *t = tol_of(P->dt);
-    for (size_t c = 0; c < sizeof ATT_CASES / sizeof ATT_CASES[0]; c++) {
-        const AttCase *a = &ATT_CASES[c];
-        if (ops_quick && (size_t)a->B * a->H * a->Tq * a->Tk > 200000) continue;
-        attention_case(P, t, a);
+    for (int version = 0; version < 2; version++) {
+        cuda_attention_set_fused(version == 0);
+        for (size_t c = 0; c < sizeof ATT_CASES / sizeof ATT_CASES[0]; c++) {
+            AttCase a = ATT_CASES[c];
+            if (ops_quick && (size_t)a.B * a.H * a.Tq * a.Tk > 200000) continue;
+            char label[128];
+            if (version == 1) {
+                if (a.dk != 64 && a.dk != 128) continue;
+                snprintf(label, sizeof label, "gemm path: %s", a.label);
+                a.label = label;
+            }
+            attention_case(P, t, &a);
+        }
     }
+    cuda_attention_set_fused(1);
 }

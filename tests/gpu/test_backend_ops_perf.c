@@ -225,7 +225,11 @@ static void perf_matmul(Dtype dt, int N, int I, int O) {
     free(h);
 }
 
-static void perf_attention(Dtype dt, int B, int H, int T, int DK, int use_bias, int use_mask, int causal, float p) {
+// version: "fused" (attention_fused.cu where the shape allows) or "gemm" (attention.cu's
+// cuBLASLt + softmax path for every shape).
+static void perf_attention_version(const char *version, Dtype dt, int B, int H, int T, int DK, int use_bias,
+                                   int use_mask, int causal, float p) {
+    cuda_attention_set_fused(strcmp(version, "fused") == 0);
     const Backend *be = backend_open("cuda", 0, dt);
     const size_t HD = (size_t)H * DK, n = (size_t)B * T * HD, natt = (size_t)B * H * T * T, nbias = (size_t)H * T * T;
     float *h = rand_dt(dt, n > natt ? n : natt, 0.6f);
@@ -257,9 +261,9 @@ static void perf_attention(Dtype dt, int B, int H, int T, int DK, int use_bias, 
     cudaEventRecord(e2, s);
     float fwd = elapsed_ms(e0, e1) / ITERS, bwd = elapsed_ms(e1, e2) / ITERS;
     double flop = 4.0 * B * H * T * (double)T * DK;  // two GEMMs forward, four backward
-    printf("PERF attention %s B=%d H=%d T=%d dk=%d%s%s%s p=%.1f: fwd %.3f ms (%.1f TFLOP/s) | bwd %.3f ms "
+    printf("PERF attention %s %s B=%d H=%d T=%d dk=%d%s%s%s p=%.1f: fwd %.3f ms (%.1f TFLOP/s) | bwd %.3f ms "
            "(%.1f TFLOP/s) | fwd+bwd %.3f ms\n",
-           dt_name(dt), B, H, T, DK, use_bias ? " bias" : "", use_mask ? " mask" : "", causal ? " causal" : "", p,
+           version, dt_name(dt), B, H, T, DK, use_bias ? " bias" : "", use_mask ? " mask" : "", causal ? " causal" : "", p,
            fwd, flop / fwd * 1e-9, bwd, 2 * flop / bwd * 1e-9, fwd + bwd);
     fflush(stdout);
     cudaEventDestroy(e0);
@@ -270,6 +274,12 @@ static void perf_attention(Dtype dt, int B, int H, int T, int DK, int use_bias, 
         if (bufs[i]) be->free(bufs[i]);
     free(h);
     free(mask_h);
+    cuda_attention_set_fused(1);
+}
+
+static void perf_attention(Dtype dt, int B, int H, int T, int DK, int use_bias, int use_mask, int causal, float p) {
+    perf_attention_version("fused", dt, B, H, T, DK, use_bias, use_mask, causal, p);
+    perf_attention_version("gemm", dt, B, H, T, DK, use_bias, use_mask, causal, p);
 }
 
 static int env_on(const char *name) { return getenv(name) && strcmp(getenv(name), "0") != 0; }
@@ -295,6 +305,7 @@ int main(void) {
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 1, 0, 0.1f);  // encoder self-attention, training
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 0, 1, 0.1f);  // decoder self-attention, training
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 0, 1, 0, 0.0f);  // cross-attention, no dropout
+        perf_attention(DTYPE_BF16, 16, 32, 128, 128, 1, 1, 0, 0.1f);  // t5-3b encoder self-attention
     }
     BF16->synchronize();
     return test_summary();
