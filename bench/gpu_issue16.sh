@@ -24,3 +24,11 @@ for B in 64 16; do
     grep -E "^start-up|^RESULT|ms/step" "$LOG" | tail -3
 done
 sed -n '/== bench B=64/,/== bench B=16/p' "$LOG" | grep -vE "^RESULT|^start-up" | tail -45
+echo "== fp16 B=64" >> "$LOG"
+timeout 150 ./train_t5 bench --model t5-large --fp16 --batch 64 >> "$LOG" 2>&1
+grep -E "^RESULT" "$LOG" | tail -1
+for gc in "" "--gradient_checkpointing"; do
+    echo "== cap 24 GiB fp16 $gc" >> "$LOG"
+    timeout 200 ./train_t5 bench --model t5-large --fp16 --find_max_batch --max_gpu_memory 24 $gc --steps 5 --warmup 2 >> "$LOG" 2>&1
+    grep -E "^largest batch|^RESULT" "$LOG" | tail -2
+done
