@@ -31,7 +31,15 @@
 //
 // Determinism: fixed warp-shuffle row sums, WMMA products in a fixed order, no atomics.
 // attention.cu calls attention_fused_forward/backward first; they return false (nothing
-// done) for shapes they do not cover, and the GEMM path runs.
+// done) when the version is off or the shape is not covered, and the GEMM path runs.
+//
+// Measured (H200, bf16, B=64 H=16 T=128 dk=64, bias + mask + dropout 0.1; the perf lines of
+// tests/gpu/test_backend_ops_perf.c): this version forward 0.234 ms, backward 0.341 ms;
+// the GEMM path 0.099 and 0.162. One 154-170 KiB block per SM leaves 8 warps per SM
+// whose phases (load, products, softmax) run one after another with nothing to overlap,
+// so the version is OFF by default (cuda_attention_set_fused(1) turns it on) and kept as
+// the correct, tested starting point of a faster one (two heads' phases overlapped per
+// SM, scores in registers, a q-tile per block).
 #include <mma.h>
 
 #include <initializer_list>
