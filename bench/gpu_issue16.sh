@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu_issue16.sh: one GPU call of issue 16's loop: the CUDA tests against the CPU
 # reference, the attention op's timing, and train_t5 bench at t5-large bf16 B=64 (with the
-# per-class profile) and B=16, printing the start-up line of each.
+# per-class profile; then again with --recompute, what keeping the sublayer norms and FFN
+# hidden states saves) and B=16, printing the start-up line of each.
 #   usage (repo root, GPU machine): GPU_BIN=build/tests-gpu bash bench/gpu_issue16.sh
 # GPU_BIN: where the test binaries are (make test-gpu builds them in build/tests-gpu).
 set -u
@@ -24,6 +25,9 @@ for B in 64 16; do
     grep -E "^start-up|^RESULT|ms/step" "$LOG" | tail -3
 done
 sed -n '/== bench B=64/,/== bench B=16/p' "$LOG" | grep -vE "^RESULT|^start-up" | tail -45
+echo "== bench B=64 --recompute" >> "$LOG"
+timeout 150 ./train_t5 bench --model t5-large --bf16 --batch 64 --recompute >> "$LOG" 2>&1
+grep -E "^activations|^RESULT" "$LOG" | tail -2
 echo "== fp16 B=64" >> "$LOG"
 timeout 150 ./train_t5 bench --model t5-large --fp16 --batch 64 >> "$LOG" 2>&1
 grep -E "^RESULT" "$LOG" | tail -1

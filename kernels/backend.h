@@ -87,6 +87,9 @@ typedef struct Backend {
     // refuses a nonzero one.
     void (*set_mem_cap)(size_t bytes);
     size_t (*mem_cap)(void);
+    // Bytes the device holds in all (the GPU's total memory; the CPU backend: the host's
+    // physical memory). The planner's budget when there is no cap (planner_keep_sublayer_acts).
+    size_t (*mem_capacity)(void);
 
     // ---- memory (bytes); alloc returns zeroed memory -------------------------------
     void *(*alloc)(size_t bytes);
@@ -94,6 +97,11 @@ typedef struct Backend {
     void (*zero)(void *p, size_t bytes);
     void (*to_device)(void *dst, const void *host_src, size_t bytes);
     void (*to_host)(void *host_dst, const void *src, size_t bytes);
+    // The random init in place (model/params.c params_init_random_backend): dst (n elements
+    // of dtype dt: fp32, or the backend's act_dtype) = element first .. first+n-1 of the
+    // tensor keyed key, kernels/init_rng.h's normal draw times std as a float (then
+    // rounded to dt); is_const: every element is (float)std (norm weights; key unused).
+    void (*init_random)(void *dst, Dtype dt, size_t n, uint64_t key, uint64_t first, double std, int is_const);
     // bytes currently allocated through alloc, and the peak since start (the planner and
     // --max_gpu_memory use these; the CPU backend counts too, for the ZeRO memory tests)
     size_t (*mem_in_use)(void);
@@ -172,6 +180,9 @@ typedef struct Backend {
     // +-65504 (a no-op for finite values). Other dtypes: no-op. Backward treats it as the
     // identity (it only changes values that were already inf).
     void (*clamp_fp16_overflow)(void *x, size_t n);
+    // dropout_add, then (act_dtype fp16) clamp_fp16_overflow on out: the residual add of
+    // every sublayer, in one pass over the data where the two ops take two (CUDA).
+    void (*dropout_add_guard)(void *out, const void *y, const void *x, size_t n, DropoutArgs drop);
 
     // ---- cross-entropy over logits (N,V) with labels (N); label -100 is ignored -----
     // Per active token: (1-eps) * nll + eps * (-sum_j log p_j) / V  (HF LabelSmoother).

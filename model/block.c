@@ -15,11 +15,12 @@ DropoutArgs t5_site_dropout(const T5Model *m, int stack, int layer, int sub, int
     return d;
 }
 
-// The RMS norm of a sublayer. Forward calls it, and backward again (into the model's
-// shared m->ln_out) right before the weight gradients that read its output: the same
-// kernel on the same input and weight gives the same bits. The rerun is one memory-bound
-// pass (read x, write out: 34 MB at t5-large B=64, ~10 us at 3.5 TB/s; 1.2 ms for the 120
-// sublayers, under 1% of a ~128 ms step) and saves keeping 120 outputs (2.0 GB).
+// The RMS norm of a sublayer. Forward calls it; when the outputs are not kept
+// (T5Model.keep_sublayer_acts off: the memory plan has no room) backward calls it again
+// (into the model's shared m->ln_out) right before the weight gradients that read its
+// output: the same kernel on the same input and weight gives the same bits. The rerun is
+// one memory-bound pass (read x, write out: 34 MB at t5-large B=64, 12 us on the H200;
+// 1.5 ms for the 120 sublayers of a 95 ms step) and saves keeping 120 outputs (1.9 GB).
 void t5_sublayer_norm(T5Model *m, const SublayerScratch *s, size_t ln_weight, const void *x_in, int n) {
     const T5Config *c = &m->cfg;
     m->be->rmsnorm_forward(s->ln_out, s->ln_rstd, x_in, t5_param(m, ln_weight), n, c->d_model, c->layer_norm_epsilon);
@@ -28,8 +29,7 @@ void t5_sublayer_norm(T5Model *m, const SublayerScratch *s, size_t ln_weight, co
 // x_out = x_in + dropout(y) (y (n,D) is left as it was unless it is x_out); HF T5Block's fp16 guard.
 static void residual_add(T5Model *m, void *x_out, void *y, const void *x_in, size_t nD, DropoutArgs drop) {
     const Backend *be = m->be;
-    be->dropout_add(x_out, y, x_in, nD, drop);  // one pass
-    if (be->act_dtype == DTYPE_F16) be->clamp_fp16_overflow(x_out, nD);
+    be->dropout_add_guard(x_out, y, x_in, nD, drop);  // one pass (+ a clamp launch in fp16)
 }
 
 // Project keys and values of nk rows into k_out, v_out.
@@ -49,6 +49,9 @@ void t5_attn_sublayer_forward(T5Model *m, const SublayerScratch *s, const AttnOf
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     int D = c->d_model, HK = t5_config_inner_dim(c), nq = B * Tq;
+    SublayerScratch kept = *s;  // the norm into the sublayer's own buffers when they are kept
+    if (a->ln) kept.ln_out = a->ln, kept.ln_rstd = a->rstd;
+    s = &kept;
     t5_sublayer_norm(m, s, w->ln, x_in, nq);
     be->matmul_forward(a->q, s->ln_out, t5_param(m, w->q), nq, D, HK);
     if (cache) {
@@ -71,6 +74,10 @@ void t5_ffn_sublayer_forward(T5Model *m, const SublayerScratch *s, const FfnOffs
     const T5Config *c = &m->cfg;
     int n = B * Tq, D = c->d_model, F = c->d_ff;
     size_t nF = (size_t)n * F;
+    SublayerScratch kept = *s;  // the norm and hidden state into the sublayer's own buffers when kept
+    if (a->ln) kept.ln_out = a->ln, kept.ln_rstd = a->rstd;
+    if (a->h) kept.ffn_h = a->h;
+    s = &kept;
     t5_sublayer_norm(m, s, w->ln, x_in, n);
     be->matmul_forward(a->a, s->ln_out, t5_param(m, w->wi), n, D, F);
     if (c->is_gated) be->matmul_forward(a->b, s->ln_out, t5_param(m, w->wi_1), n, D, F);
@@ -120,13 +127,18 @@ void t5_attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs 
     // d_q, d_k, d_v are written whole here (dqkv_set: no memsets)
     be->attention_backward(m->d_q, m->d_k, m->d_v, dbias, m->d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
                            c->d_kv, t5_site_dropout(m, stack, layer, sub, SITE_ATT), 1);
-    t5_sublayer_norm(m, &s, w->ln, x_in, nq);  // the input of q (and self k, v) and rstd, recomputed
-    be->matmul_backward(m->d_ln, t5_grad(m, w->q), m->d_q, m->ln_out, t5_param(m, w->q), nq, D, HK, 1);
-    const void *src = kv_src ? kv_src : m->ln_out;
+    const void *ln = a->ln;  // the input of q (and self k, v) and its rstd: kept, or recomputed
+    const float *rstd = a->rstd;
+    if (!ln) {
+        t5_sublayer_norm(m, &s, w->ln, x_in, nq);
+        ln = s.ln_out, rstd = s.ln_rstd;
+    }
+    be->matmul_backward(m->d_ln, t5_grad(m, w->q), m->d_q, ln, t5_param(m, w->q), nq, D, HK, 1);
+    const void *src = kv_src ? kv_src : ln;
     void *dsrc = kv_src ? d_kv_src : m->d_ln;
     be->matmul_backward(dsrc, t5_grad(m, w->k), m->d_k, src, t5_param(m, w->k), nk, D, HK, 0);
     be->matmul_backward(dsrc, t5_grad(m, w->v), m->d_v, src, t5_param(m, w->v), nk, D, HK, 0);
-    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), m->ln_rstd, nq, D);
+    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), rstd, nq, D);
 }
 
 void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a, const void *x_in, void *dx, int Tq,
@@ -139,17 +151,25 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
     DropoutArgs drop_h = t5_site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN);
     // through the dropout: dropout_backward into zeros, as one write (no memset)
     be->dropout_forward(m->d_tmp_d, dx, nD, t5_site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
-    be->ffn_act_forward(m->tmp_f, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);  // regenerate wo's input
-    be->matmul_backward(m->d_h, t5_grad(m, w->wo), m->d_tmp_d, m->tmp_f, t5_param(m, w->wo), n, F, D, 1);
+    const void *h = a->h;  // wo's input: kept, or regenerated
+    if (!h) {
+        be->ffn_act_forward(s.ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
+        h = s.ffn_h;
+    }
+    be->matmul_backward(m->d_h, t5_grad(m, w->wo), m->d_tmp_d, h, t5_param(m, w->wo), n, F, D, 1);
     // tmp_f (the dropped hidden state) is no longer needed: it receives the gradient of the
     // wi output, from d_h through the hidden dropout's backward and the activation's (one
     // pass; one (B,T,F) buffer fewer: 67 MB at t5-large B=64)
     void *d_a = m->tmp_f;  // written whole (set: no memsets)
     be->ffn_act_backward(d_a, c->is_gated ? m->d_b : NULL, m->d_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h,
                          1);
-    t5_sublayer_norm(m, &s, w->ln, x_in, n);  // the input of wi (and wi_1) and rstd, recomputed
-    be->matmul_backward(m->d_ln, t5_grad(m, w->wi), d_a, m->ln_out, t5_param(m, w->wi), n, D, F, 1);
-    if (c->is_gated)
-        be->matmul_backward(m->d_ln, t5_grad(m, w->wi_1), m->d_b, m->ln_out, t5_param(m, w->wi_1), n, D, F, 0);
-    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), m->ln_rstd, n, D);
+    const void *ln = a->ln;  // the input of wi (and wi_1) and its rstd: kept, or recomputed
+    const float *rstd = a->rstd;
+    if (!ln) {
+        t5_sublayer_norm(m, &s, w->ln, x_in, n);
+        ln = s.ln_out, rstd = s.ln_rstd;
+    }
+    be->matmul_backward(m->d_ln, t5_grad(m, w->wi), d_a, ln, t5_param(m, w->wi), n, D, F, 1);
+    if (c->is_gated) be->matmul_backward(m->d_ln, t5_grad(m, w->wi_1), m->d_b, ln, t5_param(m, w->wi_1), n, D, F, 0);
+    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), rstd, n, D);
 }

@@ -161,7 +161,8 @@ static void decoder_step_device(T5Decoder *d, const int *tokens) {
     float saved_p = m->dropout_p;
     m->dropout_p = 0.0f;  // generation is evaluation
     SublayerScratch s = {d->ln, d->rstd, d->ffh, d->y};
-    BlockActs acts = {{d->q, NULL, NULL, NULL, d->ctx}, {d->q, NULL, NULL, NULL, d->ctx}, {d->ffa, d->ffb}};
+    BlockActs acts = {.self = {.q = d->q, .ctx = d->ctx}, .cross = {.q = d->q, .ctx = d->ctx},
+                      .ffn = {.a = d->ffa, .b = d->ffb}};  // norms and hidden state in the scratch s
     void *x[4] = {d->x, d->x, d->x, d->x};  // in place: each sublayer adds its output (in d->y) to d->x
     for (int l = 0; l < c->num_decoder_layers; l++) {
         t5_unit_fetch(m, L->unit_dec0 + l);

@@ -14,6 +14,9 @@ typedef struct {
     int defer_weights;     // nothing on the device at all (needs host_weights): zero_init allocates
                            // and uploads only what the stage keeps (stage 3: the rank's partition),
                            // so set-up never holds a whole copy on the device
+    int device_init;       // with init_random and defer_weights: no host copy at all (*host_weights
+                           // = NULL); zero_init_random makes the weights where they live (the GPU
+                           // for the CUDA backend: t5-large start-up neither draws nor copies 3 GB)
     struct HostWeightsJob *job;  // non-NULL: the host weights come from this model_weights_begin
                                  // (same model, cfg and options), joined instead of made again
 } ModelLoadOptions;

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/init_rng.h"
+
 #include "../common/check.h"
 
 #ifndef M_PI
@@ -182,27 +184,10 @@ int params_find(const ParamLayout *lay, const char *name) {
 // any slice (a ZeRO partition) can be initialized alone and the result does not depend
 // on the order tensors are visited.
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 static uint64_t name_key(const char *name, uint64_t seed) {
     uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a
     for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 0x100000001B3ull;
-    return splitmix64(h ^ splitmix64(seed));
-}
-
-// Box-Muller on two uniforms from the counter pair p; fills out[0..1] ~ N(0,1).
-static void normal_pair(uint64_t key, uint64_t p, double out[2]) {
-    uint64_t a = splitmix64(key + 2 * p), b = splitmix64(key + 2 * p + 1);
-    double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]: log is finite
-    double u2 = (double)(b >> 11) * 0x1.0p-53;          // [0, 1)
-    double r = sqrt(-2.0 * log(u1));
-    out[0] = r * cos(2.0 * M_PI * u2);
-    out[1] = r * sin(2.0 * M_PI * u2);
+    return init_rng_splitmix64(h ^ init_rng_splitmix64(seed));
 }
 
 // std of each tensor as HF's T5PreTrainedModel._init_weights (factor = initializer_factor):
@@ -237,26 +222,50 @@ static double init_std(const T5Config *c, const ParamSpec *s, int *is_const) {
 }
 
 void params_init_random(const T5Config *cfg, const ParamLayout *lay, float *params, uint64_t seed) {
+    params_init_random_range(cfg, lay, seed, 0, lay->total, params);
+}
+
+void params_init_random_range(const T5Config *cfg, const ParamLayout *lay, uint64_t seed, size_t lo, size_t hi,
+                              float *dst) {
     for (int t = 0; t < lay->count; t++) {
         const ParamSpec *s = &lay->specs[t];
+        size_t a = s->offset > lo ? s->offset : lo, b = s->offset + s->numel < hi ? s->offset + s->numel : hi;
+        if (a >= b) continue;  // the tensor is outside [lo, hi)
         int is_const;
         double std = init_std(cfg, s, &is_const);
-        float *dst = params + s->offset;
+        float *out = dst + (a - lo);
+        size_t j0 = a - s->offset, n = b - a;  // tensor-local elements j0 .. j0+n-1
         if (is_const) {
-            for (size_t j = 0; j < s->numel; j++) dst[j] = (float)std;
+            for (size_t j = 0; j < n; j++) out[j] = (float)std;
             continue;
         }
         uint64_t key = name_key(s->name, seed);
-        size_t numel = s->numel, pairs = (numel + 1) / 2;
+        size_t p0 = j0 / 2, p1 = (j0 + n + 1) / 2;  // the pairs that hold them
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static)
 #endif
-        for (size_t p = 0; p < pairs; p++) {
+        for (size_t p = p0; p < p1; p++) {
             double z[2];
-            normal_pair(key, p, z);
-            dst[2 * p] = (float)(z[0] * std);
-            if (2 * p + 1 < numel) dst[2 * p + 1] = (float)(z[1] * std);
+            init_rng_normal_pair(key, p, z);
+            for (size_t k = 0; k < 2; k++) {
+                size_t j = 2 * p + k;
+                if (j >= j0 && j < j0 + n) out[j - j0] = (float)(z[k] * std);
+            }
         }
+    }
+}
+
+void params_init_random_backend(const Backend *be, const T5Config *cfg, const ParamLayout *lay, uint64_t seed,
+                                size_t lo, size_t hi, void *dst, Dtype dt) {
+    size_t e = dt == DTYPE_F32 ? 4 : 2;
+    for (int t = 0; t < lay->count; t++) {
+        const ParamSpec *s = &lay->specs[t];
+        size_t a = s->offset > lo ? s->offset : lo, b = s->offset + s->numel < hi ? s->offset + s->numel : hi;
+        if (a >= b) continue;
+        int is_const;
+        double std = init_std(cfg, s, &is_const);
+        be->init_random((char *)dst + (a - lo) * e, dt, b - a, is_const ? 0 : name_key(s->name, seed),
+                        a - s->offset, std, is_const);
     }
 }
 

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../kernels/backend.h"
 #include "config.h"
 
 typedef enum {
@@ -88,3 +89,13 @@ int params_is_encoder(const ParamLayout *lay, const ParamSpec *p);
 // Deterministic random init on the host, as HF's T5PreTrainedModel._init_weights
 // (normal with factor-scaled std; norms = 1) using our own seeded RNG.
 void params_init_random(const T5Config *cfg, const ParamLayout *lay, float *params, uint64_t seed);
+// The same values for the flat elements [lo, hi) only, into dst (hi - lo floats): a ZeRO
+// partition initialized alone (counter-based: element j of a tensor depends on the seed,
+// the tensor's name and j only).
+void params_init_random_range(const T5Config *cfg, const ParamLayout *lay, uint64_t seed, size_t lo, size_t hi,
+                              float *dst);
+// The same made by the backend into dst (hi - lo elements of dtype dt, backend memory):
+// the CUDA backend draws them on the GPU, so start-up neither draws 738M normals on the
+// host (t5-large) nor copies them (backend.h init_random; kernels/init_rng.h on rounding).
+void params_init_random_backend(const Backend *be, const T5Config *cfg, const ParamLayout *lay, uint64_t seed,
+                                size_t lo, size_t hi, void *dst, Dtype dt);

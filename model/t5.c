@@ -84,6 +84,22 @@ static void acts_layout_residual(T5Model *m, Bump *bp, size_t enc_bytes, size_t 
     for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(bp, dec_bytes);
 }
 
+// The norm outputs and FFN hidden state of one block (T5Model.keep_sublayer_acts), or
+// NULLs: backward then recomputes them into the shared m->ln_out / m->tmp_f.
+static void acts_layout_kept(T5Model *m, Bump *bp, BlockActs *a, int is_dec, size_t nq, size_t D, size_t F) {
+    const int keep = m->keep_sublayer_acts && !m->inference;
+    size_t e = m->elem;
+    AttnActs *att[2] = {&a->self, is_dec ? &a->cross : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (!att[k]) continue;
+        att[k]->ln = keep ? bump_take(bp, nq * D * e) : NULL;
+        att[k]->rstd = keep ? bump_take(bp, nq * sizeof(float)) : NULL;
+    }
+    a->ffn.ln = keep ? bump_take(bp, nq * D * e) : NULL;
+    a->ffn.rstd = keep ? bump_take(bp, nq * sizeof(float)) : NULL;
+    a->ffn.h = keep ? bump_take(bp, nq * F * e) : NULL;
+}
+
 // Whole logits up to this many bytes; past it, the head runs in chunks of a quarter of it.
 #define T5_HEAD_LOGITS_BYTES ((size_t)1 << 30)
 
@@ -138,6 +154,7 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
         }
         a->ffn.a = bump_take(&bp, nq * F * e);
         a->ffn.b = c->is_gated ? bump_take(&bp, nq * F * e) : NULL;
+        acts_layout_kept(m, &bp, a, is_dec, nq, D, F);
     }
     m->enc_bias = bump_take(&bp, H * S * S * e);
     m->dec_bias = bump_take(&bp, H * T * T * e);
@@ -179,12 +196,13 @@ static void acts_alloc_tables(T5Model *m) {
     m->dec = callocCheck((size_t)m->cfg.num_decoder_layers, sizeof(BlockActs));
 }
 
-size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode) {
+static size_t activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode, int keep) {
     T5Model tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.cfg = *cfg;
     tmp.gradient_checkpointing = mode == T5_ACTS_CHECKPOINT;
     tmp.inference = mode == T5_ACTS_INFERENCE;
+    tmp.keep_sublayer_acts = keep;
     tmp.elem = dtype_size(act_dtype);
     acts_alloc_tables(&tmp);
     size_t bytes = acts_layout(&tmp, NULL, B, S, T);
@@ -193,6 +211,15 @@ size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, i
     free(tmp.enc);
     free(tmp.dec);
     return bytes;
+}
+
+size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode) {
+    return activation_bytes(cfg, act_dtype, B, S, T, mode, 0);
+}
+
+size_t t5_keep_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int checkpoint) {
+    T5ActsMode mode = checkpoint ? T5_ACTS_CHECKPOINT : T5_ACTS_TRAIN;
+    return activation_bytes(cfg, act_dtype, B, S, T, mode, 1) - activation_bytes(cfg, act_dtype, B, S, T, mode, 0);
 }
 
 void t5_plan_activations(T5Model *m, int B, int S, int T) {

@@ -28,19 +28,26 @@ typedef struct {
 } T5Batch;
 
 // Saved activations of one attention sublayer (self or cross). The sublayer's RMS norm
-// (output and rstd) is not kept: backward recomputes it from the sublayer input, which the
-// residual stream keeps anyway (t5.c, sublayer_norm).
+// (output and rstd) is kept only when the memory plan has room (T5Model.keep_sublayer_acts);
+// else ln is NULL and backward recomputes it from the sublayer input, which the residual
+// stream keeps anyway (block.c, t5_sublayer_norm).
 typedef struct {
     void *q;       // (B,Tq,HK)
     void *k, *v;   // (B,Tk,HK)
     void *att;     // (B,H,Tq,Tk) softmax probabilities
     void *ctx;     // (B,Tq,HK) attention output, input of the o projection
+    void *ln;      // (B,Tq,D) the sublayer's norm output, or NULL (recomputed)
+    float *rstd;   // (B*Tq) its rstd, or NULL
 } AttnActs;
 
-// Saved activations of one feed-forward sublayer (the norm is recomputed, as above).
+// Saved activations of one feed-forward sublayer (the norm as above).
 typedef struct {
     void *a;       // (B,T,F) wi (or wi_0) output
     void *b;       // (B,T,F) wi_1 output (gated only)
+    void *ln;      // (B,T,D) the sublayer's norm output, or NULL (recomputed)
+    float *rstd;   // (B*T) its rstd, or NULL
+    void *h;       // (B,T,F) the hidden state act(a) [* b] after its dropout (wo's input), or
+                   // NULL: backward regenerates it from a (and b)
 } FfnActs;
 
 typedef struct {
@@ -121,6 +128,11 @@ struct T5Model {
     uint64_t dropout_seed;  // set per micro-step by the trainer; masks derive from it
     float dropout_p;        // usually cfg.dropout_rate; 0 = off (eval, tests)
     int gradient_checkpointing;  // set before t5_plan_activations: keep block inputs only, recompute
+    int keep_sublayer_acts;      // set before t5_plan_activations: also keep each sublayer's norm output
+                                 // and the FFN hidden state (AttnActs.ln, FfnActs.h), so backward
+                                 // recomputes neither (about 3.5 ms of a 95 ms t5-large B=64 step on
+                                 // the H200, for 4.9 GiB); the trainer and bench set it when the plan
+                                 // with them fits (t5_keep_bytes, zero/planner.h planner_keep_fits)
     int inference;               // set before t5_plan_activations: forward only (evaluation-only runs):
                                  // one shared set of block activations, three rotating residual
                                  // buffers per stack, no backward scratch; t5_backward refuses
@@ -142,6 +154,9 @@ void t5_free(T5Model *m);
 void t5_bind_flat(T5Model *m);
 // Bytes the activation arena needs for (B,S,T); the planner's single source of truth.
 size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode);
+// The bytes T5Model.keep_sublayer_acts adds to a training plan (T5_ACTS_TRAIN or, with
+// checkpoint, T5_ACTS_CHECKPOINT: one block's worth per stack).
+size_t t5_keep_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int checkpoint);
 // Allocate the activation arena for batches up to (B,S,T).
 void t5_plan_activations(T5Model *m, int B, int S, int T);
 

@@ -488,6 +488,26 @@ static void test_init(void) {
     int scaled = 1;
     for (size_t i = 0; i < lay.total; i++) scaled &= p2[i] == 2.0f * p1[i];
     test_check(scaled, "init: initializer_factor 2 doubles every value (norms = 2)");
+    cfg.initializer_factor = 1.0f;
+    // any range alone (a ZeRO partition) gives the whole init's values: ranges that start and
+    // end inside tensors, at odd and even elements (half a Box-Muller pair), on the host and
+    // through the CPU backend's init_random (zero_init_random's path)
+    const size_t cuts[][2] = {{0, lay.total}, {1, 2}, {3, lay.total / 3 + 1}, {lay.total / 3 + 1, 2 * lay.total / 3},
+                              {2 * lay.total / 3, lay.total - 1}, {lay.total - 1, lay.total}};
+    int ranges_ok = 1, backend_ok = 1;
+    const Backend *be = backend_cpu();
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+        size_t lo = cuts[c][0], hi = cuts[c][1];
+        memset(p2, 0xFF, lay.total * sizeof(float));
+        params_init_random_range(&cfg, &lay, 1234, lo, hi, p2);
+        ranges_ok &= memcmp(p2, p1 + lo, (hi - lo) * sizeof(float)) == 0;
+        float *d = be->alloc((hi - lo) * sizeof(float));
+        params_init_random_backend(be, &cfg, &lay, 1234, lo, hi, d, DTYPE_F32);
+        backend_ok &= memcmp(d, p1 + lo, (hi - lo) * sizeof(float)) == 0;
+        be->free(d);
+    }
+    test_check(ranges_ok, "init: params_init_random_range of 6 ranges (odd starts, inside tensors) = the whole init's slices, bitwise");
+    test_check(backend_ok, "init: the CPU backend's init_random (params_init_random_backend) = the host init, bitwise");
     free(p1);
     free(p2);
     params_free_layout(&lay);

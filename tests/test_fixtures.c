@@ -96,26 +96,39 @@ static void check_backward(Fixture *fx, T5Model *m, long n) {
     }
 }
 
-// Gradient checkpointing: recomputed activations give the same gradients.
-static void check_checkpointing(Fixture *fx, T5Model *m) {
-    char what[256];
+// Gradient checkpointing and kept sublayer norms / FFN hidden states
+// (T5Model.keep_sublayer_acts): what is recomputed or kept gives the same loss and
+// bitwise-equal gradients as the plain plan m (dropout on: a recompute must regenerate
+// the same masks). The arena must shrink with checkpointing and grow by exactly
+// t5_keep_bytes with keep, and the kept buffers must be there (else the test proves nothing).
+static void check_plan_variant(Fixture *fx, T5Model *m, int ckpt, int keep) {
+    char what[320];
     const T5Batch *b = fx->b;
     float smoothing = fx->smoothing;
     T5Model ck;
     model_load(&ck, fx->dir, backend_cpu(), fx->lo);
-    ck.dropout_p = 0.1f;  // with dropout on: the recompute must regenerate the same masks
+    ck.dropout_p = 0.1f;
     m->dropout_p = 0.1f;
     m->dropout_seed = ck.dropout_seed = 1234;
-    ck.gradient_checkpointing = 1;
+    ck.gradient_checkpointing = ckpt;
+    ck.keep_sublayer_acts = keep;
     t5_plan_activations(&ck, b->B, b->S, b->T);
     t5_zero_grads(m);
     long n1 = 0, n2 = 0;
     double l1 = t5_forward(m, b, smoothing, &n1), l2 = t5_forward(&ck, b, smoothing, &n2);
     t5_backward(m, smoothing, (float)(1.0 / (double)n1));
     t5_backward(&ck, smoothing, (float)(1.0 / (double)n2));
-    snprintf(what, sizeof what, "%s: gradient checkpointing (dropout 0.1): same loss and bitwise-equal grads, "
-             "arena %.1f vs %.1f KiB", fx->variant, ck.arena_bytes / 1024.0, m->arena_bytes / 1024.0);
-    test_check(l1 == l2 && !memcmp(m->grads, ck.grads, m->lay.total * sizeof(float)) && ck.arena_bytes < m->arena_bytes,
+    size_t plain = t5_activation_bytes(&ck.cfg, DTYPE_F32, b->B, b->S, b->T, ckpt ? T5_ACTS_CHECKPOINT : T5_ACTS_TRAIN);
+    size_t kept = t5_keep_bytes(&ck.cfg, DTYPE_F32, b->B, b->S, b->T, ckpt);
+    int arena_ok = ck.arena_bytes == plain + (keep ? kept : 0) && kept > 0 && (ckpt ? ck.arena_bytes < m->arena_bytes : 1) &&
+                   (!ckpt && keep ? ck.arena_bytes > m->arena_bytes : 1);
+    int kept_ok = !keep || (ck.enc[0].self.ln && ck.enc[0].ffn.h && ck.dec[0].cross.ln && ck.dec[0].cross.rstd &&
+                            ck.dec[ck.cfg.num_decoder_layers - 1].ffn.ln);
+    int none_ok = keep || (!ck.enc[0].self.ln && !ck.enc[0].ffn.h && !ck.dec[0].ffn.ln);
+    snprintf(what, sizeof what, "%s: %s%s%s (dropout 0.1): same loss and bitwise-equal grads, arena %.1f vs %.1f KiB",
+             fx->variant, ckpt ? "gradient checkpointing" : "", ckpt && keep ? " + " : "",
+             keep ? "kept sublayer norms and FFN hidden states" : "", ck.arena_bytes / 1024.0, m->arena_bytes / 1024.0);
+    test_check(l1 == l2 && !memcmp(m->grads, ck.grads, m->lay.total * sizeof(float)) && arena_ok && kept_ok && none_ok,
                what);
     t5_free(&ck);
     m->dropout_p = 0.0f;
@@ -297,7 +310,9 @@ static void run_variant(const char *variant) {
     long n = 0;
     check_forward(&fx, &m, &n);
     check_backward(&fx, &m, n);
-    check_checkpointing(&fx, &m);
+    check_plan_variant(&fx, &m, 1, 0);
+    check_plan_variant(&fx, &m, 0, 1);
+    check_plan_variant(&fx, &m, 1, 1);
     check_head_chunks(&fx);
     check_decay_set(&fx, &m);
     t5_free(&m);

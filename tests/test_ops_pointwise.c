@@ -118,11 +118,15 @@ static void test_dropout_add(void) {
         be->dropout_forward(dy, dy, n, drops[k]);
         be->add(want, dy, x, n);
         be->dropout_add(got, y, x, n, drops[k]);
+        float *guarded = zeros_array(n);
+        be->dropout_add_guard(guarded, y, x, n, drops[k]);  // fp32: the guard is fp16's, nothing more
         be->dropout_add(y, y, x, n, drops[k]);  // in place (out = y)
-        char name[120];
-        snprintf(name, sizeof name, "dropout_add p=%g = dropout_forward then add, bitwise (and in place)", drops[k].p);
-        test_check(!memcmp(got, want, n * sizeof(float)) && !memcmp(y, want, n * sizeof(float)), name);
-        free(y), free(x), free(want), free(got), free(dy);
+        char name[160];
+        snprintf(name, sizeof name, "dropout_add p=%g = dropout_forward then add, bitwise (and in place); "
+                 "dropout_add_guard the same in fp32", drops[k].p);
+        test_check(!memcmp(got, want, n * sizeof(float)) && !memcmp(y, want, n * sizeof(float)) &&
+                   !memcmp(guarded, want, n * sizeof(float)), name);
+        free(y), free(x), free(want), free(got), free(dy), free(guarded);
     }
 }
 

@@ -124,10 +124,43 @@ static void eval_only_allocates_no_training_state(void) {
         }
 }
 
+// T5Model.keep_sublayer_acts: t5-large bf16 B=64 128/128 keeps 120 norm outputs (+rstd) and
+// 48 FFN hidden states; the run keeps them on a 141 GB device without a cap, and does not
+// under a 24 GiB cap (the plan alone is over 23 GiB there): issue 16's batch 64 must fit.
+static size_t fake_cap, fake_capacity;
+static size_t fake_mem_cap(void) { return fake_cap; }
+static size_t fake_mem_capacity(void) { return fake_capacity; }
+
+static void keep_decision(void) {
+    T5Config cfg;
+    hf_resolve_model("t5-large", &cfg);
+    const size_t nq = 64 * 128, D = 1024, F = 4096;
+    size_t want = 120 * (nq * D * 2 + nq * 4) + 48 * nq * F * 2, got = t5_keep_bytes(&cfg, DTYPE_BF16, 64, 128, 128, 0);
+    char what[200];
+    snprintf(what, sizeof what, "t5-large bf16 B=64: kept norms and hidden states %zu B (120 norms + 48 hidden: %zu B)",
+             got, want);
+    test_check(got == want, what);
+    size_t ck = t5_keep_bytes(&cfg, DTYPE_BF16, 64, 128, 128, 1);
+    snprintf(what, sizeof what, "with checkpointing only one block a stack keeps them: %zu B", ck);
+    test_check(ck == 5 * (nq * D * 2 + nq * 4) + 2 * nq * F * 2, what);
+    Backend fake = *backend_cpu();
+    fake.mem_cap = fake_mem_cap;
+    fake.mem_capacity = fake_mem_capacity;
+    size_t plan = planner_memory(&cfg, DTYPE_BF16, 64, 128, 128, 0).total;
+    fake_cap = 0, fake_capacity = (size_t)141e9;
+    test_check(planner_keep_sublayer_acts(&fake, plan, got), "no cap, 141 GB device: kept");
+    fake_cap = (size_t)24 << 30;
+    test_check(!planner_keep_sublayer_acts(&fake, plan, got), "--max_gpu_memory 24: recomputed (B=64 must fit)");
+    test_check(plan <= fake_cap, "--max_gpu_memory 24: the plan without them fits");
+    fake_cap = 0, fake_capacity = plan + got;  // 90% of it is less than the plan with them
+    test_check(!planner_keep_sublayer_acts(&fake, plan, got), "no cap, a device just the plan's size: recomputed");
+}
+
 int main(void) {
     formulas("t5-large");
     formulas("google/flan-t5-small");
     plan_vs_allocator();
     eval_only_allocates_no_training_state();
+    keep_decision();
     return test_summary();
 }

@@ -38,7 +38,7 @@
 typedef struct {
     const char *model, *init, *device, *deepspeed;
     int batch, seq, steps, warmup, bf16, fp16, gradient_checkpointing, find_max_batch, seed, num_gpus, local_rank,
-        profile, help;
+        profile, recompute, help;
     double max_gpu_memory;
     ZeroOptions zo;  // stage 0 without --deepspeed
     int world, rank;
@@ -142,6 +142,8 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
         {"fp16", FLAG_BOOL, &a->fp16, "fp16 mixed precision + dynamic loss scaling"},
         {"gradient_checkpointing", FLAG_BOOL, &a->gradient_checkpointing, "recompute block activations"},
         {"max_gpu_memory", FLAG_FLOAT, &a->max_gpu_memory, "cap on GPU memory, GiB"},
+        {"recompute", FLAG_BOOL, &a->recompute, "recompute the sublayer norms and FFN hidden states in backward even "
+                                                "when the memory plan has room to keep them (measures what keeping saves)"},
         {"find_max_batch", FLAG_BOOL, &a->find_max_batch, "largest batch (multiple of 8) that fits the cap"},
         {"deepspeed", FLAG_STRING, &a->deepspeed, "DeepSpeed JSON config: its ZeRO stage, buckets, optimizer, fp16"},
         {"num_gpus", FLAG_INT, &a->num_gpus, "start N GPU ranks on this host (each runs --batch samples)"},
@@ -270,10 +272,11 @@ int bench_main(int argc, char **argv, int start) {
     float *host_weights = NULL;
     ModelLoadOptions lo = {.init_random = !strcmp(a.init, "random"), .seed = (unsigned long long)a.seed,
                            .host_weights = &host_weights, .defer_weights = 1};
+    lo.device_init = lo.init_random;  // a random init is made in place by zero_init_random
     int has_weights = hf_resolve_model(a.model, &cfg);  // the config only (once): plan before allocating anything
     if (!lo.init_random) cfg.untied_lm_head = hf_probe_untied(a.model);
-    // the host weights are made on a helper thread while the communicator, the device and the
-    // plan open (start-up overlap); model_load_resolved waits for them
+    // weights from a file are read on a helper thread while the communicator, the device and
+    // the plan open (start-up overlap); model_load_resolved waits for them
     lo.job = model_weights_begin(a.model, &cfg, has_weights, lo);
     Comm comm;
     comm_init(&comm);
@@ -305,16 +308,21 @@ int bench_main(int argc, char **argv, int start) {
     m.gradient_checkpointing = a.gradient_checkpointing;
     double t_weights = now_seconds();
     ZeroState z;
-    zero_init(&z, &m, &comm, &a.zo, &oc, host_weights);
+    if (lo.device_init) zero_init_random(&z, &m, &comm, &a.zo, &oc, lo.seed);
+    else zero_init(&z, &m, &comm, &a.zo, &oc, host_weights);
+    size_t plan_total = plan_of(&a, &cfg, dt, B).total, keep = t5_keep_bytes(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing);
+    m.keep_sublayer_acts = !a.recompute && planner_keep_sublayer_acts(be, plan_total, keep);
+    if (main_rank && a.recompute) printf("activations: --recompute: the sublayer norms and FFN hidden states are recomputed in backward\n");
+    else if (main_rank) planner_print_keep(be, m.keep_sublayer_acts, plan_total, keep);
     t5_plan_activations(&m, B, a.seq, a.seq);
     double t_ready = now_seconds(), t_first = 0, comm_ms, loss;
     int skipped;
     double elapsed = bench_time_steps(&a, &comm, &m, &z, &scaler, oc.lr, B, &comm_ms, &loss, &skipped, &t_first);
     if (main_rank)  // from bench's start (the process's first microseconds before main are not counted)
         printf("start-up: %.2f s to the end of the first step: flags, communicator and plan %.2f, device %.2f, "
-               "weights %.2f more (%s, made from the start on a helper thread), ZeRO state and activations %.2f, "
+               "weights %.2f more (%s), ZeRO state and activations %.2f, "
                "first step %.2f\n", t_first - t_start, t_plan - t_start,
-               t_device - t_plan, t_weights - t_device, lo.init_random ? "random init" : "loaded", t_ready - t_weights,
+               t_device - t_plan, t_weights - t_device, lo.init_random ? "random init: made on the device with the ZeRO state" : "loaded on a helper thread from the start", t_ready - t_weights,
                t_first - t_ready);
     // samples/s of all ranks together, from rank 0's clock (the step's collectives keep the
     // ranks in step); every rank's allocator peak

@@ -36,6 +36,7 @@ typedef struct {
     Progress prog;
     Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
     ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
+    size_t plan_total;  // this rank's memory plan in bytes (plan_check), for keep_sublayer_acts
     struct HostWeightsJob *weights_job;  // random init under way on a helper thread (model/load.h)
 } Run;
 

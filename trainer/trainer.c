@@ -157,6 +157,7 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
     if (a->predict_with_generate && (a->do_eval || a->do_predict))  // the decoder of each generate call
         planner_add_generation(&plan, cfg, dt, a->per_device_eval_batch_size, a->generation_num_beams, S,
                                a->generation_max_length);
+    r->plan_total = plan.total;
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s%s; ", B, S, T,
                r->p.zopt.stage, r->comm.world, r->comm.world > 1 ? "s" : "",
@@ -597,6 +598,7 @@ static void run_free(Run *r, const Dataset *const used[SPLIT_COUNT]) {
 static ModelLoadOptions run_load_options(Run *r, float **host_weights) {
     ModelLoadOptions lo = {.init_random = r->p.init == INIT_RANDOM && !r->a.resume_from_checkpoint,
                            .seed = (unsigned long long)r->a.seed, .host_weights = host_weights, .defer_weights = 1};
+    lo.device_init = lo.init_random;  // made in place by zero_init_random: no host copy
     return lo;
 }
 
@@ -611,7 +613,7 @@ static void load_model(Run *r, int B, int S, int T) {
     ModelLoadOptions lo = run_load_options(r, &host_weights);
     const char *model_arg = a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model;
     // weights from a file are read while the device opens (every input check has passed by now);
-    // a random init began at start-up
+    // a random init is made by zero_init_random where the weights live
     lo.job = r->weights_job ? r->weights_job : model_weights_begin(model_arg, &p->model_cfg, p->model_has_weights, lo);
     r->weights_job = NULL;
     const Backend *be = device_backend(a->device, r->comm.local_rank, p->precision == PRECISION_BF16,
@@ -621,10 +623,16 @@ static void load_model(Run *r, int B, int S, int T) {
     if (a->freeze_embeds || a->freeze_encoder) apply_freeze(&r->m, a->freeze_embeds, a->freeze_encoder);
     AdamWConfig oc = {.lr = (float)p->lr, .beta1 = (float)p->beta1, .beta2 = (float)p->beta2, .eps = (float)p->eps,
                       .weight_decay = (float)p->weight_decay, .max_grad_norm = (float)p->max_grad_norm};
-    zero_init(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL, host_weights);
+    if (lo.device_init) zero_init_random(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL, lo.seed);
+    else zero_init(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL, host_weights);
     if (a->deepspeed || r->comm.world > 1) zero_print_memory(&r->zero);
     r->m.gradient_checkpointing = a->gradient_checkpointing;
     r->m.inference = p->zopt.inference;  // evaluation only: a forward-only activation plan
+    if (!r->m.inference) {  // keep what backward would recompute when the plan has room (zero/planner.h)
+        size_t keep = t5_keep_bytes(&r->m.cfg, be->act_dtype, B, S, T, a->gradient_checkpointing);
+        r->m.keep_sublayer_acts = planner_keep_sublayer_acts(be, r->plan_total, keep);
+        if (is_main(r)) planner_print_keep(be, r->m.keep_sublayer_acts, r->plan_total, keep);
+    }
     t5_plan_activations(&r->m, B, S, T);
 }
 
@@ -661,8 +669,9 @@ int trainer_main(int argc, char **argv, int start) {
     TrainArgs *a = &r.a;
     if (a->num_gpus > 0) return launch_spawn_ranks(a->num_gpus, argc, argv);  // the ranks redo all of this
     apply_ddp_timeout(a);
-    // a random init cannot fail on the input: it runs on a helper thread from here, beside the
-    // communicator, the data and the plan (load_model waits for it)
+    // a random init made on the host would run on a helper thread from here, beside the
+    // communicator, the data and the plan (load_model waits for it); run_load_options makes
+    // it in place instead (device_init: model_weights_begin has nothing to do)
     ModelLoadOptions lo = run_load_options(&r, NULL);
     if (lo.init_random && !a->explain) r.weights_job = model_weights_begin(a->model, &r.p.model_cfg, 0, lo);
     comm_init(&r.comm);

@@ -101,6 +101,29 @@ void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, in
     p->total += p->generation;
 }
 
+static size_t keep_budget(const Backend *be) {
+    size_t cap = be->mem_cap();
+    return cap ? cap : (size_t)(0.9 * (double)be->mem_capacity());
+}
+
+int planner_keep_sublayer_acts(const Backend *be, size_t plan_total, size_t keep_bytes) {
+    return plan_total + keep_bytes <= keep_budget(be);
+}
+
+void planner_print_keep(const Backend *be, int kept, size_t plan_total, size_t keep_bytes) {
+    const double G = 1073741824.0;
+    const char *of = be->mem_cap() ? "the --max_gpu_memory cap" : "90% of the device's memory";
+    if (kept)
+        printf("activations: the sublayer norms and FFN hidden states are kept (+%.2f GiB, plan %.2f GiB within %.2f, "
+               "%s): backward does not recompute them\n", keep_bytes / G, (plan_total + keep_bytes) / G,
+               keep_budget(be) / G, of);
+    else
+        printf("activations: the sublayer norms and FFN hidden states are recomputed in backward (keeping them needs "
+               "%.2f GiB more: plan %.2f GiB, over %.2f, %s)\n", keep_bytes / G, (plan_total + keep_bytes) / G,
+               keep_budget(be) / G, of);
+    fflush(stdout);
+}
+
 void planner_print(const MemPlan *p, double cap_gib) {
     const double G = 1073741824.0;
     printf("memory plan (GiB): params %.2f  grads %.2f  master %.2f  adam m+v %.2f  activations %.2f  "

@@ -50,6 +50,17 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
                                   int gradient_checkpointing, const void *zero_options, int world);
 // `train_t5 estimate` and `--explain`: the table for stages 0-3 (trainer/estimate.c prints it).
 
+// T5Model.keep_sublayer_acts for a run whose plan (planned without them) totals
+// plan_total bytes and whose kept norms and FFN hidden state take keep_bytes
+// (t5_keep_bytes): 1 when both fit the budget: --max_gpu_memory when set (be->mem_cap),
+// else 90% of the device's memory (be->mem_capacity; the rest is for the CUDA context,
+// cuBLAS and NCCL, which the plan does not count). Keeping them skips their recompute in
+// backward (the RMS norms and the FFN activation: about 3.5% of a t5-large step) and
+// changes no result: the recompute gives the same bits.
+int planner_keep_sublayer_acts(const Backend *be, size_t plan_total, size_t keep_bytes);
+// One line saying what was chosen and why (GiB).
+void planner_print_keep(const Backend *be, int kept, size_t plan_total, size_t keep_bytes);
+
 // Print the plan as a table (GiB), with the cap if any.
 void planner_print(const MemPlan *p, double cap_gib);
 // Model FLOPs per training sample (DESIGN.md formula: 3 x forward).

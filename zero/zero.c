@@ -47,6 +47,28 @@ static void upload_weights(const Backend *be, void *dst, const float *src, size_
     free(tmp);
 }
 
+// Where zero_init takes the weights from: the fp32 host copy, or the random init made in
+// place (zero_init_random).
+typedef struct {
+    const float *host;  // lay.total floats, or NULL
+    int random;         // 1: params_init_random's values (seed), made by the backend
+    unsigned long long seed;
+} WeightsSrc;
+
+static int src_has(const WeightsSrc *w) { return w->host || w->random; }
+
+// Elements [lo, lo+k) of the weights into the backend buffer dst of dtype dt.
+static void src_put(const WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, size_t lo, size_t k) {
+    const Backend *be = m->be;
+    if (w->random) {
+        params_init_random_backend(be, &m->cfg, &m->lay, w->seed, lo, lo + k, dst, dt);
+    } else if (dt == DTYPE_F32) {
+        be->to_device(dst, w->host + lo, k * sizeof(float));
+    } else {
+        upload_weights(be, dst, w->host + lo, k);
+    }
+}
+
 static size_t largest_unit(const ParamLayout *L, int skip) {
     size_t best = 0;
     for (int u = 0; u < L->n_units; u++)
@@ -95,15 +117,15 @@ ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
 // stage 2-3's gradient partition come later): no whole copy the stage does not keep. Whole
 // buffers t5_init allocated are counted by their size (the backends' allocators count
 // exactly the bytes asked for: kernels/backend.h mem_in_use).
-static void place_whole(ZeroState *z, const float *host, int training) {
+static void place_whole(ZeroState *z, const WeightsSrc *w, int training) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t n = m->lay.total, e = m->elem;
-    const int deferred = !m->params && host;
+    const int deferred = !m->params && src_has(w);
     if (z->stage < 3) {
         if (deferred) {
             m->params = counted_alloc(be, n * e, &z->mem.params);
-            upload_weights(be, m->params, host, n);
+            src_put(w, m, m->params, be->act_dtype, 0, n);
         } else if (m->params) {
             z->mem.params = n * e;
         }
@@ -121,20 +143,26 @@ static void place_whole(ZeroState *z, const float *host, int training) {
 // The fp32 master of the owned range: in host memory with the moments (offload, fp32
 // compute too), on the device from the host copy (16-bit compute), or nowhere: fp32
 // compute trains the weights in place.
-static void place_master(ZeroState *z, const float *host, int pinned, const AdamWConfig *oc) {
+static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const AdamWConfig *oc) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t b = z->part.begin, np = z->part.end - z->part.begin;
-    if (oc && be->act_dtype != DTYPE_F32 && !host)
+    if (oc && be->act_dtype != DTYPE_F32 && !src_has(w))
         t5_die(__FILE__, __LINE__, "zero_init: 16-bit training without the fp32 weights on the host",
                "a bug in the caller: load with ModelLoadOptions.host_weights and pass them to zero_init");
     if (z->offload) {
-        const float *src = host ? host + b : (const float *)m->params + b;
-        offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, host != NULL, pinned);
+        float *made = NULL;  // the random init of the owned range, made on the host
+        if (w->random) {
+            made = mallocCheck(np ? np * sizeof(float) : 1);
+            params_init_random_range(&m->cfg, &m->lay, w->seed, b, z->part.end, made);
+        }
+        const float *src = made ? made : w->host ? w->host + b : (const float *)m->params + b;
+        offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, made || w->host, pinned);
+        free(made);
         z->mem.host = z->off.host_bytes;
-    } else if (oc && be->act_dtype != DTYPE_F32 && host) {  // evaluation: the compute weights only
+    } else if (oc && be->act_dtype != DTYPE_F32 && src_has(w)) {  // evaluation: the compute weights only
         z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
-        be->to_device(z->master, host + b, np * sizeof(float));
+        src_put(w, m, z->master, DTYPE_F32, b, np);
     }
 }
 
@@ -155,7 +183,7 @@ static void place_grads(ZeroState *z) {
 
 // Stage 3: the partition of the compute weights (units are gathered on use), from the
 // whole copy (freed before the partition is taken) or straight from the host copy.
-static void place_stage3_params(ZeroState *z, const float *host) {
+static void place_stage3_params(ZeroState *z, const WeightsSrc *w) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t e = m->elem, np = z->part.end - z->part.begin;
@@ -169,7 +197,7 @@ static void place_stage3_params(ZeroState *z, const float *host) {
         free(staged);
     } else {
         z->param_part = counted_alloc(be, np * e, &z->mem.params);
-        upload_weights(be, z->param_part, host + z->part.begin, np);
+        src_put(w, m, z->param_part, be->act_dtype, z->part.begin, np);
     }
 }
 
@@ -215,8 +243,8 @@ static void hooks_set(ZeroState *z) {
     z->m->hooks = &z->hooks;
 }
 
-void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
-               float *host_weights) {
+static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
+                           const WeightsSrc *w) {
     int stage = o->stage;
     if (stage < 0 || stage > 3) t5_fail("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
     memset(z, 0, sizeof *z);
@@ -234,11 +262,10 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
     z->fetched = z->fetched_buf = -1;
     z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
     z->part = stage >= 1 ? partition_range(m->lay.total, comm->world, comm->rank) : (Range){0, m->lay.total};
-    place_whole(z, host_weights, oc != NULL);
-    place_master(z, host_weights, o->pin_memory, oc);
+    place_whole(z, w, oc != NULL);
+    place_master(z, w, o->pin_memory, oc);
     if (stage >= 2 && oc) place_grads(z);
-    if (stage == 3) place_stage3_params(z, host_weights);
-    free(host_weights);  // everything is placed
+    if (stage == 3) place_stage3_params(z, w);
     t5_bind_flat(m);
     z->unit_ticket = mallocCheck((size_t)m->lay.n_units * sizeof(CommTicket));
     for (int u = 0; u < m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
@@ -256,6 +283,22 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
         z->mem.moments = be->mem_in_use() - before;
     }
     owned_build(z);
+}
+
+void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
+               float *host_weights) {
+    WeightsSrc w = {.host = host_weights};
+    zero_init_from(z, m, comm, o, oc, &w);
+    free(host_weights);  // everything is placed
+}
+
+void zero_init_random(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
+                      unsigned long long seed) {
+    if (m->params)
+        t5_die(__FILE__, __LINE__, "zero_init_random: the model already has its weights",
+               "a bug in the caller: load with defer_weights and device_random_init");
+    WeightsSrc w = {.random = 1, .seed = seed};
+    zero_init_from(z, m, comm, o, oc, &w);
 }
 
 void zero_free(ZeroState *z) {

@@ -138,6 +138,13 @@ typedef struct ZeroState {
 // of the master; NULL: fp32 compute only (the weights are the master), or evaluation.
 void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
                float *host_weights);
+// The same for a model loaded with defer_weights and no host copy (ModelLoadOptions
+// device_random_init): the random init (seed) is made where each buffer lives, through
+// the backend (model/params.h params_init_random_backend): the compute weights, the fp32
+// master and stage 3's partition on the device, an offloaded master on the host. The
+// values are params_init_random's (kernels/init_rng.h says how close CUDA's are).
+void zero_init_random(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
+                      unsigned long long seed);
 // Stage 0 on one rank (tools and tests that train alone).
 ZeroOptions zero_options_stage(int stage);
 // The zero_optimization section of a resolved DeepSpeed config (deepspeed/ds_config.h) as

@@ -23,6 +23,10 @@ void cpu_memory_host_free(void *p, int pinned);
 void cpu_memory_synchronize(void);     // nothing is queued: returns at once
 void cpu_memory_set_cap(size_t bytes); // 0 only: the CPU backend has no memory cap
 size_t cpu_memory_cap(void);           // 0
+size_t cpu_memory_capacity(void);      // the host's physical memory
+
+// init.c
+void cpu_init_random(void *dst, Dtype dt, size_t n, uint64_t key, uint64_t first, double std, int is_const);
 
 // embedding.c
 void cpu_embedding_forward(void *out, const int *ids, const void *table, int N, int D);
@@ -65,6 +69,7 @@ void cpu_elementwise_axpy(void *y, const void *x, float alpha, size_t n);
 void cpu_elementwise_scale(void *out, const void *inp, float alpha, size_t n);
 void cpu_dropout_forward(void *out, const void *inp, size_t n, DropoutArgs drop);
 void cpu_dropout_add(void *out, const void *y, const void *x, size_t n, DropoutArgs drop);
+void cpu_dropout_add_guard(void *out, const void *y, const void *x, size_t n, DropoutArgs drop);  // fp32: dropout_add
 void cpu_dropout_backward(void *dinp, const void *dout, size_t n, DropoutArgs drop);
 // The counter-based dropout RNG, shared by every dropout of the CPU backend (and the
 // definition a GPU twin must reproduce): a uniform float in [0,1) that is a pure function

@@ -84,3 +84,9 @@ void cpu_dropout_add(void *out_, const void *y_, const void *x_, size_t n, Dropo
         out[i] = d + x[i];
     }
 }
+
+// The guard is fp16's (cpu_clamp_fp16_overflow): in fp32 the residual add alone.
+void cpu_dropout_add_guard(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
+    cpu_dropout_add(out, y, x, n, drop);
+    cpu_clamp_fp16_overflow(out, n);
+}

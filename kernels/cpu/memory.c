@@ -3,6 +3,7 @@
 // zeroed memory as backend.h requires.
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../common/check.h"
 #include "cpu_ops.h"
@@ -62,3 +63,8 @@ void cpu_memory_set_cap(size_t bytes) {
 }
 
 size_t cpu_memory_cap(void) { return 0; }
+
+size_t cpu_memory_capacity(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;  // 0: unknown
+}

@@ -76,6 +76,9 @@
     static void SFX##_dropout_add(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {         \
         cuda_dropout_add(DT, out, y, x, n, drop);                                                                 \
     }                                                                                                             \
+    static void SFX##_dropout_add_guard(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {   \
+        cuda_dropout_add_guard(DT, out, y, x, n, drop);                                                           \
+    }                                                                                                             \
     static void SFX##_clamp_fp16_overflow(void *x, size_t n) { cuda_clamp_fp16_overflow(DT, x, n); }               \
     static double SFX##_crossentropy_forward_backward(void *dlogits, const void *logits, const int *labels,       \
                                                       int N, int V, float label_smoothing, float dloss) {         \
@@ -112,11 +115,13 @@
         .synchronize = cuda_synchronize,                                                                          \
         .set_mem_cap = cuda_set_memory_cap,                                                                       \
         .mem_cap = cuda_memory_cap,                                                                               \
+        .mem_capacity = cuda_memory_capacity,                                                                     \
         .alloc = cuda_alloc,                                                                                      \
         .free = cuda_free,                                                                                        \
         .zero = cuda_zero,                                                                                        \
         .to_device = cuda_to_device,                                                                              \
         .to_host = cuda_to_host,                                                                                  \
+        .init_random = cuda_init_random,                                                                          \
         .mem_in_use = cuda_mem_in_use,                                                                            \
         .mem_peak = cuda_mem_peak,                                                                                \
         .host_alloc = cuda_host_alloc,                                                                            \
@@ -140,6 +145,7 @@
         .dropout_backward = SFX##_dropout_backward,                                                               \
         .dropout_add = SFX##_dropout_add,                                                                         \
         .clamp_fp16_overflow = SFX##_clamp_fp16_overflow,                                                         \
+        .dropout_add_guard = SFX##_dropout_add_guard,                                                             \
         .crossentropy_forward_backward = SFX##_crossentropy_forward_backward,                                     \
         .sumsq = SFX##_sumsq,                                                                                     \
         .tensor_norm = SFX##_tensor_norm,                                                                         \

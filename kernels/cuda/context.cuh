@@ -37,6 +37,7 @@ enum CudaScratchId {
     CUDA_SCRATCH_POSITION_DIAG,  // position_bias.cu: (H, Tq+Tk-1) diagonal sums of the backward
     CUDA_SCRATCH_RMSNORM,        // rmsnorm.cu: per-block partial dweight sums
     CUDA_SCRATCH_CLAMP_FLAG,     // elementwise.cu: the "any inf" flag of clamp_fp16_overflow
+    CUDA_SCRATCH_GUARD_FLAGS,    // elementwise.cu: dropout_add_guard's two "any inf" flags, used in turn
     CUDA_SCRATCH_BEAM_TOPK,      // search.cu: (N, K) per-row candidates of beam_topk
     CUDA_SCRATCH_GEMM_POINTERS,  // matmul.cu: the entry addresses of a pointer-array batched GEMM
     CUDA_SCRATCH_COUNT
@@ -61,6 +62,7 @@ struct CudaContext {
     std::mutex mem_mutex;
     std::unordered_map<void *, size_t> live_blocks;  // pointer -> requested bytes
     size_t mem_in_use, mem_peak, mem_cap;            // mem_cap 0: none (--max_gpu_memory)
+    size_t mem_total;                                // the device's memory (cudaDeviceProp.totalGlobalMem)
     // per-op state
     CudaScratch scratch[CUDA_SCRATCH_COUNT];
     GemmPlanCache *gemm_plans;

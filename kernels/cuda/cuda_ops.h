@@ -21,12 +21,15 @@ void cuda_init(int device);                  // select the device, create stream
 void *cuda_stream(void);                     // cudaStream_t
 void cuda_set_memory_cap(size_t bytes);      // 0 = no cap; alloc beyond it fails with a hint
 size_t cuda_memory_cap(void);
+size_t cuda_memory_capacity(void);          // the device's total memory (bytes)
 int cuda_device_count(void);                 // cudaGetDeviceCount, 0 without a driver or device
 void *cuda_alloc(size_t bytes);              // zeroed; fails loudly (file/line/hint)
 void cuda_free(void *p);
 void cuda_zero(void *p, size_t bytes);
 void cuda_to_device(void *dst, const void *host_src, size_t bytes);
 void cuda_to_host(void *host_dst, const void *src, size_t bytes);
+// init.cu: the random init in place (backend.h init_random; dt fp32 or any act dtype)
+void cuda_init_random(void *dst, Dtype dt, size_t n, uint64_t key, uint64_t first, double std, int is_const);
 size_t cuda_mem_in_use(void);
 size_t cuda_mem_peak(void);
 void *cuda_host_alloc(size_t bytes, int pinned);  // zeroed; pinned: cudaHostAlloc
@@ -46,6 +49,7 @@ void cuda_position_bias_forward(Dtype dt, void *bias, const void *table, int Tq,
 void cuda_position_bias_backward(Dtype dt, void *dtable, const void *dbias, int Tq, int Tk, int H, int q_offset,
                                  int num_buckets, int max_distance, int bidirectional);
 void cuda_dropout_add(Dtype dt, void *out, const void *y, const void *x, size_t n, DropoutArgs drop);
+void cuda_dropout_add_guard(Dtype dt, void *out, const void *y, const void *x, size_t n, DropoutArgs drop);
 void cuda_ffn_act_forward(Dtype dt, void *out, const void *a, const void *b, size_t n, Activation act,
                           DropoutArgs drop);
 void cuda_ffn_act_backward(Dtype dt, void *da, void *db, const void *dout, const void *a, const void *b, size_t n,

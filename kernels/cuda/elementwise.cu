@@ -81,11 +81,13 @@ template <typename T> struct DropoutBackwardF {
     }
 };
 
-// out = x + dropout(y): dropout_forward's rounded value, then add's y + x.
+// out = x + dropout(y): dropout_forward's rounded value, then add's y + x. inf_flag
+// (dropout_add_guard, fp16): set to 1 when an output element rounds to +-inf.
 template <typename T> struct DropoutAddF {
     T *out;
     const T *y, *x;
     PointDrop drop;
+    int *inf_flag;  // NULL: plain dropout_add
     template <int V> __device__ void apply(size_t i) const {
         float a[V], b[V];
         load_vec<T, V>(a, y + i);
@@ -100,6 +102,12 @@ template <typename T> struct DropoutAddF {
             for (int k = 0; k < V; k++) a[k] = __fadd_rn(drop.value_kept<T>(a[k], kp[k]), b[k]);
         }
         store_vec<T, V>(out + i, a);
+        if (inf_flag) {
+            bool inf = false;
+#pragma unroll
+            for (int k = 0; k < V; k++) inf |= (bool)isinf(round_to<T>(a[k]));
+            if (inf) *inf_flag = 1;  // benign race: every writer writes 1
+        }
     }
 };
 
@@ -197,12 +205,44 @@ extern "C" void cuda_dropout_forward(Dtype dt, void *out, const void *inp, size_
 }
 
 template <typename T> static void dropout_add(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
-    DropoutAddF<T> f{(T *)out, (const T *)y, (const T *)x, point_drop(drop)};
+    DropoutAddF<T> f{(T *)out, (const T *)y, (const T *)x, point_drop(drop), NULL};
     launch_pointwise<T>(f, n, aligned16(out) && aligned16(y) && aligned16(x));
 }
 
 extern "C" void cuda_dropout_add(Dtype dt, void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
     DISPATCH_DTYPE(dt, dropout_add, out, y, x, n, drop);
+}
+
+// dropout_add then HF T5Block's fp16 guard (backend.h dropout_add_guard) in one pass over
+// the data where dropout_add + clamp_fp16_overflow take two and a memset: the add sets an
+// "any inf" flag as it writes, and a second launch clamps only when it is set (its blocks
+// read the flag and return otherwise). No memset either: calls use two flags in turn, and
+// each clamp launch clears the flag the NEXT call will use (this call's is still being
+// read; the previous call's readers have finished, the stream orders them).
+__global__ void guard_clamp_kernel(__half *x, size_t n, int *flags, int cur) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) flags[cur ^ 1] = 0;
+    if (!flags[cur]) return;  // the clamp to +-65504 changes nothing
+    const float lim = 65504.0f - 1000.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = __half2float(x[i]);
+        if (v > lim) x[i] = __float2half(lim);
+        else if (v < -lim) x[i] = __float2half(-lim);
+    }
+}
+
+extern "C" void cuda_dropout_add_guard(Dtype dt, void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
+    if (dt != DTYPE_F16) return cuda_dropout_add(dt, out, y, x, n, drop);  // the guard is fp16's only
+    if (n == 0) return;
+    static int turn = 0;  // which of the two flags this call sets (one stream: calls are ordered)
+    int *flags = (int *)cuda_scratch_reserve(CUDA_SCRATCH_GUARD_FLAGS, 2 * sizeof(int));  // zeroed when made
+    DropoutAddF<__half> f{(__half *)out, (const __half *)y, (const __half *)x, point_drop(drop), flags + turn};
+    launch_pointwise<__half>(f, n, aligned16(out) && aligned16(y) && aligned16(x));
+    // one block per multiprocessor: the launch is almost always a flag read and a return,
+    // and a small grid makes that 2-3 us where 2048 blocks took 4 (t5-large B=64)
+    unsigned blocks = (unsigned)cuda_sm_count();
+    guard_clamp_kernel<<<blocks, 256, 0, t5_stream()>>>((__half *)out, n, flags, turn);
+    cudaLaunchCheck();
+    turn ^= 1;
 }
 
 extern "C" void cuda_dropout_backward(Dtype dt, void *dinp, const void *dout, size_t n, DropoutArgs drop) {

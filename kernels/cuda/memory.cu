@@ -75,6 +75,7 @@ extern "C" void cuda_init(int device) {
     }
     cuda_context.device = device;
     cuda_context.sm_count = prop.multiProcessorCount;
+    cuda_context.mem_total = prop.totalGlobalMem;
     cudaCheck(cudaStreamCreateWithFlags(&cuda_context.stream, cudaStreamNonBlocking));
     cublasCheck(cublasLtCreate(&cuda_context.lt));
     cudaCheck(cudaHostAlloc((void **)&cuda_context.stage, STAGE_SLOTS * STAGE_SLOT_BYTES, cudaHostAllocDefault));
@@ -104,6 +105,11 @@ void *cuda_scratch_reserve(CudaScratchId id, size_t bytes) {
 extern "C" size_t cuda_memory_cap(void) {
     std::lock_guard<std::mutex> lock(cuda_context.mem_mutex);
     return cuda_context.mem_cap;
+}
+
+extern "C" size_t cuda_memory_capacity(void) {
+    require_init("cuda_memory_capacity", __FILE__, __LINE__);
+    return cuda_context.mem_total;
 }
 
 extern "C" void *cuda_stream(void) {

@@ -174,6 +174,10 @@ static void w_dropout_backward(void *dinp, const void *dout, size_t n, DropoutAr
 static void w_dropout_add(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
     PROF(PC_ELEMENTWISE, P.real->dropout_add(out, y, x, n, drop), "dropout_add n=%zu%s", n, drop.p > 0 ? "" : " (p=0)");
 }
+static void w_dropout_add_guard(void *out, const void *y, const void *x, size_t n, DropoutArgs drop) {
+    PROF(PC_ELEMENTWISE, P.real->dropout_add_guard(out, y, x, n, drop), "dropout_add_guard n=%zu%s", n,
+         drop.p > 0 ? "" : " (p=0)");
+}
 static void w_clamp(void *x, size_t n) { PROF(PC_ELEMENTWISE, P.real->clamp_fp16_overflow(x, n), "clamp_fp16 n=%zu", n); }
 static double w_ce(void *dl, const void *l, const int *labels, int N, int V, float ls, float dloss) {
     double r = 0;
@@ -224,6 +228,7 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.add = w_add, w.axpy = w_axpy, w.scale = w_scale;
     w.dropout_forward = w_dropout_forward, w.dropout_backward = w_dropout_backward, w.clamp_fp16_overflow = w_clamp;
     w.dropout_add = w_dropout_add;
+    w.dropout_add_guard = w_dropout_add_guard;
     w.crossentropy_forward_backward = w_ce, w.sumsq = w_sumsq, w.tensor_norm = w_tensor_norm, w.tensor_norms = w_tensor_norms,
     w.adamw_update = w_adamw;
     w.beam_topk = w_beam_topk, w.beam_table_reorder = w_table_reorder, w.attention_decode = w_attention_decode;

@@ -260,6 +260,38 @@ static void case_dropout_add(const OpsPair *P) {
         }
 }
 
+// dropout_add_guard on the subject = its dropout_add then clamp_fp16_overflow, bitwise, over
+// a run of calls whose sums overflow fp16 (x, y near +-40000), then stay just under its
+// largest value (x near 64800: a clamp to 64504 would show), then overflow again: the
+// flags the calls take in turn must not carry an inf over to the next call. Other dtypes:
+// dropout_add, bitwise.
+static void case_dropout_add_guard(const OpsPair *P) {
+    const Backend *S = P->sub;
+    const Dtype dt = P->dt;
+    const size_t es = dt_size(dt), sizes[2] = {333, 65539};
+    const DropoutArgs drops[2] = {{0.0f, 0}, {0.1f, 4242}};
+    const float big[4] = {40000.0f, 0.0f, 40000.0f, 0.0f};  // call 1: no inf (x near 64800, y small)
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++) {
+            const size_t n = sizes[s];
+            for (int call = 0; call < 4; call++) {
+                float *y = rand_dt(dt, n, big[call] > 0 ? big[call] : 1.0f), *x = rand_dt(dt, n, big[call] > 0 ? big[call] : 1.0f);
+                if (big[call] == 0.0f)
+                    for (size_t i = 0; i < n; i++) x[i] = round_dt(dt, 64800.0f + x[i] * 100.0f);
+                void *d_y = dev_from(S, dt, y, n), *d_x = dev_from(S, dt, x, n), *f = S->alloc(n * es), *sep = S->alloc(n * es);
+                S->dropout_add_guard(f, d_y, d_x, n, drops[k]);
+                S->dropout_add(sep, d_y, d_x, n, drops[k]);
+                S->clamp_fp16_overflow(sep, n);
+                char name[200];
+                snprintf(name, sizeof name, "dropout_add_guard %s n=%zu p=%g call %d (%s) = dropout_add, clamp_fp16_overflow",
+                         dt_name(dt), n, drops[k].p, call, big[call] > 0 ? "sums overflow fp16" : "near 64800, finite");
+                check_same_bytes(S, name, f, sep, n * es);
+                FREE_SUB(S, d_y, d_x, f, sep);
+                FREE_HOST(y, x);
+            }
+        }
+}
+
 static void case_ffn_act(const OpsPair *P) {
     const Backend *R = P->ref, *S = P->sub;
     const Dtype dt = P->dt;

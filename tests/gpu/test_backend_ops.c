@@ -35,6 +35,7 @@ static const OpCase OP_CASES[] = {
     {"position_bias_forward/backward", GROUP_POINTWISE, case_position_bias},
     {"ffn_act_forward/backward", GROUP_POINTWISE, case_ffn_act},
     {"dropout_add", GROUP_POINTWISE, case_dropout_add},
+    {"dropout_add_guard", GROUP_POINTWISE, case_dropout_add_guard},
     {"add, axpy, scale, dropout_forward/backward", GROUP_POINTWISE, case_elementwise},
     {"crossentropy_forward_backward", GROUP_POINTWISE, case_crossentropy},
     {"sumsq", GROUP_POINTWISE, case_sumsq},

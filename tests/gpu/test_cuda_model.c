@@ -3,13 +3,16 @@
 //         (tests/fixtures/*), like tests/test_fixtures.c does for the CPU;
 //   gradient checkpointing on the GPU: bitwise-equal gradients;
 //   bf16 and fp16 (mixed precision, fp16 with the dynamic loss scaler): 20 training steps
-//         whose losses track the fp32 CPU run of the same steps.
+//         whose losses track the fp32 CPU run of the same steps;
+//   the random init made on the GPU (zero_init_random's path) against the host's;
+//   kept sublayer norms / FFN hidden states: bitwise-equal gradients.
 // Run from the repository root on a machine with a GPU (make test-gpu).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../common/check.h"
+#include "../../common/half.h"
 #include "../../data/batch_file.h"
 #include "../../model/load.h"
 #include "../../model/safetensors.h"
@@ -94,6 +97,19 @@ static void fp32_against_hf(const char *variant, float smoothing) {
     be->to_host(g2, ck.grads, m.lay.total * sizeof(float));
     snprintf(what, sizeof what, "cuda fp32 %s: gradient checkpointing gives bitwise-equal gradients", variant);
     test_check(!memcmp(g, g2, m.lay.total * sizeof(float)), what);
+    t5_free(&ck);
+    // kept sublayer norms and FFN hidden states (what a run with room gets): the same, bit for bit
+    model_load(&ck, dir, be, lo);
+    ck.dropout_p = 0;
+    ck.keep_sublayer_acts = 1;
+    t5_plan_activations(&ck, b->B, b->S, b->T);
+    n2 = 0;
+    t5_forward(&ck, b, smoothing, &n2);
+    t5_backward(&ck, smoothing, (float)(1.0 / n2));
+    be->to_host(g2, ck.grads, m.lay.total * sizeof(float));
+    snprintf(what, sizeof what, "cuda fp32 %s: kept sublayer norms and FFN hidden states give bitwise-equal gradients",
+             variant);
+    test_check(ck.enc[0].ffn.h && !memcmp(g, g2, m.lay.total * sizeof(float)), what);
     free(g2);
     free(g);
     t5_free(&ck);
@@ -174,7 +190,56 @@ static void fp16_clamp(void) {
     be->free(d);
 }
 
+// The random init made on the GPU (params_init_random_backend, kernels/cuda/init.cu)
+// against the host's (params_init_random), t5-small's whole layout, in fp32 and narrowed
+// to bf16 / fp16 as zero_init does: equal, except elements off by one unit in the last
+// place where CUDA's double log/sin/cos round differently from glibc's (kernels/init_rng.h):
+// at most 1 in 10^6.
+static void device_random_init(void) {
+    T5Config cfg;
+    t5_config_preset("t5-small", &cfg);
+    ParamLayout lay;
+    params_build_layout(&cfg, &lay);
+    size_t n = lay.total;
+    float *host = mallocCheck(n * sizeof(float));
+    params_init_random(&cfg, &lay, host, 4321);
+    const Dtype dts[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
+    for (int k = 0; k < 3; k++) {
+        Dtype dt = dts[k];
+        const Backend *be = device_backend("cuda", 0, dt == DTYPE_BF16, dt == DTYPE_F16, 0);
+        size_t e = dt == DTYPE_F32 ? 4 : 2;
+        void *d = be->alloc(n * e), *back = mallocCheck(n * e);
+        params_init_random_backend(be, &cfg, &lay, 4321, 0, n, d, dt);
+        be->to_host(back, d, n * e);
+        size_t diff = 0, far = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (dt == DTYPE_F32) {
+                uint32_t a, b;
+                memcpy(&a, (float *)back + i, 4);
+                memcpy(&b, host + i, 4);
+                diff += a != b;
+                far += a != b && (a > b ? a - b : b - a) > 1;
+            } else {
+                uint16_t want = dt == DTYPE_BF16 ? half_f32_to_bf16(host[i]) : half_f32_to_f16(host[i]);
+                uint16_t got = ((uint16_t *)back)[i];
+                diff += got != want;
+                far += got != want && (got > want ? got - want : want - got) > 1;
+            }
+        }
+        char what[200];
+        snprintf(what, sizeof what, "random init on the GPU (%s, %zu elements): %zu differ from the host's, %zu by more "
+                 "than one unit in the last place", dt == DTYPE_F32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16", n,
+                 diff, far);
+        test_check(far == 0 && diff * 1000000 <= n, what);
+        be->free(d);
+        free(back);
+    }
+    free(host);
+    params_free_layout(&lay);
+}
+
 int main(void) {
+    device_random_init();
     fp16_clamp();
     fp32_against_hf("relu_tied", 0.1f);
     fp32_against_hf("gated_noscale", 0.0f);
