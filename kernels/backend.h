@@ -120,6 +120,11 @@ typedef struct Backend {
     void (*rmsnorm_forward)(void *out, float *rstd, const void *inp, const void *weight, int N, int D, float eps);
     void (*rmsnorm_backward)(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
                              const float *rstd, int N, int D);
+    // rmsnorm_backward, then dnext (N,D) = dropout_forward(dinp, next_drop) of the updated dinp:
+    // the input gradient of the next sublayer backward (its output dropout) in the same
+    // pass (CUDA), one pass over dinp fewer a sublayer (model/block.c).
+    void (*rmsnorm_backward_dropout)(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
+                                     const float *rstd, int N, int D, void *dnext, DropoutArgs next_drop);
 
     // ---- linear without bias: out (N,O) = inp (N,I) @ weight (O,I)^T --------------
     void (*matmul_forward)(void *out, const void *inp, const void *weight, int N, int I, int O);

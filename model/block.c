@@ -113,16 +113,37 @@ void t5_dec_block_forward(T5Model *m, const SublayerScratch *s, int l, BlockActs
 // backward: each step reads the running residual gradient dx and ADDS the branch's
 // contribution into it (backend convention: backward ops accumulate).
 
+void t5_branch_grad(T5Model *m, const void *dx, size_t n, DropoutArgs drop) {
+    const int given = m->d_tmp_valid && m->d_tmp_n == n && m->d_tmp_drop.seed == drop.seed && m->d_tmp_drop.p == drop.p;
+    // through the dropout: dropout_backward into zeros, as one write (no memset)
+    if (!given) m->be->dropout_forward(m->d_tmp_d, dx, n, drop), m->branch_passes++;
+    m->d_tmp_valid = 0;
+}
+
+void t5_norm_backward(T5Model *m, void *dx, void *dweight, const void *dout, const void *x_in, const void *weight,
+                      const float *rstd, int n, const DropoutArgs *next) {
+    const Backend *be = m->be;
+    int D = m->cfg.d_model;
+    m->d_tmp_valid = 0;
+    if (!next || m->unfused_backward_dropout) {
+        be->rmsnorm_backward(dx, dweight, dout, x_in, weight, rstd, n, D);
+        return;
+    }
+    be->rmsnorm_backward_dropout(dx, dweight, dout, x_in, weight, rstd, n, D, m->d_tmp_d, *next);
+    m->d_tmp_valid = 1;
+    m->d_tmp_drop = *next;
+    m->d_tmp_n = (size_t)n * D;
+}
+
 void t5_attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs *a, const void *x_in, void *dx,
                                int Tq, const void *kv_src, void *d_kv_src, int Tk, void *dbias, int stack, int layer,
-                               int sub) {
+                               int sub, const DropoutArgs *next) {
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     SublayerScratch s = t5_train_scratch(m);
     int B = m->B, D = c->d_model, HK = t5_config_inner_dim(c);
     int nq = B * Tq, nk = B * Tk;
-    // through the dropout: dropout_backward into zeros, as one write (no memset)
-    be->dropout_forward(m->d_tmp_d, dx, (size_t)nq * D, t5_site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
+    t5_branch_grad(m, dx, (size_t)nq * D, t5_site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
     be->matmul_backward(m->d_ctx, t5_grad(m, w->o), m->d_tmp_d, a->ctx, t5_param(m, w->o), nq, HK, D, 1);
     // d_q, d_k, d_v are written whole here (dqkv_set: no memsets)
     be->attention_backward(m->d_q, m->d_k, m->d_v, dbias, m->d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
@@ -138,19 +159,18 @@ void t5_attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs 
     void *dsrc = kv_src ? d_kv_src : m->d_ln;
     be->matmul_backward(dsrc, t5_grad(m, w->k), m->d_k, src, t5_param(m, w->k), nk, D, HK, 0);
     be->matmul_backward(dsrc, t5_grad(m, w->v), m->d_v, src, t5_param(m, w->v), nk, D, HK, 0);
-    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), rstd, nq, D);
+    t5_norm_backward(m, dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), rstd, nq, next);
 }
 
 void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a, const void *x_in, void *dx, int Tq,
-                              int stack, int layer, int sub) {
+                              int stack, int layer, int sub, const DropoutArgs *next) {
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     SublayerScratch s = t5_train_scratch(m);
     int n = m->B * Tq, D = c->d_model, F = c->d_ff;
     size_t nF = (size_t)n * F, nD = (size_t)n * D;
     DropoutArgs drop_h = t5_site_dropout(m, stack, layer, sub, SITE_FFN_HIDDEN);
-    // through the dropout: dropout_backward into zeros, as one write (no memset)
-    be->dropout_forward(m->d_tmp_d, dx, nD, t5_site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
+    t5_branch_grad(m, dx, nD, t5_site_dropout(m, stack, layer, sub, SITE_FFN_OUT));
     const void *h = a->h;  // wo's input: kept, or regenerated
     if (!h) {
         be->ffn_act_forward(s.ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
@@ -171,5 +191,5 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
     }
     be->matmul_backward(m->d_ln, t5_grad(m, w->wi), d_a, ln, t5_param(m, w->wi), n, D, F, 1);
     if (c->is_gated) be->matmul_backward(m->d_ln, t5_grad(m, w->wi_1), m->d_b, ln, t5_param(m, w->wi_1), n, D, F, 0);
-    be->rmsnorm_backward(dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), rstd, n, D);
+    t5_norm_backward(m, dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), rstd, n, next);
 }

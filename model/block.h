@@ -72,8 +72,19 @@ void t5_dec_block_forward(T5Model *m, const SublayerScratch *s, int l, BlockActs
 // Backward of the sublayers (training; model buffers). dx: (B,Tq,D) gradient of x_out,
 // becomes the gradient of x_in. d_kv_src: gradient of the encoder output for
 // cross-attention, else NULL.
+// next: the output dropout of the sublayer whose backward comes next (or the embedding's),
+// or NULL: the norm backward also writes that branch's input, dropout(dx), into d_tmp_d
+// (t5_norm_backward), sparing the next sublayer a pass over dx.
 void t5_attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs *a, const void *x_in, void *dx,
                                int Tq, const void *kv_src, void *d_kv_src, int Tk, void *dbias, int stack, int layer,
-                               int sub);
+                               int sub, const DropoutArgs *next);
 void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a, const void *x_in, void *dx, int Tq,
-                              int stack, int layer, int sub);
+                              int stack, int layer, int sub, const DropoutArgs *next);
+
+// d_tmp_d = dropout(dx) (n elements) for the branch whose backward starts: already there
+// when the norm backward before it wrote exactly that (m->d_tmp_valid), else one pass.
+void t5_branch_grad(T5Model *m, const void *dx, size_t n, DropoutArgs drop);
+// rmsnorm_backward into dx; with next (and fusion on) also d_tmp_d = dropout(next) of the
+// updated dx, recorded for t5_branch_grad.
+void t5_norm_backward(T5Model *m, void *dx, void *dweight, const void *dout, const void *x_in, const void *weight,
+                      const float *rstd, int n, const DropoutArgs *next);

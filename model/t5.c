@@ -394,8 +394,10 @@ static void head_backward(T5Model *m, float label_smoothing, float dloss) {
     be->zero(dx, nT * D * e);
     fetch(m, L->unit_dec_final);
     grads_begin(m, L->unit_dec_final);
-    be->rmsnorm_backward(dx, t5_grad(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * c->num_decoder_layers],
-                         t5_param(m, L->dec_final_ln), m->dec_final_rstd, (int)nT, D);
+    const int Ld = c->num_decoder_layers;
+    DropoutArgs first = Ld ? t5_site_dropout(m, 1, Ld - 1, 2, SITE_FFN_OUT) : t5_site_dropout(m, 1, 0, 0, SITE_EMBED);
+    t5_norm_backward(m, dx, t5_grad(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * Ld], t5_param(m, L->dec_final_ln),
+                     m->dec_final_rstd, (int)nT, &first);
     grads_end(m, L->unit_dec_final);
     release(m, L->unit_dec_final);
 }
@@ -416,11 +418,14 @@ static void decoder_backward(T5Model *m) {
         fetch(m, L->unit_dec0 + l);
         grads_begin(m, L->unit_dec0 + l);
         if (m->gradient_checkpointing) dec_block_forward(m, l);
-        t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dx, T, 1, l, 2);
+        // each sublayer's norm backward also makes the next one's branch gradient (t5_branch_grad)
+        DropoutArgs to_cross = t5_site_dropout(m, 1, l, 1, SITE_ATT_OUT), to_self = t5_site_dropout(m, 1, l, 0, SITE_ATT_OUT);
+        DropoutArgs to_prev = l ? t5_site_dropout(m, 1, l - 1, 2, SITE_FFN_OUT) : t5_site_dropout(m, 1, 0, 0, SITE_EMBED);
+        t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dx, T, 1, l, 2, &to_cross);
         t5_attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dx, T, m->enc_final, m->d_enc_final, S,
-                                  NULL, 1, l, 1);
+                                  NULL, 1, l, 1, &to_self);
         t5_attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dx, T, NULL, NULL, T, m->d_dec_bias, 1,
-                                  l, 0);
+                                  l, 0, &to_prev);
         if (l == 0)  // block 0 holds the table every block's position bias came from
             be->position_bias_backward(t5_grad(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
                                        c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
@@ -428,8 +433,7 @@ static void decoder_backward(T5Model *m) {
         release(m, L->unit_dec0 + l);
     }
     if (L->unit_lm_head != L->unit_shared) grads_begin(m, L->unit_shared);
-    // through the dropout: dropout_backward into zeros, as one write (no memset)
-    be->dropout_forward(m->d_tmp_d, dx, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
+    t5_branch_grad(m, dx, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
     be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
 }
 
@@ -446,8 +450,10 @@ static void encoder_backward(T5Model *m) {
     be->zero(dx, nS * D * e);
     fetch(m, L->unit_enc_final);
     grads_begin(m, L->unit_enc_final);
-    be->rmsnorm_backward(dx, t5_grad(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * c->num_layers], t5_param(m, L->enc_final_ln),
-                         m->enc_final_rstd, (int)nS, D);
+    const int Le = c->num_layers;
+    DropoutArgs first = Le ? t5_site_dropout(m, 0, Le - 1, 1, SITE_FFN_OUT) : t5_site_dropout(m, 0, 0, 0, SITE_EMBED);
+    t5_norm_backward(m, dx, t5_grad(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * Le], t5_param(m, L->enc_final_ln),
+                     m->enc_final_rstd, (int)nS, &first);
     grads_end(m, L->unit_enc_final);
     release(m, L->unit_enc_final);
     be->zero(m->d_enc_bias, (size_t)H * S * S * e);
@@ -455,17 +461,18 @@ static void encoder_backward(T5Model *m) {
         fetch(m, L->unit_enc0 + l);
         grads_begin(m, L->unit_enc0 + l);
         if (m->gradient_checkpointing) t5_enc_block_forward(m, l);
-        t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], dx, S, 0, l, 1);
+        DropoutArgs to_self = t5_site_dropout(m, 0, l, 0, SITE_ATT_OUT);
+        DropoutArgs to_prev = l ? t5_site_dropout(m, 0, l - 1, 1, SITE_FFN_OUT) : t5_site_dropout(m, 0, 0, 0, SITE_EMBED);
+        t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], dx, S, 0, l, 1, &to_self);
         t5_attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], dx, S, NULL, NULL, S,
-                                  m->d_enc_bias, 0, l, 0);
+                                  m->d_enc_bias, 0, l, 0, &to_prev);
         if (l == 0)
             be->position_bias_backward(t5_grad(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
                                        c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
         grads_end(m, L->unit_enc0 + l);
         release(m, L->unit_enc0 + l);
     }
-    // through the dropout: dropout_backward into zeros, as one write (no memset)
-    be->dropout_forward(m->d_tmp_d, dx, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
+    t5_branch_grad(m, dx, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
     be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
     grads_end(m, L->unit_shared);
 }
@@ -475,6 +482,8 @@ static void encoder_backward(T5Model *m) {
 // or from the decoder's embedding, to the end).
 void t5_backward(T5Model *m, float label_smoothing, float dloss) {
     if (m->inference) t5_fail("t5_backward: the activation plan is forward-only (T5Model.inference); a bug: report it");
+    m->d_tmp_valid = 0;
+    m->branch_passes = 0;
     head_backward(m, label_smoothing, dloss);
     decoder_backward(m);
     encoder_backward(m);

@@ -116,7 +116,13 @@ struct T5Model {
     // backward scratch
     void *d_enc_x, *d_dec_x;        // (B,S,D), (B,T,D) running residual gradient
     void *d_enc_final;              // (B,S,D) gradient of the encoder output (from cross-attention)
-    void *d_tmp_d;                  // (B,max(S,T),D)
+    void *d_tmp_d;                  // (B,max(S,T),D) the branch gradient: dropout of dx (block.c)
+    int d_tmp_valid;                // 1: d_tmp_d holds dropout(d_tmp_drop) of the running dx over
+    DropoutArgs d_tmp_drop;         //    d_tmp_n elements, written by the previous norm backward
+    size_t d_tmp_n;                 //    (rmsnorm_backward_dropout); the next sublayer skips that pass
+    int unfused_backward_dropout;   // tests: 1 = every branch dropout as its own pass (no fusion)
+    long branch_passes;             // t5_branch_grad's own passes since t5_backward began (0 when
+                                    // every branch gradient came fused: tests check it)
     void *d_ln;                     // (B,max(S,T),D)
     void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK)
     void *d_h, *tmp_f;              // (B,max(S,T),F); tmp_f is also d(wi output), see ffn_sublayer_backward

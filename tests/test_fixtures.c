@@ -96,6 +96,33 @@ static void check_backward(Fixture *fx, T5Model *m, long n) {
     }
 }
 
+// Each sublayer's branch gradient dropout(dx) made by the norm backward before it
+// (rmsnorm_backward_dropout): the same loss and bitwise-equal gradients as every dropout
+// run as its own pass, and no branch gradient left to make (branch_passes 0) where the
+// unfused run made one per sublayer and embedding.
+static void check_fused_branch_dropout(Fixture *fx, T5Model *m) {
+    char what[320];
+    const T5Batch *b = fx->b;
+    T5Model un;
+    model_load(&un, fx->dir, backend_cpu(), fx->lo);
+    un.dropout_p = m->dropout_p = 0.1f;
+    m->dropout_seed = un.dropout_seed = 77;
+    un.unfused_backward_dropout = 1;
+    t5_plan_activations(&un, b->B, b->S, b->T);
+    t5_zero_grads(m);
+    long n1 = 0, n2 = 0;
+    double l1 = t5_forward(m, b, fx->smoothing, &n1), l2 = t5_forward(&un, b, fx->smoothing, &n2);
+    t5_backward(m, fx->smoothing, (float)(1.0 / (double)n1));
+    t5_backward(&un, fx->smoothing, (float)(1.0 / (double)n2));
+    long sublayers = 2L * m->cfg.num_layers + 3L * m->cfg.num_decoder_layers + 2;
+    snprintf(what, sizeof what, "%s: branch dropout fused into the norm backward (dropout 0.1): same loss, bitwise-equal "
+             "grads, %ld separate passes (unfused %ld of %ld)", fx->variant, m->branch_passes, un.branch_passes, sublayers);
+    test_check(l1 == l2 && !memcmp(m->grads, un.grads, m->lay.total * sizeof(float)) && m->branch_passes == 0 &&
+                   un.branch_passes == sublayers, what);
+    t5_free(&un);
+    m->dropout_p = 0.0f;
+}
+
 // Gradient checkpointing and kept sublayer norms / FFN hidden states
 // (T5Model.keep_sublayer_acts): what is recomputed or kept gives the same loss and
 // bitwise-equal gradients as the plain plan m (dropout on: a recompute must regenerate
@@ -310,6 +337,7 @@ static void run_variant(const char *variant) {
     long n = 0;
     check_forward(&fx, &m, &n);
     check_backward(&fx, &m, n);
+    check_fused_branch_dropout(&fx, &m);
     check_plan_variant(&fx, &m, 1, 0);
     check_plan_variant(&fx, &m, 0, 1);
     check_plan_variant(&fx, &m, 1, 1);

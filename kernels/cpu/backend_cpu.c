@@ -25,6 +25,7 @@ static const Backend cpu_backend = {
     .embedding_backward = cpu_embedding_backward,
     .rmsnorm_forward = cpu_rmsnorm_forward,
     .rmsnorm_backward = cpu_rmsnorm_backward,
+    .rmsnorm_backward_dropout = cpu_rmsnorm_backward_dropout,
     .matmul_forward = cpu_matmul_forward,
     .matmul_backward = cpu_matmul_backward,
     .position_bias_forward = cpu_position_bias_forward,

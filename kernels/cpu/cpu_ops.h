@@ -36,6 +36,8 @@ void cpu_embedding_backward(void *dtable, const void *dout, const int *ids, int 
 void cpu_rmsnorm_forward(void *out, float *rstd, const void *inp, const void *weight, int N, int D, float eps);
 void cpu_rmsnorm_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
                           const float *rstd, int N, int D);
+void cpu_rmsnorm_backward_dropout(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
+                                  const float *rstd, int N, int D, void *dnext, DropoutArgs next_drop);
 
 // matmul.c
 void cpu_matmul_forward(void *out, const void *inp, const void *weight, int N, int I, int O);

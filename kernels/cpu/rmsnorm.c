@@ -56,3 +56,10 @@ void cpu_rmsnorm_backward(void *dinp_, void *dweight_, const void *dout_, const 
         for (int c = c0; c < c1; c++) dweight[c] += (float)acc[c - c0];
     }
 }
+
+// The two ops one after the other: the CPU reference has no passes to save.
+void cpu_rmsnorm_backward_dropout(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
+                                  const float *rstd, int N, int D, void *dnext, DropoutArgs next_drop) {
+    cpu_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, D);
+    cpu_dropout_forward(dnext, dinp, (size_t)N * D, next_drop);
+}

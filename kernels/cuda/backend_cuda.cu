@@ -25,6 +25,11 @@
                                        const void *weight, const float *rstd, int N, int D) {                     \
         cuda_rmsnorm_backward(DT, dinp, dweight, dout, inp, weight, rstd, N, D);                                  \
     }                                                                                                             \
+    static void SFX##_rmsnorm_backward_dropout(void *dinp, void *dweight, const void *dout, const void *inp,      \
+                                               const void *weight, const float *rstd, int N, int D, void *dnext,  \
+                                               DropoutArgs drop) {                                                \
+        cuda_rmsnorm_backward_dropout(DT, dinp, dweight, dout, inp, weight, rstd, N, D, dnext, drop);             \
+    }                                                                                                             \
     static void SFX##_matmul_forward(void *out, const void *inp, const void *weight, int N, int I, int O) {       \
         cuda_matmul_forward(DT, out, inp, weight, N, I, O);                                                       \
     }                                                                                                             \
@@ -130,6 +135,7 @@
         .embedding_backward = SFX##_embedding_backward,                                                           \
         .rmsnorm_forward = SFX##_rmsnorm_forward,                                                                 \
         .rmsnorm_backward = SFX##_rmsnorm_backward,                                                               \
+        .rmsnorm_backward_dropout = SFX##_rmsnorm_backward_dropout,                                               \
         .matmul_forward = SFX##_matmul_forward,                                                                   \
         .matmul_backward = SFX##_matmul_backward,                                                                 \
         .position_bias_forward = SFX##_position_bias_forward,                                                     \

@@ -42,6 +42,8 @@ void cuda_embedding_forward(Dtype dt, void *out, const int *ids, const void *tab
 void cuda_embedding_backward(Dtype dt, void *dtable, const void *dout, const int *ids, int N, int D);
 void cuda_rmsnorm_forward(Dtype dt, void *out, float *rstd, const void *inp, const void *weight, int N, int D,
                           float eps);
+void cuda_rmsnorm_backward_dropout(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
+                                   const void *weight, const float *rstd, int N, int D, void *dnext, DropoutArgs drop);
 void cuda_rmsnorm_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
                            const void *weight, const float *rstd, int N, int D);
 void cuda_position_bias_forward(Dtype dt, void *bias, const void *table, int Tq, int Tk, int H, int q_offset,

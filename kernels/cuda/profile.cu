@@ -113,6 +113,11 @@ static void w_rmsnorm_backward(void *dinp, void *dw, const void *dout, const voi
                                const float *rstd, int N, int D) {
     PROF(PC_NORM, P.real->rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, D), "rmsnorm_backward N=%d D=%d", N, D);
 }
+static void w_rmsnorm_backward_dropout(void *dinp, void *dw, const void *dout, const void *inp, const void *w,
+                                       const float *rstd, int N, int D, void *dnext, DropoutArgs drop) {
+    PROF(PC_NORM, P.real->rmsnorm_backward_dropout(dinp, dw, dout, inp, w, rstd, N, D, dnext, drop),
+         "rmsnorm_backward+dropout N=%d D=%d", N, D);
+}
 static int gemm_class(int I, int O) { return O == P.vocab || I == P.vocab ? PC_LM_HEAD : PC_GEMM; }
 static void w_matmul_forward(void *out, const void *inp, const void *w, int N, int I, int O) {
     PROF(gemm_class(I, O), P.real->matmul_forward(out, inp, w, N, I, O), "matmul_forward %dx%d->%d", N, I, O);
@@ -221,6 +226,7 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.zero = w_zero, w.to_device = w_to_device, w.to_host = w_to_host;
     w.embedding_forward = w_embedding_forward, w.embedding_backward = w_embedding_backward;
     w.rmsnorm_forward = w_rmsnorm_forward, w.rmsnorm_backward = w_rmsnorm_backward;
+    w.rmsnorm_backward_dropout = w_rmsnorm_backward_dropout;
     w.matmul_forward = w_matmul_forward, w.matmul_backward = w_matmul_backward;
     w.position_bias_forward = w_position_bias_forward, w.position_bias_backward = w_position_bias_backward;
     w.attention_forward = w_attention_forward, w.attention_backward = w_attention_backward;

@@ -9,6 +9,7 @@
 //             in shared memory (each column owned by one thread), writes one fp32 partial
 //             row; a second kernel sums the partials in block order and adds into dweight.
 #include "common.cuh"
+#include "point_drop.cuh"
 
 #define RMS_MAX_THREADS 256
 #define RMS_MAX_PARTIALS 1024  // fp32 partial rows of dweight (blocks of the backward)
@@ -133,11 +134,13 @@ static void rmsnorm_forward(void *out, float *rstd, const void *inp, const void 
 // ---- backward ---------------------------------------------------------------------------------
 
 // Block b: rows [b*R, min(N, (b+1)*R)). Shared acc (D floats) laid out [k][pack] so that
-// consecutive threads touch consecutive words. partial (gridDim.x, D).
-template <typename T, int V>
+// consecutive threads touch consecutive words. partial (gridDim.x, D). DROP: also writes
+// dnext = dropout(the new dinp) as dropout_forward would from the stored values (the next
+// backward sublayer's input gradient: rmsnorm_backward_dropout).
+template <typename T, int V, bool DROP>
 __global__ void __launch_bounds__(RMS_MAX_THREADS)
     rmsnorm_backward_kernel(T *dinp, float *partial, const T *dout, const T *inp, const T *weight,
-                            const float *rstd, int N, int D, int R) {
+                            const float *rstd, int N, int D, int R, T *dnext, PointDrop drop) {
     extern __shared__ float acc[];
     const int P = D / V;  // packs per row (D % V == 0 by the launch)
     for (int p = threadIdx.x; p < P; p += blockDim.x)
@@ -172,6 +175,13 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS)
                 acc[k * P + p] += gf[k] * xhat;
             }
             store_vec<T, V>(dx + p * V, d);
+            if constexpr (DROP) {
+                bool kp[V];
+                drop.keep_pack<V>((size_t)n * D + (size_t)p * V, kp);
+#pragma unroll
+                for (int k = 0; k < V; k++) d[k] = drop.value_kept<T>(round_to<T>(d[k]), kp[k]);
+                store_vec<T, V>(dnext + (size_t)n * D + p * V, d);
+            }
         }
     }
     float *dst = partial + (size_t)blockIdx.x * D;
@@ -202,9 +212,9 @@ __global__ void rmsnorm_dweight_kernel(T *dweight, const float *partial, int G, 
 }
 
 
-template <typename T, int V>
+template <typename T, int V, bool DROP>
 static void rmsnorm_backward_launch(T *dinp, float *partial, const T *dout, const T *inp, const T *weight,
-                                    const float *rstd, int N, int D, int R, int G) {
+                                    const float *rstd, int N, int D, int R, int G, T *dnext, PointDrop drop) {
     const int threads = row_block_threads(D / V, RMS_MAX_THREADS);
     const size_t smem = (size_t)D * sizeof(float);
     // Up to 48 KiB per block (static + dynamic) without opting in; block_sum's static
@@ -219,17 +229,19 @@ static void rmsnorm_backward_launch(T *dinp, float *partial, const T *dout, cons
         if (smem + static_reserve > (size_t)max_optin)
             t5_fail("rmsnorm_backward: d_model %d needs %zu bytes of shared memory, the GPU allows %d per block", D,
                     smem + static_reserve, max_optin);
-        cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_kernel<T, V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)smem));
+        cudaCheck(cudaFuncSetAttribute(rmsnorm_backward_kernel<T, V, DROP>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         smem_opted = smem;
     }
-    rmsnorm_backward_kernel<T, V><<<G, threads, smem, t5_stream()>>>(dinp, partial, dout, inp, weight, rstd, N, D, R);
+    rmsnorm_backward_kernel<T, V, DROP>
+        <<<G, threads, smem, t5_stream()>>>(dinp, partial, dout, inp, weight, rstd, N, D, R, dnext, drop);
     cudaLaunchCheck();
 }
 
+// dnext NULL: rmsnorm_backward; else rmsnorm_backward_dropout (backend.h).
 template <typename T>
 static void rmsnorm_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
-                             const float *rstd, int N, int D) {
+                             const float *rstd, int N, int D, void *dnext, DropoutArgs next_drop) {
     if (N <= 0 || D <= 0) return;
     // Rows per block from N alone, so the summation order never depends on the device.
     int R = CEIL_DIV(N, RMS_MAX_PARTIALS);
@@ -238,13 +250,18 @@ static void rmsnorm_backward(void *dinp, void *dweight, const void *dout, const 
     const size_t need = (size_t)G * D * sizeof(float);
     float *rms_partial = (float *)cuda_scratch_reserve(CUDA_SCRATCH_RMSNORM, need);
     constexpr int P = pack_of<T>();
-    const bool vec = D % P == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
-    if (vec)
-        rmsnorm_backward_launch<T, P>((T *)dinp, rms_partial, (const T *)dout, (const T *)inp, (const T *)weight, rstd,
-                                      N, D, R, G);
-    else
-        rmsnorm_backward_launch<T, 1>((T *)dinp, rms_partial, (const T *)dout, (const T *)inp, (const T *)weight, rstd,
-                                      N, D, R, G);
+    const bool vec = D % P == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight) &&
+                     (!dnext || aligned16(dnext));
+    const PointDrop drop = point_drop(next_drop);
+    T *dn = (T *)dnext;
+#define RMS_BWD(VV, DD)                                                                                             \
+    rmsnorm_backward_launch<T, VV, DD>((T *)dinp, rms_partial, (const T *)dout, (const T *)inp, (const T *)weight, \
+                                       rstd, N, D, R, G, dn, drop)
+    if (vec && dn) RMS_BWD(P, true);
+    else if (vec) RMS_BWD(P, false);
+    else if (dn) RMS_BWD(1, true);
+    else RMS_BWD(1, false);
+#undef RMS_BWD
     rmsnorm_dweight_kernel<T>
         <<<CEIL_DIV(D, 32), dim3(32, RMS_DW_GROUPS), 0, t5_stream()>>>((T *)dweight, rms_partial, G, D);
     cudaLaunchCheck();
@@ -257,5 +274,12 @@ extern "C" void cuda_rmsnorm_forward(Dtype dt, void *out, float *rstd, const voi
 
 extern "C" void cuda_rmsnorm_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
                                       const void *weight, const float *rstd, int N, int D) {
-    DISPATCH_DTYPE(dt, rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd, N, D);
+    const DropoutArgs none = {0.0f, 0};
+    DISPATCH_DTYPE(dt, rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd, N, D, NULL, none);
+}
+
+extern "C" void cuda_rmsnorm_backward_dropout(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
+                                              const void *weight, const float *rstd, int N, int D, void *dnext,
+                                              DropoutArgs next_drop) {
+    DISPATCH_DTYPE(dt, rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd, N, D, dnext, next_drop);
 }

@@ -120,6 +120,21 @@ static void case_rmsnorm(const OpsPair *P) {
         check_same_bytes(S, name, d_dw, d_dw2, D * dt_size(dt));
         snprintf(name, sizeof name, "rmsnorm_backward %s N=%d D=%d dinp reproducible", dt_name(dt), N, D);
         check_same_bytes(S, name, d_dinp, d_dinp2, ND * dt_size(dt));
+        // rmsnorm_backward_dropout = rmsnorm_backward then dropout_forward of the new dinp, bitwise
+        const DropoutArgs drops[2] = {{0.0f, 0}, {0.1f, 777}};
+        for (int k = 0; k < 2; k++) {
+            void *f_dinp = dev_from(S, dt, dinp, ND), *f_dw = dev_from(S, dt, dw, D), *f_next = S->alloc(ND * dt_size(dt));
+            void *s_dinp = dev_from(S, dt, dinp, ND), *s_dw = dev_from(S, dt, dw, D), *s_next = S->alloc(ND * dt_size(dt));
+            S->rmsnorm_backward_dropout(f_dinp, f_dw, d_dout, d_x, d_w, d_rstd_ref, N, D, f_next, drops[k]);
+            S->rmsnorm_backward(s_dinp, s_dw, d_dout, d_x, d_w, d_rstd_ref, N, D);
+            S->dropout_forward(s_next, s_dinp, ND, drops[k]);
+            snprintf(name, sizeof name, "rmsnorm_backward_dropout %s N=%d D=%d p=%g = rmsnorm_backward, dropout_forward",
+                     dt_name(dt), N, D, drops[k].p);
+            check_same_bytes(S, name, f_dinp, s_dinp, ND * dt_size(dt));
+            check_same_bytes(S, name, f_dw, s_dw, D * dt_size(dt));
+            check_same_bytes(S, name, f_next, s_next, ND * dt_size(dt));
+            FREE_SUB(S, f_dinp, f_dw, f_next, s_dinp, s_dw, s_next);
+        }
         S->free(d_x);
         S->free(d_w);
         S->free(d_dout);
