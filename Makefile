@@ -97,6 +97,11 @@ train_t5: $(BUILD)/obj/train_t5.o $(BUILD)/libt5.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 	@echo '$(BUILD)' >.train_t5.build
 
+# benchmark programs (bench/*.c): not part of `all`; bench/README.md says which script runs them
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libt5.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libt5.a -o $@ $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libt5.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libt5.a -o $@ $(LDLIBS)

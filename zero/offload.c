@@ -11,6 +11,7 @@
 #include "../common/check.h"
 #include "../common/half.h"
 #include "../kernels/cpu/adamw_math.h"
+#include "../optim/cpu_adam.h"
 
 #define OFFLOAD_CHUNK ((size_t)32 << 20)  // elements per transfer (64-128 MiB of staging)
 
@@ -61,31 +62,10 @@ static void update_slice(ZeroOffload *o, AdamW *opt, Dtype t, size_t lo, size_t 
             for (size_t i = 0; i < n; i++) ((uint16_t *)o->stage_param)[s0 + i] = half_f32_to_f16(master[i]);
         return;
     }
-    if (t == DTYPE_F32) {
-        const float *g = (const float *)o->stage_grad + s0;
-        float *out = (float *)o->stage_param + s0;
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            adamw_math_update(&master[i], &m[i], &v[i], g[i], &c);
-            out[i] = master[i];
-        }
-        return;
-    }
-    const uint16_t *g = (const uint16_t *)o->stage_grad + s0;
-    uint16_t *out = (uint16_t *)o->stage_param + s0;
-    if (t == DTYPE_BF16) {
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            adamw_math_update(&master[i], &m[i], &v[i], half_bf16_to_f32(g[i]), &c);
-            out[i] = half_f32_to_bf16(master[i]);
-        }
-    } else {
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            adamw_math_update(&master[i], &m[i], &v[i], half_f16_to_f32(g[i]), &c);
-            out[i] = half_f32_to_f16(master[i]);
-        }
-    }
+    // widen, step, narrow in one pass, SIMD and threads (optim/cpu_adam.c: the scalar step's bits)
+    const size_t e = t == DTYPE_F32 ? 4 : 2;
+    cpu_adam_update(master, m, v, (const char *)o->stage_grad + s0 * e, t, (char *)o->stage_param + s0 * e, t, n, &c,
+                    CPU_ADAM_AUTO);
 }
 
 void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const ParamLayout *lay, const void *grads,
