@@ -15,7 +15,8 @@ N=${ADAM_N:-67108864}
 THREADS=${ADAM_THREADS:-"1 $(nproc)"}
 OUTDIR=${OUT:-/tmp}/cpu_adam
 mkdir -p "$OUTDIR"
-has_ds() { "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed') is None)" 2>/dev/null; }
+# from /tmp: the repository's own deepspeed/ folder (C sources) would pass for a package here
+has_ds() { (cd /tmp && "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed.ops') is None)") 2>/dev/null; }
 if ! has_ds && [ -d /tmp/site/deepspeed ]; then  # installed by an earlier call on this machine
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 elif ! has_ds && ls "$WHEELS"/*.whl >/dev/null 2>&1; then

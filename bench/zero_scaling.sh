@@ -103,7 +103,8 @@ if want deepspeed; then
     if [ "$FAKE" = 1 ]; then
         [ "${BENCH_FAKE_NO_DS:-0}" = 1 ] && { DS_OK=0; DS_WHY="deepspeed_not_importable"; }
     else
-        has_ds() { "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed') is None)" 2>/dev/null; }
+        # from /tmp: the repository's own deepspeed/ folder (C sources) would pass for a package here
+has_ds() { (cd /tmp && "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed.ops') is None)") 2>/dev/null; }
         if ! has_ds && [ -d /tmp/site/deepspeed ]; then  # installed by an earlier call on this machine
             export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
         elif ! has_ds && ls "$WHEELS"/*.whl >/dev/null 2>&1; then

@@ -73,6 +73,8 @@ typedef struct {
     int mask_ld;
 } KvView;
 
+#define BACKEND_COPY_SLOTS 4  // slots of to_host_async / to_device_async
+
 typedef struct Backend {
     const char *name;    // "cpu", "cuda-fp32", "cuda-bf16", "cuda-fp16": for messages only
     Dtype act_dtype;     // dtype of activations, parameters and their gradients
@@ -110,6 +112,16 @@ typedef struct Backend {
     // for fast transfers (CUDA; the CPU backend ignores it). Not counted in mem_in_use.
     void *(*host_alloc)(size_t bytes, int pinned);
     void (*host_free)(void *p, int pinned);
+    // Copies that overlap the host and each other (ZeRO-Offload's pipeline, zero/offload.c):
+    // queued after every op queued so far, device-to-host on one copy stream and
+    // host-to-device on another (the GPU's two copy engines), each finishing into a slot
+    // (0 .. BACKEND_COPY_SLOTS-1) that copy_wait waits for: the host may then read what
+    // came down, or reuse the buffer that went up. Host buffers should be pinned
+    // (host_alloc) or the copy does not overlap. Ops queued later do not wait for an upload:
+    // copy_wait its slot before queuing work that reads it. The CPU backend copies at once.
+    void (*to_host_async)(void *host_dst, const void *src, size_t bytes, int slot);
+    void (*to_device_async)(void *dst, const void *host_src, size_t bytes, int slot);
+    void (*copy_wait)(int slot);
 
     // ---- embedding: out (N,D) = table (V,D)[ids (N)] ---------------------------------
     void (*embedding_forward)(void *out, const int *ids, const void *table, int N, int D);

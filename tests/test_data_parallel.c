@@ -304,6 +304,22 @@ static int offload_runs(const char *tmp) {
         compare_runs(tmp, "tied_ref", tag, label);
         check_memory(tmp, tag, world, stage, 1);
     }
+    // the offloaded step's pipeline over many chunks (zero/offload.c; T5_OFFLOAD_CHUNK: 10007
+    // elements, so chunks end inside tensors and every rank has 13 of them): the same run
+    // as one chunk a rank, bit for bit, and the staging the memory line reports is 4 chunks
+    if (ok) {
+        setenv("T5_OFFLOAD_CHUNK", "10007", 1);
+        ok = train_run(tmp, "tests/fixtures/trainer_model", "", 2, 5, "tied_w2_s2_offload_chunks");
+        unsetenv("T5_OFFLOAD_CHUNK");
+        if (ok) {
+            compare_runs_tol(tmp, "tied_w2_s2_offload", "tied_w2_s2_offload_chunks",
+                             "tied model, 2 ranks, stage 2 + offload in chunks of 10007", 0);
+            char cmd[1024];
+            snprintf(cmd, sizeof cmd, "grep -c '+ 160112 B staging' %s/tied_w2_s2_offload_chunks.log | grep -qx 2", tmp);
+            test_check(system(cmd) == 0, "offload in chunks of 10007: both ranks report 4 staging chunks of 10007 "
+                                         "fp32 (160112 B)");
+        }
+    }
     return ok;
 }
 

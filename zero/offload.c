@@ -1,11 +1,15 @@
 // zero/offload.c: the optimizer's state in host memory and its update on the CPU (see
 // offload.h). The element math is the CPU backend's AdamW (kernels/cpu/adamw_math.h, the
-// torch step the CPU tests check against Hugging Face), fused here with the dtype
-// conversions into one OpenMP pass per tensor slice; chunks keep the extra host memory to
-// two staging buffers. sqrt without errno lets the loops vectorize (same IEEE results).
+// torch step the CPU tests check against Hugging Face), fused with the dtype conversions
+// into one SIMD pass per tensor slice (optim/cpu_adam.c). The partition goes chunk by chunk
+// through a three-stage pipeline: while the CPU updates chunk k, chunk k+1's gradient comes
+// down and chunk k-1's new weights go up (backend.h's asynchronous copies: two copy
+// engines), through two page-locked staging buffers each way. sqrt without errno lets the
+// remaining scalar loops vectorize (same IEEE results).
 #pragma GCC optimize("no-math-errno")
 #include "offload.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/check.h"
@@ -13,14 +17,28 @@
 #include "../kernels/cpu/adamw_math.h"
 #include "../optim/cpu_adam.h"
 
-#define OFFLOAD_CHUNK ((size_t)32 << 20)  // elements per transfer (64-128 MiB of staging)
+#define OFFLOAD_CHUNK ((size_t)16 << 20)  // elements per transfer: 4 staging buffers of 32-64 MiB
+// copy slots (backend.h): chunk k's gradient comes down into SLOT_GRAD + k % 2, its weights
+// go up from SLOT_PARAM + k % 2
+enum { SLOT_GRAD = 0, SLOT_PARAM = 2 };
+
+// Test hook T5_OFFLOAD_CHUNK=N: N elements a chunk instead of OFFLOAD_CHUNK, so that the CPU
+// tests' small models run the pipeline over many chunks (tests/test_data_parallel.c).
+static size_t offload_chunk_elems(void) {
+    const char *v = getenv("T5_OFFLOAD_CHUNK");
+    if (!v || !*v) return OFFLOAD_CHUNK;
+    char *end = NULL;
+    long long k = strtoll(v, &end, 10);
+    if (*end || k < 1) t5_fail("T5_OFFLOAD_CHUNK=\"%s\": expected a positive number of elements (a test hook)", v);
+    return (size_t)k;
+}
 
 void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
                   const float *master_init, int init_on_host, int pinned) {
     memset(o, 0, sizeof *o);
-    size_t n = end - begin, e = be->act_dtype == DTYPE_F32 ? 4 : 2;
+    size_t n = end - begin, e = be->act_dtype == DTYPE_F32 ? 4 : 2, chunk = offload_chunk_elems();
     o->pinned = pinned;
-    o->chunk = n < OFFLOAD_CHUNK ? (n ? n : 1) : OFFLOAD_CHUNK;
+    o->chunk = n < chunk ? (n ? n : 1) : chunk;
     o->master = be->host_alloc(n * sizeof(float), pinned);
     if (init_on_host) memcpy(o->master, master_init, n * sizeof(float));
     else be->to_host(o->master, master_init, n * sizeof(float));
@@ -30,18 +48,22 @@ void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg
     opt->end = end;
     opt->m = be->host_alloc(n * sizeof(float), pinned);
     opt->v = be->host_alloc(n * sizeof(float), pinned);
-    o->stage_grad = be->host_alloc(o->chunk * e, pinned);
-    o->stage_param = be->host_alloc(o->chunk * e, pinned);
+    for (int k = 0; k < 2; k++) {  // page-locked whatever pin_memory says: the copies must overlap
+        o->stage_grad[k] = be->host_alloc(o->chunk * e, 1);
+        o->stage_param[k] = be->host_alloc(o->chunk * e, 1);
+    }
     o->host_bytes = 3 * n * sizeof(float);
-    o->stage_bytes = o->chunk * 2 * e;
+    o->stage_bytes = o->chunk * 4 * e;
 }
 
 void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be) {
     be->host_free(o->master, o->pinned);
     be->host_free(opt->m, o->pinned);
     be->host_free(opt->v, o->pinned);
-    be->host_free(o->stage_grad, o->pinned);
-    be->host_free(o->stage_param, o->pinned);
+    for (int k = 0; k < 2; k++) {
+        be->host_free(o->stage_grad[k], 1);
+        be->host_free(o->stage_param[k], 1);
+    }
     memset(o, 0, sizeof *o);
     opt->m = opt->v = NULL;
 }
@@ -50,21 +72,21 @@ void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be) {
 // moments (kernels/cpu/adamw_math.h: the CPU backend's exact step), narrow the new master
 // into the compute weights, in one pass over memory. frozen: the weights are only copied.
 static void update_slice(ZeroOffload *o, AdamW *opt, Dtype t, size_t lo, size_t hi, size_t lo_c, float wd,
-                         int frozen, float lr, float grad_scale) {
+                         int frozen, float lr, float grad_scale, const void *stage_grad, void *stage_param) {
     const AdamwConsts c = adamw_consts(lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd, grad_scale, opt->step);
     const size_t n = hi - lo, j0 = lo - opt->begin, s0 = lo - lo_c;  // partition / chunk positions
     float *master = o->master + j0, *m = opt->m + j0, *v = opt->v + j0;
     if (frozen) {  // not trained: the compute weights stay the master's
-        if (t == DTYPE_F32) memcpy((float *)o->stage_param + s0, master, n * sizeof(float));
+        if (t == DTYPE_F32) memcpy((float *)stage_param + s0, master, n * sizeof(float));
         else if (t == DTYPE_BF16)
-            for (size_t i = 0; i < n; i++) ((uint16_t *)o->stage_param)[s0 + i] = half_f32_to_bf16(master[i]);
+            for (size_t i = 0; i < n; i++) ((uint16_t *)stage_param)[s0 + i] = half_f32_to_bf16(master[i]);
         else
-            for (size_t i = 0; i < n; i++) ((uint16_t *)o->stage_param)[s0 + i] = half_f32_to_f16(master[i]);
+            for (size_t i = 0; i < n; i++) ((uint16_t *)stage_param)[s0 + i] = half_f32_to_f16(master[i]);
         return;
     }
     // widen, step, narrow in one pass, SIMD and threads (optim/cpu_adam.c: the scalar step's bits)
     const size_t e = t == DTYPE_F32 ? 4 : 2;
-    cpu_adam_update(master, m, v, (const char *)o->stage_grad + s0 * e, t, (char *)o->stage_param + s0 * e, t, n, &c,
+    cpu_adam_update(master, m, v, (const char *)stage_grad + s0 * e, t, (char *)stage_param + s0 * e, t, n, &c,
                     CPU_ADAM_AUTO);
 }
 
@@ -73,10 +95,20 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
     opt->step++;
     const Dtype t = be->act_dtype;
     const size_t e = t == DTYPE_F32 ? 4 : 2, n = opt->end - opt->begin;
-    for (size_t off = 0; off < n; off += o->chunk) {
-        size_t k = n - off < o->chunk ? n - off : o->chunk;
-        size_t lo_c = opt->begin + off, hi_c = lo_c + k;  // the chunk in the flat space
-        be->to_host(o->stage_grad, (const char *)grads + off * e, k * e);
+    const size_t chunks = (n + o->chunk - 1) / o->chunk;
+#define CHUNK_OFF(k) ((size_t)(k) * o->chunk)
+#define CHUNK_LEN(k) (n - CHUNK_OFF(k) < o->chunk ? n - CHUNK_OFF(k) : o->chunk)
+    if (chunks) be->to_host_async(o->stage_grad[0], grads, CHUNK_LEN(0) * e, SLOT_GRAD);
+    for (size_t k = 0; k < chunks; k++) {
+        const int b = (int)(k % 2);
+        // the next gradient comes down while this chunk is updated (its buffer's last reader,
+        // the update of chunk k-1, has returned)
+        if (k + 1 < chunks)
+            be->to_host_async(o->stage_grad[1 - b], (const char *)grads + CHUNK_OFF(k + 1) * e, CHUNK_LEN(k + 1) * e,
+                              SLOT_GRAD + 1 - b);
+        be->copy_wait(SLOT_GRAD + b);   // this chunk's gradient is here
+        be->copy_wait(SLOT_PARAM + b);  // chunk k-2's weights have left this staging buffer
+        size_t lo_c = opt->begin + CHUNK_OFF(k), hi_c = lo_c + CHUNK_LEN(k);  // the chunk in the flat space
         // tensor by tensor (each its own weight decay), clipped to the chunk; the tensors
         // tile the flat space, so every element of the chunk is written
         for (int i = 0; i < lay->count; i++) {
@@ -84,9 +116,14 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
             size_t lo = p->offset > lo_c ? p->offset : lo_c;
             size_t hi = p->offset + p->numel < hi_c ? p->offset + p->numel : hi_c;
             if (lo >= hi) continue;
-            update_slice(o, opt, t, lo, hi, lo_c, p->no_decay ? 0.0f : opt->cfg.weight_decay, p->frozen, lr,
-                         grad_scale);
+            update_slice(o, opt, t, lo, hi, lo_c, p->no_decay ? 0.0f : opt->cfg.weight_decay, p->frozen, lr, grad_scale,
+                         o->stage_grad[b], o->stage_param[b]);
         }
-        be->to_device((char *)params + off * e, o->stage_param, k * e);
+        be->to_device_async((char *)params + CHUNK_OFF(k) * e, o->stage_param[b], CHUNK_LEN(k) * e, SLOT_PARAM + b);
     }
+#undef CHUNK_OFF
+#undef CHUNK_LEN
+    // the new weights are all up before anything reads them (backend.h: later ops do not wait)
+    be->copy_wait(SLOT_PARAM);
+    be->copy_wait(SLOT_PARAM + 1);
 }

@@ -4,7 +4,8 @@
 // partition, none of it on the GPU. The update runs on the CPU, chunk by chunk of the
 // partition: the chunk's gradient comes down; in one pass it is widened to fp32, AdamW (the
 // CPU backend's torch math) updates master and moments, and the new master is narrowed into
-// the chunk's compute weights, which go back up into the rank's piece of the weights. Stage 1-2's
+// the chunk's compute weights, which go back up into the rank's piece of the weights. The
+// copies of chunks k+1 (down) and k-1 (up) overlap chunk k's update (offload.c). Stage 1-2's
 // all-gather (or stage 3's gathers) then spread them as without offload.
 #pragma once
 #include <stddef.h>
@@ -17,8 +18,8 @@ typedef struct {
     int pinned;          // page-locked host buffers (pin_memory)
     float *master;       // (partition) fp32 master weights, host
     size_t chunk;        // elements per transfer
-    void *stage_grad;    // (chunk) act dtype, host: the chunk's gradient as it comes down
-    void *stage_param;   // (chunk) act dtype, host: the chunk's new compute weights going up
+    void *stage_grad[2];   // (chunk) act dtype, page-locked host: gradients coming down, in turn
+    void *stage_param[2];  // (chunk) act dtype, page-locked host: new compute weights going up, in turn
     size_t host_bytes;   // master + moments (12 bytes per element), for the memory report
     size_t stage_bytes;  // the staging buffers
 } ZeroOffload;

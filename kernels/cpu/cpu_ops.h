@@ -20,7 +20,10 @@ size_t cpu_memory_in_use(void);
 size_t cpu_memory_peak(void);
 void *cpu_memory_host_alloc(size_t bytes, int pinned);
 void cpu_memory_host_free(void *p, int pinned);
-void cpu_memory_synchronize(void);     // nothing is queued: returns at once
+void cpu_memory_synchronize(void);
+void cpu_memory_to_host_async(void *host_dst, const void *src, size_t bytes, int slot);   // copies at once
+void cpu_memory_to_device_async(void *dst, const void *host_src, size_t bytes, int slot);
+void cpu_memory_copy_wait(int slot);     // nothing is queued: returns at once
 void cpu_memory_set_cap(size_t bytes); // 0 only: the CPU backend has no memory cap
 size_t cpu_memory_cap(void);           // 0
 size_t cpu_memory_capacity(void);      // the host's physical memory

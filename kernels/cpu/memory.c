@@ -58,6 +58,25 @@ void cpu_memory_to_host(void *host_dst, const void *src, size_t bytes) {
 
 void cpu_memory_synchronize(void) {}
 
+// "Device" memory is host memory: the asynchronous copies are done when they return.
+static void copy_slot_check(int slot) {
+    if (slot < 0 || slot >= BACKEND_COPY_SLOTS)
+        t5_die(__FILE__, __LINE__, "an asynchronous copy names a slot outside 0 .. BACKEND_COPY_SLOTS-1",
+               "a bug in the caller: use the slots kernels/backend.h provides");
+}
+
+void cpu_memory_to_host_async(void *host_dst, const void *src, size_t bytes, int slot) {
+    copy_slot_check(slot);
+    cpu_memory_to_host(host_dst, src, bytes);
+}
+
+void cpu_memory_to_device_async(void *dst, const void *host_src, size_t bytes, int slot) {
+    copy_slot_check(slot);
+    cpu_memory_to_device(dst, host_src, bytes);
+}
+
+void cpu_memory_copy_wait(int slot) { copy_slot_check(slot); }
+
 void cpu_memory_set_cap(size_t bytes) {
     if (bytes) t5_fail("a memory cap (--max_gpu_memory) needs --device cuda: the CPU backend has none");
 }

@@ -131,6 +131,9 @@
         .mem_peak = cuda_mem_peak,                                                                                \
         .host_alloc = cuda_host_alloc,                                                                            \
         .host_free = cuda_host_free,                                                                              \
+        .to_host_async = cuda_to_host_async,                                                                      \
+        .to_device_async = cuda_to_device_async,                                                                  \
+        .copy_wait = cuda_copy_wait,                                                                              \
         .embedding_forward = SFX##_embedding_forward,                                                             \
         .embedding_backward = SFX##_embedding_backward,                                                           \
         .rmsnorm_forward = SFX##_rmsnorm_forward,                                                                 \

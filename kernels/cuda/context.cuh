@@ -58,6 +58,10 @@ struct CudaContext {
     cudaEvent_t stage_done[CUDA_STAGE_SLOTS];  // recorded after each slot's copy
     unsigned stage_next;
     std::mutex stage_mutex;
+    // asynchronous copies (memory.cu cuda_to_host_async / cuda_to_device_async), made on first use
+    cudaStream_t copy_down, copy_up;             // device-to-host, host-to-device
+    cudaEvent_t copy_after;                      // the compute stream's work before a copy
+    cudaEvent_t copy_done[BACKEND_COPY_SLOTS];   // a slot's last copy
     // allocator bookkeeping (memory.cu); the allocator may be used from several host threads
     std::mutex mem_mutex;
     std::unordered_map<void *, size_t> live_blocks;  // pointer -> requested bytes

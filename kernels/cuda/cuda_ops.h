@@ -34,6 +34,10 @@ size_t cuda_mem_in_use(void);
 size_t cuda_mem_peak(void);
 void *cuda_host_alloc(size_t bytes, int pinned);  // zeroed; pinned: cudaHostAlloc
 void cuda_host_free(void *p, int pinned);
+// asynchronous copies on the context's copy streams (backend.h to_host_async / to_device_async)
+void cuda_to_host_async(void *host_dst, const void *src, size_t bytes, int slot);
+void cuda_to_device_async(void *dst, const void *host_src, size_t bytes, int slot);
+void cuda_copy_wait(int slot);
 void cuda_synchronize(void);
 
 // ---- pointwise / reductions (embedding.cu, rmsnorm.cu, position_bias.cu, ffn_act.cu,

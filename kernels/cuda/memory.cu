@@ -220,6 +220,47 @@ extern "C" void cuda_to_host(void *host_dst, const void *src, size_t bytes) {
     cudaCheck(cudaStreamSynchronize(cuda_context.stream));
 }
 
+// ---- asynchronous copies (backend.h to_host_async / to_device_async / copy_wait) ----------
+static void copy_streams_make(void) {
+    if (cuda_context.copy_down) return;
+    cudaCheck(cudaStreamCreateWithFlags(&cuda_context.copy_down, cudaStreamNonBlocking));
+    cudaCheck(cudaStreamCreateWithFlags(&cuda_context.copy_up, cudaStreamNonBlocking));
+    cudaCheck(cudaEventCreateWithFlags(&cuda_context.copy_after, cudaEventDisableTiming));
+    for (int i = 0; i < BACKEND_COPY_SLOTS; i++)
+        cudaCheck(cudaEventCreateWithFlags(&cuda_context.copy_done[i], cudaEventDisableTiming));
+}
+
+static void copy_async(void *dst, const void *src, size_t bytes, int slot, int down, const char *fn) {
+    require_init(fn, __FILE__, __LINE__);
+    if (slot < 0 || slot >= BACKEND_COPY_SLOTS)
+        t5_die(__FILE__, __LINE__, "an asynchronous copy names a slot outside 0 .. BACKEND_COPY_SLOTS-1",
+               "a bug in the caller: use the slots kernels/backend.h provides");
+    copy_streams_make();
+    cudaStream_t s = down ? cuda_context.copy_down : cuda_context.copy_up;
+    // after everything the compute stream has queued (the data's producers, the buffer's readers)
+    cudaCheck(cudaEventRecord(cuda_context.copy_after, cuda_context.stream));
+    cudaCheck(cudaStreamWaitEvent(s, cuda_context.copy_after, 0));
+    if (bytes) cudaCheck(cudaMemcpyAsync(dst, src, bytes, down ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s));
+    cudaCheck(cudaEventRecord(cuda_context.copy_done[slot], s));
+}
+
+extern "C" void cuda_to_host_async(void *host_dst, const void *src, size_t bytes, int slot) {
+    copy_async(host_dst, src, bytes, slot, 1, "cuda_to_host_async");
+}
+
+extern "C" void cuda_to_device_async(void *dst, const void *host_src, size_t bytes, int slot) {
+    copy_async(dst, host_src, bytes, slot, 0, "cuda_to_device_async");
+}
+
+extern "C" void cuda_copy_wait(int slot) {
+    require_init("cuda_copy_wait", __FILE__, __LINE__);
+    if (slot < 0 || slot >= BACKEND_COPY_SLOTS)
+        t5_die(__FILE__, __LINE__, "copy_wait names a slot outside 0 .. BACKEND_COPY_SLOTS-1",
+               "a bug in the caller: use the slots kernels/backend.h provides");
+    if (!cuda_context.copy_down) return;  // no copy yet
+    cudaCheck(cudaEventSynchronize(cuda_context.copy_done[slot]));
+}
+
 // Host memory for offloaded state. Pinned (page-locked) memory lets copies run at full
 // PCIe speed; it comes out of the host's RAM like any other.
 extern "C" void *cuda_host_alloc(size_t bytes, int pinned) {
