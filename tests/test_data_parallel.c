@@ -233,7 +233,9 @@ static void kill_rank_test(const char *tmp) {
 // The DeepSpeed configs stage0-6.json (4-6: stages 1-3 with the optimizer offloaded) and the
 // untied gated model's directory; untied (cap bytes) gets its path.
 static void write_inputs(const char *tmp, char *untied, size_t cap) {
-    char path[600], text[400];
+    char path[600], text[1400];
+    snprintf(path, sizeof path, "%s/nvme", tmp);
+    mkdir_p(path);
     for (int s = 0; s <= 3; s++) {
         snprintf(path, sizeof path, "%s/stage%d.json", tmp, s);
         snprintf(text, sizeof text,
@@ -248,7 +250,19 @@ static void write_inputs(const char *tmp, char *untied, size_t cap) {
                  "\"allgather_bucket_size\": 5000, \"offload_optimizer\": {\"device\": \"cpu\"}}, "
                  "\"gradient_clipping\": \"auto\"}\n", s);
         if (s >= 1) write_file(path, text);
+        // stage 7-9 files: stages 1-3 with the optimizer state in a file under tmp/nvme (zero/nvme.h)
+        snprintf(path, sizeof path, "%s/stage%d.json", tmp, s + 6);
+        snprintf(text, sizeof text,
+                 "{\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 3000, "
+                 "\"allgather_bucket_size\": 5000, \"offload_optimizer\": {\"device\": \"nvme\", "
+                 "\"nvme_path\": \"%s/nvme\"}}, \"gradient_clipping\": \"auto\"}\n", s, tmp);
+        if (s >= 1) write_file(path, text);
     }
+    snprintf(path, sizeof path, "%s/stage10.json", tmp);  // an nvme_path that does not exist
+    snprintf(text, sizeof text,
+             "{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"nvme\", "
+             "\"nvme_path\": \"%s/no_such_dir\"}}, \"gradient_clipping\": \"auto\"}\n", tmp);
+    write_file(path, text);
     // the untied gated model: the relu fixture's sizes with its own head, random init
     snprintf(path, sizeof path, "%s/untied", tmp);
     mkdir_p(path);
@@ -303,6 +317,39 @@ static int offload_runs(const char *tmp) {
         if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", "", world, stage + 3, tag))) break;
         compare_runs(tmp, "tied_ref", tag, label);
         check_memory(tmp, tag, world, stage, 1);
+    }
+    // the optimizer state on "NVMe" (a file in tmp/nvme; the CPU tests' file system may not
+    // take O_DIRECT, then the same file goes through the page cache): the same runs as the
+    // host-memory offload, bit for bit, at stages 1-3 on 1-3 ranks (in chunks of 10240, so
+    // every rank reads and writes its file many times); the files are gone afterwards
+    setenv("T5_OFFLOAD_CHUNK", "10007", 1);  // rounded up to 10240 (4 KiB of floats) for the file
+    for (int world = 1; ok && world <= 3; world++) {
+        char tag[64], ref[64], label[200];
+        snprintf(tag, sizeof tag, "tied_w%d_s%d_nvme", world, world);
+        snprintf(ref, sizeof ref, "tied_w%d_s%d_offload", world, world);
+        snprintf(label, sizeof label, "tied model, %d rank%s, stage %d + offload_optimizer nvme", world,
+                 world > 1 ? "s" : "", world);
+        if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", "", world, world + 6, tag))) break;
+        compare_runs_tol(tmp, ref, tag, label, 0);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "grep -c 'offloaded to NVMe: [0-9]* B in %s/nvme/train_t5_optimizer_rank' %s/%s.log | grep -qx %d "
+                 "&& grep -q 'offloaded to NVMe: %zu B' %s/%s.log", tmp, tmp, tag, world,
+                 (size_t)12 * (259552 / world + (259552 % world != 0)), tmp, tag);
+        snprintf(label, sizeof label, "%s: each rank reports its NVMe file (rank 0: 12 B an element)", tag);
+        test_check(system(cmd) == 0, label);
+        snprintf(cmd, sizeof cmd, "[ -z \"$(ls -A %s/nvme)\" ]", tmp);
+        snprintf(label, sizeof label, "%s: the state files are removed at the end", tag);
+        test_check(system(cmd) == 0, label);
+    }
+    unsetenv("T5_OFFLOAD_CHUNK");
+    if (ok) {  // a missing nvme_path stops the run before any work, naming the key
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "./train_t5 --device cpu --model tests/fixtures/trainer_model --tokenizer_name "
+                 "data/sample/spiece.model --data_dir tests/fixtures/trainer_data --do_train --max_steps 1 "
+                 "--output_dir %s/nvme_missing --deepspeed %s/stage10.json > %s/nvme_missing.log 2>&1; rc=$?; "
+                 "[ $rc -ne 0 ] && grep -q 'offload_optimizer.nvme_path.*no_such_dir.*does not exist' %s/nvme_missing.log",
+                 tmp, tmp, tmp, tmp);
+        test_check(system(cmd) == 0, "offload_optimizer nvme_path missing: non-zero exit, the error names the key and the path");
     }
     // the offloaded step's pipeline over many chunks (zero/offload.c; T5_OFFLOAD_CHUNK: 10007
     // elements, so chunks end inside tensors and every rank has 13 of them): the same run

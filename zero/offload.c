@@ -34,32 +34,52 @@ static size_t offload_chunk_elems(void) {
 }
 
 void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
-                  const float *master_init, int init_on_host, int pinned) {
+                  const float *master_init, int init_on_host, int pinned, const char *nvme_dir, int rank) {
     memset(o, 0, sizeof *o);
     size_t n = end - begin, e = be->act_dtype == DTYPE_F32 ? 4 : 2, chunk = offload_chunk_elems();
     o->pinned = pinned;
+    o->on_nvme = nvme_dir && nvme_dir[0];
+    const size_t align = NVME_ALIGN / sizeof(float);  // NVMe chunks start at aligned elements
+    if (o->on_nvme) chunk = (chunk + align - 1) / align * align;
     o->chunk = n < chunk ? (n ? n : 1) : chunk;
-    o->master = be->host_alloc(n * sizeof(float), pinned);
-    if (init_on_host) memcpy(o->master, master_init, n * sizeof(float));
-    else be->to_host(o->master, master_init, n * sizeof(float));
     memset(opt, 0, sizeof *opt);
     opt->cfg = cfg;
     opt->begin = begin;
     opt->end = end;
-    opt->m = be->host_alloc(n * sizeof(float), pinned);
-    opt->v = be->host_alloc(n * sizeof(float), pinned);
+    if (o->on_nvme) {  // the state in a file; one chunk of it at a time in host memory
+        nvme_open(&o->nvme, nvme_dir, rank, n);
+        for (int a = 0; a < NVME_ARRAYS; a++) o->chunk_state[a] = nvme_buffer(o->chunk);
+        for (size_t off = 0; off < n; off += o->chunk) {  // the master goes in; the moments start at zero
+            size_t k = n - off < o->chunk ? n - off : o->chunk;
+            if (init_on_host) memcpy(o->chunk_state[NVME_MASTER], master_init + off, k * sizeof(float));
+            else be->to_host(o->chunk_state[NVME_MASTER], master_init + off, k * sizeof(float));
+            nvme_write(&o->nvme, NVME_MASTER, off, k, o->chunk_state[NVME_MASTER]);
+        }
+        o->nvme_bytes = 3 * n * sizeof(float);
+    } else {
+        o->master = be->host_alloc(n * sizeof(float), pinned);
+        if (init_on_host) memcpy(o->master, master_init, n * sizeof(float));
+        else be->to_host(o->master, master_init, n * sizeof(float));
+        opt->m = be->host_alloc(n * sizeof(float), pinned);
+        opt->v = be->host_alloc(n * sizeof(float), pinned);
+        o->host_bytes = 3 * n * sizeof(float);
+    }
     for (int k = 0; k < 2; k++) {  // page-locked whatever pin_memory says: the copies must overlap
         o->stage_grad[k] = be->host_alloc(o->chunk * e, 1);
         o->stage_param[k] = be->host_alloc(o->chunk * e, 1);
     }
-    o->host_bytes = 3 * n * sizeof(float);
     o->stage_bytes = o->chunk * 4 * e;
 }
 
 void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be) {
-    be->host_free(o->master, o->pinned);
-    be->host_free(opt->m, o->pinned);
-    be->host_free(opt->v, o->pinned);
+    if (o->on_nvme) {
+        nvme_close(&o->nvme);
+        for (int a = 0; a < NVME_ARRAYS; a++) nvme_buffer_free(o->chunk_state[a]);
+    } else {
+        be->host_free(o->master, o->pinned);
+        be->host_free(opt->m, o->pinned);
+        be->host_free(opt->v, o->pinned);
+    }
     for (int k = 0; k < 2; k++) {
         be->host_free(o->stage_grad[k], 1);
         be->host_free(o->stage_param[k], 1);
@@ -71,11 +91,14 @@ void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be) {
 // One tensor's slice [lo, hi) of the chunk: widen its gradient, AdamW on master and
 // moments (kernels/cpu/adamw_math.h: the CPU backend's exact step), narrow the new master
 // into the compute weights, in one pass over memory. frozen: the weights are only copied.
-static void update_slice(ZeroOffload *o, AdamW *opt, Dtype t, size_t lo, size_t hi, size_t lo_c, float wd,
-                         int frozen, float lr, float grad_scale, const void *stage_grad, void *stage_param) {
+// state[3]: master, exp_avg, exp_avg_sq, element 0 of each at flat index state_begin (the
+// partition's in host memory, or the chunk's buffers with NVMe).
+static void update_slice(AdamW *opt, Dtype t, size_t lo, size_t hi, size_t lo_c, float wd, int frozen, float lr,
+                         float grad_scale, const void *stage_grad, void *stage_param, float *const state[3],
+                         size_t state_begin) {
     const AdamwConsts c = adamw_consts(lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd, grad_scale, opt->step);
-    const size_t n = hi - lo, j0 = lo - opt->begin, s0 = lo - lo_c;  // partition / chunk positions
-    float *master = o->master + j0, *m = opt->m + j0, *v = opt->v + j0;
+    const size_t n = hi - lo, j0 = lo - state_begin, s0 = lo - lo_c;  // state / chunk positions
+    float *master = state[0] + j0, *m = state[1] + j0, *v = state[2] + j0;
     if (frozen) {  // not trained: the compute weights stay the master's
         if (t == DTYPE_F32) memcpy((float *)stage_param + s0, master, n * sizeof(float));
         else if (t == DTYPE_BF16)
@@ -109,6 +132,11 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
         be->copy_wait(SLOT_GRAD + b);   // this chunk's gradient is here
         be->copy_wait(SLOT_PARAM + b);  // chunk k-2's weights have left this staging buffer
         size_t lo_c = opt->begin + CHUNK_OFF(k), hi_c = lo_c + CHUNK_LEN(k);  // the chunk in the flat space
+        float *host_state[3] = {o->master, opt->m, opt->v};
+        float *const *state = o->on_nvme ? o->chunk_state : host_state;
+        const size_t state_begin = o->on_nvme ? lo_c : opt->begin;
+        if (o->on_nvme)  // this chunk's master and moments come in from the file
+            for (int a = 0; a < NVME_ARRAYS; a++) nvme_read(&o->nvme, a, CHUNK_OFF(k), CHUNK_LEN(k), o->chunk_state[a]);
         // tensor by tensor (each its own weight decay), clipped to the chunk; the tensors
         // tile the flat space, so every element of the chunk is written
         for (int i = 0; i < lay->count; i++) {
@@ -116,9 +144,11 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
             size_t lo = p->offset > lo_c ? p->offset : lo_c;
             size_t hi = p->offset + p->numel < hi_c ? p->offset + p->numel : hi_c;
             if (lo >= hi) continue;
-            update_slice(o, opt, t, lo, hi, lo_c, p->no_decay ? 0.0f : opt->cfg.weight_decay, p->frozen, lr, grad_scale,
-                         o->stage_grad[b], o->stage_param[b]);
+            update_slice(opt, t, lo, hi, lo_c, p->no_decay ? 0.0f : opt->cfg.weight_decay, p->frozen, lr, grad_scale,
+                         o->stage_grad[b], o->stage_param[b], state, state_begin);
         }
+        if (o->on_nvme)  // and go back out
+            for (int a = 0; a < NVME_ARRAYS; a++) nvme_write(&o->nvme, a, CHUNK_OFF(k), CHUNK_LEN(k), o->chunk_state[a]);
         be->to_device_async((char *)params + CHUNK_OFF(k) * e, o->stage_param[b], CHUNK_LEN(k) * e, SLOT_PARAM + b);
     }
 #undef CHUNK_OFF

@@ -13,22 +13,28 @@
 #include "../kernels/backend.h"
 #include "../model/params.h"
 #include "../optim/adamw.h"
+#include "nvme.h"
 
 typedef struct {
     int pinned;          // page-locked host buffers (pin_memory)
-    float *master;       // (partition) fp32 master weights, host
+    float *master;       // (partition) fp32 master weights, host; NULL on NVMe
+    int on_nvme;         // 1: master and moments live in nvme (a file), a chunk at a time in host memory
+    NvmeStore nvme;      // (on_nvme) the rank's file: master, exp_avg, exp_avg_sq
+    float *chunk_state[NVME_ARRAYS];  // (on_nvme) one chunk of each, aligned host buffers
     size_t chunk;        // elements per transfer
     void *stage_grad[2];   // (chunk) act dtype, page-locked host: gradients coming down, in turn
     void *stage_param[2];  // (chunk) act dtype, page-locked host: new compute weights going up, in turn
-    size_t host_bytes;   // master + moments (12 bytes per element), for the memory report
+    size_t host_bytes;   // master + moments (12 bytes per element) in host memory, for the memory report
+    size_t nvme_bytes;   // the same on NVMe (on_nvme)
     size_t stage_bytes;  // the staging buffers
 } ZeroOffload;
 
-// Host buffers for a partition [begin, end); AdamW moments go into opt (host memory).
+// Host buffers for a partition [begin, end); AdamW moments go into opt (host memory), or,
+// with nvme_dir, master and moments into a file there (nvme.h; opt->m, v stay NULL).
 // master_init: the partition's fp32 weights, on the host (init_on_host) or on the device
-// (the model's master, or its fp32 params), copied once.
+// (the model's master, or its fp32 params), copied once. rank names the NVMe file.
 void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
-                  const float *master_init, int init_on_host, int pinned);
+                  const float *master_init, int init_on_host, int pinned, const char *nvme_dir, int rank);
 void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be);
 // One AdamW step of the partition: grads (device, act dtype, element opt->begin first),
 // params (device, act dtype, same) receives the updated compute weights.

@@ -10,7 +10,7 @@ void zero_owned_update(const ZeroOwned *w, AdamW *opt, ZeroOffload *off, const B
                        float lr, float grad_scale) {
     size_t e = w->grads.dtype == DTYPE_F32 ? 4 : 2;  // bytes per gradient element (fp32, or bf16/fp16)
     const void *g = (const char *)w->grads.ptr + (w->range.begin - w->grad_range.begin) * e;
-    if (w->master.place == OWNED_HOST) {  // the CPU updates the host master; the new weights go up into params
+    if (w->master.place == OWNED_HOST || w->master.place == OWNED_NVME) {  // the CPU updates; the weights go up
         if (!off) t5_die(__FILE__, __LINE__, "zero_owned_update: a host master without offload buffers",
                          "a bug in zero_init's record: report it");
         offload_adamw_step(off, opt, be, lay, g, w->params.ptr, lr, grad_scale);
@@ -19,13 +19,38 @@ void zero_owned_update(const ZeroOwned *w, AdamW *opt, ZeroOffload *off, const B
     }
 }
 
+// NVMe: [from, from+n) through an aligned bounce buffer, a block at a time; a write reads
+// the block first so that elements outside the range keep their values.
+#define NVME_BLOCK ((size_t)1 << 20)  // floats per bounce block (a multiple of the alignment)
+static void nvme_range(const OwnedBuf *b, size_t from, size_t n, float *host, int write) {
+    const NvmeStore *s = b->ptr;
+    const size_t align = NVME_ALIGN / sizeof(float);
+    float *buf = nvme_buffer(NVME_BLOCK);
+    size_t pos = from;
+    while (pos < from + n) {
+        size_t start = pos / align * align, len = s->n - start < NVME_BLOCK ? s->n - start : NVME_BLOCK;
+        size_t take = from + n - pos < start + len - pos ? from + n - pos : start + len - pos;
+        nvme_read(s, b->nvme_array, start, len, buf);
+        if (write) {
+            memcpy(buf + (pos - start), host + (pos - from), take * sizeof(float));
+            nvme_write(s, b->nvme_array, start, len, buf);
+        } else {
+            memcpy(host + (pos - from), buf + (pos - start), take * sizeof(float));
+        }
+        pos += take;
+    }
+    nvme_buffer_free(buf);
+}
+
 void zero_owned_f32_to_host(const OwnedBuf *b, const Backend *be, size_t from, size_t n, float *dst) {
+    if (b->place == OWNED_NVME) return nvme_range(b, from, n, dst, 0);
     const float *src = (const float *)b->ptr + from;
     if (b->place == OWNED_HOST) memcpy(dst, src, n * sizeof(float));
     else be->to_host(dst, src, n * sizeof(float));
 }
 
 void zero_owned_f32_from_host(const OwnedBuf *b, const Backend *be, size_t from, size_t n, const float *src) {
+    if (b->place == OWNED_NVME) return nvme_range(b, from, n, (float *)src, 1);
     float *dst = (float *)b->ptr + from;
     if (b->place == OWNED_HOST) memcpy(dst, src, n * sizeof(float));
     else be->to_device(dst, src, n * sizeof(float));

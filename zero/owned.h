@@ -5,8 +5,8 @@
 //
 //   state of the owned range     stage 0          stage 1-3            offload (stage 1-3)
 //   range                        all of [0, Ψ)    the partition        the partition
-//   master (fp32)                device, whole*   device, partition*   host
-//   moments m, v (fp32)          device           device               host
+//   master (fp32)                device, whole*   device, partition*   host (NVMe: a file)
+//   moments m, v (fp32)          device           device               host (NVMe: a file)
 //   gradient (act dtype)         device, whole (stage 0-1: grad_range [0, Ψ)), the partition (2-3)
 //   compute weights (act dtype)  device: m->params (stage 0-2) or the stage-3 partition
 //   * fp32 compute without offload: the master IS the compute weights (params.place = OWNED_NONE)
@@ -19,13 +19,14 @@
 #include "offload.h"
 #include "partition.h"
 
-typedef enum { OWNED_NONE = 0, OWNED_DEVICE, OWNED_HOST } OwnedPlace;
+typedef enum { OWNED_NONE = 0, OWNED_DEVICE, OWNED_HOST, OWNED_NVME } OwnedPlace;
 
 // One state of the owned range: its first element, the memory it is in, its element type.
 typedef struct {
-    void *ptr;         // NULL when place is OWNED_NONE
+    void *ptr;         // NULL when place is OWNED_NONE; OWNED_NVME: the NvmeStore (zero/nvme.h)
     OwnedPlace place;
     Dtype dtype;
+    int nvme_array;    // OWNED_NVME: which array of the store (NVME_MASTER, NVME_EXP_AVG, NVME_EXP_AVG_SQ)
 } OwnedBuf;
 
 typedef struct {

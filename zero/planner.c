@@ -87,6 +87,7 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
     if (offload_optimizer && !o->inference) {  // zero/offload.c: an fp32 master in host memory even for fp32 compute
         z.host = (stage >= 1 ? part : n) * 4 + z.gpu.moments;
         z.gpu.master = z.gpu.moments = 0;
+        if (o->nvme_path[0]) z.nvme = z.host, z.host = 0;  // zero/nvme.h: the state in a file, a chunk in memory
     }
     if (o->inference) plan_drop_training(&z, cfg, act_dtype, o, stage, B, S, T);
     z.gpu.total = z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments + z.gpu.activations + z.gpu.workspace +

@@ -39,6 +39,7 @@ void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, in
 typedef struct {
     MemPlan gpu;          // per rank, on the GPU (activations and workspace included)
     size_t host;          // per rank, in host memory (offloaded optimizer state)
+    size_t nvme;          // per rank, in the NVMe file (optimizer state offloaded to "nvme")
     double comm_elems;    // elements each rank sends per step (2 Psi for stages 0-2, 3 Psi for stage 3)
 } ZeroPlan;
 ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing,

@@ -89,17 +89,22 @@ ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
         t5_fail("%s: zero_optimization.offload_param (stage 3 parameter offload) is not built yet; HINT: remove it "
                 "(or cpu_offload_param); offload_optimizer to the cpu is built and keeps the optimizer state in host "
                 "memory", path);
-    if (oo->device == OFFLOAD_NVME)
-        t5_fail("%s: zero_optimization.offload_optimizer.device \"nvme\" is not built yet; HINT: \"device\": \"cpu\"", path);
-    if (oo->device == OFFLOAD_CPU && oo->ratio.v < 1.0)
+    if (oo->device != OFFLOAD_NONE && oo->ratio.v < 1.0)
         t5_fail("%s: zero_optimization.offload_optimizer.ratio %g: a partial offload is not built yet; HINT: remove "
                 "ratio (1: all of the optimizer state in host memory)", path, oo->ratio.v);
-    if (oo->device == OFFLOAD_CPU && c->zero.stage < 1)
+    if (oo->device != OFFLOAD_NONE && c->zero.stage < 1)
         t5_fail("%s: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (stage is %d), as in DeepSpeed", path,
                 (int)c->zero.stage);
     ZeroOptions o = {0};
     o.stage = (int)c->zero.stage;
-    o.offload_optimizer = oo->device == OFFLOAD_CPU;
+    o.offload_optimizer = oo->device == OFFLOAD_CPU || oo->device == OFFLOAD_NVME;
+    if (oo->device == OFFLOAD_NVME) {  // ZeRO-Infinity: the optimizer state in a file on a fast disk
+        nvme_check_dir(oo->nvme_path, "zero_optimization.offload_optimizer.nvme_path", path);
+        if (strlen(oo->nvme_path) >= sizeof o.nvme_path)
+            t5_fail("%s: key \"zero_optimization.offload_optimizer.nvme_path\": the path is longer than %zu characters; "
+                    "HINT: a shorter directory", path, sizeof o.nvme_path - 1);
+        snprintf(o.nvme_path, sizeof o.nvme_path, "%s", oo->nvme_path);
+    }
     o.pin_memory = oo->pin_memory.v;
     o.reduce_bucket = (size_t)c->zero.reduce_bucket_size.v;
     o.gather_bucket = (size_t)c->zero.allgather_bucket_size.v;
@@ -143,7 +148,7 @@ static void place_whole(ZeroState *z, const WeightsSrc *w, int training) {
 // The fp32 master of the owned range: in host memory with the moments (offload, fp32
 // compute too), on the device from the host copy (16-bit compute), or nowhere: fp32
 // compute trains the weights in place.
-static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const AdamWConfig *oc) {
+static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const char *nvme_dir, const AdamWConfig *oc) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t b = z->part.begin, np = z->part.end - z->part.begin;
@@ -157,7 +162,8 @@ static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const Ad
             params_init_random_range(&m->cfg, &m->lay, w->seed, b, z->part.end, made);
         }
         const float *src = made ? made : w->host ? w->host + b : (const float *)m->params + b;
-        offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, made || w->host, pinned);
+        offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, made || w->host, pinned, nvme_dir,
+                     z->comm->rank);
         free(made);
         z->mem.host = z->off.host_bytes;
     } else if (oc && be->act_dtype != DTYPE_F32 && src_has(w)) {  // evaluation: the compute weights only
@@ -210,18 +216,22 @@ static void owned_build(ZeroState *z) {
     w->range = z->part;
     w->range_is_partition = z->stage >= 1;
     void *compute = z->stage == 3 ? z->param_part : (char *)m->params + z->part.begin * m->elem;
-    if (z->offload) w->master = (OwnedBuf){z->off.master, OWNED_HOST, DTYPE_F32};
-    else if (z->master) w->master = (OwnedBuf){z->master, OWNED_DEVICE, DTYPE_F32};
-    else if (act == DTYPE_F32) w->master = (OwnedBuf){compute, OWNED_DEVICE, DTYPE_F32};
-    if (z->offload || z->master) w->params = (OwnedBuf){compute, OWNED_DEVICE, act};
-    if (z->opt.m) {
+    if (z->offload && z->off.on_nvme) w->master = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_MASTER};
+    else if (z->offload) w->master = (OwnedBuf){z->off.master, OWNED_HOST, DTYPE_F32, 0};
+    else if (z->master) w->master = (OwnedBuf){z->master, OWNED_DEVICE, DTYPE_F32, 0};
+    else if (act == DTYPE_F32) w->master = (OwnedBuf){compute, OWNED_DEVICE, DTYPE_F32, 0};
+    if (z->offload || z->master) w->params = (OwnedBuf){compute, OWNED_DEVICE, act, 0};
+    if (z->offload && z->off.on_nvme) {
+        w->m = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_EXP_AVG};
+        w->v = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_EXP_AVG_SQ};
+    } else if (z->opt.m) {
         OwnedPlace p = z->offload ? OWNED_HOST : OWNED_DEVICE;
-        w->m = (OwnedBuf){z->opt.m, p, DTYPE_F32};
-        w->v = (OwnedBuf){z->opt.v, p, DTYPE_F32};
+        w->m = (OwnedBuf){z->opt.m, p, DTYPE_F32, 0};
+        w->v = (OwnedBuf){z->opt.v, p, DTYPE_F32, 0};
     }
     w->grads_partitioned = z->stage >= 2;
     w->grad_range = z->stage >= 2 ? z->part : (Range){0, m->lay.total};
-    w->grads = (OwnedBuf){z->stage >= 2 ? z->grad_part : m->grads, OWNED_DEVICE, act};
+    w->grads = (OwnedBuf){z->stage >= 2 ? z->grad_part : m->grads, OWNED_DEVICE, act, 0};
 }
 
 // Each stage's unit hooks (T5UnitHooks): stage 0-1 reduce each unit's gradient as backward
@@ -263,7 +273,7 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
     z->part = stage >= 1 ? partition_range(m->lay.total, comm->world, comm->rank) : (Range){0, m->lay.total};
     place_whole(z, w, oc != NULL);
-    place_master(z, w, o->pin_memory, oc);
+    place_master(z, w, o->pin_memory, o->nvme_path, oc);
     if (stage >= 2 && oc) place_grads(z);
     if (stage == 3) place_stage3_params(z, w);
     t5_bind_flat(m);
@@ -322,7 +332,11 @@ void zero_print_memory(const ZeroState *z) {
            "(partition [%zu, %zu) of %zu); work buffers %zu B; allocator in use %zu B; host optimizer state %zu B",
            z->stage, z->comm->rank, z->comm->world, k->params, k->grads, k->master, k->moments, z->part.begin,
            z->part.end, z->m->lay.total, k->grad_work + k->param_work, z->m->be->mem_in_use(), k->host);
-    if (z->offload) printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
+    if (z->offload && z->off.on_nvme)
+        printf(" (offloaded to NVMe: %zu B in %s; + %zu B staging)", z->off.nvme_bytes, z->off.nvme.path,
+               z->off.stage_bytes);
+    else if (z->offload)
+        printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
     printf("; device peak so far %zu B\n", z->m->be->mem_peak());
     fflush(stdout);
 }

@@ -68,6 +68,8 @@ typedef struct {
     size_t max_reuse;      // stage 3: stage3_max_reuse_distance (elements)
     int offload_optimizer; // stage 1-3: master weights and moments in host memory, AdamW on the CPU (offload.h)
     int pin_memory;        // offload: page-locked host buffers
+    char nvme_path[512];   // offload to NVMe ("device": "nvme"): the directory of the rank's state file
+                           // (zero/nvme.h); "" = host memory
     int inference;         // evaluation only (no --do_train): no gradients, master weights or moments,
                            // in the plan (zero/planner.c) as in zero_init (which gets no AdamWConfig)
 } ZeroOptions;

@@ -1,0 +1,42 @@
+// zero/nvme.h: the NVMe store of ZeRO-Infinity's optimizer offload ("offload_optimizer":
+// {"device": "nvme", "nvme_path": DIR}). One file per rank in DIR holds the rank's
+// partition of the fp32 master weights, exp_avg and exp_avg_sq (three arrays of n floats,
+// each padded to a 4 KiB boundary); the offloaded step (zero/offload.c) reads a chunk of
+// all three, updates it and writes it back. Host memory then holds only chunk buffers.
+//
+// I/O: pread/pwrite with O_DIRECT (no page cache: the state really leaves host memory) when
+// the file system takes it, buffered otherwise (tmpfs, some overlay file systems), said once
+// at start-up. Buffers and offsets are 4 KiB aligned; a short tail is read and written as a
+// whole 4 KiB block (the file's padding). Every error names the file, the call and a fix: a
+// missing or read-only nvme_path, a full disk (the file is allocated in full at start-up, so
+// ENOSPC comes before the first step, not in the middle of training).
+#pragma once
+#include <stddef.h>
+
+#define NVME_ALIGN 4096  // bytes: O_DIRECT's alignment of buffers, offsets and sizes
+
+enum { NVME_MASTER = 0, NVME_EXP_AVG = 1, NVME_EXP_AVG_SQ = 2, NVME_ARRAYS = 3 };
+
+typedef struct {
+    int fd;
+    int direct;            // 1: opened with O_DIRECT
+    size_t n;              // floats per array
+    size_t stride;         // bytes from one array to the next (n * 4 rounded up to NVME_ALIGN)
+    char path[4096];       // the file (removed by nvme_close)
+} NvmeStore;
+
+// Checks that dir exists, is a directory and is writable; dies with a one-line error that
+// names the config key (key) otherwise. Called while the config is read, before any work.
+void nvme_check_dir(const char *dir, const char *key, const char *config_path);
+// Creates DIR/train_t5_optimizer_rank<R>_<pid>.swp, allocated in full (3 arrays of n floats).
+void nvme_open(NvmeStore *s, const char *dir, int rank, size_t n);
+// count floats of array a from element `from` into dst / from src. dst and src must be
+// NVME_ALIGN-aligned with room for count rounded up to NVME_ALIGN bytes (nvme_buffer);
+// `from` must be a multiple of NVME_ALIGN / 4 elements.
+void nvme_read(const NvmeStore *s, int a, size_t from, size_t count, float *dst);
+void nvme_write(const NvmeStore *s, int a, size_t from, size_t count, const float *src);
+// An aligned, zeroed host buffer for up to count floats of nvme_read / nvme_write; nvme_buffer_free frees it.
+float *nvme_buffer(size_t count);
+void nvme_buffer_free(float *p);
+// Closes and removes the file.
+void nvme_close(NvmeStore *s);
