@@ -348,14 +348,15 @@ expect_train_error "resume from a model dir" "optimizer.safetensors" --do_train 
   --resume_from_checkpoint "$T/good"
 expect_train_error "resume from nowhere" "$T/nockpt" --do_train --data_dir "$T/d_ok" --resume_from_checkpoint "$T/nockpt"
 expect_train_error "bad deepspeed JSON" "bad_ds.json" --do_train --data_dir "$T/d_ok" --deepspeed "$T/bad_ds.json"
-# ZeRO-Offload: the optimizer to the cpu is built; what is not is refused by name
-# (parameter offload is not built: no shipped config asks for it)
-echo '{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}}' \
+# ZeRO-Offload: the optimizer to the cpu or nvme and the parameters to the cpu are built; what
+# is not is refused by name, and a bad nvme_path stops the run before any work
+echo '{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "nvme", "nvme_path": "/tmp"}}}' \
   >"$T/offload_param_ds.json"
-expect_train_error "offload_param" "offload_optimizer to the cpu is built" --do_train --data_dir "$T/d_ok" \
+expect_train_error "offload_param to nvme" 'offload_param.device "nvme" is not built yet' --do_train --data_dir "$T/d_ok" \
   --deepspeed "$T/offload_param_ds.json"
-echo '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}}' >"$T/nvme_ds.json"
-expect_train_error "offload to nvme" '"nvme"' --do_train --data_dir "$T/d_ok" --deepspeed "$T/nvme_ds.json"
+echo '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/no/such/nvme"}}}' >"$T/nvme_ds.json"
+expect_train_error "offload to nvme, missing nvme_path" '"/no/such/nvme" does not exist' --do_train --data_dir "$T/d_ok" \
+  --deepspeed "$T/nvme_ds.json"
 echo '{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}' >"$T/ratio_ds.json"
 expect_train_error "offload ratio 0.5" "ratio" --do_train --data_dir "$T/d_ok" --deepspeed "$T/ratio_ds.json"
 echo '{"zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}}' >"$T/off0_ds.json"
@@ -421,8 +422,9 @@ printf '{"train_micro_batch_size_per_gpu": 16}' > "$T/ds_micro.json"
 expect_flag_error "ds: micro-batch vs flag" "train_micro_batch_size_per_gpu" "$TM" --deepspeed "$T/ds_micro.json"
 printf '{"optimizer": {"type": "AdamW", "params": {"lr": 0.5}}}' > "$T/ds_lr.json"
 expect_flag_error "ds: lr vs flag" "learning_rate" "$TM" --deepspeed "$T/ds_lr.json" --learning_rate 1e-3
-printf '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}}' > "$T/ds_nvme.json"
-expect_flag_error "ds: nvme refused" "nvme" "$TM" --deepspeed "$T/ds_nvme.json"
+printf '{"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "%s/a_file"}}}' "$T" > "$T/ds_nvme.json"
+: > "$T/a_file"
+expect_flag_error "ds: nvme_path not a directory" "is not a directory" "$TM" --deepspeed "$T/ds_nvme.json"
 printf '{"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 500}}}' > "$T/ds_warm.json"
 expect_flag_error "ds: warmup vs flag" "warmup_num_steps" "$TM" --deepspeed "$T/ds_warm.json" --warmup_steps 5
 expect_error_cmd "non-empty output_dir" "--overwrite_output_dir" --model "$TM" --tokenizer_name "$TOK" --do_train \

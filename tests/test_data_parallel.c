@@ -258,6 +258,17 @@ static void write_inputs(const char *tmp, char *untied, size_t cap) {
                  "\"nvme_path\": \"%s/nvme\"}}, \"gradient_clipping\": \"auto\"}\n", s, tmp);
         if (s >= 1) write_file(path, text);
     }
+    snprintf(path, sizeof path, "%s/stage11.json", tmp);  // stage 3, parameters and optimizer in host memory
+    write_file(path, "{\"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 3000, \"allgather_bucket_size\": "
+                     "5000, \"stage3_param_persistence_threshold\": 100, \"stage3_prefetch_bucket_size\": 3000, "
+                     "\"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\", "
+                     "\"pin_memory\": true}}, \"gradient_clipping\": \"auto\"}\n");
+    snprintf(path, sizeof path, "%s/stage12.json", tmp);  // offload_param without offload_optimizer: refused
+    write_file(path, "{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"cpu\"}}}\n");
+    snprintf(path, sizeof path, "%s/stage13.json", tmp);  // offload_param to nvme: refused (not built)
+    snprintf(text, sizeof text, "{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\"}, "
+             "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s/nvme\"}}}\n", tmp);
+    write_file(path, text);
     snprintf(path, sizeof path, "%s/stage10.json", tmp);  // an nvme_path that does not exist
     snprintf(text, sizeof text,
              "{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"nvme\", "
@@ -350,6 +361,33 @@ static int offload_runs(const char *tmp) {
                  "[ $rc -ne 0 ] && grep -q 'offload_optimizer.nvme_path.*no_such_dir.*does not exist' %s/nvme_missing.log",
                  tmp, tmp, tmp, tmp);
         test_check(system(cmd) == 0, "offload_optimizer nvme_path missing: non-zero exit, the error names the key and the path");
+        const char *refused[2][3] = {{"12", "offload_param without offload_optimizer", "add .*offload_optimizer"},
+                                     {"13", "offload_param to nvme", "offload_param.device .nvme. is not built yet"}};
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof cmd, "./train_t5 --device cpu --model tests/fixtures/trainer_model --tokenizer_name "
+                     "data/sample/spiece.model --data_dir tests/fixtures/trainer_data --do_train --max_steps 1 "
+                     "--output_dir %s/refused%s --deepspeed %s/stage%s.json > %s/refused%s.log 2>&1; rc=$?; "
+                     "[ $rc -ne 0 ] && grep -q '%s' %s/refused%s.log", tmp, refused[k][0], tmp, refused[k][0], tmp,
+                     refused[k][0], refused[k][2], tmp, refused[k][0]);
+            char what[160];
+            snprintf(what, sizeof what, "%s: refused at start-up with a one-line error and its hint", refused[k][1]);
+            test_check(system(cmd) == 0, what);
+        }
+    }
+    // stage 3 with the parameters offloaded too (offload_param cpu): each unit's piece of this
+    // rank goes up before its gather; the same losses and weights as one rank, and at 3 ranks
+    // bit for bit the run with only the optimizer offloaded; no parameter bytes on the device
+    for (int world = 1; ok && world <= 3; world++) {
+        char tag[64], label[200], cmd[1024];
+        snprintf(tag, sizeof tag, "tied_w%d_s3_offload_param", world);
+        snprintf(label, sizeof label, "tied model, %d rank%s, stage 3 + offload_param + offload_optimizer", world,
+                 world > 1 ? "s" : "");
+        if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", "", world, 11, tag))) break;
+        compare_runs(tmp, "tied_ref", tag, label);
+        if (world == 3) compare_runs_tol(tmp, "tied_w3_s3_offload", tag, label, 0);
+        snprintf(cmd, sizeof cmd, "grep -c 'allocated params 0 B' %s/%s.log | grep -qx %d", tmp, tag, world);
+        snprintf(label, sizeof label, "%s: no rank allocates parameter bytes on the device", tag);
+        test_check(system(cmd) == 0, label);
     }
     // the offloaded step's pipeline over many chunks (zero/offload.c; T5_OFFLOAD_CHUNK: 10007
     // elements, so chunks end inside tensors and every rank has 13 of them): the same run

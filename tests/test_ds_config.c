@@ -28,7 +28,7 @@ static void test_configs_dir(void) {
                                        "ds_config_1gpu.json",  "ds_config_sharded_ddp.json",
                                        "ds_config_zero1.json", "ds_config_zero2.json",
                                        "ds_config_zero2_offload.json", "ds_config_zero3.json",
-                                       "ds_config_zero3_offload_optimizer.json"};
+                                       "ds_config_zero3_offload_optimizer.json", "ds_config_zero3_offload.json"};
     enum { NWANT = sizeof want / sizeof want[0] };
     int found[NWANT] = {0}, n = 0;
     struct dirent *e;
@@ -415,6 +415,7 @@ int main(void) {
     test_seed("ds_config_zero2_offload.json", 2, 1, 0, 0);
     test_seed("ds_config_zero3.json", 3, 0, 0, 1);
     test_seed("ds_config_zero3_offload_optimizer.json", 3, 1, 0, 1);
+    test_seed("ds_config_zero3_offload.json", 3, 1, 1, 1);
     test_2021();
     test_2021_family();
     test_batch_rule();

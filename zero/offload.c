@@ -114,7 +114,7 @@ static void update_slice(AdamW *opt, Dtype t, size_t lo, size_t hi, size_t lo_c,
 }
 
 void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const ParamLayout *lay, const void *grads,
-                        void *params, float lr, float grad_scale) {
+                        void *params, int params_on_host, float lr, float grad_scale) {
     opt->step++;
     const Dtype t = be->act_dtype;
     const size_t e = t == DTYPE_F32 ? 4 : 2, n = opt->end - opt->begin;
@@ -149,7 +149,10 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
         }
         if (o->on_nvme)  // and go back out
             for (int a = 0; a < NVME_ARRAYS; a++) nvme_write(&o->nvme, a, CHUNK_OFF(k), CHUNK_LEN(k), o->chunk_state[a]);
-        be->to_device_async((char *)params + CHUNK_OFF(k) * e, o->stage_param[b], CHUNK_LEN(k) * e, SLOT_PARAM + b);
+        if (params_on_host)  // offload_param: the compute weights live in host memory too
+            memcpy((char *)params + CHUNK_OFF(k) * e, o->stage_param[b], CHUNK_LEN(k) * e);
+        else
+            be->to_device_async((char *)params + CHUNK_OFF(k) * e, o->stage_param[b], CHUNK_LEN(k) * e, SLOT_PARAM + b);
     }
 #undef CHUNK_OFF
 #undef CHUNK_LEN

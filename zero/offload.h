@@ -37,6 +37,7 @@ void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg
                   const float *master_init, int init_on_host, int pinned, const char *nvme_dir, int rank);
 void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be);
 // One AdamW step of the partition: grads (device, act dtype, element opt->begin first),
-// params (device, act dtype, same) receives the updated compute weights.
+// params (act dtype, same) receives the updated compute weights: device memory, or host
+// memory when params_on_host (stage 3 offload_param).
 void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const ParamLayout *lay, const void *grads,
-                        void *params, float lr, float grad_scale);
+                        void *params, int params_on_host, float lr, float grad_scale);

@@ -92,18 +92,29 @@ void zero_stage3_describe(const ParamLayout *L, const ZeroOptions *o, const char
 }
 
 // Gather unit u into dst (unit_size elements) from every rank's partition; returns the
-// ticket of the last bucket (async) or waits (compute stream) for it.
+// ticket of the last bucket (async) or waits (compute stream) for it. offload_param: this
+// rank's piece of the unit goes up into z->param_up first, and the gather waits (the next
+// gather's upload reuses that buffer; no prefetch overlaps it yet).
 static CommTicket gather_unit(ZeroState *z, int u, void *dst, int async) {
     T5Model *m = z->m;
     const ParamUnit *pu = &m->lay.units[u];
     size_t e = m->elem, n = m->lay.total, step = z->gather_bucket ? z->gather_bucket : pu->hi - pu->lo;
     char *part = z->param_part, *work = dst;
+    size_t part_first = z->part.begin;  // the flat index of part's element 0
+    if (z->param_on_host) {
+        size_t lo = pu->lo > z->part.begin ? pu->lo : z->part.begin, hi = pu->hi < z->part.end ? pu->hi : z->part.end;
+        if (hi > lo) m->be->to_device(z->param_up, part + (lo - z->part.begin) * e, (hi - lo) * e);
+        part = z->param_up;  // this rank's piece of the unit, element lo first
+        part_first = hi > lo ? lo : z->part.end;
+        async = 0;
+    }
     CommTicket last = COMM_TICKET_NONE;
     for (size_t lo = pu->lo; lo < pu->hi; lo += step) {
         size_t hi = pu->hi - lo < step ? pu->hi : lo + step;
         size_t pb = lo > z->part.begin ? lo : z->part.begin;
         if (pb > z->part.end) pb = z->part.end;
-        const void *mine = part + (pb - z->part.begin) * e;
+        if (pb < part_first) pb = part_first;  // (offload_param, no piece here: nothing of this rank is read)
+        const void *mine = part + (pb - part_first) * e;
         void *out = work + (lo - pu->lo) * e;
         if (async) last = comm_allgather_range_async(z->comm, mine, out, lo, hi, n, m->be->act_dtype);
         else comm_allgather_range(z->comm, mine, out, lo, hi, n, m->be->act_dtype);

@@ -81,13 +81,19 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
             Stage3Buffers b = zero_stage3_buffers(&lay, o);
             z.gpu.params = part * e;
             z.gpu.zero_work += ((size_t)b.n_pool * b.pool_elems + b.persist_elems) * e;
+            if (o->offload_param) {  // the partition in host memory; one unit's piece goes up at a time
+                z.host += part * e;
+                z.gpu.params = 0;
+                z.gpu.zero_work += (largest < part ? largest : part) * e;
+            }
         }
         params_free_layout(&lay);
     }
     if (offload_optimizer && !o->inference) {  // zero/offload.c: an fp32 master in host memory even for fp32 compute
-        z.host = (stage >= 1 ? part : n) * 4 + z.gpu.moments;
+        size_t state = (stage >= 1 ? part : n) * 4 + z.gpu.moments;
         z.gpu.master = z.gpu.moments = 0;
-        if (o->nvme_path[0]) z.nvme = z.host, z.host = 0;  // zero/nvme.h: the state in a file, a chunk in memory
+        if (o->nvme_path[0]) z.nvme = state;  // zero/nvme.h: the state in a file, a chunk in memory
+        else z.host += state;
     }
     if (o->inference) plan_drop_training(&z, cfg, act_dtype, o, stage, B, S, T);
     z.gpu.total = z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments + z.gpu.activations + z.gpu.workspace +

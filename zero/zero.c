@@ -85,18 +85,23 @@ ZeroOptions zero_options_stage(int stage) {
 
 ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
     const DsOffloadOptimizer *oo = &c->zero.offload_optimizer;
-    if (c->zero.offload_param.device != OFFLOAD_NONE)
-        t5_fail("%s: zero_optimization.offload_param (stage 3 parameter offload) is not built yet; HINT: remove it "
-                "(or cpu_offload_param); offload_optimizer to the cpu is built and keeps the optimizer state in host "
-                "memory", path);
     if (oo->device != OFFLOAD_NONE && oo->ratio.v < 1.0)
         t5_fail("%s: zero_optimization.offload_optimizer.ratio %g: a partial offload is not built yet; HINT: remove "
                 "ratio (1: all of the optimizer state in host memory)", path, oo->ratio.v);
     if (oo->device != OFFLOAD_NONE && c->zero.stage < 1)
         t5_fail("%s: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (stage is %d), as in DeepSpeed", path,
                 (int)c->zero.stage);
+    const DsOffloadParam *op = &c->zero.offload_param;
+    if (op->device == OFFLOAD_NVME)
+        t5_fail("%s: zero_optimization.offload_param.device \"nvme\" is not built yet; HINT: \"device\": \"cpu\" "
+                "(parameters in host memory), or offload only the optimizer to nvme", path);
+    if (op->device == OFFLOAD_CPU && oo->device == OFFLOAD_NONE)
+        t5_fail("%s: zero_optimization.offload_param without offload_optimizer: this build offloads the parameters "
+                "only together with the optimizer state; HINT: add \"offload_optimizer\": {\"device\": \"cpu\"}", path);
     ZeroOptions o = {0};
     o.stage = (int)c->zero.stage;
+    o.offload_param = op->device == OFFLOAD_CPU;
+    o.offload_param_pin = op->pin_memory.v;
     o.offload_optimizer = oo->device == OFFLOAD_CPU || oo->device == OFFLOAD_NVME;
     if (oo->device == OFFLOAD_NVME) {  // ZeRO-Infinity: the optimizer state in a file on a fast disk
         nvme_check_dir(oo->nvme_path, "zero_optimization.offload_optimizer.nvme_path", path);
@@ -187,12 +192,56 @@ static void place_grads(ZeroState *z) {
         z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
 }
 
-// Stage 3: the partition of the compute weights (units are gathered on use), from the
-// whole copy (freed before the partition is taken) or straight from the host copy.
-static void place_stage3_params(ZeroState *z, const WeightsSrc *w) {
+// Elements [lo, lo+k) of the weights into host memory dst of dtype dt (offload_param).
+static void src_put_host(const WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, size_t lo, size_t k) {
+    float *f32 = dt == DTYPE_F32 ? dst : mallocCheck(k ? k * sizeof(float) : 1);
+    if (w->random) params_init_random_range(&m->cfg, &m->lay, w->seed, lo, lo + k, f32);
+    else memcpy(f32, w->host + lo, k * sizeof(float));
+    if (dt != DTYPE_F32) {
+        half_from_f32_array(dst, f32, k, dt == DTYPE_BF16);
+        free(f32);
+    }
+}
+
+// The most elements of one unit this rank owns (the size of offload_param's upload buffer).
+static size_t largest_owned_piece(const ZeroState *z) {
+    const ParamLayout *L = &z->m->lay;
+    size_t most = 0;
+    for (int u = 0; u < L->n_units; u++) {
+        size_t lo = L->units[u].lo > z->part.begin ? L->units[u].lo : z->part.begin;
+        size_t hi = L->units[u].hi < z->part.end ? L->units[u].hi : z->part.end;
+        if (hi > lo && hi - lo > most) most = hi - lo;
+    }
+    return most;
+}
+
+// offload_param: the partition in host memory (page-locked with pin_memory), and a device
+// buffer for the piece of a unit a gather sends (params_fetch.c gather_unit).
+static void place_stage3_params_host(ZeroState *z, const WeightsSrc *w, int pinned) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t e = m->elem, np = z->part.end - z->part.begin;
+    z->param_on_host = 1;
+    z->param_pinned = pinned;
+    z->param_part = be->host_alloc(np * e, pinned);
+    z->mem.host += np * e;
+    if (m->params) {  // a whole copy on the device: this rank's piece comes down, the copy goes
+        be->to_host(z->param_part, (char *)m->params + z->part.begin * e, np * e);
+        be->free(m->params);
+        m->params = NULL;
+    } else {
+        src_put_host(w, m, z->param_part, be->act_dtype, z->part.begin, np);
+    }
+    z->param_up = counted_alloc(be, (largest_owned_piece(z) ? largest_owned_piece(z) : 1) * e, &z->mem.param_work);
+}
+
+// Stage 3: the partition of the compute weights (units are gathered on use), from the
+// whole copy (freed before the partition is taken) or straight from the host copy.
+static void place_stage3_params(ZeroState *z, const WeightsSrc *w, const ZeroOptions *o) {
+    T5Model *m = z->m;
+    const Backend *be = m->be;
+    size_t e = m->elem, np = z->part.end - z->part.begin;
+    if (o->offload_param) return place_stage3_params_host(z, w, o->offload_param_pin);
     if (m->params) {
         void *staged = mallocCheck(np ? np * e : 1);
         be->to_host(staged, (char *)m->params + z->part.begin * e, np * e);
@@ -220,7 +269,7 @@ static void owned_build(ZeroState *z) {
     else if (z->offload) w->master = (OwnedBuf){z->off.master, OWNED_HOST, DTYPE_F32, 0};
     else if (z->master) w->master = (OwnedBuf){z->master, OWNED_DEVICE, DTYPE_F32, 0};
     else if (act == DTYPE_F32) w->master = (OwnedBuf){compute, OWNED_DEVICE, DTYPE_F32, 0};
-    if (z->offload || z->master) w->params = (OwnedBuf){compute, OWNED_DEVICE, act, 0};
+    if (z->offload || z->master) w->params = (OwnedBuf){compute, z->param_on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
     if (z->offload && z->off.on_nvme) {
         w->m = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_EXP_AVG};
         w->v = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_EXP_AVG_SQ};
@@ -275,7 +324,7 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     place_whole(z, w, oc != NULL);
     place_master(z, w, o->pin_memory, o->nvme_path, oc);
     if (stage >= 2 && oc) place_grads(z);
-    if (stage == 3) place_stage3_params(z, w);
+    if (stage == 3) place_stage3_params(z, w, o);
     t5_bind_flat(m);
     z->unit_ticket = mallocCheck((size_t)m->lay.n_units * sizeof(CommTicket));
     for (int u = 0; u < m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
@@ -317,7 +366,11 @@ void zero_free(ZeroState *z) {
     comm_wait_all(z->comm);  // no collective still reading or writing a buffer freed below
     if (z->offload) offload_free(&z->off, &z->opt, be);
     else if (z->opt.m) adamw_free(&z->opt, be);
-    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work[0], z->grad_work[1], z->grad_shared};
+    if (z->param_on_host) {
+        be->host_free(z->param_part, z->param_pinned);
+        z->param_part = NULL;
+    }
+    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work[0], z->grad_work[1], z->grad_shared, z->param_up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(bufs[i]);
     if (z->stage == 3) zero_stage3_free(z);

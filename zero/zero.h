@@ -68,6 +68,9 @@ typedef struct {
     size_t max_reuse;      // stage 3: stage3_max_reuse_distance (elements)
     int offload_optimizer; // stage 1-3: master weights and moments in host memory, AdamW on the CPU (offload.h)
     int pin_memory;        // offload: page-locked host buffers
+    int offload_param;     // stage 3 ("offload_param": {"device": "cpu"}): the partition of the compute
+                           // weights in host memory; each unit's piece goes up to be gathered
+    int offload_param_pin; // offload_param: page-locked
     char nvme_path[512];   // offload to NVMe ("device": "nvme"): the directory of the rank's state file
                            // (zero/nvme.h); "" = host memory
     int inference;         // evaluation only (no --do_train): no gradients, master weights or moments,
@@ -86,7 +89,12 @@ typedef struct ZeroState {
     ZeroOffload off;
     float *master;      // (part) fp32 master weights on the device: 16-bit compute without offload
     void *grad_part;    // (part) act dtype: stage >= 2, the reduced gradient of the partition
-    void *param_part;   // (part) act dtype: stage 3, the partition of the compute weights
+    void *param_part;   // (part) act dtype: stage 3, the partition of the compute weights (host memory
+                        // with offload_param: param_on_host)
+    int param_on_host;  // offload_param: param_part is host memory (host_alloc)
+    int param_pinned;
+    void *param_up;     // (the largest piece of a unit this rank owns) act dtype, device: offload_param's
+                        // upload of the piece a gather sends
     // stage >= 2: two work buffers (largest unit but the embedding) taking turns, so backward
     // writes one unit's gradient while the previous unit's reduce-scatter reads the other;
     // the shared embedding's gradient has its own (open for all of backward)
