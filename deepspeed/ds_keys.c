@@ -218,7 +218,7 @@ const KeySpec k_keys[] = {
     NUM("zero_optimization.offload_optimizer.ratio", zero.offload_optimizer.ratio, 0, 1, 1, 0,
         "fraction of the optimizer offloaded (< 1: stage 3 only)"),
     INT("zero_optimization.offload_optimizer.buffer_count", zero.offload_optimizer.buffer_count, 0, BIG, 4, F_NOOP,
-        "no-op: train_t5's NVMe swap (zero/nvme.h) reads and writes one chunk of the state at a time"),
+        "no-op: train_t5's NVMe swap (zero/offload.c) always uses three chunk buffers: read ahead, update, write behind"),
     BOOL("zero_optimization.offload_optimizer.fast_init", zero.offload_optimizer.fast_init, 0, F_NOOP,
          "no-op: the NVMe state file is allocated and the master written once at start-up either way"),
     ONLY_BOOL("zero_optimization.offload_optimizer.pipeline_read", 0, "overlapped NVMe reads"),

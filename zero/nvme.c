@@ -99,3 +99,61 @@ void nvme_close(NvmeStore *s) {
     }
     memset(s, 0, sizeof *s);
 }
+
+// ---- the I/O queue ----------------------------------------------------------------------
+
+static void *queue_run(void *arg) {
+    NvmeQueue *q = arg;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (q->done == q->submitted && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+        if (q->done == q->submitted) break;  // stop, and nothing left
+        NvmeJob j = q->jobs[q->done % NVME_QUEUE_JOBS];
+        pthread_mutex_unlock(&q->mu);
+        if (j.write) nvme_write(q->store, j.array, j.from, j.count, j.buf);
+        else nvme_read(q->store, j.array, j.from, j.count, j.buf);
+        pthread_mutex_lock(&q->mu);
+        q->done++;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+void nvme_queue_start(NvmeQueue *q, const NvmeStore *s) {
+    memset(q, 0, sizeof *q);
+    q->store = s;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    int rc = pthread_create(&q->thread, NULL, queue_run, q);
+    if (rc != 0) t5_fail("nvme: cannot start an I/O thread (%s); HINT: the system is out of threads or memory", strerror(rc));
+    q->running = 1;
+}
+
+long nvme_queue_submit(NvmeQueue *q, int write, int array, size_t from, size_t count, float *buf) {
+    pthread_mutex_lock(&q->mu);
+    while (q->submitted - q->done >= NVME_QUEUE_JOBS) pthread_cond_wait(&q->cv, &q->mu);
+    q->jobs[q->submitted % NVME_QUEUE_JOBS] = (NvmeJob){write, array, from, count, buf};
+    long t = ++q->submitted;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return t;
+}
+
+void nvme_queue_wait(NvmeQueue *q, long t) {
+    pthread_mutex_lock(&q->mu);
+    while (q->done < t) pthread_cond_wait(&q->cv, &q->mu);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void nvme_queue_stop(NvmeQueue *q) {
+    if (!q->running) return;
+    pthread_mutex_lock(&q->mu);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->thread, NULL);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    q->running = 0;
+}

@@ -11,6 +11,7 @@
 // missing or read-only nvme_path, a full disk (the file is allocated in full at start-up, so
 // ENOSPC comes before the first step, not in the middle of training).
 #pragma once
+#include <pthread.h>
 #include <stddef.h>
 
 #define NVME_ALIGN 4096  // bytes: O_DIRECT's alignment of buffers, offsets and sizes
@@ -40,3 +41,33 @@ float *nvme_buffer(size_t count);
 void nvme_buffer_free(float *p);
 // Closes and removes the file.
 void nvme_close(NvmeStore *s);
+
+// An I/O thread that runs reads or writes of a store in the order they were submitted, so
+// that the offloaded step reads the next chunk and writes the last one while the CPU
+// updates the current one (zero/offload.c runs one queue for reads and one for writes: the
+// disk serves both at once). A job's buffer must stay untouched until its ticket is waited for.
+#define NVME_QUEUE_JOBS 16
+typedef struct {
+    int write, array;
+    size_t from, count;
+    float *buf;
+} NvmeJob;
+
+typedef struct {
+    const NvmeStore *store;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    NvmeJob jobs[NVME_QUEUE_JOBS];
+    long submitted, done;  // tickets: job t is done when done >= t
+    int stop, running;
+} NvmeQueue;
+
+void nvme_queue_start(NvmeQueue *q, const NvmeStore *s);
+// Queues a read (write = 0) or write of count floats of array `array` from element `from`
+// (nvme_read's rules); returns its ticket. Blocks while NVME_QUEUE_JOBS jobs are pending.
+long nvme_queue_submit(NvmeQueue *q, int write, int array, size_t from, size_t count, float *buf);
+// Returns when every job up to ticket t has run (t <= 0: at once).
+void nvme_queue_wait(NvmeQueue *q, long t);
+// Runs what is queued, then stops the thread.
+void nvme_queue_stop(NvmeQueue *q);

@@ -48,13 +48,17 @@ void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg
     opt->end = end;
     if (o->on_nvme) {  // the state in a file; one chunk of it at a time in host memory
         nvme_open(&o->nvme, nvme_dir, rank, n);
-        for (int a = 0; a < NVME_ARRAYS; a++) o->chunk_state[a] = nvme_buffer(o->chunk);
+        for (int s = 0; s < 3; s++)
+            for (int a = 0; a < NVME_ARRAYS; a++) o->chunk_state[s][a] = nvme_buffer(o->chunk);
+        float *buf = o->chunk_state[0][NVME_MASTER];
         for (size_t off = 0; off < n; off += o->chunk) {  // the master goes in; the moments start at zero
             size_t k = n - off < o->chunk ? n - off : o->chunk;
-            if (init_on_host) memcpy(o->chunk_state[NVME_MASTER], master_init + off, k * sizeof(float));
-            else be->to_host(o->chunk_state[NVME_MASTER], master_init + off, k * sizeof(float));
-            nvme_write(&o->nvme, NVME_MASTER, off, k, o->chunk_state[NVME_MASTER]);
+            if (init_on_host) memcpy(buf, master_init + off, k * sizeof(float));
+            else be->to_host(buf, master_init + off, k * sizeof(float));
+            nvme_write(&o->nvme, NVME_MASTER, off, k, buf);
         }
+        nvme_queue_start(&o->reader, &o->nvme);
+        nvme_queue_start(&o->writer, &o->nvme);
         o->nvme_bytes = 3 * n * sizeof(float);
     } else {
         o->master = be->host_alloc(n * sizeof(float), pinned);
@@ -73,8 +77,11 @@ void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg
 
 void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be) {
     if (o->on_nvme) {
+        nvme_queue_stop(&o->reader);
+        nvme_queue_stop(&o->writer);
         nvme_close(&o->nvme);
-        for (int a = 0; a < NVME_ARRAYS; a++) nvme_buffer_free(o->chunk_state[a]);
+        for (int s = 0; s < 3; s++)
+            for (int a = 0; a < NVME_ARRAYS; a++) nvme_buffer_free(o->chunk_state[s][a]);
     } else {
         be->host_free(o->master, o->pinned);
         be->host_free(opt->m, o->pinned);
@@ -122,6 +129,12 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
 #define CHUNK_OFF(k) ((size_t)(k) * o->chunk)
 #define CHUNK_LEN(k) (n - CHUNK_OFF(k) < o->chunk ? n - CHUNK_OFF(k) : o->chunk)
     if (chunks) be->to_host_async(o->stage_grad[0], grads, CHUNK_LEN(0) * e, SLOT_GRAD);
+    // NVMe: reads run one chunk ahead and writes one behind on their I/O threads (set k % 3 is
+    // chunk k's); the tickets say when a set's last read arrived / last write left
+    long read_done[3] = {0, 0, 0}, write_done[3] = {0, 0, 0};
+    if (o->on_nvme && chunks)
+        for (int a = 0; a < NVME_ARRAYS; a++)
+            read_done[0] = nvme_queue_submit(&o->reader, 0, a, 0, CHUNK_LEN(0), o->chunk_state[0][a]);
     for (size_t k = 0; k < chunks; k++) {
         const int b = (int)(k % 2);
         // the next gradient comes down while this chunk is updated (its buffer's last reader,
@@ -133,10 +146,18 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
         be->copy_wait(SLOT_PARAM + b);  // chunk k-2's weights have left this staging buffer
         size_t lo_c = opt->begin + CHUNK_OFF(k), hi_c = lo_c + CHUNK_LEN(k);  // the chunk in the flat space
         float *host_state[3] = {o->master, opt->m, opt->v};
-        float *const *state = o->on_nvme ? o->chunk_state : host_state;
+        const int set = (int)(k % 3), next = (int)((k + 1) % 3);
+        float *const *state = o->on_nvme ? o->chunk_state[set] : host_state;
         const size_t state_begin = o->on_nvme ? lo_c : opt->begin;
-        if (o->on_nvme)  // this chunk's master and moments come in from the file
-            for (int a = 0; a < NVME_ARRAYS; a++) nvme_read(&o->nvme, a, CHUNK_OFF(k), CHUNK_LEN(k), o->chunk_state[a]);
+        if (o->on_nvme) {
+            nvme_queue_wait(&o->reader, read_done[set]);  // this chunk's master and moments are in
+            if (k + 1 < chunks) {  // the next chunk's come in once its set's last write (chunk k-2) has left
+                nvme_queue_wait(&o->writer, write_done[next]);
+                for (int a = 0; a < NVME_ARRAYS; a++)
+                    read_done[next] = nvme_queue_submit(&o->reader, 0, a, CHUNK_OFF(k + 1), CHUNK_LEN(k + 1),
+                                                        o->chunk_state[next][a]);
+            }
+        }
         // tensor by tensor (each its own weight decay), clipped to the chunk; the tensors
         // tile the flat space, so every element of the chunk is written
         for (int i = 0; i < lay->count; i++) {
@@ -147,8 +168,9 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
             update_slice(opt, t, lo, hi, lo_c, p->no_decay ? 0.0f : opt->cfg.weight_decay, p->frozen, lr, grad_scale,
                          o->stage_grad[b], o->stage_param[b], state, state_begin);
         }
-        if (o->on_nvme)  // and go back out
-            for (int a = 0; a < NVME_ARRAYS; a++) nvme_write(&o->nvme, a, CHUNK_OFF(k), CHUNK_LEN(k), o->chunk_state[a]);
+        if (o->on_nvme)  // and go back out, behind the next chunk's update
+            for (int a = 0; a < NVME_ARRAYS; a++)
+                write_done[set] = nvme_queue_submit(&o->writer, 1, a, CHUNK_OFF(k), CHUNK_LEN(k), o->chunk_state[set][a]);
         if (params_on_host)  // offload_param: the compute weights live in host memory too
             memcpy((char *)params + CHUNK_OFF(k) * e, o->stage_param[b], CHUNK_LEN(k) * e);
         else
@@ -156,7 +178,10 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
     }
 #undef CHUNK_OFF
 #undef CHUNK_LEN
-    // the new weights are all up before anything reads them (backend.h: later ops do not wait)
+    // the new weights are all up before anything reads them (backend.h: later ops do not wait),
+    // and the state is all back in its file (checkpoints read it)
     be->copy_wait(SLOT_PARAM);
     be->copy_wait(SLOT_PARAM + 1);
+    if (o->on_nvme)
+        for (int s = 0; s < 3; s++) nvme_queue_wait(&o->writer, write_done[s]);
 }

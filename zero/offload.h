@@ -20,7 +20,10 @@ typedef struct {
     float *master;       // (partition) fp32 master weights, host; NULL on NVMe
     int on_nvme;         // 1: master and moments live in nvme (a file), a chunk at a time in host memory
     NvmeStore nvme;      // (on_nvme) the rank's file: master, exp_avg, exp_avg_sq
-    float *chunk_state[NVME_ARRAYS];  // (on_nvme) one chunk of each, aligned host buffers
+    float *chunk_state[3][NVME_ARRAYS];  // (on_nvme) three sets of one chunk of each, aligned host
+                                         // buffers: chunk k is updated in set k % 3 while k+1 is
+                                         // read into the next and k-1 written from the last
+    NvmeQueue reader, writer;            // (on_nvme) the I/O threads
     size_t chunk;        // elements per transfer
     void *stage_grad[2];   // (chunk) act dtype, page-locked host: gradients coming down, in turn
     void *stage_param[2];  // (chunk) act dtype, page-locked host: new compute weights going up, in turn
