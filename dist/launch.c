@@ -27,6 +27,17 @@ extern char **environ;
 // ---- environment ----------------------------------------------------------------------
 
 // 0: unset or empty; 1: *out holds the value. A value that is not an integer is an error.
+static int env_int(const char *name, int *out);
+
+int launch_ranks_on_host(const char *launcher, int world) {
+    int k = 0;
+    if (env_int("LOCAL_WORLD_SIZE", &k) && k > 0) return k;
+    if (env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &k) && k > 0) return k;
+    const char *s = getenv("SLURM_TASKS_PER_NODE");  // "2(x3),1": the first node's count
+    if (s && *s && atoi(s) > 0) return atoi(s);
+    return !strcmp(launcher, "none") || !strcmp(launcher, "num_gpus") ? world : 1;
+}
+
 static int env_int(const char *name, int *out) {
     const char *v = getenv(name);
     if (!v || !*v) return 0;

@@ -63,6 +63,11 @@ void launch_tcp_watch(const LaunchRank0 *at, int listen_fd, int rank, int world)
 // set (a one-line error naming both); when LOCAL_RANK is not set, it is set to N, so
 // comm_init reads the GPU index from one place.
 void launch_use_local_rank_flag(int local_rank);
+// How many ranks of the job run on this host (what the host's memory and disk must hold for
+// all of them): LOCAL_WORLD_SIZE (torchrun), OMPI_COMM_WORLD_LOCAL_SIZE (OpenMPI), the first
+// count of SLURM_TASKS_PER_NODE (srun); without any, world when the launcher starts every rank
+// here ("none", "num_gpus"), else 1.
+int launch_ranks_on_host(const char *launcher, int world);
 
 // --num_gpus n: start n ranks of this binary (/proc/self/exe, argv without --num_gpus)
 // with RANK=LOCAL_RANK=i, WORLD_SIZE=n, MASTER_ADDR=127.0.0.1, MASTER_PORT=a free port, and

@@ -361,6 +361,21 @@ static int offload_runs(const char *tmp) {
                  "[ $rc -ne 0 ] && grep -q 'offload_optimizer.nvme_path.*no_such_dir.*does not exist' %s/nvme_missing.log",
                  tmp, tmp, tmp, tmp);
         test_check(system(cmd) == 0, "offload_optimizer nvme_path missing: non-zero exit, the error names the key and the path");
+        // the plan's offloaded bytes against the host (T5_TEST_HOST_AVAILABLE / T5_TEST_NVME_FREE stand
+        // for a small machine): refused before anything is allocated, with the figures and a hint
+        const char *small[2][4] = {{"T5_TEST_HOST_AVAILABLE", "4", "of host memory (3.0 MiB a rank x 1 rank on this host) but 1.0 KiB is available", "host memory"},
+                                   {"T5_TEST_NVME_FREE", "7", "has 1.0 KiB free; HINT: free space there", "NVMe free space"}};
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof cmd, "%s=1000 ./train_t5 --device cpu --model tests/fixtures/trainer_model --tokenizer_name "
+                     "data/sample/spiece.model --data_dir tests/fixtures/trainer_data --do_train --max_steps 1 "
+                     "--output_dir %s/small%d --deepspeed %s/stage%s.json > %s/small%d.log 2>&1; rc=$?; "
+                     "[ $rc -ne 0 ] && grep -q '%s' %s/small%d.log", small[k][0], tmp, k, tmp, small[k][1], tmp, k,
+                     small[k][2], tmp, k);
+            char what[160];
+            snprintf(what, sizeof what, "offloaded state larger than the %s: refused before allocating, with the figures",
+                     small[k][3]);
+            test_check(system(cmd) == 0, what);
+        }
         const char *refused[2][3] = {{"12", "offload_param without offload_optimizer", "add .*offload_optimizer"},
                                      {"13", "offload_param to nvme", "offload_param.device .nvme. is not built yet"}};
         for (int k = 0; k < 2; k++) {

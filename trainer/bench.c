@@ -295,6 +295,10 @@ int bench_main(int argc, char **argv, int start) {
     if (a.deepspeed) bench_apply_deepspeed(&a, &cfg, &oc, &scaler);
     double flops = planner_flops_per_sample(&cfg, a.seq, a.seq);
     int B = bench_pick_batch(&a, &cfg, dt, flops, main_rank);
+    if (B && a.deepspeed) {  // the offloaded state against this host's memory and disk, before allocating
+        ZeroPlan zp = planner_memory_zero_opts(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing, &a.zo, a.world);
+        planner_check_offload(&zp, &a.zo, launch_ranks_on_host(comm.launcher, comm.world), a.deepspeed);
+    }
     if (!B) {
         model_weights_discard(lo.job);
         comm_finalize(&comm);

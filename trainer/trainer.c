@@ -153,7 +153,11 @@ static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_o
 // and the cheapest change that would fit.
 static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int T) {
     const TrainArgs *a = &r->a;
-    MemPlan plan = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, &r->p.zopt, r->comm.world).gpu;
+    ZeroPlan zp = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, &r->p.zopt, r->comm.world);
+    MemPlan plan = zp.gpu;
+    // the offloaded state against this host's memory and disk, before anything is allocated
+    if (a->deepspeed) planner_check_offload(&zp, &r->p.zopt, launch_ranks_on_host(r->comm.launcher, r->comm.world),
+                                            a->deepspeed);
     if (a->predict_with_generate && (a->do_eval || a->do_predict))  // the decoder of each generate call
         planner_add_generation(&plan, cfg, dt, a->per_device_eval_batch_size, a->generation_num_beams, S,
                                a->generation_max_length);

@@ -2,6 +2,11 @@
 #include "planner.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "../common/check.h"
 
 #include "../model/kv_decoder.h"
 #include "../model/params.h"
@@ -100,6 +105,66 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
                   z.gpu.zero_work;
     z.comm_elems = world > 1 ? (stage >= 3 ? 3.0 : 2.0) * (double)n : 0.0;
     return z;
+}
+
+// A test hook's bytes, or -1 when it is not set.
+static double test_hook_bytes(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v) return -1;
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (*end || x < 0) t5_fail("%s=\"%s\": expected a number of bytes (a test hook)", name, v);
+    return x;
+}
+
+// MemAvailable of /proc/meminfo in bytes, or -1 when it cannot be read (not Linux).
+static double host_available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024.0;
+}
+
+// "12.34 GiB", or MiB / KiB below them, into buf.
+static const char *size_text(char *buf, size_t cap, double bytes) {
+    if (bytes >= 1073741824.0) snprintf(buf, cap, "%.2f GiB", bytes / 1073741824.0);
+    else if (bytes >= 1048576.0) snprintf(buf, cap, "%.1f MiB", bytes / 1048576.0);
+    else snprintf(buf, cap, "%.1f KiB", bytes / 1024.0);
+    return buf;
+}
+
+void planner_check_offload(const ZeroPlan *z, const void *zero_options, int ranks_here, const char *config_path) {
+    const ZeroOptions *o = zero_options;
+    const double k = ranks_here > 0 ? ranks_here : 1;
+    char need[32], one[32], avail[32];
+    if (z->host > 0) {
+        double have = test_hook_bytes("T5_TEST_HOST_AVAILABLE");
+        if (have < 0) have = host_available_bytes();
+        if (have >= 0 && k * (double)z->host > have)
+            t5_fail("%s: the offloaded state needs %s of host memory (%s a rank x %d rank%s on this host) but %s is "
+                    "available; HINT: %s", config_path, size_text(need, sizeof need, k * (double)z->host),
+                    size_text(one, sizeof one, (double)z->host), (int)k, k > 1 ? "s" : "",
+                    size_text(avail, sizeof avail, have),
+                    o->offload_param ? "spread the run over more hosts, or keep the parameters on the GPU (drop "
+                                       "offload_param)"
+                                     : "put the optimizer state on NVMe (\"offload_optimizer\": {\"device\": \"nvme\", "
+                                       "\"nvme_path\": DIR}) or spread the run over more hosts");
+    }
+    if (z->nvme > 0 && o->nvme_path[0]) {
+        double have = test_hook_bytes("T5_TEST_NVME_FREE");
+        struct statvfs st;
+        if (have < 0 && statvfs(o->nvme_path, &st) == 0) have = (double)st.f_bavail * (double)st.f_frsize;
+        if (have >= 0 && k * (double)z->nvme > have)
+            t5_fail("%s: key \"zero_optimization.offload_optimizer.nvme_path\": the optimizer state needs %s (%s a rank "
+                    "x %d rank%s on this host) but \"%s\" has %s free; HINT: free space there, choose a bigger disk, or "
+                    "spread the run over more hosts", config_path, size_text(need, sizeof need, k * (double)z->nvme),
+                    size_text(one, sizeof one, (double)z->nvme), (int)k, k > 1 ? "s" : "", o->nvme_path,
+                    size_text(avail, sizeof avail, have));
+    }
 }
 
 void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, int B, int beams, int S,

@@ -51,6 +51,14 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
                                   int gradient_checkpointing, const void *zero_options, int world);
 // `train_t5 estimate` and `--explain`: the table for stages 0-3 (trainer/estimate.c prints it).
 
+// The offloaded state of plan z (per rank) against this host, before anything is allocated:
+// ranks_here x z->host against the host memory available now (/proc/meminfo MemAvailable),
+// ranks_here x z->nvme against the free space of o->nvme_path (statvfs). Dies with the
+// figures and the next setting to try (config_path names the config in the message).
+// Test hooks: T5_TEST_HOST_AVAILABLE=bytes and T5_TEST_NVME_FREE=bytes replace the measured
+// figures (tests/test_data_parallel.c).
+void planner_check_offload(const ZeroPlan *z, const void *zero_options, int ranks_here, const char *config_path);
+
 // T5Model.keep_sublayer_acts for a run whose plan (planned without them) totals
 // plan_total bytes and whose kept norms and FFN hidden state take keep_bytes
 // (t5_keep_bytes): 1 when both fit the budget: --max_gpu_memory when set (be->mem_cap),
