@@ -221,6 +221,13 @@ static double init_std(const T5Config *c, const ParamSpec *s, int *is_const) {
     t5_die(__FILE__, __LINE__, "params_init_random: no init rule for a tensor of the layout", s->name);
 }
 
+// The part [*a, *b) of tensor s that falls in the flat range [lo, hi); 0 when none does.
+static int tensor_in_range(const ParamSpec *s, size_t lo, size_t hi, size_t *a, size_t *b) {
+    *a = s->offset > lo ? s->offset : lo;
+    *b = s->offset + s->numel < hi ? s->offset + s->numel : hi;
+    return *a < *b;
+}
+
 void params_init_random(const T5Config *cfg, const ParamLayout *lay, float *params, uint64_t seed) {
     params_init_random_range(cfg, lay, seed, 0, lay->total, params);
 }
@@ -229,8 +236,8 @@ void params_init_random_range(const T5Config *cfg, const ParamLayout *lay, uint6
                               float *dst) {
     for (int t = 0; t < lay->count; t++) {
         const ParamSpec *s = &lay->specs[t];
-        size_t a = s->offset > lo ? s->offset : lo, b = s->offset + s->numel < hi ? s->offset + s->numel : hi;
-        if (a >= b) continue;  // the tensor is outside [lo, hi)
+        size_t a, b;
+        if (!tensor_in_range(s, lo, hi, &a, &b)) continue;
         int is_const;
         double std = init_std(cfg, s, &is_const);
         float *out = dst + (a - lo);
@@ -260,8 +267,8 @@ void params_init_random_backend(const Backend *be, const T5Config *cfg, const Pa
     size_t e = dt == DTYPE_F32 ? 4 : 2;
     for (int t = 0; t < lay->count; t++) {
         const ParamSpec *s = &lay->specs[t];
-        size_t a = s->offset > lo ? s->offset : lo, b = s->offset + s->numel < hi ? s->offset + s->numel : hi;
-        if (a >= b) continue;
+        size_t a, b;
+        if (!tensor_in_range(s, lo, hi, &a, &b)) continue;
         int is_const;
         double std = init_std(cfg, s, &is_const);
         be->init_random((char *)dst + (a - lo) * e, dt, b - a, is_const ? 0 : name_key(s->name, seed),

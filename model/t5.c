@@ -365,6 +365,14 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
 // backward: each step reads the running residual gradient dx and ADDS the branch's
 // contribution into it (backend convention: backward ops accumulate).
 
+// The output dropout of what feeds block l of a stack (0 encoder, 1 decoder): block l-1's
+// FFN, or the embedding for l == 0. Backward's norm of block l (or the stack's final norm,
+// l = number of layers) makes that branch's gradient for the sublayer below (t5_norm_backward).
+static DropoutArgs dropout_below(const T5Model *m, int stack, int l) {
+    if (l == 0) return t5_site_dropout(m, stack, 0, 0, SITE_EMBED);
+    return t5_site_dropout(m, stack, l - 1, stack ? 2 : 1, SITE_FFN_OUT);
+}
+
 // Head and decoder final norm: from the loss to the gradient of the last decoder block's
 // output, in m->d_dec_x (B,T,D). dlogits overwrite the logits in place (B*T*V is the
 // largest activation); in chunks of m->head_rows rows when the plan chunked the head, each
@@ -395,7 +403,7 @@ static void head_backward(T5Model *m, float label_smoothing, float dloss) {
     fetch(m, L->unit_dec_final);
     grads_begin(m, L->unit_dec_final);
     const int Ld = c->num_decoder_layers;
-    DropoutArgs first = Ld ? t5_site_dropout(m, 1, Ld - 1, 2, SITE_FFN_OUT) : t5_site_dropout(m, 1, 0, 0, SITE_EMBED);
+    DropoutArgs first = dropout_below(m, 1, Ld);
     t5_norm_backward(m, dx, t5_grad(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * Ld], t5_param(m, L->dec_final_ln),
                      m->dec_final_rstd, (int)nT, &first);
     grads_end(m, L->unit_dec_final);
@@ -420,7 +428,7 @@ static void decoder_backward(T5Model *m) {
         if (m->gradient_checkpointing) dec_block_forward(m, l);
         // each sublayer's norm backward also makes the next one's branch gradient (t5_branch_grad)
         DropoutArgs to_cross = t5_site_dropout(m, 1, l, 1, SITE_ATT_OUT), to_self = t5_site_dropout(m, 1, l, 0, SITE_ATT_OUT);
-        DropoutArgs to_prev = l ? t5_site_dropout(m, 1, l - 1, 2, SITE_FFN_OUT) : t5_site_dropout(m, 1, 0, 0, SITE_EMBED);
+        DropoutArgs to_prev = dropout_below(m, 1, l);
         t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dx, T, 1, l, 2, &to_cross);
         t5_attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dx, T, m->enc_final, m->d_enc_final, S,
                                   NULL, 1, l, 1, &to_self);
@@ -433,7 +441,7 @@ static void decoder_backward(T5Model *m) {
         release(m, L->unit_dec0 + l);
     }
     if (L->unit_lm_head != L->unit_shared) grads_begin(m, L->unit_shared);
-    t5_branch_grad(m, dx, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
+    t5_branch_grad(m, dx, nT * D, dropout_below(m, 1, 0));
     be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
 }
 
@@ -451,7 +459,7 @@ static void encoder_backward(T5Model *m) {
     fetch(m, L->unit_enc_final);
     grads_begin(m, L->unit_enc_final);
     const int Le = c->num_layers;
-    DropoutArgs first = Le ? t5_site_dropout(m, 0, Le - 1, 1, SITE_FFN_OUT) : t5_site_dropout(m, 0, 0, 0, SITE_EMBED);
+    DropoutArgs first = dropout_below(m, 0, Le);
     t5_norm_backward(m, dx, t5_grad(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * Le], t5_param(m, L->enc_final_ln),
                      m->enc_final_rstd, (int)nS, &first);
     grads_end(m, L->unit_enc_final);
@@ -462,7 +470,7 @@ static void encoder_backward(T5Model *m) {
         grads_begin(m, L->unit_enc0 + l);
         if (m->gradient_checkpointing) t5_enc_block_forward(m, l);
         DropoutArgs to_self = t5_site_dropout(m, 0, l, 0, SITE_ATT_OUT);
-        DropoutArgs to_prev = l ? t5_site_dropout(m, 0, l - 1, 1, SITE_FFN_OUT) : t5_site_dropout(m, 0, 0, 0, SITE_EMBED);
+        DropoutArgs to_prev = dropout_below(m, 0, l);
         t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], dx, S, 0, l, 1, &to_self);
         t5_attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], dx, S, NULL, NULL, S,
                                   m->d_enc_bias, 0, l, 0, &to_prev);
@@ -472,7 +480,7 @@ static void encoder_backward(T5Model *m) {
         grads_end(m, L->unit_enc0 + l);
         release(m, L->unit_enc0 + l);
     }
-    t5_branch_grad(m, dx, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
+    t5_branch_grad(m, dx, nS * D, dropout_below(m, 0, 0));
     be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
     grads_end(m, L->unit_shared);
 }

@@ -138,7 +138,7 @@ struct T5Model {
                                  // and the FFN hidden state (AttnActs.ln, FfnActs.h), so backward
                                  // recomputes neither (about 3.5 ms of a 95 ms t5-large B=64 step on
                                  // the H200, for 4.9 GiB); the trainer and bench set it when the plan
-                                 // with them fits (t5_keep_bytes, zero/planner.h planner_keep_fits)
+                                 // with them fits (t5_keep_bytes, zero/planner.h planner_keep_sublayer_acts)
     int inference;               // set before t5_plan_activations: forward only (evaluation-only runs):
                                  // one shared set of block activations, three rotating residual
                                  // buffers per stack, no backward scratch; t5_backward refuses

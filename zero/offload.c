@@ -108,10 +108,7 @@ static void update_slice(AdamW *opt, Dtype t, size_t lo, size_t hi, size_t lo_c,
     float *master = state[0] + j0, *m = state[1] + j0, *v = state[2] + j0;
     if (frozen) {  // not trained: the compute weights stay the master's
         if (t == DTYPE_F32) memcpy((float *)stage_param + s0, master, n * sizeof(float));
-        else if (t == DTYPE_BF16)
-            for (size_t i = 0; i < n; i++) ((uint16_t *)stage_param)[s0 + i] = half_f32_to_bf16(master[i]);
-        else
-            for (size_t i = 0; i < n; i++) ((uint16_t *)stage_param)[s0 + i] = half_f32_to_f16(master[i]);
+        else half_from_f32_array((uint16_t *)stage_param + s0, master, n, t == DTYPE_BF16);
         return;
     }
     // widen, step, narrow in one pass, SIMD and threads (optim/cpu_adam.c: the scalar step's bits)

@@ -69,6 +69,18 @@ static void src_put(const WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, 
     }
 }
 
+// Elements [lo, lo+k) of the weights into host memory dst of dtype dt (an offloaded master,
+// offload_param's partition).
+static void src_put_host(const WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, size_t lo, size_t k) {
+    float *f32 = dt == DTYPE_F32 ? dst : mallocCheck(k ? k * sizeof(float) : 1);
+    if (w->random) params_init_random_range(&m->cfg, &m->lay, w->seed, lo, lo + k, f32);
+    else memcpy(f32, w->host + lo, k * sizeof(float));
+    if (dt != DTYPE_F32) {
+        half_from_f32_array(dst, f32, k, dt == DTYPE_BF16);
+        free(f32);
+    }
+}
+
 static size_t largest_unit(const ParamLayout *L, int skip) {
     size_t best = 0;
     for (int u = 0; u < L->n_units; u++)
@@ -164,7 +176,7 @@ static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const ch
         float *made = NULL;  // the random init of the owned range, made on the host
         if (w->random) {
             made = mallocCheck(np ? np * sizeof(float) : 1);
-            params_init_random_range(&m->cfg, &m->lay, w->seed, b, z->part.end, made);
+            src_put_host(w, m, made, DTYPE_F32, b, np);
         }
         const float *src = made ? made : w->host ? w->host + b : (const float *)m->params + b;
         offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, made || w->host, pinned, nvme_dir,
@@ -190,17 +202,6 @@ static void place_grads(ZeroState *z) {
     z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
     for (int k = 0; k < 2; k++)
         z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
-}
-
-// Elements [lo, lo+k) of the weights into host memory dst of dtype dt (offload_param).
-static void src_put_host(const WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, size_t lo, size_t k) {
-    float *f32 = dt == DTYPE_F32 ? dst : mallocCheck(k ? k * sizeof(float) : 1);
-    if (w->random) params_init_random_range(&m->cfg, &m->lay, w->seed, lo, lo + k, f32);
-    else memcpy(f32, w->host + lo, k * sizeof(float));
-    if (dt != DTYPE_F32) {
-        half_from_f32_array(dst, f32, k, dt == DTYPE_BF16);
-        free(f32);
-    }
 }
 
 // The most elements of one unit this rank owns (the size of offload_param's upload buffer).
@@ -232,7 +233,8 @@ static void place_stage3_params_host(ZeroState *z, const WeightsSrc *w, int pinn
     } else {
         src_put_host(w, m, z->param_part, be->act_dtype, z->part.begin, np);
     }
-    z->param_up = counted_alloc(be, (largest_owned_piece(z) ? largest_owned_piece(z) : 1) * e, &z->mem.param_work);
+    size_t piece = largest_owned_piece(z);
+    z->param_up = counted_alloc(be, (piece ? piece : 1) * e, &z->mem.param_work);
 }
 
 // Stage 3: the partition of the compute weights (units are gathered on use), from the

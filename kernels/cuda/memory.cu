@@ -230,11 +230,15 @@ static void copy_streams_make(void) {
         cudaCheck(cudaEventCreateWithFlags(&cuda_context.copy_done[i], cudaEventDisableTiming));
 }
 
-static void copy_async(void *dst, const void *src, size_t bytes, int slot, int down, const char *fn) {
+static void copy_slot_check(int slot, const char *fn) {
     require_init(fn, __FILE__, __LINE__);
     if (slot < 0 || slot >= BACKEND_COPY_SLOTS)
         t5_die(__FILE__, __LINE__, "an asynchronous copy names a slot outside 0 .. BACKEND_COPY_SLOTS-1",
                "a bug in the caller: use the slots kernels/backend.h provides");
+}
+
+static void copy_async(void *dst, const void *src, size_t bytes, int slot, int down, const char *fn) {
+    copy_slot_check(slot, fn);
     copy_streams_make();
     cudaStream_t s = down ? cuda_context.copy_down : cuda_context.copy_up;
     // after everything the compute stream has queued (the data's producers, the buffer's readers)
@@ -253,10 +257,7 @@ extern "C" void cuda_to_device_async(void *dst, const void *host_src, size_t byt
 }
 
 extern "C" void cuda_copy_wait(int slot) {
-    require_init("cuda_copy_wait", __FILE__, __LINE__);
-    if (slot < 0 || slot >= BACKEND_COPY_SLOTS)
-        t5_die(__FILE__, __LINE__, "copy_wait names a slot outside 0 .. BACKEND_COPY_SLOTS-1",
-               "a bug in the caller: use the slots kernels/backend.h provides");
+    copy_slot_check(slot, "cuda_copy_wait");
     if (!cuda_context.copy_down) return;  // no copy yet
     cudaCheck(cudaEventSynchronize(cuda_context.copy_done[slot]));
 }
