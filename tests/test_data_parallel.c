@@ -179,6 +179,15 @@ static void check_memory(const char *tmp, const char *tag, int world, int stage,
         // offload: no optimizer state on the device; master (4) + moments (8) per element in host memory
         size_t wantH = offload ? 12 * np : 0;
         if (offload) wantO = 0;
+        // offload at stage 2-3: the gradient partition streams to host memory (pinned), none on the device
+        if (offload && stage >= 2) {
+            wantG = 0;
+            const char *hg = strstr(line, "; gradient partition in host memory ");
+            size_t HG = 0;
+            snprintf(what, sizeof what, "%s rank %d: gradient partition in host memory %zu B = %zu", tag, r,
+                     hg && sscanf(hg, "; gradient partition in host memory %zu B", &HG) == 1 ? HG : 0, 4 * np);
+            test_check(hg && HG == 4 * np, what);
+        }
         snprintf(what, sizeof what,
                  "%s rank %d: params %zu = %zu, grads %zu = %zu, master %zu = 0, moments %zu = %zu, host %zu = %zu B "
                  "(|P_r| = %zu of %zu); in use %zu = sum + work %zu",

@@ -118,14 +118,15 @@ static void update_slice(AdamW *opt, Dtype t, size_t lo, size_t hi, size_t lo_c,
 }
 
 void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const ParamLayout *lay, const void *grads,
-                        void *params, int params_on_host, float lr, float grad_scale) {
+                        int grads_on_host, void *params, int params_on_host, float lr, float grad_scale) {
     opt->step++;
     const Dtype t = be->act_dtype;
     const size_t e = t == DTYPE_F32 ? 4 : 2, n = opt->end - opt->begin;
     const size_t chunks = (n + o->chunk - 1) / o->chunk;
 #define CHUNK_OFF(k) ((size_t)(k) * o->chunk)
 #define CHUNK_LEN(k) (n - CHUNK_OFF(k) < o->chunk ? n - CHUNK_OFF(k) : o->chunk)
-    if (chunks) be->to_host_async(o->stage_grad[0], grads, CHUNK_LEN(0) * e, SLOT_GRAD);
+    // gradients already in host memory (streamed there during backward): read in place
+    if (chunks && !grads_on_host) be->to_host_async(o->stage_grad[0], grads, CHUNK_LEN(0) * e, SLOT_GRAD);
     // NVMe: reads run one chunk ahead and writes one behind on their I/O threads (set k % 3 is
     // chunk k's); the tickets say when a set's last read arrived / last write left
     long read_done[3] = {0, 0, 0}, write_done[3] = {0, 0, 0};
@@ -136,10 +137,11 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
         const int b = (int)(k % 2);
         // the next gradient comes down while this chunk is updated (its buffer's last reader,
         // the update of chunk k-1, has returned)
-        if (k + 1 < chunks)
+        if (k + 1 < chunks && !grads_on_host)
             be->to_host_async(o->stage_grad[1 - b], (const char *)grads + CHUNK_OFF(k + 1) * e, CHUNK_LEN(k + 1) * e,
                               SLOT_GRAD + 1 - b);
-        be->copy_wait(SLOT_GRAD + b);   // this chunk's gradient is here
+        if (!grads_on_host) be->copy_wait(SLOT_GRAD + b);  // this chunk's gradient is here
+        const void *grad_k = grads_on_host ? (const char *)grads + CHUNK_OFF(k) * e : o->stage_grad[b];
         be->copy_wait(SLOT_PARAM + b);  // chunk k-2's weights have left this staging buffer
         size_t lo_c = opt->begin + CHUNK_OFF(k), hi_c = lo_c + CHUNK_LEN(k);  // the chunk in the flat space
         float *host_state[3] = {o->master, opt->m, opt->v};
@@ -163,7 +165,7 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
             size_t hi = p->offset + p->numel < hi_c ? p->offset + p->numel : hi_c;
             if (lo >= hi) continue;
             update_slice(opt, t, lo, hi, lo_c, p->no_decay ? 0.0f : opt->cfg.weight_decay, p->frozen, lr, grad_scale,
-                         o->stage_grad[b], o->stage_param[b], state, state_begin);
+                         grad_k, o->stage_param[b], state, state_begin);
         }
         if (o->on_nvme)  // and go back out, behind the next chunk's update
             for (int a = 0; a < NVME_ARRAYS; a++)

@@ -39,8 +39,9 @@ typedef struct {
 void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
                   const float *master_init, int init_on_host, int pinned, const char *nvme_dir, int rank);
 void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be);
-// One AdamW step of the partition: grads (device, act dtype, element opt->begin first),
-// params (act dtype, same) receives the updated compute weights: device memory, or host
-// memory when params_on_host (stage 3 offload_param).
+// One AdamW step of the partition: grads (act dtype, element opt->begin first) in device
+// memory, or in host memory when grads_on_host (stage 2-3 streamed them down during
+// backward: no copy here); params (act dtype, same) receives the updated compute weights:
+// device memory, or host memory when params_on_host (stage 3 offload_param).
 void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const ParamLayout *lay, const void *grads,
-                        void *params, int params_on_host, float lr, float grad_scale);
+                        int grads_on_host, void *params, int params_on_host, float lr, float grad_scale);

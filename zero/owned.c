@@ -13,7 +13,8 @@ void zero_owned_update(const ZeroOwned *w, AdamW *opt, ZeroOffload *off, const B
     if (w->master.place == OWNED_HOST || w->master.place == OWNED_NVME) {  // the CPU updates; the weights go up
         if (!off) t5_die(__FILE__, __LINE__, "zero_owned_update: a host master without offload buffers",
                          "a bug in zero_init's record: report it");
-        offload_adamw_step(off, opt, be, lay, g, w->params.ptr, w->params.place == OWNED_HOST, lr, grad_scale);
+        offload_adamw_step(off, opt, be, lay, g, w->grads.place == OWNED_HOST, w->params.ptr,
+                           w->params.place == OWNED_HOST, lr, grad_scale);
     } else {
         adamw_step(opt, be, lay, (float *)w->master.ptr, w->params.ptr, g, e, lr, grad_scale);
     }

@@ -48,6 +48,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
         // reduce-scatter of this backward is (the next micro-batch adds into them); stages
         // 0-1: the step's all-reduces issued during the last backward
         comm_wait_all(z->comm);
+        zero_reduce_scatter_wait_host(z);  // offload: every piece is down in host memory
     }
     comm_allreduce_sum_f64(z->comm, &loss, 1);
     *n_tokens = total;
@@ -56,7 +57,8 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
 
 static void zero_all_grads(ZeroState *z) {
     t5_zero_grads(z->m);
-    if (z->grad_part) z->m->be->zero(z->grad_part, (z->part.end - z->part.begin) * z->m->elem);
+    if (z->grad_on_host) z->grads_started = 0;  // the next backward's pieces overwrite, not add
+    else if (z->grad_part) z->m->be->zero(z->grad_part, (z->part.end - z->part.begin) * z->m->elem);
 }
 
 // T5_DUMP_GRAD_NORMS (zero.c): one JSON line per step, {"step": N, "grad_norms": {name: norm}},
@@ -83,7 +85,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     // rank: no sum needed), then the norm of the norms, rounded as torch rounds them
     const ZeroOwned *w = &z->own;
     double *sq = mallocCheck(((size_t)m->lay.count + 1) * sizeof(double));
-    optimizer_tensor_norms_sq(m->be, &m->lay, w->grads.ptr, m->elem, w->grad_range.begin, w->grad_range.end, sq);
+    optimizer_tensor_norms_sq(m->be, &m->lay, w->grads.ptr, w->grads.place == OWNED_HOST, m->elem, w->grad_range.begin, w->grad_range.end, sq);
     if (w->grads_partitioned) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);
     r.grad_norm = optimizer_total_norm(&m->lay, sq) / scale;
     if (z->dump_grad_norms) dump_grad_norms(z, sq, scale);

@@ -189,22 +189,8 @@ static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const ch
     }
 }
 
-// Stage >= 2: the gradient of the partition, and work buffers for the units in flight.
-static void place_grads(ZeroState *z) {
-    T5Model *m = z->m;
-    const Backend *be = m->be;
-    const ParamLayout *L = &m->lay;
-    size_t e = m->elem, np = z->part.end - z->part.begin;
-    if (m->grads) be->free(m->grads);
-    m->grads = NULL;
-    z->grad_part = counted_alloc(be, np * e, &z->mem.grads);
-    const ParamUnit *sh = &L->units[L->unit_shared];
-    z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
-    for (int k = 0; k < 2; k++)
-        z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
-}
-
-// The most elements of one unit this rank owns (the size of offload_param's upload buffer).
+// The most elements of one unit this rank owns (the size of offload_param's upload buffer and
+// of the gradient's landing buffers).
 static size_t largest_owned_piece(const ZeroState *z) {
     const ParamLayout *L = &z->m->lay;
     size_t most = 0;
@@ -214,6 +200,31 @@ static size_t largest_owned_piece(const ZeroState *z) {
         if (hi > lo && hi - lo > most) most = hi - lo;
     }
     return most;
+}
+
+// Stage >= 2: the gradient of the partition, and work buffers for the units in flight.
+static void place_grads(ZeroState *z) {
+    T5Model *m = z->m;
+    const Backend *be = m->be;
+    const ParamLayout *L = &m->lay;
+    size_t e = m->elem, np = z->part.end - z->part.begin;
+    if (m->grads) be->free(m->grads);
+    m->grads = NULL;
+    const ParamUnit *sh = &L->units[L->unit_shared];
+    z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
+    for (int k = 0; k < 2; k++)
+        z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
+    if (!z->offload) {
+        z->grad_part = counted_alloc(be, np * e, &z->mem.grads);
+        return;
+    }
+    // offload: the partition's gradient in host memory, page-locked (the pieces go down on the
+    // copy engine during backward); on the device only the landing buffers
+    z->grad_on_host = 1;
+    z->grad_part = be->host_alloc(np * e, 1);
+    z->mem.host_grads = np * e;
+    size_t piece = largest_owned_piece(z);
+    for (int k = 0; k < 3; k++) z->grad_land[k] = counted_alloc(be, (piece ? piece : 1) * e, &z->mem.grad_work);
 }
 
 // offload_param: the partition in host memory (page-locked with pin_memory), and a device
@@ -282,7 +293,7 @@ static void owned_build(ZeroState *z) {
     }
     w->grads_partitioned = z->stage >= 2;
     w->grad_range = z->stage >= 2 ? z->part : (Range){0, m->lay.total};
-    w->grads = (OwnedBuf){z->stage >= 2 ? z->grad_part : m->grads, OWNED_DEVICE, act, 0};
+    w->grads = (OwnedBuf){z->stage >= 2 ? z->grad_part : m->grads, z->grad_on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
 }
 
 // Each stage's unit hooks (T5UnitHooks): stage 0-1 reduce each unit's gradient as backward
@@ -372,7 +383,13 @@ void zero_free(ZeroState *z) {
         be->host_free(z->param_part, z->param_pinned);
         z->param_part = NULL;
     }
-    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work[0], z->grad_work[1], z->grad_shared, z->param_up};
+    if (z->grad_on_host) {
+        for (int k = 0; k < 3; k++) be->copy_wait(ZERO_SLOT_LAND_DOWN + k);  // no piece still coming down
+        be->host_free(z->grad_part, 1);
+        z->grad_part = NULL;
+    }
+    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work[0], z->grad_work[1], z->grad_shared,
+                    z->param_up, z->grad_land[0], z->grad_land[1], z->grad_land[2]};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(bufs[i]);
     if (z->stage == 3) zero_stage3_free(z);
@@ -392,6 +409,7 @@ void zero_print_memory(const ZeroState *z) {
                z->off.stage_bytes);
     else if (z->offload)
         printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
+    if (z->grad_on_host) printf("; gradient partition in host memory %zu B (pinned)", k->host_grads);
     printf("; device peak so far %zu B\n", z->m->be->mem_peak());
     fflush(stdout);
 }

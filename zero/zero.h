@@ -50,6 +50,7 @@ typedef struct {
     size_t grad_work;   // stage 2-3: the gradient of the unit backward is writing (+ the embedding's)
     size_t param_work;  // stage 3: the gathered weights of the unit in use
     size_t host;        // offload: master + moments + staging in host memory
+    size_t host_grads;  // offload at stage 2-3: the gradient partition in host memory (grad_on_host)
 } ZeroMem;
 
 // What a run asks of ZeRO (from --deepspeed's zero_optimization; zeros = stage 0 defaults).
@@ -77,6 +78,9 @@ typedef struct {
                            // in the plan (zero/planner.c) as in zero_init (which gets no AdamWConfig)
 } ZeroOptions;
 
+// Copy slots (kernels/backend.h) of the gradient stream above; zero/offload.c's step uses 0-3.
+enum { ZERO_SLOT_LAND_DOWN = 4, ZERO_SLOT_LAND_UP = 7 };
+
 typedef struct ZeroState {
     int stage;          // 0-3
     const Comm *comm;
@@ -103,6 +107,15 @@ typedef struct ZeroState {
     int grad_next;              // the buffer the next unit takes
     void *grad_shared;
     CommTicket grad_shared_ticket;
+    // offload_optimizer at stage 2-3: grad_part is page-locked HOST memory (grad_on_host), and no
+    // whole gradient partition sits on the device. Each unit's reduced piece lands in a device
+    // buffer (grad_land: one per work buffer, [2] the embedding's) and goes down at once on the
+    // copy engine (slot ZERO_SLOT_LAND_DOWN + k) while backward goes on; a micro-batch after the
+    // step's first brings the piece's running sum up first (ZERO_SLOT_LAND_UP) and adds it in.
+    int grad_on_host;
+    void *grad_land[3];         // (the largest piece of a unit this rank owns) act dtype, device
+    int grads_started;          // grad_part holds this step's earlier micro-batches (0: stale,
+                                // overwritten rather than added to)
     // stage 0-1: the micro-batch in backward is the step's last (its units' gradients are
     // then complete and reduced as they finish); stage 1-2: each unit's pending all-gather
     // of the updated weights (COMM_TICKET_NONE once the compute stream waited for it)
@@ -185,6 +198,9 @@ void zero_allgather_fetch_params(void *ctx, T5Model *m, int unit);
 // scatter it into the owners' partitions, adding what the partition already holds)
 void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit);
 void zero_reduce_scatter_end_grads(void *ctx, T5Model *m, int unit);
+// stage 2-3 with grad_on_host: wait until every piece of this backward is in host memory
+// (zero/step.c after each backward; the next one adds to them, the optimizer reads them)
+void zero_reduce_scatter_wait_host(ZeroState *z);
 // stage 3: weight hooks (fetch: all-gather the unit into a weight buffer, unless it is
 // there already, and prefetch the next one; release: the unit is no longer in use)
 void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit);
