@@ -131,6 +131,11 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     // shared set per stack, recomputed block by block in backward.
     int inf = m->inference, ckpt = m->gradient_checkpointing || inf;
     acts_layout_residual(m, &bp, nS * D * e, nT * D * e);
+    // training with checkpointing: the decoder's shared set reuses the encoder's bytes. Every
+    // block is recomputed in backward, so the encoder's set is live only during the
+    // encoder's forward and backward, the decoder's only during the decoder's.
+    const int alias_sets = m->gradient_checkpointing && !inf;
+    size_t sets_begin = 0, enc_set_end = 0;
     for (int l = 0; l < L + Ld; l++) {
         int is_dec = l >= L;
         BlockActs *a = is_dec ? &m->dec[l - L] : &m->enc[l];
@@ -138,6 +143,8 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
             *a = is_dec ? m->dec[0] : m->enc[0];
             continue;
         }
+        if (alias_sets && l == 0) sets_begin = bp.used;
+        if (alias_sets && l == L) enc_set_end = bp.used, bp.used = sets_begin;
         size_t nq = is_dec ? nT : nS;
         int Tq = is_dec ? T : S;
         a->self.q = bump_take(&bp, nq * HK * e);
@@ -156,6 +163,7 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
         a->ffn.b = c->is_gated ? bump_take(&bp, nq * F * e) : NULL;
         acts_layout_kept(m, &bp, a, is_dec, nq, D, F);
     }
+    if (alias_sets && bp.used < enc_set_end) bp.used = enc_set_end;
     m->enc_bias = bump_take(&bp, H * S * S * e);
     m->dec_bias = bump_take(&bp, H * T * T * e);
     m->enc_final_rstd = bump_take(&bp, nS * sizeof(float));
