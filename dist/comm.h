@@ -94,7 +94,9 @@ static inline void comm_allgather_range(const Comm *c, const void *mine, void *o
 }
 // Reduce-scatter of the range [lo, hi): every rank has `send` (hi - lo) elements; the sum
 // over ranks of this rank's piece ((lo, hi) ∩ its partition) is written to `recv`
-// (the piece's length). recv must not overlap send.
+// (the piece's length). recv must not overlap send, except as this rank's own piece of it
+// (recv == send + the piece's offset in [lo, hi): in place, what ZeRO-Offload's gradient
+// stream uses to send the reduced piece down from where backward wrote it).
 static inline void comm_reduce_scatter_range(const Comm *c, const void *send, void *recv, size_t lo, size_t hi,
                                              size_t n_total, Dtype t) {
     (void)c->ops->reduce_scatter_range(c, send, recv, lo, hi, n_total, t, 0);

@@ -79,7 +79,15 @@ static int mpi_reduce_scatter_range(const Comm *c, const void *send, void *recv,
     if (c->world == 1) return comm_single_ops.reduce_scatter_range(c, send, recv, lo, hi, n_total, t, 0);
     int *counts = piece_counts(c, lo, hi, n_total);  // counts[world..] (displs) unused: pieces are in order
     // the pieces are contiguous and in rank order, which is MPI_Reduce_scatter's layout
-    mpiCheck(MPI_Reduce_scatter(send, recv, counts, mpi_type(t), MPI_SUM, MPI_COMM_WORLD));
+    Range p = comm_piece_of(c, c->rank, lo, hi, n_total);
+    size_t es = comm_dtype_size(t), bytes = (p.end - p.begin) * es;
+    const int in_place = recv == (const char *)send + p.begin * es;  // MPI forbids aliased buffers: a bounce
+    void *out = in_place ? mallocCheck(bytes ? bytes : 1) : recv;
+    mpiCheck(MPI_Reduce_scatter(send, out, counts, mpi_type(t), MPI_SUM, MPI_COMM_WORLD));
+    if (in_place) {
+        memcpy(recv, out, bytes);
+        free(out);
+    }
     free(counts);
     return -1;
 }

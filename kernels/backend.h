@@ -221,12 +221,6 @@ typedef struct Backend {
     // offsets (elements of act_dtype) and counts are HOST arrays. One pass over many tensors
     // (clip_grad_norm_'s per-parameter norms) with one wait instead of one per tensor.
     void (*tensor_norms)(float *out, const void *g, const size_t *offsets, const size_t *counts, int n);
-    // The same two over gradients in HOST memory (streamed there by ZeRO-Offload,
-    // zero/grads_reduce_scatter.c), rounded as sumsq / tensor_norms round on this device:
-    // the CPU backend's memory is the host's (its own ops); CUDA sums on the host's cores
-    // (kernels/host_sumsq.h: the double sum of fp32 squares its kernels take).
-    double (*host_sumsq)(const void *g, size_t n);
-    void (*host_tensor_norms)(float *out, const void *g, const size_t *offsets, const size_t *counts, int n);
     // torch.optim.AdamW on one contiguous range of fp32 master weights: g_eff = grad *
     // grad_scale (grad in act_dtype); master *= 1 - lr*wd; m,v updated; master -= lr/bc1 *
     // m / (sqrt(v)/sqrt(bc2) + eps). step counts from 1. param_out (act_dtype, may be

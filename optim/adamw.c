@@ -33,8 +33,8 @@ double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_si
     return be->sumsq((const char *)grads + begin * elem_size, end - begin);
 }
 
-void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const void *grads, int on_host,
-                               size_t elem_size, size_t begin, size_t end, double *sq) {
+void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
+                               size_t begin, size_t end, double *sq) {
     // whole tensors: one tensor_norms call over all of them; pieces split between ranks
     // (ZeRO 2-3): their exact sums of squares
     size_t *offsets = mallocCheck(((size_t)lay->count + 1) * sizeof(size_t));
@@ -49,12 +49,11 @@ void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const 
         if (lo == p->offset && hi == p->offset + p->numel) {
             offsets[n] = lo - begin, counts[n] = p->numel, which[n++] = i;
         } else {
-            const void *piece = (const char *)grads + (lo - begin) * elem_size;
-            sq[i] = on_host ? be->host_sumsq(piece, hi - lo) : be->sumsq(piece, hi - lo);
+            sq[i] = optimizer_grad_sumsq(be, grads, elem_size, lo - begin, hi - begin);
         }
     }
     float *norms = mallocCheck(((size_t)n + 1) * sizeof(float));
-    (on_host ? be->host_tensor_norms : be->tensor_norms)(norms, grads, offsets, counts, n);
+    be->tensor_norms(norms, grads, offsets, counts, n);
     for (int k = 0; k < n; k++) sq[which[k]] = (double)norms[k] * norms[k];  // exact: sqrt(sq) gives the fp32 norm back
     free(norms), free(offsets), free(counts), free(which);
 }

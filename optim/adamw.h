@@ -51,10 +51,9 @@ double optimizer_grad_sumsq(const Backend *be, const void *grads, size_t elem_si
 // be->tensor_norms call; exact in double), else the
 // double sumsq of the piece. Frozen tensors are left out (torch: they have no .grad).
 // grads points at element `begin` (a partition's gradient, or the start of the whole
-// buffer when begin is 0); on_host: grads is host memory (ZeRO-Offload streamed it there),
-// summed by be->host_sumsq / host_tensor_norms with the device's rounding.
-void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const void *grads, int on_host,
-                               size_t elem_size, size_t begin, size_t end, double *sq);
+// buffer when begin is 0).
+void optimizer_tensor_norms_sq(const Backend *be, const ParamLayout *lay, const void *grads, size_t elem_size,
+                               size_t begin, size_t end, double *sq);
 // Then the norm of the per-tensor norms (after the ranks' sq were summed): each norm
 // rounded to fp32, and their L2 norm taken as torch's CPU vector_norm takes it (8 fp32
 // lanes): torch.linalg.vector_norm(torch.stack(norms)). Frozen tensors are left out.

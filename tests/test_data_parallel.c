@@ -429,6 +429,25 @@ static int offload_runs(const char *tmp) {
                                          "fp32 (160112 B)");
         }
     }
+    // the update on its own thread, overlapping the next forward (zero/update_async.c: each
+    // unit waits for its chunks, then is gathered): bit for bit the update run in place
+    // (T5_SYNC_UPDATE=1), over the same 13 chunks a rank
+    if (ok) {
+        setenv("T5_OFFLOAD_CHUNK", "10007", 1);
+        setenv("T5_SYNC_UPDATE", "1", 1);
+        ok = train_run(tmp, "tests/fixtures/trainer_model", "", 2, 5, "tied_w2_s2_offload_sync");
+        unsetenv("T5_OFFLOAD_CHUNK");
+        unsetenv("T5_SYNC_UPDATE");
+        if (ok) {
+            compare_runs_tol(tmp, "tied_w2_s2_offload_sync", "tied_w2_s2_offload_chunks",
+                             "tied model, 2 ranks, stage 2 + offload: the update overlapping the next forward", 0);
+            char cmd[1024];
+            snprintf(cmd, sizeof cmd, "grep -c 'the CPU update overlaps the next forward' %s/tied_w2_s2_offload_chunks.log "
+                     "| grep -qx 2 && ! grep -q 'overlaps the next forward' %s/tied_w2_s2_offload_sync.log", tmp, tmp);
+            test_check(system(cmd) == 0, "offload at stage 2: both ranks say the update overlaps the next forward "
+                                         "(not with T5_SYNC_UPDATE=1)");
+        }
+    }
     return ok;
 }
 

@@ -32,6 +32,7 @@ static float *moment_gather(const ZeroState *z, const OwnedBuf *mom) {
 }
 
 void zero_save_optimizer(ZeroState *z, const LossScaler *scaler, const char *dir) {
+    zero_sync(z);  // the offloaded update may still be writing the moments
     if (z->own.m.place == OWNED_NONE) t5_fail("checkpoint: no optimizer state to save (not a training run)");
     float *m = moment_gather(z, &z->own.m), *v = moment_gather(z, &z->own.v);
     if (z->comm->rank != 0) return;
@@ -83,6 +84,7 @@ static const char *tensor_of(const ParamLayout *lay, size_t i) {
 }
 
 void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int global_step) {
+    zero_sync(z);
     if (z->own.m.place == OWNED_NONE) t5_fail("--resume_from_checkpoint: no optimizer to restore (pass --do_train)");
     char *path = path_join(dir, STATE_FILE);
     char *text = read_text_file(path, NULL);

@@ -14,21 +14,23 @@
 // zero/step.c waits for all of them after each backward (the next micro-batch adds into
 // the partitions, the optimizer reads them).
 //
-// With offload_optimizer the partition lives in host memory (ZeroState.grad_on_host): the
-// reduce-scatter receives into the work buffer's landing buffer, which goes down to the
-// host on the copy engine while backward computes the next units; the landing buffer is
-// reused only once that copy is done. A micro-batch after the step's first brings the
-// piece's running sum up into the landing buffer when the unit begins (it has the unit's
-// whole backward to arrive) and adds it in at the end, as the device partition is added.
-// The device then holds two unit-sized work buffers, three landing buffers and the
-// embedding's gradient, never the partition (DeepSpeed streams to pinned buffers the same
-// way: its offload's memory figure).
+// With offload_optimizer the partition lives in host memory (ZeroState.grad_on_host) and the
+// device holds only the work buffers: each unit's piece is reduced in place in its work
+// buffer and goes down to the host on the copy engine while backward computes the next
+// units; a work buffer is zeroed for a new unit only once that copy is done. A micro-batch
+// after the step's first brings the piece's running sum up into the zeroed buffer when the
+// unit begins, and backward adds onto it. On the step's last micro-batch each piece's
+// per-tensor norms are taken on the device as it is reduced (z->grad_sq), for the clip.
+// DeepSpeed streams its offload's gradients to pinned buffers the same way (the memory of a
+// stage-2 offload run is the weights, the activations and a few unit-sized buffers).
 #include "zero.h"
+
+#include <stdlib.h>
 
 #include "../common/check.h"
 
-// The landing buffer (and copy slot) paired with a work buffer: 0, 1, or 2 for the embedding's.
-static int land_index(const ZeroState *z, const void *buf) {
+// A work buffer's index (its copy slot): 0 or 1, or 2 for the embedding's.
+static int work_index(const ZeroState *z, const void *buf) {
     return buf == z->grad_shared ? 2 : buf == z->grad_work[0] ? 0 : 1;
 }
 
@@ -56,15 +58,14 @@ void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit) {
                 t5_die(__FILE__, __LINE__, "ZeRO stage 2: a work buffer taken by a unit whose gradient is still open",
                        "backward must end a unit's gradient before beginning the one after next");
     }
+    if (z->grad_on_host) m->be->copy_wait(ZERO_SLOT_GRAD_DOWN + work_index(z, buf));  // its last piece went down
     m->be->zero(buf, (u->hi - u->lo) * m->elem);
     m->unit_grads[unit] = buf;
-    if (z->grad_on_host) {
-        int k = land_index(z, buf);
-        Range p = owned_piece(z, u);
-        m->be->copy_wait(ZERO_SLOT_LAND_DOWN + k);  // the piece that last landed here has gone down
-        if (z->grads_started && p.end > p.begin)    // the running sum comes up during the unit's backward
-            m->be->to_device_async(z->grad_land[k], (char *)z->grad_part + (p.begin - z->part.begin) * m->elem,
-                                   (p.end - p.begin) * m->elem, ZERO_SLOT_LAND_UP);
+    Range p = owned_piece(z, u);
+    if (z->grad_on_host && z->grads_started && p.end > p.begin) {  // backward adds onto the running sum
+        m->be->to_device_async(buf + (p.begin - u->lo) * m->elem, (char *)z->grad_part + (p.begin - z->part.begin) * m->elem,
+                               (p.end - p.begin) * m->elem, ZERO_SLOT_GRAD_UP);
+        m->be->copy_wait(ZERO_SLOT_GRAD_UP);  // before backward's kernels are queued (they do not wait for it)
     }
 }
 
@@ -73,42 +74,45 @@ void zero_reduce_scatter_end_grads(void *ctx, T5Model *m, int unit) {
     const ParamUnit *u = &m->lay.units[unit];
     size_t e = m->elem, n = m->lay.total, step = z->reduce_bucket ? z->reduce_bucket : u->hi - u->lo;
     char *buf = m->unit_grads[unit];
-    const int k = land_index(z, buf);
-    // where the reduced piece goes: the partition (element part.begin first), or the landing
-    // buffer (element b first) on its way to the host partition
+    const int k = work_index(z, buf);
+    // this rank's piece [b, en) of the unit, reduced into the partition (element part.begin
+    // first), or in place in the work buffer (element u->lo first) on its way to the host
     const Range p = owned_piece(z, u);
     const size_t b = p.begin, en = p.end;
-    char *recv_base = z->grad_on_host ? (char *)z->grad_land[k] - (b - z->part.begin) * e : z->grad_part;
-    // this rank's piece [b, en) of the unit: add the partition's running sum into the
-    // buffer, so the reduce-scatter below leaves (earlier micro-batches + this one) there
-    if (b < en && z->grad_on_host && z->grads_started) {
-        m->be->copy_wait(ZERO_SLOT_LAND_UP);  // the running sum is up (begin_grads)
-        m->be->add(buf + (b - u->lo) * e, buf + (b - u->lo) * e, z->grad_land[k], en - b);
-    } else if (b < en && !z->grad_on_host) {
-        m->be->add(buf + (b - u->lo) * e, buf + (b - u->lo) * e, recv_base + (b - z->part.begin) * e, en - b);
-    }
+    char *part = z->grad_part;
+    // add the partition's running sum into the buffer, so the reduce-scatter below leaves
+    // (earlier micro-batches + this one) there (host partition: begin_grads put it there)
+    if (b < en && !z->grad_on_host)
+        m->be->add(buf + (b - u->lo) * e, buf + (b - u->lo) * e, part + (b - z->part.begin) * e, en - b);
     CommTicket last = COMM_TICKET_NONE;
     for (size_t lo = u->lo; lo < u->hi; lo += step) {
         size_t hi = u->hi - lo < step ? u->hi : lo + step;
         size_t pb = lo > b ? lo : b;  // the bucket's first element in this rank's piece
         if (pb > en) pb = en;
         const void *send = buf + (lo - u->lo) * e;
-        void *recv = recv_base + (pb - z->part.begin) * e;
+        void *recv = z->grad_on_host ? buf + (pb > u->lo ? pb - u->lo : 0) * e : part + (pb - z->part.begin) * e;
         if (z->overlap_comm) last = comm_reduce_scatter_range_async(z->comm, send, recv, lo, hi, n, m->be->act_dtype);
         else comm_reduce_scatter_range(z->comm, send, recv, lo, hi, n, m->be->act_dtype);
     }
     if (buf == z->grad_shared) z->grad_shared_ticket = last;
     else z->grad_ticket[k] = last;
     m->unit_grads[unit] = NULL;
-    if (z->grad_on_host && b < en) {  // the reduced piece goes down behind the collective
+    if (z->grad_on_host && b < en) {  // the reduced piece: its norms (last micro-batch), then down
         comm_wait(z->comm, last);
-        m->be->to_host_async((char *)z->grad_part + (b - z->part.begin) * e, z->grad_land[k], (en - b) * e,
-                             ZERO_SLOT_LAND_DOWN + k);
+        const char *piece = buf + (b - u->lo) * e;
+        if (z->last_micro) {
+            double *sq = mallocCheck(((size_t)m->lay.count + 1) * sizeof(double));
+            optimizer_tensor_norms_sq(m->be, &m->lay, piece, e, b, en, sq);  // 0 outside [b, en)
+            for (int i = 0; i < m->lay.count; i++) z->grad_sq[i] += sq[i];
+            free(sq);
+        }
+        m->be->to_host_async((char *)z->grad_part + (b - z->part.begin) * e, piece, (en - b) * e,
+                             ZERO_SLOT_GRAD_DOWN + k);
     }
 }
 
 void zero_reduce_scatter_wait_host(ZeroState *z) {
     if (!z->grad_on_host) return;
-    for (int k = 0; k < 3; k++) z->m->be->copy_wait(ZERO_SLOT_LAND_DOWN + k);
+    for (int k = 0; k < 3; k++) z->m->be->copy_wait(ZERO_SLOT_GRAD_DOWN + k);
     z->grads_started = 1;
 }

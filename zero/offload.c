@@ -118,7 +118,8 @@ static void update_slice(AdamW *opt, Dtype t, size_t lo, size_t hi, size_t lo_c,
 }
 
 void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const ParamLayout *lay, const void *grads,
-                        int grads_on_host, void *params, int params_on_host, float lr, float grad_scale) {
+                        int grads_on_host, void *params, int params_on_host, float lr, float grad_scale,
+                        OffloadProgress progress, void *progress_ctx) {
     opt->step++;
     const Dtype t = be->act_dtype;
     const size_t e = t == DTYPE_F32 ? 4 : 2, n = opt->end - opt->begin;
@@ -143,6 +144,7 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
         if (!grads_on_host) be->copy_wait(SLOT_GRAD + b);  // this chunk's gradient is here
         const void *grad_k = grads_on_host ? (const char *)grads + CHUNK_OFF(k) * e : o->stage_grad[b];
         be->copy_wait(SLOT_PARAM + b);  // chunk k-2's weights have left this staging buffer
+        if (progress && k >= 2) progress(progress_ctx, CHUNK_OFF(k - 1));  // ... and landed
         size_t lo_c = opt->begin + CHUNK_OFF(k), hi_c = lo_c + CHUNK_LEN(k);  // the chunk in the flat space
         float *host_state[3] = {o->master, opt->m, opt->v};
         const int set = (int)(k % 3), next = (int)((k + 1) % 3);

@@ -43,5 +43,9 @@ void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be);
 // memory, or in host memory when grads_on_host (stage 2-3 streamed them down during
 // backward: no copy here); params (act dtype, same) receives the updated compute weights:
 // device memory, or host memory when params_on_host (stage 3 offload_param).
+// progress (may be NULL) is called as chunks' new weights land: done = elements of the
+// partition, from its first, that readers of params may now use.
+typedef void (*OffloadProgress)(void *ctx, size_t done);
 void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const ParamLayout *lay, const void *grads,
-                        int grads_on_host, void *params, int params_on_host, float lr, float grad_scale);
+                        int grads_on_host, void *params, int params_on_host, float lr, float grad_scale,
+                        OffloadProgress progress, void *progress_ctx);

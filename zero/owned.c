@@ -7,14 +7,14 @@
 #include "../common/check.h"
 
 void zero_owned_update(const ZeroOwned *w, AdamW *opt, ZeroOffload *off, const Backend *be, const ParamLayout *lay,
-                       float lr, float grad_scale) {
+                       float lr, float grad_scale, OffloadProgress progress, void *progress_ctx) {
     size_t e = w->grads.dtype == DTYPE_F32 ? 4 : 2;  // bytes per gradient element (fp32, or bf16/fp16)
     const void *g = (const char *)w->grads.ptr + (w->range.begin - w->grad_range.begin) * e;
     if (w->master.place == OWNED_HOST || w->master.place == OWNED_NVME) {  // the CPU updates; the weights go up
         if (!off) t5_die(__FILE__, __LINE__, "zero_owned_update: a host master without offload buffers",
                          "a bug in zero_init's record: report it");
         offload_adamw_step(off, opt, be, lay, g, w->grads.place == OWNED_HOST, w->params.ptr,
-                           w->params.place == OWNED_HOST, lr, grad_scale);
+                           w->params.place == OWNED_HOST, lr, grad_scale, progress, progress_ctx);
     } else {
         adamw_step(opt, be, lay, (float *)w->master.ptr, w->params.ptr, g, e, lr, grad_scale);
     }

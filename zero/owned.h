@@ -44,8 +44,10 @@ typedef struct {
 // One AdamW update of the owned range, wherever it lives: on the device through the backend
 // (optim/adamw.c), or on the CPU with the master and moments in host memory (zero/offload.c,
 // which needs off). grad_scale multiplies every gradient first (clip, loss-scale unscaling).
+// progress (may be NULL): the offloaded update reports, as it goes, how many elements of the
+// range (from its first) have their new weights on the device (zero/update_async.c).
 void zero_owned_update(const ZeroOwned *w, AdamW *opt, ZeroOffload *off, const Backend *be, const ParamLayout *lay,
-                       float lr, float grad_scale);
+                       float lr, float grad_scale, OffloadProgress progress, void *progress_ctx);
 // n fp32 elements of an owned fp32 state (master, m or v) from element `from` of the range,
 // into host memory dst.
 void zero_owned_f32_to_host(const OwnedBuf *b, const Backend *be, size_t from, size_t n, float *dst);

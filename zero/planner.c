@@ -82,12 +82,9 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
         }
         z.gpu.grads = part * e;
         z.gpu.zero_work = (shared + 2 * largest) * e;  // two work buffers take turns
-        if (offload_optimizer && !o->inference) {  // the partition's gradient streams to host memory,
-            // through three landing buffers of the largest piece of a unit a rank owns
-            size_t unit_max = shared > largest ? shared : largest;
+        if (offload_optimizer && !o->inference) {  // the partition's gradient streams to host memory
             z.gpu.grads = 0;
             z.host += part * e;
-            z.gpu.zero_work += 3 * (unit_max < part ? unit_max : part) * e;
         }
         if (stage >= 3) {  // the gather pool and the persistent units (zero/params_fetch.c)
             Stage3Buffers b = zero_stage3_buffers(&lay, o);

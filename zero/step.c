@@ -4,8 +4,21 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common/check.h"
+
+// T5_STEP_TIMES: wall seconds after the device has finished everything queued
+static double step_mark(const ZeroState *z) {
+    z->m->be->synchronize();
+    return zero_wall_seconds();
+}
+
+double zero_wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 const Comm *zero_comm_single(void) {
     static const Comm one = {.rank = 0, .world = 1, .local_rank = 0, .launcher = "none", .ops = &comm_single_ops};
@@ -21,6 +34,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     // Trainer skips the division by the accumulation steps): a bug we do not copy
     // (docs/TRAINER.md).
     T5Model *m = z->m;
+    if (z->step_times) z->t_step_begin = step_mark(z);
     long long total_ll = 0;
     for (int i = 0; i < n_micro; i++)
         for (long k = 0; k < (long)micro[i].B * micro[i].T; k++) total_ll += micro[i].labels[k] != -100;
@@ -43,6 +57,9 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
         loss += t5_forward(m, &micro[i], label_smoothing, &n_tok) / (double)total;
         float dloss = (float)(loss_scale / (double)total);
         if (z->inject_step == z->steps_seen + 1) dloss = INFINITY;  // T5_TEST_OVERFLOW_STEP (zero.c)
+        if (i == 0) zero_update_join(z);  // the last step's update reads the gradients backward writes
+        if (z->grad_on_host && z->last_micro)  // offload: this backward's hooks take the norms
+            memset(z->grad_sq, 0, (size_t)m->lay.count * sizeof(double));
         t5_backward(m, label_smoothing, dloss);
         // stages 2-3 with overlap_comm: the gradient partitions are complete only when every
         // reduce-scatter of this backward is (the next micro-batch adds into them); stages
@@ -50,12 +67,13 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
         comm_wait_all(z->comm);
         zero_reduce_scatter_wait_host(z);  // offload: every piece is down in host memory
     }
+    if (z->step_times) z->t_backward_end = step_mark(z);
     comm_allreduce_sum_f64(z->comm, &loss, 1);
     *n_tokens = total;
     return loss;
 }
 
-static void zero_all_grads(ZeroState *z) {
+void zero_clear_grads(ZeroState *z) {
     t5_zero_grads(z->m);
     if (z->grad_on_host) z->grads_started = 0;  // the next backward's pieces overwrite, not add
     else if (z->grad_part) z->m->be->zero(z->grad_part, (z->part.end - z->part.begin) * z->m->elem);
@@ -77,6 +95,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     T5Model *m = z->m;
     AdamW *opt = &z->opt;
     StepResult r = {0};
+    zero_update_join(z);  // (a no-op here unless a caller skipped zero_step_accumulate)
     // every stage reduced its gradients during the last backward (zero_step_accumulate waited)
     double scale = scaler ? scaler->cur_scale : 1.0;
     r.loss_scale = scale;
@@ -85,7 +104,10 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     // rank: no sum needed), then the norm of the norms, rounded as torch rounds them
     const ZeroOwned *w = &z->own;
     double *sq = mallocCheck(((size_t)m->lay.count + 1) * sizeof(double));
-    optimizer_tensor_norms_sq(m->be, &m->lay, w->grads.ptr, w->grads.place == OWNED_HOST, m->elem, w->grad_range.begin, w->grad_range.end, sq);
+    if (z->grad_on_host)  // taken piece by piece during the last backward (grads_reduce_scatter.c)
+        memcpy(sq, z->grad_sq, (size_t)m->lay.count * sizeof(double));
+    else
+        optimizer_tensor_norms_sq(m->be, &m->lay, w->grads.ptr, m->elem, w->grad_range.begin, w->grad_range.end, sq);
     if (w->grads_partitioned) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);
     r.grad_norm = optimizer_total_norm(&m->lay, sq) / scale;
     if (z->dump_grad_norms) dump_grad_norms(z, sq, scale);
@@ -103,17 +125,33 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
             fflush(stdout);
         }
         else t5_fail("training step %ld: the gradient norm is %g (inf/nan); HINT: lower --learning_rate", z->steps_seen, r.grad_norm);
-        zero_all_grads(z);
+        zero_clear_grads(z);
         return r;
     }
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
+    double t_norm = z->step_times ? step_mark(z) : 0;
+    if (z->async_update) {  // offload at stage 1-2: on its own thread, while the next forward starts
+        if (z->step_times)
+            printf("step %ld times (ms): forward+backward %.1f, norms %.1f, update on its own thread\n", z->steps_seen,
+                   1e3 * (z->t_backward_end - z->t_step_begin), 1e3 * (t_norm - z->t_backward_end));
+        zero_update_start(z, (float)r.lr, (float)(coef / scale));
+        if (scaler) loss_scaler_update(scaler, 0);
+        return r;  // zero_update_join publishes the weights and clears the gradients
+    }
     // AdamW on the owned range, wherever zero_init placed it (device, or host with offload)
-    zero_owned_update(w, opt, &z->off, m->be, &m->lay, (float)r.lr, (float)(coef / scale));
+    zero_owned_update(w, opt, &z->off, m->be, &m->lay, (float)r.lr, (float)(coef / scale), NULL, NULL);
+    if (z->step_times) {
+        double t_update = step_mark(z);
+        printf("step %ld times (ms): forward+backward %.1f, norms %.1f, update %.1f\n", z->steps_seen,
+               1e3 * (z->t_backward_end - z->t_step_begin), 1e3 * (t_norm - z->t_backward_end),
+               1e3 * (t_update - t_norm));
+        fflush(stdout);
+    }
     if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);
     zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update
     if (scaler) loss_scaler_update(scaler, 0);
-    zero_all_grads(z);
+    zero_clear_grads(z);
     return r;
 }
 

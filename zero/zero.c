@@ -189,8 +189,7 @@ static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const ch
     }
 }
 
-// The most elements of one unit this rank owns (the size of offload_param's upload buffer and
-// of the gradient's landing buffers).
+// The most elements of one unit this rank owns (the size of offload_param's upload buffer).
 static size_t largest_owned_piece(const ZeroState *z) {
     const ParamLayout *L = &z->m->lay;
     size_t most = 0;
@@ -219,12 +218,12 @@ static void place_grads(ZeroState *z) {
         return;
     }
     // offload: the partition's gradient in host memory, page-locked (the pieces go down on the
-    // copy engine during backward); on the device only the landing buffers
+    // copy engine during backward, straight from the work buffers)
     z->grad_on_host = 1;
     z->grad_part = be->host_alloc(np * e, 1);
     z->mem.host_grads = np * e;
-    size_t piece = largest_owned_piece(z);
-    for (int k = 0; k < 3; k++) z->grad_land[k] = counted_alloc(be, (piece ? piece : 1) * e, &z->mem.grad_work);
+    z->grad_sq = calloc((size_t)L->count + 1, sizeof(double));
+    if (!z->grad_sq) t5_die(__FILE__, __LINE__, "out of host memory", "free host RAM");
 }
 
 // offload_param: the partition in host memory (page-locked with pin_memory), and a device
@@ -301,7 +300,8 @@ static void owned_build(ZeroState *z) {
 // stage 2-3 reduce-scatter gradients; stage 3 gathers weights on use.
 static void hooks_set(ZeroState *z) {
     if (z->stage <= 1) z->hooks.end_grads = zero_allreduce_end_grads;
-    if (z->stage == 1 || z->stage == 2) z->hooks.fetch_params = zero_allgather_fetch_params;
+    if (z->stage == 1 || z->stage == 2)
+        z->hooks.fetch_params = z->async_update ? zero_update_fetch_params : zero_allgather_fetch_params;
     if (z->stage >= 2) {
         z->hooks.begin_grads = zero_reduce_scatter_begin_grads;
         z->hooks.end_grads = zero_reduce_scatter_end_grads;
@@ -343,11 +343,21 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     for (int u = 0; u < m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
     if (stage == 3) zero_stage3_init(z, o);
     z->inject_step = zero_test_overflow_step(comm->rank);
+    z->unit_stale = callocCheck((size_t)m->lay.n_units, 1);
+    z->async_update = oc && zero_update_overlaps(z);
+    if (z->async_update) {
+        pthread_mutex_init(&z->update_mu, NULL);
+        pthread_cond_init(&z->update_cv, NULL);
+    }
     // Debug hook T5_DUMP_GRAD_NORMS=FILE: rank 0 appends, per optimizer step, every tensor's
     // pre-clip gradient norm (zero/step.c), to set beside the norms torch's clip_grad_norm_
     // stacks (tools/make_exact_fixture.py records HF's; tests/test_exact.c compares them)
     const char *dump = getenv("T5_DUMP_GRAD_NORMS");
     z->dump_grad_norms = comm->rank == 0 && dump && *dump ? dump : NULL;
+    // Debug hook T5_STEP_TIMES=1: rank 0 prints where each optimizer step's time went
+    // (zero/step.c; the device is synchronized at each mark, which costs a little)
+    const char *times = getenv("T5_STEP_TIMES");
+    z->step_times = comm->rank == 0 && times && *times && strcmp(times, "0") != 0;
     hooks_set(z);
     if (oc && !z->offload) {
         size_t before = be->mem_in_use();
@@ -376,7 +386,8 @@ void zero_init_random(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOpti
 void zero_free(ZeroState *z) {
     if (!z->m) return;  // never set up
     const Backend *be = z->m->be;
-    comm_wait_all(z->comm);  // no collective still reading or writing a buffer freed below
+    zero_update_join(z);     // no update still reading or writing a buffer freed below
+    comm_wait_all(z->comm);  // nor any collective
     if (z->offload) offload_free(&z->off, &z->opt, be);
     else if (z->opt.m) adamw_free(&z->opt, be);
     if (z->param_on_host) {
@@ -384,16 +395,21 @@ void zero_free(ZeroState *z) {
         z->param_part = NULL;
     }
     if (z->grad_on_host) {
-        for (int k = 0; k < 3; k++) be->copy_wait(ZERO_SLOT_LAND_DOWN + k);  // no piece still coming down
+        for (int k = 0; k < 3; k++) be->copy_wait(ZERO_SLOT_GRAD_DOWN + k);  // no piece still coming down
         be->host_free(z->grad_part, 1);
         z->grad_part = NULL;
+        free(z->grad_sq);
     }
-    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work[0], z->grad_work[1], z->grad_shared,
-                    z->param_up, z->grad_land[0], z->grad_land[1], z->grad_land[2]};
+    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work[0], z->grad_work[1], z->grad_shared, z->param_up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(bufs[i]);
     if (z->stage == 3) zero_stage3_free(z);
     free(z->unit_ticket);
+    free(z->unit_stale);
+    if (z->async_update) {
+        pthread_mutex_destroy(&z->update_mu);
+        pthread_cond_destroy(&z->update_cv);
+    }
     if (z->m->hooks == &z->hooks) z->m->hooks = NULL;
     memset(z, 0, sizeof *z);
 }
@@ -410,13 +426,16 @@ void zero_print_memory(const ZeroState *z) {
     else if (z->offload)
         printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
     if (z->grad_on_host) printf("; gradient partition in host memory %zu B (pinned)", k->host_grads);
+    if (z->async_update) printf("; the CPU update overlaps the next forward");
     printf("; device peak so far %zu B\n", z->m->be->mem_peak());
     fflush(stdout);
 }
 
-// The compute stream waits for every collective issued so far (the weights' all-gather
-// of stages 1-2 may still be in flight after a step) and the units stop waiting for them.
-static void zero_settle(ZeroState *z) {
+// The offloaded update has finished, the compute stream waits for every collective issued
+// so far (the weights' all-gather of stages 1-2 may still be in flight after a step) and
+// the units stop waiting for them.
+void zero_sync(ZeroState *z) {
+    zero_update_join(z);
     comm_wait_all(z->comm);
     for (int u = 0; u < z->m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
 }
@@ -424,7 +443,7 @@ static void zero_settle(ZeroState *z) {
 void zero_params_to_host(ZeroState *z, float *host) {
     T5Model *m = z->m;
     const ZeroOwned *w = &z->own;
-    zero_settle(z);
+    zero_sync(z);
     if (w->master.place == OWNED_NONE)
         t5_die(__FILE__, __LINE__, "zero_params_to_host: no fp32 weights (16-bit compute loaded without them)",
                "a bug in the caller: load with ModelLoadOptions.host_weights and pass them to zero_init");
@@ -445,7 +464,7 @@ void zero_params_to_host(ZeroState *z, float *host) {
 // unit (never the whole model on one rank), and generation steps in lock-step across
 // ranks (T5UnitHooks.all_finished). The learned fetch order adapts to generation's.
 void zero_eval_begin(ZeroState *z) {
-    if (z) zero_settle(z);
+    if (z) zero_sync(z);
 }
 
 void zero_eval_end(ZeroState *z) {

@@ -33,6 +33,7 @@
 //                                       (zero/params_allgather.c); stage 3: nothing (gathered at use)
 // docs/ZERO.md walks through a step at each stage.
 #pragma once
+#include <pthread.h>
 #include <stddef.h>
 
 #include "../model/t5.h"
@@ -79,7 +80,7 @@ typedef struct {
 } ZeroOptions;
 
 // Copy slots (kernels/backend.h) of the gradient stream above; zero/offload.c's step uses 0-3.
-enum { ZERO_SLOT_LAND_DOWN = 4, ZERO_SLOT_LAND_UP = 7 };
+enum { ZERO_SLOT_GRAD_DOWN = 4, ZERO_SLOT_GRAD_UP = 7 };
 
 typedef struct ZeroState {
     int stage;          // 0-3
@@ -108,14 +109,18 @@ typedef struct ZeroState {
     void *grad_shared;
     CommTicket grad_shared_ticket;
     // offload_optimizer at stage 2-3: grad_part is page-locked HOST memory (grad_on_host), and no
-    // whole gradient partition sits on the device. Each unit's reduced piece lands in a device
-    // buffer (grad_land: one per work buffer, [2] the embedding's) and goes down at once on the
-    // copy engine (slot ZERO_SLOT_LAND_DOWN + k) while backward goes on; a micro-batch after the
-    // step's first brings the piece's running sum up first (ZERO_SLOT_LAND_UP) and adds it in.
+    // gradient partition sits on the device. Each unit's piece is reduced in place in its work
+    // buffer and goes down from there on the copy engine (slot ZERO_SLOT_GRAD_DOWN + the
+    // buffer's index, 2 = the embedding's) while backward goes on; a micro-batch after the
+    // step's first brings the piece's running sum up into the work buffer first
+    // (ZERO_SLOT_GRAD_UP), so backward adds onto it. On the step's last micro-batch each piece's
+    // per-tensor norms are taken on the device as it is reduced (grad_sq), so the step needs
+    // no pass over the host copy.
     int grad_on_host;
-    void *grad_land[3];         // (the largest piece of a unit this rank owns) act dtype, device
     int grads_started;          // grad_part holds this step's earlier micro-batches (0: stale,
                                 // overwritten rather than added to)
+    double *grad_sq;            // (lay.count) grad_on_host: per-tensor sums of squares of this rank's
+                                // pieces (optimizer_tensor_norms_sq), filled during the last backward
     // stage 0-1: the micro-batch in backward is the step's last (its units' gradients are
     // then complete and reduced as they finish); stage 1-2: each unit's pending all-gather
     // of the updated weights (COMM_TICKET_NONE once the compute stream waited for it)
@@ -124,6 +129,8 @@ typedef struct ZeroState {
     long steps_seen;            // optimizer steps taken or skipped (zero_step_apply calls)
     long inject_step;           // T5_TEST_OVERFLOW_STEP: this rank's gradient overflows at that step (0: never)
     const char *dump_grad_norms;  // T5_DUMP_GRAD_NORMS (rank 0): file to append each step's per-tensor norms to
+    int step_times;               // T5_STEP_TIMES (rank 0): print each step's phases (zero/step.c)
+    double t_step_begin, t_backward_end;  // step_times: wall seconds at the marks
     // stage 3 (zero/params_fetch.c): a pool of buffers (largest non-persistent unit each) holding
     // gathered units, each remembering its unit (-1: none) until the weights change
     int n_pool;
@@ -145,6 +152,17 @@ typedef struct ZeroState {
     size_t max_reuse;           // stage3_max_reuse_distance: a unit needed again within this many
                                 // elements is not overwritten by a prefetch
     long n_gathered, n_prefetched, n_reused;  // fetches that waited for a gather / found a prefetch / reused a buffer
+    // offload at stage 1-2 (update_async.c): the step's CPU update runs on its own thread while
+    // the next forward starts
+    int async_update;           // this run does so (zero_update_overlaps)
+    int update_running;         // a thread is updating (zero_update_join ends it)
+    pthread_t update_thread;
+    pthread_mutex_t update_mu;
+    pthread_cond_t update_cv;
+    size_t update_done;         // elements of the owned range whose new weights are on the device
+    float update_lr, update_scale;
+    double update_t0, update_seconds, update_waited;  // step_times: the thread's start, its run, forward's waits
+    unsigned char *unit_stale;  // (lay.n_units) 1: the unit's new weights are not published yet
     T5UnitHooks hooks;
     AdamW opt;
     ZeroOwned own;      // where the owned range's master, moments, gradient and weights live (owned.h)
@@ -193,7 +211,23 @@ void zero_allreduce_end_grads(void *ctx, T5Model *m, int unit);
 // unit by unit (asynchronous with overlap_comm); the fetch hook waits for a unit's gather
 // before forward or backward reads it
 void zero_allgather_params(ZeroState *z);
+void zero_allgather_unit(ZeroState *z, int unit);  // one unit's (the same, asynchronous with overlap_comm)
 void zero_allgather_fetch_params(void *ctx, T5Model *m, int unit);
+// stage 1-2 with offload (update_async.c): the CPU update on its own thread while the next
+// forward starts; the fetch hook waits for each unit's new weights (and gathers them);
+// join waits for the thread and publishes what is left. overlaps: this run does so (not
+// with the test hook T5_SYNC_UPDATE=1).
+int zero_update_overlaps(const ZeroState *z);
+void zero_update_start(ZeroState *z, float lr, float grad_scale);
+void zero_update_fetch_params(void *ctx, T5Model *m, int unit);
+void zero_update_join(ZeroState *z);
+// Everything a step left in flight has finished: the offloaded update's thread, the
+// collectives (the compute stream waits for them). Before reading weights or optimizer
+// state outside forward/backward, or timing a step.
+void zero_sync(ZeroState *z);
+// The gradients the step consumed are cleared for the next one (zero/step.c).
+void zero_clear_grads(ZeroState *z);
+double zero_wall_seconds(void);  // a monotonic clock (T5_STEP_TIMES)
 // stage 2-3: gradient hooks (begin: point the unit at a zeroed work buffer; end: reduce-
 // scatter it into the owners' partitions, adding what the partition already holds)
 void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit);

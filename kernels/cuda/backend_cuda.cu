@@ -6,7 +6,6 @@
 #include <math.h>
 
 #include "common.cuh"
-#include "../host_sumsq.h"
 
 // ---- the three backends ---------------------------------------------------------------------
 // The struct uses designated initializers in declaration order (nvcc accepts them in
@@ -99,11 +98,6 @@
         for (int i = 0; i < n; i++) out[i] = (float)sqrt(s[i]);                                                   \
         free(s);                                                                                                  \
     }                                                                                                             \
-    static double SFX##_host_sumsq(const void *g, size_t n) { return host_sumsq(DT, g, n); }                      \
-    static void SFX##_host_tensor_norms(float *out, const void *g, const size_t *offsets, const size_t *counts,   \
-                                        int n) {                                                                  \
-        for (int i = 0; i < n; i++) out[i] = (float)sqrt(host_sumsq(DT, (const char *)g + offsets[i] * ES, counts[i])); \
-    }                                                                                                             \
     static void SFX##_adamw_update(float *master, void *param_out, const void *grad, float *m, float *v,          \
                                    size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,    \
                                    float grad_scale, int step) {                                                  \
@@ -165,8 +159,6 @@
         .sumsq = SFX##_sumsq,                                                                                     \
         .tensor_norm = SFX##_tensor_norm,                                                                         \
         .tensor_norms = SFX##_tensor_norms,                                                                       \
-        .host_sumsq = SFX##_host_sumsq,                                                                           \
-        .host_tensor_norms = SFX##_host_tensor_norms,                                                             \
         .adamw_update = SFX##_adamw_update,                                                                       \
         .beam_topk = SFX##_beam_topk,                                                                             \
         .beam_table_reorder = cuda_beam_table_reorder,                                                            \

@@ -1,0 +1,98 @@
+// zero/update_async.c: ZeRO-Offload's CPU update overlapped with the next forward (stages
+// 1-2). The step's norm and clip need the whole gradient, so the update cannot start before
+// backward ends; but the next forward needs the new weights only unit by unit, in the
+// layout's order, which is the order the update goes through the partition. So the update
+// runs on its own thread (zero_update_start): offload_adamw_step reports, chunk by chunk,
+// how far its new weights have landed on the device, and the next forward's fetch hook
+// (zero_update_fetch_params) waits for each unit only when it reaches it, then all-gathers
+// the unit's partitions (several ranks) as params_allgather.c would have. The forward's
+// first units thus run while the CPU still updates the last ones.
+//
+// Whatever reads the weights or the optimizer state otherwise joins the thread first
+// (zero_update_join: backward, whose gradients the update still reads, the next update,
+// evaluation, checkpoints, zero_free); joining publishes every unit not yet published, in
+// layout order, so every rank issues the same collectives in the same order.
+//
+// T5_SYNC_UPDATE=1 (a test hook) runs the update on the calling thread instead, then
+// publishes as without offload: the same bits, for the CPU tests' comparison.
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "zero.h"
+
+// Elements of the owned range a unit's new weights end at (relative to the range's first).
+static size_t unit_owned_end(const ZeroState *z, int unit) {
+    const ParamUnit *u = &z->m->lay.units[unit];
+    size_t hi = u->hi < z->part.end ? u->hi : z->part.end;
+    return hi > z->part.begin ? hi - z->part.begin : 0;
+}
+
+static void update_progress(void *ctx, size_t done) {
+    ZeroState *z = ctx;
+    pthread_mutex_lock(&z->update_mu);
+    z->update_done = done;
+    pthread_cond_broadcast(&z->update_cv);
+    pthread_mutex_unlock(&z->update_mu);
+}
+
+static void *update_main(void *arg) {
+    ZeroState *z = arg;
+    zero_owned_update(&z->own, &z->opt, &z->off, z->m->be, &z->m->lay, z->update_lr, z->update_scale,
+                      update_progress, z);
+    update_progress(z, z->part.end - z->part.begin);
+    z->update_seconds = zero_wall_seconds() - z->update_t0;
+    return NULL;
+}
+
+int zero_update_overlaps(const ZeroState *z) {
+    const char *v = getenv("T5_SYNC_UPDATE");
+    int sync = v && *v && strcmp(v, "0") != 0;
+    return !sync && z->offload && (z->stage == 1 || z->stage == 2);
+}
+
+void zero_update_start(ZeroState *z, float lr, float grad_scale) {
+    z->update_lr = lr;
+    z->update_scale = grad_scale;
+    z->update_done = 0;
+    for (int u = 0; u < z->m->lay.n_units; u++) z->unit_stale[u] = 1;
+    z->update_running = 1;
+    z->update_t0 = zero_wall_seconds();
+    z->update_waited = 0;
+    int rc = pthread_create(&z->update_thread, NULL, update_main, z);
+    if (rc != 0) t5_die(__FILE__, __LINE__, "cannot start the offloaded update's thread", "raise the process's thread limit");
+}
+
+// Units first .. unit (layout order) whose new weights are not yet published: wait for each
+// one's piece to land, then all-gather it (several ranks).
+static void publish_through(ZeroState *z, int unit) {
+    for (int u = 0; u <= unit; u++) {
+        if (!z->unit_stale[u]) continue;
+        size_t need = unit_owned_end(z, u);
+        double t0 = z->step_times ? zero_wall_seconds() : 0;
+        pthread_mutex_lock(&z->update_mu);
+        while (z->update_done < need) pthread_cond_wait(&z->update_cv, &z->update_mu);
+        pthread_mutex_unlock(&z->update_mu);
+        if (z->step_times) z->update_waited += zero_wall_seconds() - t0;
+        zero_allgather_unit(z, u);
+        z->unit_stale[u] = 0;
+    }
+}
+
+void zero_update_fetch_params(void *ctx, T5Model *m, int unit) {
+    ZeroState *z = ctx;
+    if (z->unit_stale[unit]) publish_through(z, unit);
+    zero_allgather_fetch_params(ctx, m, unit);  // the unit's all-gather, if still in flight
+}
+
+void zero_update_join(ZeroState *z) {
+    if (!z->update_running) return;
+    int rc = pthread_join(z->update_thread, NULL);
+    if (rc != 0) t5_die(__FILE__, __LINE__, "cannot join the offloaded update's thread", "a bug: report it");
+    z->update_running = 0;
+    publish_through(z, z->m->lay.n_units - 1);
+    if (z->step_times)
+        printf("step %ld update (ms): %.1f on its own thread, %.1f of it waited for by the next forward\n",
+               z->steps_seen, 1e3 * z->update_seconds, 1e3 * z->update_waited);
+    zero_clear_grads(z);  // (stage 1: the update read the device gradient until now)
+}
