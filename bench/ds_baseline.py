@@ -279,7 +279,46 @@ def run(args, ds_dict, device, use_cpu, state):
     slowest = max(g[1] for g in gathered)
     say(f"INFO loss first={first_loss if first_loss is not None else float('nan'):.4f} last={last_loss:.4f} "
         f"time_s per rank={','.join(f'{g[1]:.3f}' for g in gathered)} skipped_steps={getattr(engine, 'skipped_steps', 'n/a')}")
+    if args.grow_batch:
+        grow_batch(args, engine, device, world)
     return world * args.batch * args.steps / slowest, peaks, slowest / args.steps * 1e3
+
+
+def grow_batch(args, engine, device, world):
+    """--grow-batch: the same engine on larger batches, ascending, 2 steps each, until one runs
+    out of memory; the largest that ran is the largest this config fits (one process: DeepSpeed's
+    start-up with an offloaded optimizer takes minutes, so it is not repeated per trial)."""
+    best = args.batch
+    for b in sorted(set(args.grow_batch)):
+        if b <= args.batch:
+            continue
+        src, mask, tgt = synthetic_batch(b, args.seq, args.seed, engine.device)
+        try:
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            t = []
+            for _ in range(2):
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                t0 = time.perf_counter()
+                loss = engine(input_ids=src, attention_mask=mask, labels=tgt).loss
+                engine.backward(loss)
+                engine.step()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                t.append(time.perf_counter() - t0)
+        except Exception as e:  # noqa: BLE001 - only OOM ends the search
+            if not is_oom(e):
+                raise
+            say(f"INFO grow batch={b} status=oom ({type(e).__name__})")
+            break
+        best = b
+        say(f"INFO grow batch={b} status=ok step_ms={t[-1] * 1e3:.1f} samples_per_s={world * b / t[-1]:.2f} "
+            f"peak_gib={peak_gib(device):.2f} loss={loss.item():.4f}")
+        del src, mask, tgt, loss
+    cap = f"{args.max_gpu_memory:g}" if args.max_gpu_memory else "none"
+    say(f"RESULT_MAX impl=deepspeed model={args.model} largest_batch={best} cap_gib={cap} "
+        f"tried={','.join(str(b) for b in sorted(set(args.grow_batch)))}")
 
 
 def dry_run(args, ds_dict, use_cpu):
@@ -318,6 +357,11 @@ def main():
     ap.add_argument("--wait-file", default=None, metavar="PATH",
                     help="after the imports, wait for PATH to exist (\"skip\" in it: end without measuring)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-gpu-memory", type=float, default=0.0, metavar="GiB",
+                    help="cap the caching allocator at GiB (torch.cuda.set_per_process_memory_fraction)")
+    ap.add_argument("--grow-batch", type=lambda v: [int(x) for x in v.split(",") if x], default=None,
+                    metavar="B1,B2,...", help="after the measurement, the same engine on these larger batches "
+                    "(2 steps each, ascending) until one runs out of memory: RESULT_MAX largest_batch=...")
     ap.add_argument("--simulate-oom-rank", type=int, default=None, metavar="R",
                     help="testing only: raise OutOfMemoryError in the first step on rank R (-1: every rank)")
     args = ap.parse_args()
@@ -356,6 +400,11 @@ def main():
             die("--device cuda but torch.cuda.is_available() is False", "use --device cpu --tiny for a CPU check")
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
+        if args.max_gpu_memory:
+            total = torch.cuda.get_device_properties(device).total_memory
+            if args.max_gpu_memory * GIB > total:
+                ap.error(f"--max-gpu-memory {args.max_gpu_memory} GiB > the card's {total / GIB:.1f} GiB")
+            torch.cuda.set_per_process_memory_fraction(args.max_gpu_memory * GIB / total, device)
         say(f"INFO device={torch.cuda.get_device_name(device)} cuda={torch.version.cuda} "
             f"TORCH_EXTENSIONS_DIR={os.environ.get('TORCH_EXTENSIONS_DIR', '(default)')} "
             f"NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE', '(unset)')}")
