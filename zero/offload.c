@@ -62,8 +62,9 @@ void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg
         o->nvme_bytes = 3 * n * sizeof(float);
     } else {
         o->master = be->host_alloc(n * sizeof(float), pinned);
-        if (init_on_host) memcpy(o->master, master_init, n * sizeof(float));
-        else be->to_host(o->master, master_init, n * sizeof(float));
+        // master_init NULL: the caller fills o->master (zero/zero.c: a random init made in place)
+        if (master_init && init_on_host) memcpy(o->master, master_init, n * sizeof(float));
+        else if (master_init) be->to_host(o->master, master_init, n * sizeof(float));
         opt->m = be->host_alloc(n * sizeof(float), pinned);
         opt->v = be->host_alloc(n * sizeof(float), pinned);
         o->host_bytes = 3 * n * sizeof(float);

@@ -35,7 +35,8 @@ typedef struct {
 // Host buffers for a partition [begin, end); AdamW moments go into opt (host memory), or,
 // with nvme_dir, master and moments into a file there (nvme.h; opt->m, v stay NULL).
 // master_init: the partition's fp32 weights, on the host (init_on_host) or on the device
-// (the model's master, or its fp32 params), copied once. rank names the NVMe file.
+// (the model's master, or its fp32 params), copied once; NULL (host memory only): the
+// caller writes o->master itself. rank names the NVMe file.
 void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
                   const float *master_init, int init_on_host, int pinned, const char *nvme_dir, int rank);
 void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be);

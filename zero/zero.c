@@ -173,7 +173,15 @@ static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const ch
         t5_die(__FILE__, __LINE__, "zero_init: 16-bit training without the fp32 weights on the host",
                "a bug in the caller: load with ModelLoadOptions.host_weights and pass them to zero_init");
     if (z->offload) {
-        float *made = NULL;  // the random init of the owned range, made on the host
+        const int on_nvme = nvme_dir && nvme_dir[0];
+        if (w->random && !on_nvme) {  // the random init made straight into the host master
+            offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, NULL, 1, pinned, nvme_dir,
+                         z->comm->rank);
+            src_put_host(w, m, z->off.master, DTYPE_F32, b, np);
+            z->mem.host = z->off.host_bytes;
+            return;
+        }
+        float *made = NULL;  // NVMe: the random init of the owned range, made on the host, then written out
         if (w->random) {
             made = mallocCheck(np ? np * sizeof(float) : 1);
             src_put_host(w, m, made, DTYPE_F32, b, np);
