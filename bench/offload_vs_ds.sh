@@ -10,7 +10,8 @@
 #      bench/ds_baseline.py (HF T5 + deepspeed.initialize, DeepSpeedCPUAdam JIT-built);
 #   3. bench/cpu_adam.sh (the CPU AdamW alone against DeepSpeedCPUAdam) when CPU_ADAM is set.
 #   usage (GPU machine, repo root; DeepSpeed from .whl/): OUT=dir bash bench/offload_vs_ds.sh
-#   OVD_SKIP_CHECK=1 leaves out part 1.
+#   OVD_SKIP_CHECK=1 leaves out part 1, OVD_SKIP_NVME=1 part 2's NVMe run (9 s a step on the
+#   H200 machine's disk).
 set -u
 OUT=${OUT:-/tmp/offload_vs_ds}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -81,9 +82,11 @@ fi
 echo "== 2. fixed shapes: t5-large bf16 ZeRO-2 + CPU offload, B=16, 128/128"
 ./train_t5 bench --model t5-large --bf16 --batch 16 --deepspeed $CFG > "$OUT/bench_t5.log" 2>&1
 grep -E "^RESULT|^start-up" "$OUT/bench_t5.log"
-rm -rf "$NVME_DIR"/*
-./train_t5 bench --model t5-large --bf16 --batch 16 --deepspeed /tmp/ovd_z2_nvme.json > "$OUT/bench_t5_nvme.log" 2>&1
-echo "NVMe offload ($NVME_DIR): $(grep -E '^RESULT' "$OUT/bench_t5_nvme.log" | grep -oE 'samples_per_s=[0-9.]+|peak_gib=[0-9.]+|step_ms=[0-9.]+' | tr '\n' ' ')"
+if [ "${OVD_SKIP_NVME:-0}" != 1 ]; then
+    rm -rf "$NVME_DIR"/*
+    ./train_t5 bench --model t5-large --bf16 --batch 16 --deepspeed /tmp/ovd_z2_nvme.json > "$OUT/bench_t5_nvme.log" 2>&1
+    echo "NVMe offload ($NVME_DIR): $(grep -E '^RESULT' "$OUT/bench_t5_nvme.log" | grep -oE 'samples_per_s=[0-9.]+|peak_gib=[0-9.]+|step_ms=[0-9.]+' | tr '\n' ' ')"
+fi
 rm -rf "$NVME_DIR"
 if has_ds; then
     timeout 400 torchrun --standalone --nproc_per_node 1 bench/ds_baseline.py --model t5-large --precision bf16 \

@@ -231,7 +231,9 @@ static void copy_streams_make(void) {
     cudaCheck(cudaStreamCreateWithFlags(&cuda_context.copy_up, cudaStreamNonBlocking));
     cudaCheck(cudaEventCreateWithFlags(&cuda_context.copy_after, cudaEventDisableTiming));
     for (int i = 0; i < BACKEND_COPY_SLOTS; i++)
-        cudaCheck(cudaEventCreateWithFlags(&cuda_context.copy_done[i], cudaEventDisableTiming));
+        // blocking: a host thread waiting for a copy (the offloaded update's, zero/offload.c)
+        // sleeps instead of spinning on a core the CPU update's threads need
+        cudaCheck(cudaEventCreateWithFlags(&cuda_context.copy_done[i], cudaEventDisableTiming | cudaEventBlockingSync));
 }
 
 static void copy_slot_check(int slot, const char *fn) {
