@@ -1,7 +1,8 @@
 # Makefile for train_t5.
 #   make            build ./train_t5 (CUDA backend when nvcc is found, CPU-only otherwise)
 #   make deps       install the Debian packages the project needs (when missing)
-#   make test       every test that needs no GPU; last line "N passed, M failed"
+#   make test       every test that needs no GPU; last line "N passed, M failed" (tests/tensorboard_events.sh
+#                   pip-installs the tensorboard Python package when it is missing)
 #   make demo       fine-tune a small T5 on the shipped lines; a parallel build, CPU-only
 #                   (in build-cpu/) unless a GPU is visible or CUDA=1 is given
 #   make test-asan  the bad-input tests under AddressSanitizer (also part of `make test`)
@@ -150,7 +151,8 @@ test: deps
 	@if nvidia-smi -L >/dev/null 2>&1; then echo "NOTICE: a GPU is present: make test-gpu runs the CUDA tests"; \
 	 else echo "NOTICE: no GPU here: the CUDA tests (make test-gpu) are skipped"; fi
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
-	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh tests/check_links.sh tests/post_commands.sh bench/test_zero_scaling.sh
+	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh tests/check_links.sh tests/post_commands.sh tests/tensorboard_events.sh \
+	  bench/test_zero_scaling.sh
 
 test-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
