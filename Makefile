@@ -1,7 +1,8 @@
 # Makefile for train_t5.
 #   make            build ./train_t5 (CUDA backend when nvcc is found, CPU-only otherwise)
 #   make deps       install the Debian packages the project needs (when missing)
-#   make test       every test that needs no GPU; last line "N passed, M failed"
+#   make test       every test that needs no GPU; last line "N passed, M failed" (tests/tensorboard_events.sh
+#                   pip-installs the tensorboard Python package when it is missing)
 #   make demo       fine-tune a small T5 on the shipped lines; a parallel build, CPU-only
 #                   (in build-cpu/) unless a GPU is visible or CUDA=1 is given
 #   make test-asan  the bad-input tests under AddressSanitizer (also part of `make test`)
@@ -22,7 +23,7 @@ CXXFLAGS := $(OPT) $(SAN) -std=c++17 -Wall -Wextra -MMD -MP
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 CFLAGS  += $(MPI_CFLAGS)
-LDLIBS  := -lcjson -lsentencepiece -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
+LDLIBS  := -lcjson -lsentencepiece -lprotobuf-c -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
 ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined,float-cast-overflow" HAVE_NVCC=0
 
 LIB_DIRS := common model kernels kernels/cpu dist optim deepspeed zero data eval trainer
@@ -53,10 +54,17 @@ else
     FEATURE_NOTES += nvcc not found: CPU backend only, --device cuda will say so
   endif
 endif
-FEATURES += cpu(fp32) sentencepiece cjson $(if $(MPI_LIBS),mpi,)
+FEATURES += cpu(fp32) sentencepiece cjson protobuf-c $(if $(MPI_LIBS),mpi,)
 
 BUILD ?= build
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o) $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
+# Protocol buffers (TensorBoard event files, trainer/tensorboard.h): each .proto in LIB_DIRS
+# becomes C with protoc-c (protobuf-c) under $(BUILD)/gen/, compiled into libt5.a; the
+# generated files are build outputs, never committed.
+PROTO_SRC := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.proto))
+PROTO_HDR := $(PROTO_SRC:%.proto=$(BUILD)/gen/%.pb-c.h)
+PROTO_OBJ := $(PROTO_SRC:%.proto=$(BUILD)/obj/%.pb-c.o)
+CFLAGS   += $(addprefix -I$(BUILD)/gen/,$(sort $(dir $(PROTO_SRC))))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o) $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o) $(PROTO_OBJ)
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
 GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests-gpu/%)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -70,6 +78,19 @@ features:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: %.proto
+	@command -v protoc-c >/dev/null 2>&1 || { echo "error: protoc-c not found (it turns $< into C)"; \
+	  echo "HINT: make deps (installs protobuf-c-compiler and libprotobuf-c-dev)"; exit 1; }
+	@mkdir -p $(dir $@)
+	protoc-c --c_out=$(dir $@) --proto_path=$(dir $<) $<
+
+$(BUILD)/obj/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# every C file may include a generated header: they are made before any object
+$(LIB_OBJ) $(BUILD)/obj/train_t5.o $(TEST_BIN) $(GPU_TEST_BIN): | $(PROTO_HDR)
 
 $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
@@ -111,7 +132,9 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libt5.a
 DEB_DEPS := /usr/include/cjson/cJSON.h:libcjson-dev \
             /usr/include/sentencepiece_processor.h:libsentencepiece-dev \
             /usr/bin/mpicc:libopenmpi-dev \
-            /usr/bin/mpirun:openmpi-bin
+            /usr/bin/mpirun:openmpi-bin \
+            /usr/include/protobuf-c/protobuf-c.h:libprotobuf-c-dev \
+            /usr/bin/protoc-c:protobuf-c-compiler
 deps:
 	@missing=""; for d in $(DEB_DEPS); do f=$${d%%:*}; p=$${d##*:}; \
 	  [ -e $$f ] || missing="$$missing $$p"; done; \
@@ -120,7 +143,7 @@ deps:
 	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \
 	    || { echo "error: apt-get install$$missing failed"; echo "HINT: install these Debian packages by hand"; exit 1; }; \
-	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi)"; fi
+	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi protobuf-c)"; fi
 
 # ---- tests ------------------------------------------------------------------------
 test: deps
@@ -128,7 +151,8 @@ test: deps
 	@if nvidia-smi -L >/dev/null 2>&1; then echo "NOTICE: a GPU is present: make test-gpu runs the CUDA tests"; \
 	 else echo "NOTICE: no GPU here: the CUDA tests (make test-gpu) are skipped"; fi
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
-	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh tests/check_links.sh tests/post_commands.sh bench/test_zero_scaling.sh
+	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh tests/check_links.sh tests/post_commands.sh tests/tensorboard_events.sh \
+	  bench/test_zero_scaling.sh
 
 test-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5

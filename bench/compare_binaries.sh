@@ -15,7 +15,8 @@ say() { echo "$*" | tee -a "$S"; }
 C="--model t5-large --init random --seed 42 --bf16 --tokenizer_name data/sample/spiece.model --data_dir data/sample
   --task translation_en_to_ro --max_source_length 128 --max_target_length 128 --per_device_train_batch_size 32
   --max_steps 8 --logging_steps 1 --do_train --save_strategy no --cache_dir $W/cache --overwrite_output_dir"
-losses() { grep -oE '"(loss|grad_norm)": ?[0-9.e+-]+' "$1" | tr '\n' ' '; }
+# full precision from trainer_state.json (the console prints HF's 4 digits)
+losses() { grep -oE '"(loss|grad_norm)": ?[0-9.e+-]+' "$1/trainer_state.json" | tr '\n' ' '; }
 same=0; differ=0
 for cfg in ${CONFIGS-none configs/ds_config_zero2.json configs/ds_config_zero3.json configs/ds_config_zero2_offload.json}; do
   ds=""; [ "$cfg" != none ] && ds="--deepspeed $cfg"
@@ -25,7 +26,7 @@ for cfg in ${CONFIGS-none configs/ds_config_zero2.json configs/ds_config_zero3.j
     echo "rc=$?" >> $W/train_$tag.log
     cat $W/train_$tag.log >> "$OUT/train_runs.log"
   done
-  lo=$(losses $W/train_old.log); ln=$(losses $W/train_new.log)
+  lo=$(losses $W/old); ln=$(losses $W/new)
   if [ -n "$lo" ] && [ "$lo" = "$ln" ]; then same=$((same + 1)); say "SAME   losses, $cfg: $lo"
   else differ=$((differ + 1)); say "DIFFER losses, $cfg: old [$lo] new [$ln] :: $(grep -E '^error' $W/train_new.log | head -1)"; fi
 done

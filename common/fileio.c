@@ -181,3 +181,30 @@ void json_save_atomic(const cJSON *root, const char *path) {
     atomic_commit(&af);
     cJSON_free(text);
 }
+
+typedef struct {
+    const char *key;  // the source's key (it outlives the copy's construction)
+    cJSON *value;     // the sorted copy of its value
+} KeyedItem;
+
+static int cmp_keyed(const void *a, const void *b) {
+    return strcmp(((const KeyedItem *)a)->key, ((const KeyedItem *)b)->key);  // code-point order, as Python
+}
+
+cJSON *json_sorted_copy(const cJSON *item) {
+    if (!cJSON_IsObject(item) && !cJSON_IsArray(item)) return cJSON_Duplicate(item, 1);
+    int n = cJSON_GetArraySize(item), k = 0;
+    KeyedItem *kids = callocCheck((size_t)(n ? n : 1), sizeof *kids);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, item) kids[k++] = (KeyedItem){it->string, json_sorted_copy(it)};
+    int obj = cJSON_IsObject(item);
+    if (obj) qsort(kids, (size_t)n, sizeof *kids, cmp_keyed);
+    cJSON *out = obj ? cJSON_CreateObject() : cJSON_CreateArray();
+    if (!out) t5_die(__FILE__, __LINE__, "cJSON allocation failed (out of memory)", NULL);
+    for (int i = 0; i < n; i++) {
+        if (obj) cJSON_AddItemToObject(out, kids[i].key, kids[i].value);  // replaces the copy's own key
+        else cJSON_AddItemToArray(out, kids[i].value);
+    }
+    free(kids);
+    return out;
+}

@@ -34,3 +34,6 @@ void file_copy_atomic(const char *src, const char *dst);
 struct cJSON;
 // Print a cJSON document (formatted, 2-space indent as HF writes) atomically.
 void json_save_atomic(const struct cJSON *root, const char *path);
+// A deep copy with every object's keys sorted (Python's json.dumps(sort_keys=True), as HF
+// writes trainer_state.json and the *_results.json files); the caller frees it.
+struct cJSON *json_sorted_copy(const struct cJSON *item);

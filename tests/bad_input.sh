@@ -380,7 +380,7 @@ expect_train_error "refused flags" "--adafactor: Adafactor is not built" --do_tr
   --save_total_limit 2
 expect_train_error "refused retention" "--save_total_limit 2: checkpoint retention" --do_train --data_dir "$T/d_ok" \
   --save_total_limit 2
-expect_train_error "report_to tensorboard" "--report_to tensorboard" --do_train --data_dir "$T/d_ok" --report_to tensorboard
+expect_train_error "report_to wandb" "--report_to wandb: not built" --do_train --data_dir "$T/d_ok" --report_to wandb
 expect_train_error "optim sgd" "--optim sgd" --do_train --data_dir "$T/d_ok" --optim sgd
 expect_train_error "bad logging_strategy" "--logging_strategy" --do_train --data_dir "$T/d_ok" --logging_strategy often
 expect_train_error "logging_steps 2.5" "--logging_steps" --do_train --data_dir "$T/d_ok" --logging_steps 2.5

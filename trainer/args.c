@@ -210,8 +210,10 @@ typedef struct {
     USE("logging_steps", FLAG_FLOAT, logging_steps, "log every N steps (500); below 1: a ratio of all steps"),     \
     USE("logging_first_step", FLAG_BOOL, logging_first_step, "log step 1 too"),                                    \
     USE("disable_tqdm", FLAG_BOOL, disable_tqdm, "no progress bar (the log lines stay)"),                          \
-    USE("report_to", FLAG_STRING, report_to, "none (HF 5.17's default) or all (no integration is built: a notice)"), \
-    NOOP("logging_dir", FLAG_STRING, "changes nothing: no reporting integration is built (TensorBoard event files are not written); the log is trainer_state.json's log_history"), \
+    USE("report_to", FLAG_STRING, report_to,                                                                      \
+        "none (HF 5.17's default), tensorboard (event files in --logging_dir), or all (= tensorboard, the one built)"), \
+    USE("logging_dir", FLAG_STRING, logging_dir,                                                                    \
+        "where --report_to tensorboard writes (default: $TENSORBOARD_LOGGING_DIR, else OUTPUT/runs/MonDD_HH-MM-SS_HOST)"), \
     NOOP("run_name", FLAG_STRING, NO_REPORTING),                                                                    \
     NOOP("project", FLAG_STRING, NO_REPORTING),                                                                     \
     NOOP("trackio_space_id", FLAG_STRING, NO_REPORTING),                                                            \
@@ -654,6 +656,43 @@ static void check_optim_schedule(TrainArgs *a) {
                 a->lr_scheduler_type);
 }
 
+// --report_to and where TensorBoard writes: --logging_dir (HF 4.x's flag), else HF 5.17's
+// $TENSORBOARD_LOGGING_DIR (~ expanded, as TensorBoardCallback does), else OUTPUT/runs/... at
+// the start (trainer/tensorboard.c tb_default_logdir).
+static void check_report_to(TrainArgs *a) {
+    static const char *const built[] = {"none", "tensorboard", "all"};
+    if (!one_of(a->report_to, built, 3))
+        t5_fail("--report_to %s: not built: train_t5 writes TensorBoard event files only (no other integration, and "
+                "nothing is sent over the network); HINT: --report_to tensorboard, or none (HF 5.17's default)",
+                a->report_to);
+    a->report_tensorboard = strcmp(a->report_to, "none") != 0;
+    if (!strcmp(a->report_to, "all"))
+        notice_add(a, "NOTICE: --report_to all: %s%s", "TensorBoard event files, the one reporting integration built ",
+                   "(HF's all means every installed one)");
+    const char *env = getenv("TENSORBOARD_LOGGING_DIR");
+    if (a->logging_dir && !*a->logging_dir)
+        t5_fail("--logging_dir \"\": empty; HINT: give a directory, or leave the flag out (OUTPUT/runs/...)");
+    if (env && !*env)
+        t5_fail("TENSORBOARD_LOGGING_DIR is set but empty; HINT: set it to a directory, or unset it (OUTPUT/runs/...)");
+    if (env && a->logging_dir && strcmp(env, a->logging_dir) != 0)
+        t5_fail("--logging_dir %s and TENSORBOARD_LOGGING_DIR=%s contradict each other: drop one", a->logging_dir, env);
+    if (!a->logging_dir && env) {
+        const char *home = getenv("HOME");
+        if (env[0] == '~' && (env[1] == '/' || !env[1]) && home) {
+            size_t n = strlen(home) + strlen(env) + 1;
+            a->logging_dir_owned = mallocCheck(n);
+            snprintf(a->logging_dir_owned, n, "%s%s", home, env + 1);
+            a->logging_dir = a->logging_dir_owned;
+        } else {
+            a->logging_dir = env;
+        }
+    }
+    const char *from = a->logging_dir == env || a->logging_dir_owned ? "TENSORBOARD_LOGGING_DIR" : "--logging_dir";
+    if (a->logging_dir && !a->report_tensorboard)
+        notice_add(a, "NOTICE: %s changes nothing: %s", from,
+                   "--report_to is none (HF 5.17's default); HINT: add --report_to tensorboard");
+}
+
 // Logging, evaluation, saving (HF 5.17's DefaultFlowCallback), --report_to, generation.
 static void check_strategies(TrainArgs *a, const GivenFlags *g) {
     static const char *const strategies[] = {"no", "steps", "epoch"};
@@ -675,17 +714,7 @@ static void check_strategies(TrainArgs *a, const GivenFlags *g) {
     if (a->eval_on_start && !a->do_train) t5_fail("--eval_on_start evaluates before training: it needs --do_train");
     if (a->eval_on_start && !a->data_dir && !a->validation_file)
         t5_fail("--eval_on_start needs validation data (--data_dir or --validation_file)");
-    if (strcmp(a->report_to, "none") != 0) {
-        if (!strcmp(a->report_to, "all"))
-            notice_add(a, "NOTICE: --report_to all: %s%s", "nothing is reported: no reporting integration is built ",
-                       "(HF's all means the installed ones); the log is trainer_state.json's log_history");
-        else if (!strcmp(a->report_to, "tensorboard"))
-            t5_fail("--report_to tensorboard: TensorBoard event files are not built; HINT: --report_to none "
-                    "(HF 5.17's default): the log is in trainer_state.json's log_history");
-        else
-            t5_fail("--report_to %s: not built; HINT: --report_to none (HF 5.17's default): the log is in "
-                    "trainer_state.json's log_history", a->report_to);
-    }
+    check_report_to(a);
     if (a->prediction_loss_only && a->predict_with_generate) {
         if (g->predict_with_generate) notice_add(a, "NOTICE: --predict_with_generate is off: %s%s", "--prediction_loss_only reports the loss only ",
                             "(as HF's Seq2SeqTrainer)");

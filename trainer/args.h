@@ -69,7 +69,10 @@ typedef struct {
     const char *logging_strategy; // steps|epoch|no
     int logging_first_step;       // log step 1 too
     int disable_tqdm;             // no progress bar (the log lines stay)
-    const char *report_to;        // none (HF 5.17's default) | all (nothing is installed)
+    const char *report_to;        // none (HF 5.17's default) | tensorboard | all (= tensorboard)
+    int report_tensorboard;       // resolved: write TensorBoard event files (rank 0)
+    const char *logging_dir;      // --logging_dir, else $TENSORBOARD_LOGGING_DIR; NULL: OUTPUT/runs/<date>_<host>
+    char *logging_dir_owned;      // $TENSORBOARD_LOGGING_DIR with ~ expanded (malloc'd), or NULL
     const char *eval_strategy;    // no|steps|epoch
     double eval_delay;            // no evaluation before this step (steps) or epoch (epoch)
     int eval_on_start;            // evaluate before the first step

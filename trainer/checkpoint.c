@@ -39,7 +39,9 @@ void trainer_save_state(const Run *r, const char *dir) {
     cJSON_AddNullToObject(st, "trial_name");
     cJSON_AddNullToObject(st, "trial_params");
     char *path = path_join(dir, "trainer_state.json");
-    json_save_atomic(st, path);
+    cJSON *sorted = json_sorted_copy(st);  // HF: json.dumps(..., sort_keys=True); log entries are in HF's log order
+    json_save_atomic(sorted, path);
+    cJSON_Delete(sorted);
     free(path);
     cJSON_Delete(st);
 }

@@ -30,6 +30,7 @@
 #include "../eval/bleu.h"
 #include "../data/collate.h"
 #include "../model/generate.h"
+#include "log_format.h"
 #include "run.h"
 
 // A growable byte buffer: this rank's records.
@@ -238,10 +239,10 @@ static cJSON *evaluate_metrics(const char *prefix, int with_generate, const doub
         ADD_METRIC("chrf", round(v[2] * 1e4) / 1e4);
         ADD_METRIC("gen_len", round(v[3] / (double)n * 1e4) / 1e4);
     }
-    ADD_METRIC("runtime", rt);
+    ADD_METRIC("runtime", pyfloat_round(rt, 4));  // HF's speed_metrics rounds these three
     if (v[5] > 0) ADD_METRIC("peak_gpu_memory_gib", v[5]);
-    ADD_METRIC("samples_per_second", rt > 0 ? n / rt : 0);
-    ADD_METRIC("steps_per_second", rt > 0 ? n_batches / rt : 0);
+    ADD_METRIC("samples_per_second", rt > 0 ? pyfloat_round(n / rt, 3) : 0);
+    ADD_METRIC("steps_per_second", rt > 0 ? pyfloat_round(n_batches / rt, 3) : 0);
 #undef ADD_METRIC
     return met;
 }

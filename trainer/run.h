@@ -16,6 +16,7 @@
 #include "args.h"
 #include "plan.h"
 #include "progress.h"
+#include "tensorboard.h"
 
 typedef struct {
     TrainArgs a;         // the flags as given, with HF's defaults (and --deepspeed's fp16/bf16 "enabled": true)
@@ -34,6 +35,7 @@ typedef struct {
     int last_checkpoint_step;  // the step of the last checkpoint-N written (0: none)
     double epoch;        // fractional epoch of the last step
     Progress prog;
+    TbWriter tb;         // --report_to tensorboard: rank 0's event file (tb.f NULL: none)
     Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
     ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
     size_t plan_total;  // this rank's memory plan in bytes (plan_check), for keep_sublayer_acts

@@ -43,7 +43,9 @@
 #include "device.h"
 #include "estimate.h"
 #include "output_dir.h"
+#include "log_format.h"
 #include "progress.h"
+#include "tensorboard.h"
 
 
 // ---------------------------------------------------------------------------------
@@ -86,17 +88,48 @@ static void check_vocab(const Run *r, const Dataset *ds, int vocab_size) {
 // ---------------------------------------------------------------------------------
 // logging
 
-static void log_entry(Run *r, cJSON *entry, int print) {
-    if (strcmp(r->a.include_num_input_tokens_seen, "no") != 0) {  // HF's log(): before "step", keys sorted
-        cJSON *step = cJSON_DetachItemFromObjectCaseSensitive(entry, "step");
-        cJSON_AddNumberToObject(entry, "num_input_tokens_seen", r->input_tokens_seen);
-        if (step) cJSON_AddItemToObject(entry, "step", step);
+// HF's Trainer.log: "epoch" (while training) and the input tokens are added, the callbacks
+// see the record (the console line of ProgressCallback, TensorBoard's scalars), and
+// log_history gets it with "step". `logs` is built in HF's key order by the caller; taken over.
+static void log_entry(Run *r, cJSON *logs, int print) {
+    double tokens = r->input_tokens_seen;
+    log_record_add_hf_keys(logs, r->a.do_train ? &r->epoch : NULL,
+                           strcmp(r->a.include_num_input_tokens_seen, "no") != 0 ? &tokens : NULL);
+    if (is_main(r)) {
+        if (print) {
+            char *line = log_format_line(logs);
+            progress_log(&r->prog, line);
+            free(line);
+        }
+        tb_log(&r->tb, logs, r->global_step);
     }
-    cJSON_AddItemToArray(r->log_history, entry);
-    if (!print || !is_main(r)) return;
-    char *text = cJSON_PrintUnformatted(entry);
-    progress_log(&r->prog, text);
-    cJSON_free(text);
+    cJSON_AddNumberToObject(logs, "step", r->global_step);
+    cJSON_AddItemToArray(r->log_history, logs);
+}
+
+// HF's evaluate() after training (run_translation's --do_eval) logs too: TensorBoard gets it,
+// and PrinterCallback (--disable_tqdm) prints it; ProgressCallback does not (its training bar
+// is closed). trainer_state.json was written already, as in HF. `met` is left as it was.
+static void log_after_training(Run *r, const cJSON *met) {
+    if (!is_main(r)) return;
+    cJSON *logs = cJSON_Duplicate(met, 1);
+    log_record_add_hf_keys(logs, r->a.do_train ? &r->epoch : NULL, NULL);
+    if (r->a.disable_tqdm) {
+        char *line = log_format_line(logs);
+        progress_log(&r->prog, line);
+        free(line);
+    }
+    tb_log(&r->tb, logs, r->global_step);
+    cJSON_Delete(logs);
+}
+
+// --report_to tensorboard: the event file in the logging dir (trainer/tensorboard.h), rank 0.
+static void open_tensorboard(Run *r) {
+    char *dir = r->a.logging_dir ? path_join(r->a.logging_dir, "") : tb_default_logdir(r->a.output_dir);
+    tb_open(&r->tb, dir);
+    printf("TensorBoard: %s (tensorboard --logdir %s)\n", r->tb.path, dir);
+    fflush(stdout);
+    free(dir);
 }
 
 // Write PREFIX_results.json with the metrics object (and merge it into all_results).
@@ -105,7 +138,9 @@ static void save_metrics(Run *r, const char *split, cJSON *metrics) {
     char name[64];
     snprintf(name, sizeof name, "%s_results.json", split);
     char *path = path_join(r->a.output_dir, name);
-    json_save_atomic(metrics, path);
+    cJSON *sorted = json_sorted_copy(metrics);  // HF's save_metrics: sort_keys=True
+    json_save_atomic(sorted, path);
+    cJSON_Delete(sorted);
     free(path);
     cJSON *it;
     cJSON_ArrayForEach(it, metrics) {
@@ -113,10 +148,11 @@ static void save_metrics(Run *r, const char *split, cJSON *metrics) {
         cJSON_AddItemToObject(r->results, it->string, cJSON_Duplicate(it, 1));
     }
     path = path_join(r->a.output_dir, "all_results.json");
-    json_save_atomic(r->results, path);
+    sorted = json_sorted_copy(r->results);
+    json_save_atomic(sorted, path);
+    cJSON_Delete(sorted);
     free(path);
-    printf("***** %s metrics *****\n", split);
-    cJSON_ArrayForEach(it, metrics) printf("  %-28s = %.6g\n", it->string, it->valuedouble);
+    log_format_metrics(stdout, split, metrics);  // run_translation.py's trainer.log_metrics
     fflush(stdout);
 }
 
@@ -224,10 +260,7 @@ static int should_save(const Run *r, int epoch_end) {
 }
 
 static void run_eval_during_training(Run *r, const Dataset *val) {
-    cJSON *met = trainer_evaluate(r, val, "eval", NULL);
-    cJSON_AddNumberToObject(met, "epoch", r->epoch);
-    cJSON_AddNumberToObject(met, "step", r->global_step);
-    log_entry(r, met, 1);
+    log_entry(r, trainer_evaluate(r, val, "eval", NULL), 1);
 }
 
 // Test hook (tests/test_liveness.c): T5_TEST_STALL_RANK=R T5_TEST_STALL_S=S make rank R's
@@ -419,12 +452,10 @@ static void train_after_step(Run *r, TrainLoop *L, const StepResult *sr, int epo
     L->steps_since_log++;
     if (is_main(r)) progress_step(&r->prog, r->global_step, sr->loss, L->samples);
     if (should_log(r, 0) || (epoch_end && should_log(r, 1))) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "epoch", r->epoch);
+        cJSON *e = cJSON_CreateObject();  // HF's order (_maybe_log_save_evaluate); log_entry adds epoch, step
+        cJSON_AddNumberToObject(e, "loss", L->loss_since_log / L->steps_since_log);
         cJSON_AddNumberToObject(e, "grad_norm", sr->grad_norm);
         cJSON_AddNumberToObject(e, "learning_rate", sr->lr);  // the lr this update used, as HF 5.17 logs
-        cJSON_AddNumberToObject(e, "loss", L->loss_since_log / L->steps_since_log);
-        cJSON_AddNumberToObject(e, "step", r->global_step);
         if (r->p.precision == PRECISION_FP16) {
             cJSON_AddNumberToObject(e, "loss_scale", sr->loss_scale);
             cJSON_AddNumberToObject(e, "skipped_steps", (double)L->scaler.skipped_steps);
@@ -470,18 +501,18 @@ static void train_end(Run *r, TrainLoop *L) {
     // HF: samples = max_steps * total batch when max_steps is set, else epochs * N
     double n_samples = r->p.max_steps > 0 ? (double)r->total_steps * L->B * L->world * L->GA
                                           : r->p.num_train_epochs * L->N;
-    cJSON *met = cJSON_CreateObject();
-    cJSON_AddNumberToObject(met, "epoch", r->epoch);
-    cJSON_AddNumberToObject(met, "total_flos", r->total_flos);
-    cJSON_AddNumberToObject(met, "train_loss", L->loss_total / (r->global_step ? r->global_step : 1));
-    cJSON_AddNumberToObject(met, "train_runtime", rt);
-    cJSON_AddNumberToObject(met, "train_samples_per_second", rt > 0 ? n_samples / rt : 0);
-    cJSON_AddNumberToObject(met, "train_steps_per_second", rt > 0 ? r->global_step / rt : 0);
+    // HF's order (speed_metrics, rounded as it rounds them; total_flos; train_loss); Trainer.log adds epoch
+    cJSON *entry = cJSON_CreateObject();
+    cJSON_AddNumberToObject(entry, "train_runtime", pyfloat_round(rt, 4));
+    cJSON_AddNumberToObject(entry, "train_samples_per_second", rt > 0 ? pyfloat_round(n_samples / rt, 3) : 0);
+    cJSON_AddNumberToObject(entry, "train_steps_per_second", rt > 0 ? pyfloat_round(r->global_step / rt, 3) : 0);
     if (r->p.device == DEVICE_CUDA)
-        cJSON_AddNumberToObject(met, "train_peak_gpu_memory_gib", r->m.be->mem_peak() / 1073741824.0);
-    cJSON *entry = cJSON_Duplicate(met, 1);
-    cJSON_AddNumberToObject(entry, "step", r->global_step);
-    log_entry(r, entry, 0);
+        cJSON_AddNumberToObject(entry, "train_peak_gpu_memory_gib", r->m.be->mem_peak() / 1073741824.0);
+    cJSON_AddNumberToObject(entry, "total_flos", r->total_flos);
+    cJSON_AddNumberToObject(entry, "train_loss", L->loss_total / (r->global_step ? r->global_step : 1));
+    cJSON *met = cJSON_Duplicate(entry, 1);  // train_results.json: the same keys, with epoch
+    cJSON_AddNumberToObject(met, "epoch", r->epoch);
+    log_entry(r, entry, 1);
     trainer_save_model(r, r->a.output_dir);
     save_metrics(r, "train", met);
     cJSON_Delete(met);
@@ -592,6 +623,8 @@ static void run_free(Run *r, const Dataset *const used[SPLIT_COUNT]) {
     spm_free(r->spm);
     free(r->spm_path);
     free(r->a.notices);
+    free(r->a.logging_dir_owned);
+    tb_close(&r->tb);
     if (r->zero.m) zero_free(&r->zero);
     if (r->m.lay.specs) t5_free(&r->m);
     comm_finalize(&r->comm);
@@ -646,6 +679,7 @@ static void run_tasks(Run *r, const Dataset *const used[SPLIT_COUNT]) {
     if (a->do_train) train(r, used[SPLIT_TRAIN], used[SPLIT_VAL]);
     if (a->do_eval) {
         cJSON *met = trainer_evaluate(r, used[SPLIT_VAL], "eval", NULL);
+        log_after_training(r, met);
         cJSON_AddNumberToObject(met, "epoch", r->epoch);
         cJSON_AddNumberToObject(met, "eval_samples", (double)used[SPLIT_VAL]->count);
         save_metrics(r, "eval", met);
@@ -718,6 +752,7 @@ int trainer_main(int argc, char **argv, int start) {
     }
     load_model(&r, plan_B, plan_S, plan_T);
     if (is_main(&r)) output_dir_create(a);  // everything that can fail on the input has passed
+    if (is_main(&r) && a->report_tensorboard) open_tensorboard(&r);
     run_tasks(&r, used);
     run_free(&r, used);
     return 0;
