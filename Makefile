@@ -8,7 +8,7 @@
 #   make test-gpu   GPU tests (run on the GPU machine)
 #   make clean
 # Sources are picked up by directory: every .c in common/ model/ kernels/cpu/ dist/ optim/
-# deepspeed/ zero/ data/ eval/ trainer/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
+# deepspeed/ zero/ data/ eval/ plot/ trainer/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
 # With nvcc, kernels/cuda/*.cu and dist/*.cu (NCCL) join it and the binary links -lnccl;
 # without, the *_absent.c files stand in for them (entry points that refuse --device cuda
 # naming the build), so no caller needs an #ifdef.
@@ -25,7 +25,7 @@ CFLAGS  += $(MPI_CFLAGS)
 LDLIBS  := -lcjson -lsentencepiece -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
 ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined,float-cast-overflow" HAVE_NVCC=0
 
-LIB_DIRS := common model kernels kernels/cpu dist optim deepspeed zero data eval trainer
+LIB_DIRS := common model kernels kernels/cpu dist optim deepspeed zero data eval plot trainer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_CXX  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -55,6 +55,25 @@ else
 endif
 FEATURES += cpu(fp32) sentencepiece cjson $(if $(MPI_LIBS),mpi,)
 
+# cairo draws the PNGs (train_t5 plot, estimate --png; only plot/canvas.c includes it): found by
+# pkg-config, else by its header; without it plot/canvas_nocairo.c refuses both, naming make deps
+CAIRO_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
+CAIRO_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null)
+ifeq ($(CAIRO_LIBS),)
+  ifneq ($(wildcard /usr/include/cairo/cairo.h),)
+    CAIRO_CFLAGS := -I/usr/include/cairo
+    CAIRO_LIBS   := -lcairo
+  endif
+endif
+ifneq ($(CAIRO_LIBS),)
+  FEATURES += cairo
+  LIB_SRC  := $(filter-out plot/canvas_nocairo.c,$(LIB_SRC))
+  LDLIBS   += $(CAIRO_LIBS)
+else
+  LIB_SRC  := $(filter-out plot/canvas.c,$(LIB_SRC))
+  FEATURE_NOTES += cairo not found (libcairo2-dev, make deps): train_t5 plot and estimate --png will say so
+endif
+
 BUILD ?= build
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CXX:%.cc=$(BUILD)/obj/%.o) $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
@@ -70,6 +89,8 @@ features:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/plot/canvas.o: CFLAGS += $(CAIRO_CFLAGS)
 
 $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
@@ -111,7 +132,8 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libt5.a
 DEB_DEPS := /usr/include/cjson/cJSON.h:libcjson-dev \
             /usr/include/sentencepiece_processor.h:libsentencepiece-dev \
             /usr/bin/mpicc:libopenmpi-dev \
-            /usr/bin/mpirun:openmpi-bin
+            /usr/bin/mpirun:openmpi-bin \
+            /usr/include/cairo/cairo.h:libcairo2-dev
 deps:
 	@missing=""; for d in $(DEB_DEPS); do f=$${d%%:*}; p=$${d##*:}; \
 	  [ -e $$f ] || missing="$$missing $$p"; done; \
@@ -120,7 +142,7 @@ deps:
 	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \
 	    || { echo "error: apt-get install$$missing failed"; echo "HINT: install these Debian packages by hand"; exit 1; }; \
-	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi)"; fi
+	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi libcairo2-dev)"; fi
 
 # ---- tests ------------------------------------------------------------------------
 test: deps
