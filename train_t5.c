@@ -155,7 +155,7 @@ static void usage(void) {
            "  prepare  --data_dir D --tokenizer_name F --output_dir O   tokenize text into .t5ds datasets\n"
            "  bleu     HYP_FILE REF_FILE              corpus BLEU and chrF exactly as sacreBLEU prints them\n"
            "  bench    --model t5-large --batch B --bf16 ...   training throughput on synthetic batches\n"
-           "  estimate --model t5-3b --world_size 2 --bf16 ...   per-rank memory for ZeRO stages 0-3\n"
+           "  estimate --model t5-3b --world_size 2 --bf16 ...   per-rank memory for ZeRO stages 0-3 [--png F]\n"
            "  plot     OUTPUT_DIR [OUTPUT_DIR2 ...] [--out F.png]   a PNG of the runs' training curves\n"
            "  info     --model M                      print the model's config and parameter count\n"
            "  convert  --model M --output_dir D       save as a Hugging Face directory [--dtype f32|f16|bf16]\n"
