@@ -66,8 +66,9 @@ static void draw(const char *out, int width, int height, const char *const *labe
 
     Canvas *c = canvas_create(width, height);
     char title[512];
-    snprintf(title, sizeof title, "training curves: %s%s", labels[0], n_runs > 1 ? " and others (legend)" : "");
-    if (n_runs == 2) snprintf(title, sizeof title, "training curves: %s vs %s", labels[0], labels[1]);
+    if (n_runs == 1) snprintf(title, sizeof title, "training curves: %s", labels[0]);
+    else if (n_runs == 2) snprintf(title, sizeof title, "training curves: %s vs %s", labels[0], labels[1]);
+    else snprintf(title, sizeof title, "training curves of %d runs", n_runs);
     canvas_set_color(c, 0x111111, 1);
     canvas_text(c, width / 2.0, 28, title, 18, 1, TEXT_CENTER, 0);
 
