@@ -9,7 +9,7 @@
 #   make test-gpu   GPU tests (run on the GPU machine)
 #   make clean
 # Sources are picked up by directory: every .c in common/ model/ kernels/cpu/ dist/ optim/
-# deepspeed/ zero/ data/ eval/ trainer/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
+# deepspeed/ zero/ data/ eval/ plot/ trainer/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
 # With nvcc, kernels/cuda/*.cu and dist/*.cu (NCCL) join it and the binary links -lnccl;
 # without, the *_absent.c files stand in for them (entry points that refuse --device cuda
 # naming the build), so no caller needs an #ifdef.
@@ -26,7 +26,7 @@ CFLAGS  += $(MPI_CFLAGS)
 LDLIBS  := -lcjson -lsentencepiece -lprotobuf-c -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
 ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined,float-cast-overflow" HAVE_NVCC=0
 
-LIB_DIRS := common model kernels kernels/cpu dist optim deepspeed zero data eval trainer
+LIB_DIRS := common model kernels kernels/cpu dist optim deepspeed zero data eval plot trainer
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_CXX  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -55,6 +55,25 @@ else
   endif
 endif
 FEATURES += cpu(fp32) sentencepiece cjson protobuf-c $(if $(MPI_LIBS),mpi,)
+
+# cairo draws the PNGs (train_t5 plot, estimate --png; only plot/canvas.c includes it): found by
+# pkg-config, else by its header; without it plot/canvas_nocairo.c refuses both, naming make deps
+CAIRO_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
+CAIRO_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null)
+ifeq ($(CAIRO_LIBS),)
+  ifneq ($(wildcard /usr/include/cairo/cairo.h),)
+    CAIRO_CFLAGS := -I/usr/include/cairo
+    CAIRO_LIBS   := -lcairo
+  endif
+endif
+ifneq ($(CAIRO_LIBS),)
+  FEATURES += cairo
+  LIB_SRC  := $(filter-out plot/canvas_nocairo.c,$(LIB_SRC))
+  LDLIBS   += $(CAIRO_LIBS)
+else
+  LIB_SRC  := $(filter-out plot/canvas.c,$(LIB_SRC))
+  FEATURE_NOTES += cairo not found (libcairo2-dev, make deps): train_t5 plot and estimate --png will say so
+endif
 
 BUILD ?= build
 # Protocol buffers (TensorBoard event files, trainer/tensorboard.h): each .proto in LIB_DIRS
@@ -91,6 +110,8 @@ $(BUILD)/obj/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 
 # every C file may include a generated header: they are made before any object
 $(LIB_OBJ) $(BUILD)/obj/train_t5.o $(TEST_BIN) $(GPU_TEST_BIN): | $(PROTO_HDR)
+
+$(BUILD)/obj/plot/canvas.o: CFLAGS += $(CAIRO_CFLAGS)
 
 $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)
@@ -134,7 +155,8 @@ DEB_DEPS := /usr/include/cjson/cJSON.h:libcjson-dev \
             /usr/bin/mpicc:libopenmpi-dev \
             /usr/bin/mpirun:openmpi-bin \
             /usr/include/protobuf-c/protobuf-c.h:libprotobuf-c-dev \
-            /usr/bin/protoc-c:protobuf-c-compiler
+            /usr/bin/protoc-c:protobuf-c-compiler \
+            /usr/include/cairo/cairo.h:libcairo2-dev
 deps:
 	@missing=""; for d in $(DEB_DEPS); do f=$${d%%:*}; p=$${d##*:}; \
 	  [ -e $$f ] || missing="$$missing $$p"; done; \
@@ -143,7 +165,9 @@ deps:
 	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null \
 	    || { echo "error: apt-get install$$missing failed"; echo "HINT: install these Debian packages by hand"; exit 1; }; \
-	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi protobuf-c)"; fi
+	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi protobuf-c cairo)"; fi
+
+	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi libcairo2-dev)"; fi
 
 # ---- tests ------------------------------------------------------------------------
 test: deps
@@ -152,7 +176,7 @@ test: deps
 	 else echo "NOTICE: no GPU here: the CUDA tests (make test-gpu) are skipped"; fi
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
 	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh tests/check_links.sh tests/post_commands.sh tests/tensorboard_events.sh \
-	  bench/test_zero_scaling.sh
+	  tests/plot_png.sh bench/test_zero_scaling.sh
 
 test-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5

@@ -1,7 +1,7 @@
 // trainer/estimate.c: `train_t5 estimate`: per-rank GPU and host bytes for a model, batch,
 // precision, world size and offload, for ZeRO stages 0-3 (zero/planner.c, the same
 // arithmetic the allocator follows), with the ZeRO paper's model-state formula beside it
-// and the communication volume per step. Needs no GPU.
+// and the communication volume per step; --png draws the same plan (estimate_png.c). Needs no GPU.
 #include "estimate.h"
 
 #include <stdio.h>
@@ -10,11 +10,13 @@
 #include "../common/check.h"
 #include "../common/flags.h"
 #include "../model/hf_dir.h"
+#include "../plot/canvas.h"
 #include "../zero/planner.h"
 #include "../zero/zero.h"
 
 int estimate_main(int argc, char **argv, int start) {
     const char *model = "t5-large";
+    const char *png = NULL;
     int batch = 16, seq = 128, world = 1, bf16 = 0, fp16 = 0, offload = 0, ckpt = 0, help = 0;
     FlagSpec specs[] = {
         {"model", FLAG_STRING, &model, "preset or model directory (t5-large)"},
@@ -25,6 +27,7 @@ int estimate_main(int argc, char **argv, int start) {
         {"fp16", FLAG_BOOL, &fp16, "fp16 mixed precision"},
         {"offload_optimizer", FLAG_BOOL, &offload, "optimizer state in host memory"},
         {"gradient_checkpointing", FLAG_BOOL, &ckpt, "recompute block activations"},
+        {"png", FLAG_STRING, &png, "also draw what each rank holds at each stage into this PNG"},
         {"help", FLAG_BOOL, &help, "this help"},
     };
     int n_specs = (int)(sizeof specs / sizeof specs[0]);
@@ -35,36 +38,61 @@ int estimate_main(int argc, char **argv, int start) {
     }
     if (bf16 && fp16) t5_fail("estimate: --fp16 and --bf16 contradict each other: pick one");
     if (batch < 1 || seq < 2 || world < 1) t5_fail("estimate: --batch, --seq and --world_size must be positive");
+    if (png) canvas_check_out_path(png, "--png");  // before the model is resolved or anything printed
     T5Config cfg;
     hf_resolve_model(model, &cfg);
     Dtype dt = bf16 ? DTYPE_BF16 : fp16 ? DTYPE_F16 : DTYPE_F32;
     estimate_print_table(model, &cfg, dt, batch, seq, seq, ckpt, world, offload, 0, -1);
+    if (png) {
+        EstimateSetup su = {model, &cfg, dt, batch, seq, seq, ckpt, world, offload, 0};
+        estimate_draw_png(&su, png);
+        printf("wrote %s\n", png);
+    }
     return 0;
+}
+
+double estimate_rows(const EstimateSetup *s, EstimateRow rows[ESTIMATE_STAGES]) {
+    ZeroPlan z0 = planner_memory_zero(s->cfg, s->dt, s->batch, s->S, s->T, s->ckpt, 0, 1, 0);
+    double psi = (double)z0.gpu.params / (s->dt == DTYPE_F32 ? 4 : 2);
+    double p = s->dt == DTYPE_F32 ? 4 : 2, k = s->dt == DTYPE_F32 ? 8 : 12, N = s->world;
+    for (int stage = 0; stage < ESTIMATE_STAGES; stage++) {
+        ZeroOptions o = zero_options_stage(stage);
+        o.offload_optimizer = s->offload && stage >= 1;  // DeepSpeed offloads the optimizer only with ZeRO
+        o.inference = s->inference;
+        rows[stage].plan = planner_memory_zero_opts(s->cfg, s->dt, s->batch, s->S, s->T, s->ckpt, &o, s->world);
+        rows[stage].paper = stage == 0 ? (p + p + k) * psi
+                            : stage == 1 ? (p + p) * psi + k * psi / N
+                            : stage == 2 ? p * psi + (p + k) * psi / N
+                                         : (p + p + k) * psi / N;
+    }
+    return psi;
+}
+
+void estimate_paper_formula(int stage, Dtype dt, int greek, char *buf, size_t n) {
+    int p = dt == DTYPE_F32 ? 4 : 2, k = dt == DTYPE_F32 ? 8 : 12;
+    const char *P = greek ? "\xce\xa8" : "Psi";
+    if (stage == 0) snprintf(buf, n, "(%d+%d+%d)%s", p, p, k, P);
+    else if (stage == 1) snprintf(buf, n, "%d%s + %d%s/N", 2 * p, P, k, P);
+    else if (stage == 2) snprintf(buf, n, "%d%s + %d%s/N", p, P, p + k, P);
+    else snprintf(buf, n, "%d%s/N", 2 * p + k, P);
 }
 
 void estimate_print_table(const char *model, const T5Config *cfg, Dtype dt, int batch, int S, int T, int ckpt,
                           int world, int offload, int inference, int mark_stage) {
     const double G = 1073741824.0;
-    ZeroPlan z0 = planner_memory_zero(cfg, dt, batch, S, T, ckpt, 0, 1, 0);
-    double psi = (double)z0.gpu.params / (dt == DTYPE_F32 ? 4 : 2);
+    EstimateSetup su = {model, cfg, dt, batch, S, T, ckpt, world, offload, inference};
+    EstimateRow rows[ESTIMATE_STAGES];
+    double psi = estimate_rows(&su, rows);
     printf("%s: %.0f parameters (Psi), %s, batch %d x %d+%d tokens per rank, %d rank%s%s%s%s\n", model, psi,
            dt == DTYPE_F32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16", batch, S, T, world,
            world > 1 ? "s" : "", offload ? ", optimizer offloaded" : "", ckpt ? ", gradient checkpointing" : "",
            inference ? ", evaluation only (no gradients, no optimizer)" : "");
     printf("per-rank GiB    params   grads  optim(master+m+v)  activations  workspace  zero-bufs |  GPU total   host | "
            "paper model states | comm/step GB\n");
-    for (int stage = 0; stage <= 3; stage++) {
-        // DeepSpeed offloads the optimizer only with ZeRO (stage >= 1)
-        ZeroOptions o = zero_options_stage(stage);
-        o.offload_optimizer = offload && stage >= 1;
-        o.inference = inference;
-        ZeroPlan z = planner_memory_zero_opts(cfg, dt, batch, S, T, ckpt, &o, world);
-        // the paper's formula (mixed precision: 2 + 2 + K with K = 12; fp32: 4 + 4 + 8)
-        double p = dt == DTYPE_F32 ? 4 : 2, k = dt == DTYPE_F32 ? 8 : 12, N = world;
-        double paper = stage == 0 ? (p + p + k) * psi
-                       : stage == 1 ? (p + p) * psi + k * psi / N
-                       : stage == 2 ? p * psi + (p + k) * psi / N
-                                    : (p + p + k) * psi / N;
+    double p = dt == DTYPE_F32 ? 4 : 2;
+    for (int stage = 0; stage < ESTIMATE_STAGES; stage++) {
+        const ZeroPlan z = rows[stage].plan;
+        double paper = rows[stage].paper;
         double optim = (double)(z.gpu.master + z.gpu.moments) + (double)z.host;
         printf("%sstage %d    %8.2f %7.2f %18.2f %12.2f %10.2f %10.2f | %10.2f %6.2f | %18.2f | %8.2f\n",
                stage == mark_stage ? "->" : "  ", stage, z.gpu.params / G, z.gpu.grads / G, optim / G,
