@@ -167,8 +167,6 @@ deps:
 	    || { echo "error: apt-get install$$missing failed"; echo "HINT: install these Debian packages by hand"; exit 1; }; \
 	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi protobuf-c cairo)"; fi
 
-	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi libcairo2-dev)"; fi
-
 # ---- tests ------------------------------------------------------------------------
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN)

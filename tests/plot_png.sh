@@ -167,4 +167,16 @@ png_ok "estimate --png with host memory" "$T/zero8.png" 1400 any 1f77b4 2ca02c
 expect_error "estimate --png in a missing folder" "$T/no/such" estimate --model t5-large --png "$T/no/such/z.png"
 no_png "estimate --png in a missing folder" "$T/no/such/z.png"
 expect_error "estimate --png is a folder" "is a directory" estimate --model t5-large --png "$T/empty_dir"
+
+# ---- --explain_png: the trainer's dry-run plan, drawn ------------------------------------------
+EXPLAIN="--device cpu --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model
+  --data_dir tests/fixtures/trainer_data --task translation_en_to_ro --max_source_length 24 --max_target_length 20
+  --per_device_train_batch_size 4 --do_train --cache_dir $T/cache"
+out=$("$BIN" $EXPLAIN --output_dir "$T/explain" --explain --explain_png "$T/explain.png" 2>&1) \
+    && grep -q "the plan drawn to $T/explain.png" <<<"$out" && [ ! -e "$T/explain" ] \
+    && ok "--explain --explain_png draws the dry run's plan (and writes nothing to --output_dir)" \
+    || bad "--explain_png: $(tail -n 3 <<<"$out")"
+png_ok "--explain_png, the fixture model on 1 rank" "$T/explain.png" 1400 any 1f77b4 2ca02c
+expect_error "--explain_png without --explain" "add --explain" $EXPLAIN --output_dir "$T/explain2" --explain_png "$T/e2.png"
+no_png "--explain_png without --explain" "$T/e2.png"
 finish

@@ -319,6 +319,8 @@ typedef struct {
     NOOP("ddp_static_graph", FLAG_BOOL, DDP_KNOB),                                                                  \
     USE("explain", FLAG_BOOL, explain,                                                                              \
         "dry run: check the flags, the config and the data, print the per-rank memory plan of ZeRO stages 0-3, and exit 0 without training"), \
+    USE("explain_png", FLAG_STRING, explain_png,                                                                    \
+        "with --explain: also draw that plan as a PNG (what each rank holds at each stage, as estimate --png)"), \
     USE("help", FLAG_BOOL, help, "this help"),
 
 // The table for `a` (its fields are the flags' destinations); *n entries, malloc'd.
@@ -693,6 +695,14 @@ static void check_report_to(TrainArgs *a) {
                    "--report_to is none (HF 5.17's default); HINT: add --report_to tensorboard");
 }
 
+// --explain_png draws --explain's plan: without --explain there is no plan to draw.
+static void check_explain(const TrainArgs *a) {
+    if (a->explain_png && !a->explain)
+        t5_fail("--explain_png %s without --explain: the picture is of --explain's dry-run plan; HINT: add --explain",
+                a->explain_png);
+    if (a->explain_png && !*a->explain_png) t5_fail("--explain_png \"\": empty; HINT: give a .png path");
+}
+
 // Logging, evaluation, saving (HF 5.17's DefaultFlowCallback), --report_to, generation.
 static void check_strategies(TrainArgs *a, const GivenFlags *g) {
     static const char *const strategies[] = {"no", "steps", "epoch"};
@@ -795,6 +805,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     check_ranges(a, &g);
     check_optim_schedule(a);
     check_strategies(a, &g);
+    check_explain(a);
     resolve_sampler(a);
     resolve_precision(a);
     check_launchers(a, &g);

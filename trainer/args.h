@@ -94,6 +94,7 @@ typedef struct {
     int num_gpus;                 // --num_gpus N: start N GPU ranks on this host (0: not given)
     int local_rank;               // --local_rank N: this rank's GPU, as launchers pass it (-1: not given)
     int explain;                  // --explain: dry run: print the plan (trainer/estimate.c), exit 0
+    const char *explain_png;      // --explain_png FILE: with --explain, draw the plan (estimate_draw_png)
 
     unsigned ds_flag_mask;        // DS_FLAG_* of the flags given (for --deepspeed's "auto" and conflicts)
     char *notices;                // "NOTICE: ..." lines for the flags accepted that change nothing (NULL: none)

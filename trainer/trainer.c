@@ -738,6 +738,14 @@ int trainer_main(int argc, char **argv, int start) {
         estimate_print_table(a->model, &r.p.model_cfg, run_plan_dtype(&r.p), r.p.micro_batch, a->max_source_length,
                              a->max_target_length, a->gradient_checkpointing, r.comm.world, 0, r.p.zopt.inference,
                              r.p.zopt.stage);
+        if (a->explain_png) {  // the same plan as a picture (trainer/estimate_png.c)
+            EstimateSetup es = {.model = a->model, .cfg = &r.p.model_cfg, .dt = run_plan_dtype(&r.p),
+                                .batch = r.p.micro_batch, .S = a->max_source_length, .T = a->max_target_length,
+                                .ckpt = a->gradient_checkpointing, .world = r.comm.world, .offload = 0,
+                                .inference = r.p.zopt.inference};
+            estimate_draw_png(&es, a->explain_png);
+            printf("--explain_png: the plan drawn to %s\n", a->explain_png);
+        }
         fflush(stdout);
     }
     int plan_B, plan_S, plan_T;
