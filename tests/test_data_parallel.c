@@ -338,6 +338,16 @@ static int offload_runs(const char *tmp) {
         compare_runs(tmp, "tied_ref", tag, label);
         check_memory(tmp, tag, world, stage, 1);
     }
+    // stages 2 and 3 on ONE rank too (the one-GPU benchmarks' setting: the gradient streams
+    // to host memory, the update overlaps the next forward at stage 2)
+    for (int stage = 2; ok && stage <= 3; stage++) {
+        char tag[64], label[128];
+        snprintf(tag, sizeof tag, "tied_w1_s%d_offload", stage);
+        snprintf(label, sizeof label, "tied model, 1 rank, stage %d + offload_optimizer", stage);
+        if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", "", 1, stage + 3, tag))) break;
+        compare_runs(tmp, "tied_ref", tag, label);
+        check_memory(tmp, tag, 1, stage, 1);
+    }
     // the optimizer state on "NVMe" (a file in tmp/nvme; the CPU tests' file system may not
     // take O_DIRECT, then the same file goes through the page cache): the same runs as the
     // host-memory offload, bit for bit, at stages 1-3 on 1-3 ranks (in chunks of 10240, so
