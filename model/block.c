@@ -11,6 +11,9 @@ DropoutArgs t5_site_dropout(const T5Model *m, int stack, int layer, int sub, int
     DropoutArgs d;
     d.p = m->dropout_p;
     uint64_t id = ((((uint64_t)stack * 4096 + (uint64_t)layer) * 4 + (uint64_t)sub) * SITE_COUNT) + (uint64_t)site;
+    // a window of the batch (checkpointing in sub-batches) draws its own masks: the mask
+    // index restarts at 0 in each window, the window's first row tells them apart
+    if (m->win.on) id ^= ((uint64_t)m->win.i0 + 1) << 40;
     d.seed = dropout_rng_mix64(m->dropout_seed ^ dropout_rng_mix64(id + DROPOUT_RNG_GAMMA));
     return d;
 }

@@ -112,6 +112,60 @@ static size_t head_rows_for(const T5Model *m, size_t nT, size_t V, size_t e) {
     return rows ? rows : 1;
 }
 
+// ---- checkpointing in sub-batches ----------------------------------------------------
+// With gradient_checkpointing and sub_batch < B, each block's forward, recompute and backward
+// run over the batch in windows of sub_batch rows: rows are independent inside a block (the
+// weight gradients and the position bias gradient add over windows: backward ops accumulate),
+// so a block's activations and the backward's HK- and F-wide scratch need one window's rows,
+// while the residual stream (the checkpoints) holds the whole batch. A window shifts the
+// batch-wide pointers to its first row and sets m->B to its rows; the blocks' code is unchanged.
+
+// The rows one window holds for a batch of B.
+static int window_rows(const T5Model *m, int B) {
+    const int on = m->gradient_checkpointing && !m->inference && m->sub_batch > 0 && m->sub_batch < B;
+    return on ? m->sub_batch : B;
+}
+
+static void window_enter(T5Model *m, int i0, int rows) {
+    const T5Config *c = &m->cfg;
+    const size_t D = (size_t)c->d_model, e = m->elem;
+    const size_t oS = (size_t)i0 * m->S * D * e, oT = (size_t)i0 * m->T * D * e;
+    const int L = c->num_layers, Ld = c->num_decoder_layers;
+    m->win.on = 1, m->win.i0 = i0, m->win.B = m->B;
+    for (int i = 0; i <= 2 * L; i++) m->win.enc_x[i] = m->enc_x[i], m->enc_x[i] = (char *)m->enc_x[i] + oS;
+    for (int i = 0; i <= 3 * Ld; i++) m->win.dec_x[i] = m->dec_x[i], m->dec_x[i] = (char *)m->dec_x[i] + oT;
+    m->win.enc_final = m->enc_final, m->enc_final = (char *)m->enc_final + oS;
+    m->win.d_enc_x = m->d_enc_x, m->d_enc_x = (char *)m->d_enc_x + oS;
+    m->win.d_enc_final = m->d_enc_final, m->d_enc_final = (char *)m->d_enc_final + oS;
+    m->win.d_dec_x = m->d_dec_x, m->d_dec_x = (char *)m->d_dec_x + oT;
+    m->win.attention_mask = m->attention_mask, m->attention_mask += (size_t)i0 * m->S;
+    m->B = rows;
+}
+
+static void window_leave(T5Model *m) {
+    const int L = m->cfg.num_layers, Ld = m->cfg.num_decoder_layers;
+    for (int i = 0; i <= 2 * L; i++) m->enc_x[i] = m->win.enc_x[i];
+    for (int i = 0; i <= 3 * Ld; i++) m->dec_x[i] = m->win.dec_x[i];
+    m->enc_final = m->win.enc_final;
+    m->d_enc_x = m->win.d_enc_x;
+    m->d_enc_final = m->win.d_enc_final;
+    m->d_dec_x = m->win.d_dec_x;
+    m->attention_mask = m->win.attention_mask;
+    m->B = m->win.B;
+    m->win.on = 0;
+}
+
+// Window w of the batch entered (rows [w*rows, ...)): 0 when there is none left. Usage:
+//   for (int w = 0; window_next(m, w); w++) { ...block code...; } (leaves the last one)
+static int window_next(T5Model *m, int w) {
+    if (m->win.on) window_leave(m);
+    const int B = m->B, rows = window_rows(m, B), i0 = w * rows;
+    if (i0 >= B) return 0;
+    if (rows < B) window_enter(m, i0, B - i0 < rows ? B - i0 : rows);
+    else if (w > 0) return 0;  // no windows: the whole batch, once
+    return 1;
+}
+
 // Assign (or, with base NULL, measure) every activation buffer for (B,S,T).
 static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     const T5Config *c = &m->cfg;
@@ -121,6 +175,11 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size;
     size_t nS = (size_t)B * S, nT = (size_t)B * T, nM = (size_t)B * (S > T ? S : T);
     int L = c->num_layers, Ld = c->num_decoder_layers;
+    // checkpointing in sub-batches: a block's activations and the backward's wide scratch
+    // (HK and F columns) hold one window of Bw rows (window_enter); the residual stream and
+    // the D-wide buffers the whole batch
+    const int Bw = window_rows(m, B);
+    const size_t wS = (size_t)Bw * S, wT = (size_t)Bw * T, wM = (size_t)Bw * (S > T ? S : T);
 
     m->input_ids = bump_take(&bp, nS * sizeof(int));
     m->attention_mask = bump_take(&bp, nS * sizeof(int));
@@ -145,19 +204,19 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
         }
         if (alias_sets && l == 0) sets_begin = bp.used;
         if (alias_sets && l == L) enc_set_end = bp.used, bp.used = sets_begin;
-        size_t nq = is_dec ? nT : nS;
+        size_t nq = is_dec ? wT : wS;
         int Tq = is_dec ? T : S;
         a->self.q = bump_take(&bp, nq * HK * e);
         a->self.k = bump_take(&bp, nq * HK * e);
         a->self.v = bump_take(&bp, nq * HK * e);
-        a->self.att = bump_take(&bp, (size_t)B * H * Tq * Tq * e);
+        a->self.att = bump_take(&bp, (size_t)Bw * H * Tq * Tq * e);
         a->self.ctx = bump_take(&bp, nq * HK * e);
         if (is_dec) {
-            a->cross.q = bump_take(&bp, nT * HK * e);
-            a->cross.k = bump_take(&bp, nS * HK * e);
-            a->cross.v = bump_take(&bp, nS * HK * e);
-            a->cross.att = bump_take(&bp, (size_t)B * H * T * S * e);
-            a->cross.ctx = bump_take(&bp, nT * HK * e);
+            a->cross.q = bump_take(&bp, wT * HK * e);
+            a->cross.k = bump_take(&bp, wS * HK * e);
+            a->cross.v = bump_take(&bp, wS * HK * e);
+            a->cross.att = bump_take(&bp, (size_t)Bw * H * T * S * e);
+            a->cross.ctx = bump_take(&bp, wT * HK * e);
         }
         a->ffn.a = bump_take(&bp, nq * F * e);
         a->ffn.b = c->is_gated ? bump_take(&bp, nq * F * e) : NULL;
@@ -174,7 +233,7 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->logits = bump_take(&bp, m->head_rows * V * e);
     m->ln_out = bump_take(&bp, nM * D * e);
     m->ln_rstd = bump_take(&bp, nM * sizeof(float));
-    m->tmp_f = bump_take(&bp, nM * F * e);
+    m->tmp_f = bump_take(&bp, wM * F * e);
     if (inf) {  // no backward scratch
         m->d_enc_x = m->d_dec_x = m->d_enc_final = m->d_tmp_d = m->d_ln = NULL;
         m->d_ctx = m->d_q = m->d_k = m->d_v = m->d_h = m->d_b = m->d_enc_bias = m->d_dec_bias = NULL;
@@ -185,12 +244,12 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->d_enc_final = bump_take(&bp, nS * D * e);
     m->d_tmp_d = bump_take(&bp, nM * D * e);
     m->d_ln = bump_take(&bp, nM * D * e);
-    m->d_ctx = bump_take(&bp, nM * HK * e);
-    m->d_q = bump_take(&bp, nM * HK * e);
-    m->d_k = bump_take(&bp, nM * HK * e);
-    m->d_v = bump_take(&bp, nM * HK * e);
-    m->d_h = bump_take(&bp, nM * F * e);
-    m->d_b = c->is_gated ? bump_take(&bp, nM * F * e) : NULL;
+    m->d_ctx = bump_take(&bp, wM * HK * e);
+    m->d_q = bump_take(&bp, wM * HK * e);
+    m->d_k = bump_take(&bp, wM * HK * e);
+    m->d_v = bump_take(&bp, wM * HK * e);
+    m->d_h = bump_take(&bp, wM * F * e);
+    m->d_b = c->is_gated ? bump_take(&bp, wM * F * e) : NULL;
     m->d_enc_bias = bump_take(&bp, H * S * S * e);
     m->d_dec_bias = bump_take(&bp, H * T * T * e);
     return bp.used;
@@ -202,6 +261,8 @@ static void acts_alloc_tables(T5Model *m) {
     m->dec_x = callocCheck((size_t)m->cfg.num_decoder_layers * 3 + 1, sizeof(void *));
     m->enc = callocCheck((size_t)m->cfg.num_layers, sizeof(BlockActs));
     m->dec = callocCheck((size_t)m->cfg.num_decoder_layers, sizeof(BlockActs));
+    m->win.enc_x = callocCheck((size_t)m->cfg.num_layers * 2 + 1, sizeof(void *));
+    m->win.dec_x = callocCheck((size_t)m->cfg.num_decoder_layers * 3 + 1, sizeof(void *));
 }
 
 static size_t activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode, int keep) {
@@ -218,6 +279,8 @@ static size_t activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int 
     free(tmp.dec_x);
     free(tmp.enc);
     free(tmp.dec);
+    free(tmp.win.enc_x);
+    free(tmp.win.dec_x);
     return bytes;
 }
 
@@ -309,7 +372,7 @@ void t5_encoder_forward(T5Model *m) {
         if (l == 0)
             be->position_bias_forward(m->enc_bias, t5_param(m, L->enc[0].self.relbias), S, S, H, 0,
                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
-        t5_enc_block_forward(m, l);
+        for (int w = 0; window_next(m, w); w++) t5_enc_block_forward(m, l);
         release(m, L->unit_enc0 + l);
     }
     fetch(m, L->unit_enc_final);
@@ -347,7 +410,7 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
         if (l == 0)
             be->position_bias_forward(m->dec_bias, t5_param(m, L->dec[0].self.relbias), T, T, H, 0,
                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
-        dec_block_forward(m, l);
+        for (int w = 0; window_next(m, w); w++) dec_block_forward(m, l);
         release(m, L->unit_dec0 + l);
     }
     fetch(m, L->unit_dec_final);
@@ -430,18 +493,20 @@ static void decoder_backward(T5Model *m) {
     be->zero(m->d_enc_final, nS * D * e);
     be->zero(m->d_dec_bias, (size_t)H * T * T * e);
     for (int l = c->num_decoder_layers - 1; l >= 0; l--) {
-        void **x = &m->dec_x[3 * l];
         fetch(m, L->unit_dec0 + l);
         grads_begin(m, L->unit_dec0 + l);
-        if (m->gradient_checkpointing) dec_block_forward(m, l);
-        // each sublayer's norm backward also makes the next one's branch gradient (t5_branch_grad)
-        DropoutArgs to_cross = t5_site_dropout(m, 1, l, 1, SITE_ATT_OUT), to_self = t5_site_dropout(m, 1, l, 0, SITE_ATT_OUT);
-        DropoutArgs to_prev = dropout_below(m, 1, l);
-        t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dx, T, 1, l, 2, &to_cross);
-        t5_attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dx, T, m->enc_final, m->d_enc_final, S,
-                                  NULL, 1, l, 1, &to_self);
-        t5_attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dx, T, NULL, NULL, T, m->d_dec_bias, 1,
-                                  l, 0, &to_prev);
+        for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
+            void **x = &m->dec_x[3 * l], *dxw = m->d_dec_x;
+            if (m->gradient_checkpointing) dec_block_forward(m, l);
+            // each sublayer's norm backward also makes the next one's branch gradient (t5_branch_grad)
+            DropoutArgs to_cross = t5_site_dropout(m, 1, l, 1, SITE_ATT_OUT), to_self = t5_site_dropout(m, 1, l, 0, SITE_ATT_OUT);
+            DropoutArgs to_prev = dropout_below(m, 1, l);
+            t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dxw, T, 1, l, 2, &to_cross);
+            t5_attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dxw, T, m->enc_final, m->d_enc_final,
+                                      S, NULL, 1, l, 1, &to_self);
+            t5_attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dxw, T, NULL, NULL, T, m->d_dec_bias, 1,
+                                      l, 0, &to_prev);
+        }
         if (l == 0)  // block 0 holds the table every block's position bias came from
             be->position_bias_backward(t5_grad(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
                                        c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
@@ -476,12 +541,15 @@ static void encoder_backward(T5Model *m) {
     for (int l = c->num_layers - 1; l >= 0; l--) {
         fetch(m, L->unit_enc0 + l);
         grads_begin(m, L->unit_enc0 + l);
-        if (m->gradient_checkpointing) t5_enc_block_forward(m, l);
-        DropoutArgs to_self = t5_site_dropout(m, 0, l, 0, SITE_ATT_OUT);
-        DropoutArgs to_prev = dropout_below(m, 0, l);
-        t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], dx, S, 0, l, 1, &to_self);
-        t5_attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], dx, S, NULL, NULL, S,
-                                  m->d_enc_bias, 0, l, 0, &to_prev);
+        for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
+            if (m->gradient_checkpointing) t5_enc_block_forward(m, l);
+            DropoutArgs to_self = t5_site_dropout(m, 0, l, 0, SITE_ATT_OUT);
+            DropoutArgs to_prev = dropout_below(m, 0, l);
+            t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], m->d_enc_x, S, 0, l, 1,
+                                     &to_self);
+            t5_attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], m->d_enc_x, S, NULL, NULL,
+                                      S, m->d_enc_bias, 0, l, 0, &to_prev);
+        }
         if (l == 0)
             be->position_bias_backward(t5_grad(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
                                        c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);

@@ -139,6 +139,17 @@ struct T5Model {
                                  // recomputes neither (about 3.5 ms of a 95 ms t5-large B=64 step on
                                  // the H200, for 4.9 GiB); the trainer and bench set it when the plan
                                  // with them fits (t5_keep_bytes, zero/planner.h planner_keep_sublayer_acts)
+    int sub_batch;               // set before t5_plan_activations, with gradient_checkpointing: each
+                                 // block's forward, recompute and backward run over the batch in
+                                 // windows of this many rows (t5.c window_enter), so the block's
+                                 // activations and the backward scratch are planned for sub_batch
+                                 // rows, not B (0: the whole batch at once)
+    struct {                     // the window in use: the batch-wide pointers it shifted
+        int on, i0, B;
+        void **enc_x, **dec_x;   // (as enc_x, dec_x) the batch-wide residual buffers
+        void *enc_final, *d_enc_x, *d_dec_x, *d_enc_final;
+        int *attention_mask;
+    } win;
     int inference;               // set before t5_plan_activations: forward only (evaluation-only runs):
                                  // one shared set of block activations, three rotating residual
                                  // buffers per stack, no backward scratch; t5_backward refuses

@@ -161,6 +161,80 @@ static void check_plan_variant(Fixture *fx, T5Model *m, int ckpt, int keep) {
     m->dropout_p = 0.0f;
 }
 
+// Gradient checkpointing in sub-batches (T5Model.sub_batch = 1: each block runs row by row,
+// model/t5.c window_enter): the same loss and gradients as checkpointing the whole batch at
+// once (dropout 0; the weight gradients add window by window, so within 1e-5 of the largest
+// gradient), and the arena is smaller (a block's activations hold one row).
+static void check_sub_batch(Fixture *fx, T5Model *m) {
+    char what[320];
+    const T5Batch *b = fx->b;
+    float smoothing = fx->smoothing;
+    T5Model whole, sub;
+    model_load(&whole, fx->dir, backend_cpu(), fx->lo);
+    model_load(&sub, fx->dir, backend_cpu(), fx->lo);
+    whole.dropout_p = sub.dropout_p = 0.0f;
+    whole.gradient_checkpointing = sub.gradient_checkpointing = 1;
+    sub.sub_batch = 1;
+    t5_plan_activations(&whole, b->B, b->S, b->T);
+    t5_plan_activations(&sub, b->B, b->S, b->T);
+    long n1 = 0, n2 = 0;
+    double l1 = t5_forward(&whole, b, smoothing, &n1), l2 = t5_forward(&sub, b, smoothing, &n2);
+    t5_backward(&whole, smoothing, (float)(1.0 / (double)n1));
+    t5_backward(&sub, smoothing, (float)(1.0 / (double)n2));
+    const float *g1 = whole.grads, *g2 = sub.grads;
+    double worst = 0, big = 0;
+    for (size_t i = 0; i < m->lay.total; i++) {
+        double d = fabs((double)g1[i] - g2[i]), a = fabs((double)g1[i]);
+        if (d > worst) worst = d;
+        if (a > big) big = a;
+    }
+    snprintf(what, sizeof what, "%s: checkpointing in sub-batches of 1 row (B=%d): loss %.9g vs %.9g, grads within "
+             "%.2e of the largest (%.3g), arena %.1f vs %.1f KiB", fx->variant, b->B, l2, l1, worst / big, big,
+             sub.arena_bytes / 1024.0, whole.arena_bytes / 1024.0);
+    test_check(b->B > 1 && fabs(l1 - l2) <= 1e-6 * fabs(l1) && worst <= 1e-5 * big && sub.arena_bytes < whole.arena_bytes &&
+                   !sub.win.on && sub.B == b->B, what);
+    // dropout on: the windows draw their own masks, the same in forward and in the recompute
+    // (a window's masks are a function of its first row): two runs give the same bits
+    T5Model again;
+    model_load(&again, fx->dir, backend_cpu(), fx->lo);
+    again.gradient_checkpointing = 1;
+    again.sub_batch = 1;
+    t5_plan_activations(&again, b->B, b->S, b->T);
+    sub.dropout_p = again.dropout_p = 0.1f;
+    sub.dropout_seed = again.dropout_seed = 99;
+    t5_zero_grads(&sub);
+    double l3 = t5_forward(&sub, b, smoothing, &n1), l4 = t5_forward(&again, b, smoothing, &n2);
+    t5_backward(&sub, smoothing, (float)(1.0 / (double)n1));
+    t5_backward(&again, smoothing, (float)(1.0 / (double)n2));
+    int finite = 1;
+    for (size_t i = 0; i < m->lay.total; i++) finite &= isfinite(((const float *)sub.grads)[i]);
+    snprintf(what, sizeof what, "%s: checkpointing in sub-batches, dropout 0.1: finite, and the same bits twice "
+             "(loss %.9g, dropout changed it from %.9g)", fx->variant, l3, l2);
+    test_check(finite && l3 == l4 && l3 != l2 && !memcmp(sub.grads, again.grads, m->lay.total * sizeof(float)), what);
+    // ... and the recompute's masks are the forward's: the gradient matches the loss's slope
+    // along it, (L(w + eps u) - L(w - eps u)) / 2 eps = |g| for u = g / |g| (same seed: the
+    // same masks at both points); a recompute with other masks would be off by far more
+    double gg = 0;
+    const float *g = sub.grads;
+    for (size_t i = 0; i < m->lay.total; i++) gg += (double)g[i] * g[i];
+    const double norm = sqrt(gg), eps = 1e-2;
+    float *w = sub.params, *w0 = mallocCheck(m->lay.total * sizeof(float));
+    memcpy(w0, w, m->lay.total * sizeof(float));
+    for (size_t i = 0; i < m->lay.total; i++) w[i] = (float)(w0[i] + eps * g[i] / norm);
+    double lp = t5_forward(&sub, b, smoothing, &n1);
+    for (size_t i = 0; i < m->lay.total; i++) w[i] = (float)(w0[i] - eps * g[i] / norm);
+    double lm = t5_forward(&sub, b, smoothing, &n1);
+    memcpy(w, w0, m->lay.total * sizeof(float));
+    free(w0);
+    double slope = (lp - lm) / (2 * eps) / (double)n1;
+    snprintf(what, sizeof what, "%s: checkpointing in sub-batches, dropout 0.1: the loss's slope along the gradient "
+             "%.6g = |g| %.6g", fx->variant, slope, norm);
+    test_check(fabs(slope - norm) <= 0.02 * norm, what);
+    t5_free(&whole);
+    t5_free(&sub);
+    t5_free(&again);
+}
+
 // The LM head in chunks (T5Model.head_rows, what large batches get): a logits budget of
 // 4 rows a chunk, so the chunks end inside a sequence and the last one is short; the loss
 // and every gradient still match HF's.
@@ -341,6 +415,7 @@ static void run_variant(const char *variant) {
     check_plan_variant(&fx, &m, 1, 0);
     check_plan_variant(&fx, &m, 0, 1);
     check_plan_variant(&fx, &m, 1, 1);
+    check_sub_batch(&fx, &m);
     check_head_chunks(&fx);
     check_decay_set(&fx, &m);
     t5_free(&m);
