@@ -265,13 +265,15 @@ static void acts_alloc_tables(T5Model *m) {
     m->win.dec_x = callocCheck((size_t)m->cfg.num_decoder_layers * 3 + 1, sizeof(void *));
 }
 
-static size_t activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode, int keep) {
+static size_t activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode, int keep,
+                               int window) {
     T5Model tmp;
     memset(&tmp, 0, sizeof tmp);
     tmp.cfg = *cfg;
     tmp.gradient_checkpointing = mode == T5_ACTS_CHECKPOINT;
     tmp.inference = mode == T5_ACTS_INFERENCE;
     tmp.keep_sublayer_acts = keep;
+    tmp.sub_batch = window;
     tmp.elem = dtype_size(act_dtype);
     acts_alloc_tables(&tmp);
     size_t bytes = acts_layout(&tmp, NULL, B, S, T);
@@ -284,13 +286,14 @@ static size_t activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int 
     return bytes;
 }
 
-size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode) {
-    return activation_bytes(cfg, act_dtype, B, S, T, mode, 0);
+size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode, int window) {
+    return activation_bytes(cfg, act_dtype, B, S, T, mode, 0, window);
 }
 
-size_t t5_keep_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int checkpoint) {
+size_t t5_keep_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int checkpoint, int window) {
     T5ActsMode mode = checkpoint ? T5_ACTS_CHECKPOINT : T5_ACTS_TRAIN;
-    return activation_bytes(cfg, act_dtype, B, S, T, mode, 1) - activation_bytes(cfg, act_dtype, B, S, T, mode, 0);
+    return activation_bytes(cfg, act_dtype, B, S, T, mode, 1, window) -
+           activation_bytes(cfg, act_dtype, B, S, T, mode, 0, window);
 }
 
 void t5_plan_activations(T5Model *m, int B, int S, int T) {

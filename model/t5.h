@@ -170,10 +170,11 @@ void t5_free(T5Model *m);
 // Point every unit at its place in the flat params/grads buffers (either may be NULL).
 void t5_bind_flat(T5Model *m);
 // Bytes the activation arena needs for (B,S,T); the planner's single source of truth.
-size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode);
+// window: T5Model.sub_batch (checkpointing in sub-batches; 0: the whole batch).
+size_t t5_activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, T5ActsMode mode, int window);
 // The bytes T5Model.keep_sublayer_acts adds to a training plan (T5_ACTS_TRAIN or, with
 // checkpoint, T5_ACTS_CHECKPOINT: one block's worth per stack).
-size_t t5_keep_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int checkpoint);
+size_t t5_keep_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int checkpoint, int window);
 // Allocate the activation arena for batches up to (B,S,T).
 void t5_plan_activations(T5Model *m, int B, int S, int T);
 

@@ -505,6 +505,10 @@ expect_train_error "resume, other --model" "is not a checkpoint of --model" --do
 # the same directory at once is refused naming the first
 mkdir -p "$T/obst/model.safetensors" "$T/obst2/all_results.json" "$T/obst3"
 touch "$T/obst3/checkpoint-1"
+expect_error_cmd "sub_batch no ckpt" "add --gradient_checkpointing" "${TRAIN[@]}" --max_steps 2 --output_dir "$T/subb" \
+  --checkpoint_sub_batch 2
+expect_error_cmd "sub_batch negative" "--checkpoint_sub_batch -1" "${TRAIN[@]}" --max_steps 2 --output_dir "$T/subb2" \
+  --gradient_checkpointing --checkpoint_sub_batch -1
 expect_error_cmd "model.safetensors a dir" "is a directory" "${TRAIN[@]}" --max_steps 2 --output_dir "$T/obst" \
   --overwrite_output_dir
 expect_no_training "model.safetensors a dir"

@@ -475,6 +475,17 @@ static int checkpointing_runs(const char *tmp) {
         if (!(ok = train_run(tmp, "tests/fixtures/trainer_model", ckpt_args, 2, stage, tag))) break;
         compare_runs(tmp, "tied_ckpt_ref", tag, label);
     }
+    // --checkpoint_sub_batch 1: every block runs row by row (windows of the batch, model/t5.c);
+    // dropout 0 here, so the same run as checkpointing the whole micro-batch, at stage 2 with
+    // the optimizer offloaded (the setting of the one-GPU t5-3b benchmark)
+    if (ok) {
+        char args[256];
+        snprintf(args, sizeof args, "%s --checkpoint_sub_batch 1", ckpt_args);
+        ok = train_run(tmp, "tests/fixtures/trainer_model", args, 2, 5, "tied_ckpt_sub_w2_s2_offload");
+        if (ok)
+            compare_runs(tmp, "tied_ckpt_ref", "tied_ckpt_sub_w2_s2_offload",
+                         "tied model, 2 ranks, stage 2 + offload, checkpointing in windows of 1 row");
+    }
     return ok;
 }
 

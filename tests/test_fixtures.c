@@ -145,8 +145,8 @@ static void check_plan_variant(Fixture *fx, T5Model *m, int ckpt, int keep) {
     double l1 = t5_forward(m, b, smoothing, &n1), l2 = t5_forward(&ck, b, smoothing, &n2);
     t5_backward(m, smoothing, (float)(1.0 / (double)n1));
     t5_backward(&ck, smoothing, (float)(1.0 / (double)n2));
-    size_t plain = t5_activation_bytes(&ck.cfg, DTYPE_F32, b->B, b->S, b->T, ckpt ? T5_ACTS_CHECKPOINT : T5_ACTS_TRAIN);
-    size_t kept = t5_keep_bytes(&ck.cfg, DTYPE_F32, b->B, b->S, b->T, ckpt);
+    size_t plain = t5_activation_bytes(&ck.cfg, DTYPE_F32, b->B, b->S, b->T, ckpt ? T5_ACTS_CHECKPOINT : T5_ACTS_TRAIN, 0);
+    size_t kept = t5_keep_bytes(&ck.cfg, DTYPE_F32, b->B, b->S, b->T, ckpt, 0);
     int arena_ok = ck.arena_bytes == plain + (keep ? kept : 0) && kept > 0 && (ckpt ? ck.arena_bytes < m->arena_bytes : 1) &&
                    (!ckpt && keep ? ck.arena_bytes > m->arena_bytes : 1);
     int kept_ok = !keep || (ck.enc[0].self.ln && ck.enc[0].ffn.h && ck.dec[0].cross.ln && ck.dec[0].cross.rstd &&

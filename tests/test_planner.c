@@ -17,10 +17,10 @@ static void formulas(const char *name) {
     T5Config cfg;
     hf_resolve_model(name, &cfg);
     for (int world = 1; world <= 3; world++) {
-        ZeroPlan z0 = planner_memory_zero(&cfg, DTYPE_BF16, 8, 64, 64, 0, 0, 1, 0);
+        ZeroPlan z0 = planner_memory_zero(&cfg, DTYPE_BF16, 8, 64, 64, 0, 0, 0, 1, 0);
         double psi = (double)z0.gpu.params / 2, N = world;
         for (int stage = 0; stage <= 3; stage++) {
-            ZeroPlan z = planner_memory_zero(&cfg, DTYPE_BF16, 8, 64, 64, 0, stage, world, 0);
+            ZeroPlan z = planner_memory_zero(&cfg, DTYPE_BF16, 8, 64, 64, 0, 0, stage, world, 0);
             double states = (double)(z.gpu.params + z.gpu.grads + z.gpu.master + z.gpu.moments);
             double paper = stage == 0 ? 16 * psi : stage == 1 ? 4 * psi + 12 * psi / N
                          : stage == 2 ? 2 * psi + 14 * psi / N : 16 * psi / N;
@@ -29,7 +29,7 @@ static void formulas(const char *name) {
             snprintf(what, sizeof what, "%s stage %d, %d rank(s): model states %.0f B vs paper %.0f B", name, stage,
                      world, states, paper);
             test_check(states >= paper - 0.5 && states <= paper + 16.0 * (N - 1) + 0.5, what);
-            ZeroPlan off = planner_memory_zero(&cfg, DTYPE_BF16, 8, 64, 64, 0, stage, world, 1);
+            ZeroPlan off = planner_memory_zero(&cfg, DTYPE_BF16, 8, 64, 64, 0, 0, stage, world, 1);
             // stage 2-3: the gradient partition streams to the host too (zero/grads_reduce_scatter.c)
             size_t grads_moved = stage >= 2 ? z.gpu.grads : 0;
             snprintf(what, sizeof what, "%s stage %d, %d rank(s): offload moves %.0f B of optimizer state%s to the host",
@@ -48,7 +48,7 @@ static void plan_vs_allocator(void) {
     model_load(&m, "tests/fixtures/relu_tied", be, lo);
     t5_plan_activations(&m, 3, 13, 9);
     size_t used = be->mem_in_use() - before;
-    MemPlan p = planner_memory(&m.cfg, DTYPE_F32, 3, 13, 9, 0);
+    MemPlan p = planner_memory(&m.cfg, DTYPE_F32, 3, 13, 9, 0, 0);
     char what[200];
     snprintf(what, sizeof what, "fp32 plan params+grads+activations %zu B = allocator %zu B", p.params + p.grads +
              p.activations, used);
@@ -66,7 +66,7 @@ static void plan_vs_allocator(void) {
         ZeroOptions zo = zero_options_stage(stage);
         zero_init(&z, &m, zero_comm_single(), &zo, &oc, NULL);
         used = be->mem_in_use() - before;
-        ZeroPlan zp = planner_memory_zero(&m.cfg, DTYPE_F32, 3, 13, 9, 0, stage, 1, 0);
+        ZeroPlan zp = planner_memory_zero(&m.cfg, DTYPE_F32, 3, 13, 9, 0, 0, stage, 1, 0);
         size_t planned = zp.gpu.params + zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.gpu.zero_work;
         snprintf(what, sizeof what, "stage %d: planned model states + ZeRO buffers %zu B = allocator %zu B", stage,
                  planned, used);
@@ -78,7 +78,7 @@ static void plan_vs_allocator(void) {
             ZeroOptions zoff = zo;
             zoff.offload_optimizer = 1;
             zero_init(&z, &m, zero_comm_single(), &zoff, &oc, NULL);
-            ZeroPlan zpo = planner_memory_zero(&m.cfg, DTYPE_F32, 3, 13, 9, 0, stage, 1, 1);
+            ZeroPlan zpo = planner_memory_zero(&m.cfg, DTYPE_F32, 3, 13, 9, 0, 0, stage, 1, 1);
             size_t dev = be->mem_in_use() - before;
             size_t planned_dev = zpo.gpu.params + zpo.gpu.grads + zpo.gpu.master + zpo.gpu.moments + zpo.gpu.zero_work;
             snprintf(what, sizeof what, "stage %d + offload: device %zu B = plan %zu B, host %zu B = plan %zu B", stage,
@@ -111,7 +111,7 @@ static void eval_only_allocates_no_training_state(void) {
             zo.inference = 1;
             zero_init(&z, &m, zero_comm_single(), &zo, NULL, host);
             size_t used = be->mem_in_use() - before;
-            ZeroPlan zp = planner_memory_zero_opts(&m.cfg, DTYPE_F32, 3, 13, 9, 0, &zo, 1);
+            ZeroPlan zp = planner_memory_zero_opts(&m.cfg, DTYPE_F32, 3, 13, 9, 0, 0, &zo, 1);
             size_t planned = zp.gpu.params + zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.gpu.zero_work;
             snprintf(what, sizeof what, "eval-only stage %d variant %d: ZeroMem grads %zu master %zu moments %zu "
                      "host %zu B; plan grads+master+m+v+host %zu B; allocator %zu B = plan %zu B", stage,
@@ -139,12 +139,12 @@ static void keep_decision(void) {
     T5Config cfg;
     hf_resolve_model("t5-large", &cfg);
     const size_t nq = 64 * 128, D = 1024, F = 4096;
-    size_t want = 120 * (nq * D * 2 + nq * 4) + 48 * nq * F * 2, got = t5_keep_bytes(&cfg, DTYPE_BF16, 64, 128, 128, 0);
+    size_t want = 120 * (nq * D * 2 + nq * 4) + 48 * nq * F * 2, got = t5_keep_bytes(&cfg, DTYPE_BF16, 64, 128, 128, 0, 0);
     char what[200];
     snprintf(what, sizeof what, "t5-large bf16 B=64: kept norms and hidden states %zu B (120 norms + 48 hidden: %zu B)",
              got, want);
     test_check(got == want, what);
-    size_t ck = t5_keep_bytes(&cfg, DTYPE_BF16, 64, 128, 128, 1);
+    size_t ck = t5_keep_bytes(&cfg, DTYPE_BF16, 64, 128, 128, 1, 0);
     // checkpointing: one block's set per stack, and the decoder's set reuses the encoder's
     // bytes (model/t5.c acts_layout): the decoder block's 3 norms and hidden state
     snprintf(what, sizeof what, "with checkpointing one decoder block's set holds them for both stacks: %zu B", ck);
@@ -152,7 +152,7 @@ static void keep_decision(void) {
     Backend fake = *backend_cpu();
     fake.mem_cap = fake_mem_cap;
     fake.mem_capacity = fake_mem_capacity;
-    size_t plan = planner_memory(&cfg, DTYPE_BF16, 64, 128, 128, 0).total;
+    size_t plan = planner_memory(&cfg, DTYPE_BF16, 64, 128, 128, 0, 0).total;
     fake_cap = 0, fake_capacity = (size_t)141e9;
     test_check(planner_keep_sublayer_acts(&fake, plan, got), "no cap, 141 GB device: kept");
     fake_cap = (size_t)24 << 30;

@@ -284,6 +284,8 @@ typedef struct {
     NOOP("half_precision_backend", FLAG_STRING, "changes nothing: apex is not used; --fp16 is mixed precision with fp32 master weights"), \
     USE("max_gpu_memory", FLAG_FLOAT, max_gpu_memory, "cap on GPU memory in GiB (emulate a smaller card)"),      \
     USE("gradient_checkpointing", FLAG_BOOL, gradient_checkpointing, "recompute block activations in backward"), \
+    USE("checkpoint_sub_batch", FLAG_INT, checkpoint_sub_batch,                                                     \
+        "train_t5's: with --gradient_checkpointing, each block runs N rows of the micro-batch at a time (its activations planned for N rows)"), \
     NOOP("gradient_checkpointing_kwargs", FLAG_STRING, "changes nothing: PyTorch checkpoint options (use_reentrant); train_t5 recomputes each block one way"), \
     REFUSE("auto_find_batch_size", FLAG_BOOL, "false", "not built; HINT: --explain prints what each ZeRO stage needs, and --max_gpu_memory checks the plan before loading"), \
     NOOP("torch_empty_cache_steps", FLAG_INT, "changes nothing: train_t5 allocates its GPU memory once; there is no cache to empty"), \
@@ -695,6 +697,16 @@ static void check_report_to(TrainArgs *a) {
                    "--report_to is none (HF 5.17's default); HINT: add --report_to tensorboard");
 }
 
+// --checkpoint_sub_batch windows the checkpointed blocks: nothing to window without checkpointing.
+static void check_sub_batch(const TrainArgs *a) {
+    if (a->checkpoint_sub_batch < 0)
+        t5_fail("--checkpoint_sub_batch %d: expected a positive number of rows (0: the whole micro-batch)",
+                a->checkpoint_sub_batch);
+    if (a->checkpoint_sub_batch && !a->gradient_checkpointing)
+        t5_fail("--checkpoint_sub_batch %d without --gradient_checkpointing: the windows are the checkpointed blocks'; "
+                "HINT: add --gradient_checkpointing", a->checkpoint_sub_batch);
+}
+
 // --explain_png draws --explain's plan: without --explain there is no plan to draw.
 static void check_explain(const TrainArgs *a) {
     if (a->explain_png && !a->explain)
@@ -806,6 +818,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     check_optim_schedule(a);
     check_strategies(a, &g);
     check_explain(a);
+    check_sub_batch(a);
     resolve_sampler(a);
     resolve_precision(a);
     check_launchers(a, &g);

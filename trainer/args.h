@@ -89,6 +89,7 @@ typedef struct {
     int ddp_timeout;              // seconds a collective may take (T5_NCCL_TIMEOUT; HF's 1800)
     double max_gpu_memory;        // GiB cap on everything train_t5 allocates on the GPU (0: none)
     int gradient_checkpointing;   // recompute each block's activations in backward
+    int checkpoint_sub_batch;     // with it: rows each block runs at a time (T5Model.sub_batch; 0: all)
     const char *deepspeed;        // DeepSpeed JSON config path
     const char *resume_from_checkpoint;  // checkpoint-N directory to continue from (NULL: start fresh)
     int num_gpus;                 // --num_gpus N: start N GPU ranks on this host (0: not given)

@@ -37,7 +37,8 @@
 
 typedef struct {
     const char *model, *init, *device, *deepspeed;
-    int batch, seq, steps, warmup, bf16, fp16, gradient_checkpointing, find_max_batch, seed, num_gpus, local_rank,
+    int batch, seq, steps, warmup, bf16, fp16, gradient_checkpointing, checkpoint_sub_batch, find_max_batch, seed,
+        num_gpus, local_rank,
         profile, recompute, help;
     double max_gpu_memory;
     ZeroOptions zo;  // stage 0 without --deepspeed
@@ -47,7 +48,8 @@ typedef struct {
 static int main_rank_of(const BenchArgs *a) { return a->rank == 0; }
 
 static MemPlan plan_of(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
-    return planner_memory_zero_opts(cfg, dt, B, a->seq, a->seq, a->gradient_checkpointing, &a->zo, a->world).gpu;
+    return planner_memory_zero_opts(cfg, dt, B, a->seq, a->seq, a->gradient_checkpointing, a->checkpoint_sub_batch, &a->zo,
+                                    a->world).gpu;
 }
 
 static int plan_fits(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
@@ -141,6 +143,8 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
         {"bf16", FLAG_BOOL, &a->bf16, "bf16 mixed precision"},
         {"fp16", FLAG_BOOL, &a->fp16, "fp16 mixed precision + dynamic loss scaling"},
         {"gradient_checkpointing", FLAG_BOOL, &a->gradient_checkpointing, "recompute block activations"},
+        {"checkpoint_sub_batch", FLAG_INT, &a->checkpoint_sub_batch, "with --gradient_checkpointing: each block runs N "
+                                                                     "rows of the batch at a time (its activations planned for N)"},
         {"max_gpu_memory", FLAG_FLOAT, &a->max_gpu_memory, "cap on GPU memory, GiB"},
         {"recompute", FLAG_BOOL, &a->recompute, "recompute the sublayer norms and FFN hidden states in backward even "
                                                 "when the memory plan has room to keep them (measures what keeping saves)"},
@@ -162,6 +166,9 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
     if (a->bf16 && a->fp16) t5_fail("bench: --fp16 and --bf16 contradict each other: pick one");
     if (a->batch < 1 || a->seq < 2 || a->steps < 1 || a->warmup < 0) t5_fail("bench: --batch, --seq, --steps must be positive");
     if (a->profile < 0) t5_fail("bench: --profile %d: give the number of profiled steps (>= 1), or leave it out", a->profile);
+    if (a->checkpoint_sub_batch < 0 || (a->checkpoint_sub_batch && !a->gradient_checkpointing))
+        t5_fail("bench: --checkpoint_sub_batch %d: needs --gradient_checkpointing and a positive number of rows",
+                a->checkpoint_sub_batch);
     return 1;
 }
 
@@ -296,7 +303,8 @@ int bench_main(int argc, char **argv, int start) {
     double flops = planner_flops_per_sample(&cfg, a.seq, a.seq);
     int B = bench_pick_batch(&a, &cfg, dt, flops, main_rank);
     if (B && a.deepspeed) {  // the offloaded state against this host's memory and disk, before allocating
-        ZeroPlan zp = planner_memory_zero_opts(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing, &a.zo, a.world);
+        ZeroPlan zp = planner_memory_zero_opts(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing, a.checkpoint_sub_batch, &a.zo,
+                                               a.world);
         planner_check_offload(&zp, &a.zo, launch_ranks_on_host(comm.launcher, comm.world), a.deepspeed);
     }
     if (!B) {
@@ -310,11 +318,13 @@ int bench_main(int argc, char **argv, int start) {
     T5Model m;
     model_load_resolved(&m, a.model, &cfg, has_weights, be, lo);
     m.gradient_checkpointing = a.gradient_checkpointing;
+    m.sub_batch = a.checkpoint_sub_batch;
     double t_weights = now_seconds();
     ZeroState z;
     if (lo.device_init) zero_init_random(&z, &m, &comm, &a.zo, &oc, lo.seed);
     else zero_init(&z, &m, &comm, &a.zo, &oc, host_weights);
-    size_t plan_total = plan_of(&a, &cfg, dt, B).total, keep = t5_keep_bytes(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing);
+    size_t plan_total = plan_of(&a, &cfg, dt, B).total, keep = t5_keep_bytes(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing,
+                                                                             a.checkpoint_sub_batch);
     m.keep_sublayer_acts = !a.recompute && planner_keep_sublayer_acts(be, plan_total, keep);
     if (main_rank && a.recompute) printf("activations: --recompute: the sublayer norms and FFN hidden states are recomputed in backward\n");
     else if (main_rank) planner_print_keep(be, m.keep_sublayer_acts, plan_total, keep);

@@ -52,14 +52,14 @@ int estimate_main(int argc, char **argv, int start) {
 }
 
 double estimate_rows(const EstimateSetup *s, EstimateRow rows[ESTIMATE_STAGES]) {
-    ZeroPlan z0 = planner_memory_zero(s->cfg, s->dt, s->batch, s->S, s->T, s->ckpt, 0, 1, 0);
+    ZeroPlan z0 = planner_memory_zero(s->cfg, s->dt, s->batch, s->S, s->T, s->ckpt, 0, 0, 1, 0);
     double psi = (double)z0.gpu.params / (s->dt == DTYPE_F32 ? 4 : 2);
     double p = s->dt == DTYPE_F32 ? 4 : 2, k = s->dt == DTYPE_F32 ? 8 : 12, N = s->world;
     for (int stage = 0; stage < ESTIMATE_STAGES; stage++) {
         ZeroOptions o = zero_options_stage(stage);
         o.offload_optimizer = s->offload && stage >= 1;  // DeepSpeed offloads the optimizer only with ZeRO
         o.inference = s->inference;
-        rows[stage].plan = planner_memory_zero_opts(s->cfg, s->dt, s->batch, s->S, s->T, s->ckpt, &o, s->world);
+        rows[stage].plan = planner_memory_zero_opts(s->cfg, s->dt, s->batch, s->S, s->T, s->ckpt, 0, &o, s->world);
         rows[stage].paper = stage == 0 ? (p + p + k) * psi
                             : stage == 1 ? (p + p) * psi + k * psi / N
                             : stage == 2 ? p * psi + (p + k) * psi / N

@@ -189,7 +189,8 @@ static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_o
 // and the cheapest change that would fit.
 static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int T) {
     const TrainArgs *a = &r->a;
-    ZeroPlan zp = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, &r->p.zopt, r->comm.world);
+    ZeroPlan zp = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, a->checkpoint_sub_batch, &r->p.zopt,
+                                           r->comm.world);
     MemPlan plan = zp.gpu;
     // the offloaded state against this host's memory and disk, before anything is allocated
     if (a->deepspeed) planner_check_offload(&zp, &r->p.zopt, launch_ranks_on_host(r->comm.launcher, r->comm.world),
@@ -664,9 +665,10 @@ static void load_model(Run *r, int B, int S, int T) {
     else zero_init(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL, host_weights);
     if (a->deepspeed || r->comm.world > 1) zero_print_memory(&r->zero);
     r->m.gradient_checkpointing = a->gradient_checkpointing;
+    r->m.sub_batch = a->checkpoint_sub_batch;
     r->m.inference = p->zopt.inference;  // evaluation only: a forward-only activation plan
     if (!r->m.inference) {  // keep what backward would recompute when the plan has room (zero/planner.h)
-        size_t keep = t5_keep_bytes(&r->m.cfg, be->act_dtype, B, S, T, a->gradient_checkpointing);
+        size_t keep = t5_keep_bytes(&r->m.cfg, be->act_dtype, B, S, T, a->gradient_checkpointing, a->checkpoint_sub_batch);
         r->m.keep_sublayer_acts = planner_keep_sublayer_acts(be, r->plan_total, keep);
         if (is_main(r)) planner_print_keep(be, r->m.keep_sublayer_acts, r->plan_total, keep);
     }

@@ -13,7 +13,7 @@
 #include "../model/t5.h"
 #include "zero.h"
 
-MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing) {
+MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing, int window) {
     MemPlan p = {0};
     ParamLayout lay;
     params_build_layout(cfg, &lay);
@@ -23,21 +23,23 @@ MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T
     p.grads = n * e;
     p.master = e == 4 ? 0 : n * 4;
     p.moments = 2 * n * 4;
-    p.activations = t5_activation_bytes(cfg, act_dtype, B, S, T, gradient_checkpointing ? T5_ACTS_CHECKPOINT : T5_ACTS_TRAIN);
+    p.activations = t5_activation_bytes(cfg, act_dtype, B, S, T, gradient_checkpointing ? T5_ACTS_CHECKPOINT : T5_ACTS_TRAIN,
+                                        window);
     // attention scratch: permuted q,k,v,out and their gradients, probabilities with
     // dropout, the dS buffer; embedding-gradient sort; 32 MiB GEMM workspace
+    // (the attention runs inside the blocks: one checkpoint window's rows at a time)
     size_t HK = (size_t)cfg->num_heads * cfg->d_kv, M = (size_t)(S > T ? S : T);
-    p.workspace = (size_t)B * M * HK * e * 8 + (size_t)B * cfg->num_heads * M * M * e * 2 +
-                  (size_t)B * M * 16 + ((size_t)32 << 20);
+    size_t Bw = gradient_checkpointing && window > 0 && window < B ? (size_t)window : (size_t)B;
+    p.workspace = Bw * M * HK * e * 8 + Bw * cfg->num_heads * M * M * e * 2 + (size_t)B * M * 16 + ((size_t)32 << 20);
     p.total = p.params + p.grads + p.master + p.moments + p.activations + p.workspace;
     return p;
 }
 
 ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing,
-                             int stage, int world, int offload_optimizer) {
+                             int window, int stage, int world, int offload_optimizer) {
     ZeroOptions o = zero_options_stage(stage);
     o.offload_optimizer = offload_optimizer;
-    return planner_memory_zero_opts(cfg, act_dtype, B, S, T, gradient_checkpointing, &o, world);
+    return planner_memory_zero_opts(cfg, act_dtype, B, S, T, gradient_checkpointing, window, &o, world);
 }
 
 // Evaluation only (zero_init without an optimizer): no gradients, master weights or moments,
@@ -46,7 +48,7 @@ ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S,
 static void plan_drop_training(ZeroPlan *z, const T5Config *cfg, Dtype act_dtype, const ZeroOptions *o, int stage,
                                int B, int S, int T) {
     z->gpu.grads = z->gpu.master = z->gpu.moments = 0;
-    z->gpu.activations = t5_activation_bytes(cfg, act_dtype, B, S, T, T5_ACTS_INFERENCE);
+    z->gpu.activations = t5_activation_bytes(cfg, act_dtype, B, S, T, T5_ACTS_INFERENCE, 0);
     z->gpu.zero_work = 0;
     z->host = 0;
     if (stage >= 3) {
@@ -59,11 +61,11 @@ static void plan_drop_training(ZeroPlan *z, const T5Config *cfg, Dtype act_dtype
 }
 
 ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, int S, int T,
-                                  int gradient_checkpointing, const void *zero_options, int world) {
+                                  int gradient_checkpointing, int window, const void *zero_options, int world) {
     const ZeroOptions *o = zero_options;
     int stage = o->stage, offload_optimizer = o->offload_optimizer;
     ZeroPlan z = {0};
-    z.gpu = planner_memory(cfg, act_dtype, B, S, T, gradient_checkpointing);
+    z.gpu = planner_memory(cfg, act_dtype, B, S, T, gradient_checkpointing, window);
     size_t e = act_dtype == DTYPE_F32 ? 4 : 2;
     size_t n = z.gpu.params / e, part = (n + (size_t)world - 1) / (size_t)world;  // elements per rank
     if (stage >= 1) {  // optimizer states: master weights and moments of the owned range only

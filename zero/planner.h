@@ -24,7 +24,9 @@ typedef struct {
 } MemPlan;
 
 // B: micro-batch, S/T: source/target lengths; act_bytes: 4 (fp32) or 2 (bf16/fp16).
-MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing);
+// window: with gradient checkpointing, the rows each block runs at a time (T5Model.sub_batch,
+// --checkpoint_sub_batch; 0: the whole batch).
+MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing, int window);
 // Add generation's decoder for batches of B x beams rows, sources up to S, max_length
 // (counting the start token) to the plan (p->generation, p->total).
 void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, int B, int beams, int S,
@@ -43,12 +45,12 @@ typedef struct {
     double comm_elems;    // elements each rank sends per step (2 Psi for stages 0-2, 3 Psi for stage 3)
 } ZeroPlan;
 ZeroPlan planner_memory_zero(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing,
-                             int stage, int world, int offload_optimizer);
+                             int window, int stage, int world, int offload_optimizer);
 // The same with the run's ZeRO options (stage, offload, and the stage-3 keys that size the
 // gather pool and the persistent units: zero_stage3_buffers); planner_memory_zero uses
 // zero_options_stage(stage) (DeepSpeed's defaults).
 ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, int S, int T,
-                                  int gradient_checkpointing, const void *zero_options, int world);
+                                  int gradient_checkpointing, int window, const void *zero_options, int world);
 // `train_t5 estimate` and `--explain`: the table for stages 0-3 (trainer/estimate.c prints it).
 
 // The offloaded state of plan z (per rank) against this host, before anything is allocated:
