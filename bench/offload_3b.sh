@@ -9,7 +9,8 @@
 #      capped with set_per_process_memory_fraction) at B=64, then --grow-batch on the same
 #      engine: 128, 192, ... until one runs out of memory.
 #   usage (GPU machine, repo root; DeepSpeed from .whl/): OUT=dir bash bench/offload_3b.sh
-#   O3B_SKIP_DS=1 leaves out part 2; O3B_GROW="128,256" sets the batches DeepSpeed tries.
+#   O3B_SKIP_DS=1 leaves out part 2; O3B_GROW="128,256" sets the batches DeepSpeed tries;
+#   O3B_T5_ARGS adds flags to train_t5's runs (e.g. "--checkpoint_sub_batch 16").
 set -u
 OUT=${OUT:-/tmp/offload_3b}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -28,11 +29,11 @@ fi
 
 echo "== 1. train_t5: t5-3b bf16, ZeRO-2 + CPU offload, gradient checkpointing, cap $CAP GiB"
 T5_STEP_TIMES=1 timeout 150 ./train_t5 bench --model t5-3b --bf16 --batch 64 --gradient_checkpointing \
-    --max_gpu_memory $CAP --deepspeed $CFG --steps 8 --warmup 2 > "$OUT/t5_b64.log" 2>&1
+    --max_gpu_memory $CAP --deepspeed $CFG --steps 8 --warmup 2 ${O3B_T5_ARGS:-} > "$OUT/t5_b64.log" 2>&1
 grep -E "^memory plan|^activations|^start-up|^RESULT|error" "$OUT/t5_b64.log"
 grep -E "times|update \(" "$OUT/t5_b64.log" | tail -4
 timeout 200 ./train_t5 bench --model t5-3b --bf16 --batch 64 --gradient_checkpointing --find_max_batch \
-    --max_gpu_memory $CAP --deepspeed $CFG --steps 3 --warmup 1 > "$OUT/t5_max.log" 2>&1
+    --max_gpu_memory $CAP --deepspeed $CFG --steps 3 --warmup 1 ${O3B_T5_ARGS:-} > "$OUT/t5_max.log" 2>&1
 grep -E "^memory plan|largest|^RESULT|error" "$OUT/t5_max.log"
 
 if [ "${O3B_SKIP_DS:-0}" != 1 ] && has_ds; then
