@@ -15,17 +15,8 @@ N=${ADAM_N:-67108864}
 THREADS=${ADAM_THREADS:-"1 $(nproc)"}
 OUTDIR=${OUT:-/tmp}/cpu_adam
 mkdir -p "$OUTDIR"
-# from /tmp: the repository's own deepspeed/ folder (C sources) would pass for a package here
-has_ds() { (cd /tmp && "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed.ops') is None)") 2>/dev/null; }
-if ! has_ds && [ -d /tmp/site/deepspeed ]; then  # installed by an earlier call on this machine
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-elif ! has_ds && ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-    echo "== installing $(ls "$WHEELS"/*.whl | xargs -n1 basename | tr '\n' ' ')into /tmp/site"
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$WHEELS"/*.whl >"$OUTDIR/pip.log" 2>&1 \
-        || { echo "pip install failed (exit $?):"; tail -5 "$OUTDIR/pip.log"; }
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-has_ds || echo "NOTE: deepspeed cannot be imported (PYTHONPATH=${PYTHONPATH:-}); its rows will be missing"
+. bench/ds_env.sh
+ds_env_setup "$OUTDIR"
 echo "== CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores"
 echo "== same inputs: DeepSpeedCPUAdam's step 2 against ours"
 "$PY" bench/cpu_adam_ds.py --compare "$OUTDIR/cmp" 2>&1 | tail -2

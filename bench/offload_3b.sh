@@ -19,13 +19,8 @@ PY=${PYTHON:-python3}
 WHEELS=${BENCH_WHEELS:-.whl}
 CFG=configs/ds_config_zero2_offload.json
 CAP=24
-has_ds() { (cd /tmp && "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed.ops') is None)") 2>/dev/null; }
-if ! has_ds && [ -d /tmp/site/deepspeed ]; then export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-elif ! has_ds && ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$WHEELS"/*.whl >"$OUT/pip.log" 2>&1 \
-        || { echo "pip install failed:"; tail -5 "$OUT/pip.log"; }
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
+. bench/ds_env.sh
+ds_env_setup "$OUT"
 
 echo "== 1. train_t5: t5-3b bf16, ZeRO-2 + CPU offload, gradient checkpointing, cap $CAP GiB"
 T5_STEP_TIMES=1 timeout 150 ./train_t5 bench --model t5-3b --bf16 --batch 64 --gradient_checkpointing \
@@ -38,8 +33,7 @@ grep -E "^memory plan|largest|^RESULT|error" "$OUT/t5_max.log"
 
 if [ "${O3B_SKIP_DS:-0}" != 1 ] && has_ds; then
     echo "== 2. DeepSpeed: the same config, model and shapes"
-    (cd /tmp && timeout 300 "$PY" -c "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load()") \
-        >"$OUT/jit.log" 2>&1 || { echo "DeepSpeedCPUAdam's JIT build failed:"; tail -3 "$OUT/jit.log"; }
+    ds_build_cpu_adam "$OUT"
     timeout ${O3B_DS_TIMEOUT:-400} torchrun --standalone --nproc_per_node 1 bench/ds_baseline.py --model t5-3b --precision bf16 \
         --batch 64 --gradient-checkpointing --max-gpu-memory $CAP --deepspeed $CFG --steps 5 --warmup 2 \
         --grow-batch "${O3B_GROW:-128,192,256,320,384,448,512,640,768}" > "$OUT/ds.log" 2>&1

@@ -19,23 +19,9 @@ export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/t5_torch_extensions}
 PY=${PYTHON:-python3}
 WHEELS=${BENCH_WHEELS:-.whl}
 CFG=configs/ds_config_zero2_offload.json
-# from /tmp: the repository's own deepspeed/ folder (C sources) would pass for a package here
-has_ds() { (cd /tmp && "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('deepspeed.ops') is None)") 2>/dev/null; }
-if ! has_ds && [ -d /tmp/site/deepspeed ]; then export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-elif ! has_ds && ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$WHEELS"/*.whl >"$OUT/pip.log" 2>&1 \
-        || { echo "pip install failed:"; tail -5 "$OUT/pip.log"; }
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-has_ds || echo "NOTE: deepspeed cannot be imported: its row will be missing"
-# DeepSpeedCPUAdam's JIT build first, alone: it compiles on every core, and a CPU optimizer
-# measured beside it runs several times slower (seen: train_t5 5.7 samples/s during the build
-# against 61.7 without it)
-mkdir -p "$TORCH_EXTENSIONS_DIR"; find "$TORCH_EXTENSIONS_DIR" -name lock -type f -delete
-if has_ds; then
-    (cd /tmp && timeout 300 "$PY" -c "from deepspeed.ops.op_builder import CPUAdamBuilder; CPUAdamBuilder().load()") \
-        >"$OUT/jit.log" 2>&1 || { echo "DeepSpeedCPUAdam's JIT build failed:"; tail -3 "$OUT/jit.log"; }
-fi
+. bench/ds_env.sh
+ds_env_setup "$OUT"
+ds_build_cpu_adam "$OUT"
 
 NVME_DIR=${NVME_DIR:-/tmp/t5_nvme}; rm -rf "$NVME_DIR"; mkdir -p "$NVME_DIR"
 NVME_DIR=$NVME_DIR "$PY" - <<'PY'
