@@ -188,6 +188,14 @@ for r in wandb comet_ml mlflow; do
      [ ! -e "$T/o4" ]; then ok "--report_to $r refused by name (exit $rc, one line, nothing written)"
   else bad "--report_to $r: exit $rc: $(head -2 "$T/r.log")"; fi
 done
+# a list (HF's report_to is one): the unbuilt reporter named; none with others contradicts itself
+for case in "tensorboard,wandb|--report_to wandb: not built" "none,tensorboard|none with other reporters" \
+            "tensorboard,|an empty name in the list"; do
+  r=${case%%|*}; want=${case#*|}
+  "$BIN" "${COMMON[@]}" --max_steps 1 --do_train --report_to "$r" --output_dir "$T/o8" >"$T/r.log" 2>&1; rc=$?
+  if [ $rc -ne 0 ] && [ "$(grep -c '^error:' "$T/r.log")" -eq 1 ] && grep -q -- "$want" "$T/r.log" && [ ! -e "$T/o8" ]
+  then ok "--report_to $r refused: $want"; else bad "--report_to $r: exit $rc: $(head -2 "$T/r.log")"; fi
+done
 TENSORBOARD_LOGGING_DIR="$T/elsewhere" "$BIN" "${COMMON[@]}" --max_steps 1 --do_train --report_to tensorboard \
   --logging_dir "$T/tb5" --output_dir "$T/o5" >"$T/r.log" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "contradict" "$T/r.log" && ok "--logging_dir and a different TENSORBOARD_LOGGING_DIR: refused" \

@@ -78,7 +78,7 @@ typedef struct {
 
 #define NO_HUB "changes nothing: it configures --push_to_hub, which is not built (nothing is uploaded)"
 #define NO_DOWNLOAD "changes nothing: nothing is downloaded (--model is a local directory or a preset)"
-#define NO_REPORTING "changes nothing: it names the run for reporting integrations, and none is built"
+#define NO_REPORTING "changes nothing: it names the run for the reporting integrations not built here (wandb, trackio, ...); TensorBoard's event files go to --logging_dir"
 #define COMPILED "changes nothing: train_t5 is compiled C/CUDA already"
 #define NO_LOADER "changes nothing: the data is memory-mapped and collated in the training loop; there are no loader workers"
 #define DDP_KNOB "changes nothing: a PyTorch DDP setting; train_t5's data parallel all-reduces each unit's gradients as backward goes (NCCL on GPUs, MPI on CPU ranks)"
@@ -664,13 +664,30 @@ static void check_optim_schedule(TrainArgs *a) {
 // $TENSORBOARD_LOGGING_DIR (~ expanded, as TensorBoardCallback does), else OUTPUT/runs/... at
 // the start (trainer/tensorboard.c tb_default_logdir).
 static void check_report_to(TrainArgs *a) {
+    // one reporter, or several as a comma-separated list (HF's list, "tensorboard,wandb"):
+    // each must be built; none stands alone
     static const char *const built[] = {"none", "tensorboard", "all"};
-    if (!one_of(a->report_to, built, 3))
-        t5_fail("--report_to %s: not built: train_t5 writes TensorBoard event files only (no other integration, and "
-                "nothing is sent over the network); HINT: --report_to tensorboard, or none (HF 5.17's default)",
-                a->report_to);
-    a->report_tensorboard = strcmp(a->report_to, "none") != 0;
-    if (!strcmp(a->report_to, "all"))
+    int items = 0, none = 0;
+    for (const char *p = a->report_to;; p++) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char item[64];
+        snprintf(item, sizeof item, "%.*s", (int)(n < sizeof item ? n : sizeof item - 1), p);
+        if (!n) t5_fail("--report_to \"%s\": an empty name in the list; HINT: --report_to tensorboard", a->report_to);
+        if (!one_of(item, built, 3))
+            t5_fail("--report_to %s: not built: train_t5 writes TensorBoard event files only (no other integration, "
+                    "and nothing is sent over the network); HINT: --report_to tensorboard, or none (HF 5.17's default)",
+                    item);
+        items++;
+        none += !strcmp(item, "none");
+        if (!end) break;
+        p = end;
+    }
+    if (none && items > 1)
+        t5_fail("--report_to %s: none with other reporters contradicts itself; HINT: --report_to none, or the reporters "
+                "alone", a->report_to);
+    a->report_tensorboard = !none;
+    if (strstr(a->report_to, "all"))
         notice_add(a, "NOTICE: --report_to all: %s%s", "TensorBoard event files, the one reporting integration built ",
                    "(HF's all means every installed one)");
     const char *env = getenv("TENSORBOARD_LOGGING_DIR");
