@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "../common/check.h"
+#include "../common/clock.h"
 #include "../common/fileio.h"
 #include "../common/flags.h"
 #include "dataset.h"
@@ -15,11 +16,6 @@
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // --tokenizer_name: a spiece.model file, or a directory holding one (an HF model dir).
 static char *tokenizer_path(const char *name) {
@@ -83,11 +79,11 @@ static void prepare_check_args(DataArgs *a, const char *output_dir, char *ls, ch
 
 // Tokenize one split into out, read it back (dataset_open validates it) and print its line.
 static void prepare_split(Split s, const Spm *spm, const TextSpec *spec, const char *out) {
-    double t0 = now_s();
+    double t0 = clock_seconds();
     dataset_prepare(spec, spm, out);
     Dataset ds;
     dataset_open(&ds, out);  // validates what was just written
-    double secs = now_s() - t0;
+    double secs = clock_seconds() - t0;
     uint64_t src_tok = 0, tgt_tok = 0;
     int src_max = 0, tgt_max = 0;
     for (uint64_t i = 0; i < ds.count; i++) {

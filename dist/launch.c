@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/clock.h"
 #include "liveness.h"
 
 extern char **environ;
@@ -139,11 +140,6 @@ void launch_use_local_rank_flag(int local_rank) {
 
 #define HELLO_MAGIC 0x54354944u  // "T5ID"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -153,7 +149,7 @@ static void sleep_s(double s) {
 // Wait for `events` on fd until the deadline: 1 ready, 0 timed out.
 static int fd_wait(int fd, short events, double deadline) {
     for (;;) {
-        double left = deadline - now_s();
+        double left = deadline - clock_seconds();
         if (left <= 0) return 0;
         struct pollfd p = {fd, events, 0};
         int r = poll(&p, 1, left > 1 ? 1000 : (int)(left * 1000) + 1);
@@ -208,7 +204,7 @@ static int tcp_listen(int port, int backlog, int *bound) {
 // Rank 0: accept world-1 ranks on ls (then closed), check their hello, send each the blob.
 // keep: fds[r] = the connection to rank r; NULL: closed.
 static void tcp_serve(int ls, int port, int world, const void *blob, size_t n, double timeout_s, int *keep) {
-    double deadline = now_s() + timeout_s;
+    double deadline = clock_seconds() + timeout_s;
     int *fds = callocCheck((size_t)world, sizeof(int));
     int got = 0;
     while (got < world - 1) {
@@ -224,7 +220,7 @@ static void tcp_serve(int ls, int port, int world, const void *blob, size_t n, d
         if (fd < 0) continue;
         uint32_t hello[4];
         // something else knocking on the port (no hello, wrong magic): ignore it
-        if (fd_io(fd, hello, sizeof hello, 0, now_s() + 5 < deadline ? now_s() + 5 : deadline) != IO_OK ||
+        if (fd_io(fd, hello, sizeof hello, 0, clock_seconds() + 5 < deadline ? clock_seconds() + 5 : deadline) != IO_OK ||
             ntohl(hello[0]) != HELLO_MAGIC) {
             close(fd);
             continue;
@@ -258,12 +254,12 @@ static void tcp_serve(int ls, int port, int world, const void *blob, size_t n, d
 // Returns the connection when keep, else closes it and returns -1.
 static int tcp_fetch(const char *addr, int port, int rank, int world, void *blob, size_t n, double timeout_s,
                      int keep) {
-    double deadline = now_s() + timeout_s;
+    double deadline = clock_seconds() + timeout_s;
     char port_str[16], last[256] = "no attempt";
     snprintf(port_str, sizeof port_str, "%d", port);
     int fd = -1;
     while (fd < 0) {
-        if (now_s() >= deadline) {
+        if (clock_seconds() >= deadline) {
             char msg[512];
             snprintf(msg, sizeof msg, "rank %d could not reach rank 0 at %s:%d within %.0f s (%s)", rank, addr, port,
                      timeout_s, last);
@@ -283,7 +279,7 @@ static int tcp_fetch(const char *addr, int port, int rank, int world, void *blob
                 err = errno;
                 if (err == EINPROGRESS) {
                     socklen_t len = sizeof err;
-                    double d = now_s() + 2.0 < deadline ? now_s() + 2.0 : deadline;
+                    double d = clock_seconds() + 2.0 < deadline ? clock_seconds() + 2.0 : deadline;
                     if (!fd_wait(s, POLLOUT, d)) err = ETIMEDOUT;
                     else if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
                 }
@@ -295,7 +291,7 @@ static int tcp_fetch(const char *addr, int port, int rank, int world, void *blob
             }
         }
         if (res) freeaddrinfo(res);
-        if (fd < 0) sleep_s(now_s() + 0.1 < deadline ? 0.1 : 0.0);
+        if (fd < 0) sleep_s(clock_seconds() + 0.1 < deadline ? 0.1 : 0.0);
     }
     uint32_t hello[4] = {htonl(HELLO_MAGIC), htonl((uint32_t)rank), htonl((uint32_t)world), htonl((uint32_t)n)};
     IoResult r = fd_io(fd, hello, sizeof hello, 1, deadline);
@@ -422,7 +418,7 @@ static void stop_children(pid_t *pids, int n, double grace_s) {
             kill(pids[i], SIGTERM);
             kill(pids[i], SIGCONT);  // a stopped (frozen) rank acts on SIGTERM only once it runs again
         }
-    double deadline = now_s() + grace_s;
+    double deadline = clock_seconds() + grace_s;
     for (;;) {
         int alive = 0;
         for (int i = 0; i < n; i++)
@@ -431,7 +427,7 @@ static void stop_children(pid_t *pids, int n, double grace_s) {
                 else alive++;
             }
         if (!alive) return;
-        if (now_s() >= deadline) break;
+        if (clock_seconds() >= deadline) break;
         sleep_s(0.05);
     }
     for (int i = 0; i < n; i++)

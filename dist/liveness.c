@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/clock.h"
 
 // A message: four 32-bit words in network order, {MAGIC | type, a, b, c}.
 #define LV_MAGIC 0x4C560000u  // "LV"
@@ -48,11 +49,6 @@ static struct {
     int running;
 } lv;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 double liveness_timeout_s(void) {
     const char *v = getenv("T5_HEARTBEAT_TIMEOUT");
@@ -110,7 +106,7 @@ static void flush_all(double deadline) {
             flush_peer(&lv.peers[i]);
             left += lv.peers[i].fd >= 0 && lv.peers[i].out_len > 0;
         }
-        if (!left || now_s() >= deadline) return;
+        if (!left || clock_seconds() >= deadline) return;
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
@@ -125,7 +121,7 @@ __attribute__((noreturn)) static void fail(int failed, int kind, int noticer, do
         if (&lv.peers[i] != from)
             queue_msg(&lv.peers[i], LV_FAIL, (uint32_t)failed, (uint32_t)(kind | noticer << 8),
                       (uint32_t)(silent_s * 1000));
-    flush_all(now_s() + 1.0);
+    flush_all(clock_seconds() + 1.0);
     if (kind == LV_FROZEN)
         for (int i = 0; i < lv.n; i++) {
             const Peer *p = &lv.peers[i];
@@ -202,7 +198,7 @@ static int read_peer(Peer *p, double t) {
 static void *thread_main(void *arg) {
     (void)arg;
     struct pollfd *pfd = callocCheck((size_t)lv.n + 1, sizeof(struct pollfd));
-    double t = now_s(), last_tick = t, next_beat = t;
+    double t = clock_seconds(), last_tick = t, next_beat = t;
     for (int i = 0; i < lv.n; i++) lv.peers[i].last_heard = t;
     int stop = 0;
     while (!stop) {
@@ -211,7 +207,7 @@ static void *thread_main(void *arg) {
         for (int i = 0; i < lv.n; i++)
             if (lv.peers[i].fd >= 0) pfd[m++] = (struct pollfd){lv.peers[i].fd, POLLIN, 0};
         poll(pfd, (nfds_t)m, (int)(LV_TICK_S * 1000));  // an error (EINTR, ENOMEM) is one tick: look again
-        t = now_s();
+        t = clock_seconds();
         if (t - last_tick > LV_SELF_GAP_S)  // this process was stopped or starved: start the peers' clocks anew
             for (int i = 0; i < lv.n; i++) lv.peers[i].last_heard = t;
         last_tick = t;
@@ -234,7 +230,7 @@ static void *thread_main(void *arg) {
             }
     }
     for (int i = 0; i < lv.n; i++) queue_msg(&lv.peers[i], LV_BYE, 0, 0, 0);
-    flush_all(now_s() + 1.0);
+    flush_all(clock_seconds() + 1.0);
     for (int i = 0; i < lv.n; i++) {
         Peer *p = &lv.peers[i];
         if (p->fd < 0) continue;

@@ -1,15 +1,13 @@
 // trainer/progress.c: progress bar / log lines (see progress.h).
 #include "progress.h"
 
+#include "../common/clock.h"
+
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
 
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double now_seconds(void) { return clock_seconds(); }
 
 void progress_init(Progress *p, int total_steps) {
     p->is_tty = isatty(fileno(stderr));

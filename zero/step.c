@@ -4,20 +4,24 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../common/check.h"
+#include "../common/clock.h"
 
 // T5_STEP_TIMES: wall seconds after the device has finished everything queued
 static double step_mark(const ZeroState *z) {
     z->m->be->synchronize();
-    return zero_wall_seconds();
+    return clock_seconds();
 }
 
-double zero_wall_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+// T5_STEP_TIMES: one line for the step; t_update < 0: the update runs on its own thread
+// (update_async.c prints its time when it is joined).
+static void print_step_times(const ZeroState *z, double t_norm, double t_update) {
+    printf("step %ld times (ms): forward+backward %.1f, norms %.1f, ", z->steps_seen,
+           1e3 * (z->t_backward_end - z->t_step_begin), 1e3 * (t_norm - z->t_backward_end));
+    if (t_update < 0) printf("update on its own thread\n");
+    else printf("update %.1f\n", 1e3 * (t_update - t_norm));
+    fflush(stdout);
 }
 
 const Comm *zero_comm_single(void) {
@@ -131,27 +135,21 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
     double t_norm = z->step_times ? step_mark(z) : 0;
-    if (z->async_update) {  // offload at stage 1-2: on its own thread, while the next forward starts
-        if (z->step_times)
-            printf("step %ld times (ms): forward+backward %.1f, norms %.1f, update on its own thread\n", z->steps_seen,
-                   1e3 * (z->t_backward_end - z->t_step_begin), 1e3 * (t_norm - z->t_backward_end));
+    if (z->async_update) {
+        // offload at stage 1-2: on its own thread while the next forward starts; zero_update_join
+        // publishes the weights and clears the gradients
         zero_update_start(z, (float)r.lr, (float)(coef / scale));
-        if (scaler) loss_scaler_update(scaler, 0);
-        return r;  // zero_update_join publishes the weights and clears the gradients
+    } else {
+        // AdamW on the owned range, wherever zero_init placed it (device, or host with offload)
+        zero_owned_update(w, opt, &z->off, m->be, &m->lay, (float)r.lr, (float)(coef / scale), NULL, NULL);
     }
-    // AdamW on the owned range, wherever zero_init placed it (device, or host with offload)
-    zero_owned_update(w, opt, &z->off, m->be, &m->lay, (float)r.lr, (float)(coef / scale), NULL, NULL);
-    if (z->step_times) {
-        double t_update = step_mark(z);
-        printf("step %ld times (ms): forward+backward %.1f, norms %.1f, update %.1f\n", z->steps_seen,
-               1e3 * (z->t_backward_end - z->t_step_begin), 1e3 * (t_norm - z->t_backward_end),
-               1e3 * (t_update - t_norm));
-        fflush(stdout);
+    if (z->step_times) print_step_times(z, t_norm, z->async_update ? -1 : step_mark(z));
+    if (!z->async_update) {
+        if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);
+        zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update
+        zero_clear_grads(z);
     }
-    if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);
-    zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update
     if (scaler) loss_scaler_update(scaler, 0);
-    zero_clear_grads(z);
     return r;
 }
 

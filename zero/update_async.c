@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/clock.h"
 #include "zero.h"
 
 // Elements of the owned range a unit's new weights end at (relative to the range's first).
@@ -48,7 +49,7 @@ static void *update_main(void *arg) {
     zero_owned_update(&z->own, &z->opt, &z->off, z->m->be, &z->m->lay, z->update_lr, z->update_scale,
                       update_progress, z);
     update_progress(z, z->part.end - z->part.begin);
-    z->update_seconds = zero_wall_seconds() - z->update_t0;
+    z->update_seconds = clock_seconds() - z->update_t0;
     return NULL;
 }
 
@@ -64,7 +65,7 @@ void zero_update_start(ZeroState *z, float lr, float grad_scale) {
     z->update_done = 0;
     for (int u = 0; u < z->m->lay.n_units; u++) z->unit_stale[u] = 1;
     z->update_running = 1;
-    z->update_t0 = zero_wall_seconds();
+    z->update_t0 = clock_seconds();
     z->update_waited = 0;
     int rc = pthread_create(&z->update_thread, NULL, update_main, z);
     if (rc != 0) t5_die(__FILE__, __LINE__, "cannot start the offloaded update's thread", "raise the process's thread limit");
@@ -76,11 +77,11 @@ static void publish_through(ZeroState *z, int unit) {
     for (int u = 0; u <= unit; u++) {
         if (!z->unit_stale[u]) continue;
         size_t need = unit_owned_end(z, u);
-        double t0 = z->step_times ? zero_wall_seconds() : 0;
+        double t0 = z->step_times ? clock_seconds() : 0;
         pthread_mutex_lock(&z->update_mu);
         while (z->update_done < need) pthread_cond_wait(&z->update_cv, &z->update_mu);
         pthread_mutex_unlock(&z->update_mu);
-        if (z->step_times) z->update_waited += zero_wall_seconds() - t0;
+        if (z->step_times) z->update_waited += clock_seconds() - t0;
         zero_allgather_unit(z, u);
         z->unit_stale[u] = 0;
     }

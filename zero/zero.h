@@ -227,7 +227,6 @@ void zero_update_join(ZeroState *z);
 void zero_sync(ZeroState *z);
 // The gradients the step consumed are cleared for the next one (zero/step.c).
 void zero_clear_grads(ZeroState *z);
-double zero_wall_seconds(void);  // a monotonic clock (T5_STEP_TIMES)
 // stage 2-3: gradient hooks (begin: point the unit at a zeroed work buffer; end: reduce-
 // scatter it into the owners' partitions, adding what the partition already holds)
 void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit);
