@@ -42,18 +42,13 @@ shutil.copy("data/sample/spiece.model", sys.argv[1] + "/spiece.model")
 PY
 
 hf_run() {  # SEED
-    "$PY" bench/hf_seq2seq.py --model "$W/init" --spm data/sample/spiece.model --train_source "$W/data/train.source" \
+    timeout ${QP_HF_TIMEOUT:-460} "$PY" bench/hf_seq2seq.py --model "$W/init" --spm data/sample/spiece.model --train_source "$W/data/train.source" \
         --train_target "$W/data/train.target" --val_source "$W/data/val.source" --val_target "$W/data/val.target" \
         --prefix "$PREFIX" --out "$OUT/hf_seed$1" --seed 42 --data_seed "$1" --lr $LR --warmup_steps $WARMUP \
         --epochs $EPOCHS --batch $BATCH --eval_steps $EVAL_STEPS --label_smoothing 0.1 --max_source_length $LEN \
         --max_target_length $LEN --beams $BEAMS --gen_max_length $LEN --bf16 > "$OUT/hf_seed$1.log" 2>&1
     echo "hf seed $1: exit $? $(grep '^RESULT' "$OUT/hf_seed$1.log")"
 }
-# The two HF runs side by side (a t5-small step leaves most of the GPU idle), then train_t5
-# alone; QP_HF_PARALLEL=0 runs the HF ones one after the other too.
-if [ "${QP_HF_PARALLEL:-1}" = 1 ]; then hf_run 1 & B1=$!; hf_run 2 & B2=$!; wait $B1 $B2
-else hf_run 1; hf_run 2; fi
-
 # train_t5 as the HF side runs: eval_loss every EVAL_STEPS during training (no generation
 # there: --predict_with_generate would beam-search newsdev at every evaluation), then the
 # 4-beam generation of newsdev from the trained model (a second start, well under a second).
@@ -65,14 +60,19 @@ t0=$(date +%s.%N)
     --logging_steps 50 --max_source_length $LEN --max_target_length $LEN --val_max_target_length $LEN \
     --do_train --do_eval --seed 42 --data_seed 1 --save_strategy no --report_to none \
     --output_dir "$OUT/train_t5" --overwrite_output_dir > "$OUT/train_t5.log" 2>&1
-echo "train_t5 train: exit $? in $(echo "$(date +%s.%N) - $t0" | bc) s"
+echo "train_t5 train: exit $? in $(awk "BEGIN{print $(date +%s.%N) - $t0}") s"
 t1=$(date +%s.%N)
 ./train_t5 --model "$OUT/train_t5" --tokenizer_name data/sample/spiece.model --data_dir "$W/data" \
     --task translation_en_to_ro --source_prefix "$PREFIX" --bf16 --per_device_eval_batch_size 64 \
     --max_source_length $LEN --val_max_target_length $LEN --do_predict --predict_with_generate \
     --generation_num_beams $BEAMS --generation_max_length $LEN --report_to none \
     --output_dir "$OUT/train_t5_predict" --overwrite_output_dir > "$OUT/train_t5_predict.log" 2>&1
-echo "train_t5 generate: exit $? in $(echo "$(date +%s.%N) - $t1" | bc) s"
+echo "train_t5 generate: exit $? in $(awk "BEGIN{print $(date +%s.%N) - $t1}") s"
+
+# Then the two HF runs side by side (a t5-small step leaves most of the GPU idle);
+# QP_HF_PARALLEL=0 runs them one after the other.
+if [ "${QP_HF_PARALLEL:-1}" = 1 ]; then hf_run 1 & B1=$!; hf_run 2 & B2=$!; wait $B1 $B2
+else hf_run 1; hf_run 2; fi
 
 ./train_t5 plot "$OUT/train_t5" "$OUT/hf_seed1" "$OUT/hf_seed2" --out "$OUT/quality_parity.png" > /dev/null 2>&1 \
     || echo "train_t5 plot failed"
