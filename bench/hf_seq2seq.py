@@ -51,7 +51,11 @@ def collate(rows):
     lt = max(len(r["labels"]) for r in rows)
     ids = torch.tensor([r["input_ids"] + [0] * (ls - len(r["input_ids"])) for r in rows])
     lab = torch.tensor([r["labels"] + [-100] * (lt - len(r["labels"])) for r in rows])
-    return {"input_ids": ids, "attention_mask": (ids != 0).long(), "labels": lab}
+    # the decoder's inputs as DataCollatorForSeq2Seq makes them (labels shifted right after the
+    # start id 0, -100 as pad 0): with label smoothing the Trainer pops "labels" before the
+    # forward, so the model cannot derive them itself
+    dec = torch.cat([torch.zeros_like(lab[:, :1]), lab[:, :-1]], 1).clamp(min=0)
+    return {"input_ids": ids, "attention_mask": (ids != 0).long(), "labels": lab, "decoder_input_ids": dec}
 
 
 def generate(model, sp, src, prefix, max_src, beams, max_len, batch):
@@ -105,7 +109,7 @@ def main():
     sp = spm.SentencePieceProcessor(model_file=a.spm)
     tr = Pairs(sp, read_lines(a.train_source), read_lines(a.train_target), a.prefix, a.max_source_length,
                a.max_target_length)
-    vs, vt = read_lines(a.val_source), read_lines(a.val_target)
+    vs, vt = read_lines([a.val_source]), read_lines([a.val_target])
     va = Pairs(sp, vs, vt, a.prefix, a.max_source_length, a.max_target_length)
     model = T5ForConditionalGeneration.from_pretrained(a.model)
     args = Seq2SeqTrainingArguments(
