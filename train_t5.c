@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "common/fileio.h"
 #include "common/flags.h"
 #include "data/batch_file.h"
 #include "eval/bleu.h"
@@ -75,6 +76,8 @@ static int cmd_info(Args *a) {
     load_model(&m, a);
     const T5Config *c = &m.cfg;
     printf("model        %s\n", a->model);
+    const char *wf = path_is_dir(a->model) && strcmp(a->init, "random") != 0 ? hf_weights_file(a->model) : NULL;
+    if (wf) printf("weights      %s\n", wf);  // which file loaded: safetensors is preferred to a .bin
     printf("d_model %d  d_kv %d  heads %d  d_ff %d  layers %d/%d  vocab %d  ffn %s\n", c->d_model, c->d_kv,
            c->num_heads, c->d_ff, c->num_layers, c->num_decoder_layers, c->vocab_size, c->feed_forward_proj);
     printf("lm head      %s, %s\n", c->untied_lm_head ? "untied (lm_head.weight)" : "tied to shared.weight",
