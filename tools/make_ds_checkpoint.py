@@ -14,11 +14,11 @@ handed to deepspeed.initialize, so no op is JIT-built) for --steps steps on rand
                                        zero_to_fp32.py (as HF Trainer + DeepSpeed write them)
     DIR/zero{S}/zero_to_fp32.safetensors   DeepSpeed's own zero_to_fp32 output (fp32 master
                                        weights, HF names): what an import must equal
-    DIR/zero{S}/universal/             ds_to_universal's per-parameter fp32/exp_avg/exp_avg_sq
-                                       (the moments' oracle), when that conversion runs
-    DIR/zero{S}/moments.safetensors    those moments as "NAME.exp_avg" / "NAME.exp_avg_sq"
+    DIR/zero{S}/moments.safetensors    each parameter's AdamW moments as DeepSpeed's
+                                       safe_get_full_optimizer_state gives them, named
+                                       "NAME.exp_avg" / "NAME.exp_avg_sq" (the moments' oracle)
 and, once:
-    DIR/hf_bin_zip/      save_pretrained(safe_serialization=False): pytorch_model.bin (torch zip)
+    DIR/hf_bin_zip/      pytorch_model.bin: torch.save of the state dict (torch's zip format)
     DIR/hf_bin_legacy/   the same state dict through torch.save(_use_new_zipfile_serialization=False)
     DIR/hf_bin_sharded/  pytorch_model-0000i-of-0000n.bin + pytorch_model.bin.index.json
     DIR/hf_safetensors/  the safetensors twin (model.safetensors) of the same weights
@@ -29,8 +29,6 @@ import glob
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import torch
 from safetensors.torch import save_file
@@ -61,17 +59,39 @@ def batch(cfg, b, s, t, gen):
 
 
 def write_bin_twins(out, preset, seed):
+    # transformers 5.17's save_pretrained writes safetensors only (safe_serialization=False
+    # included), so the .bin files are torch.save'd here the way transformers 4.x wrote them:
+    # the whole state dict (tied tensors sharing one storage), or shards + the .bin index
     model = make_model(preset, seed)
-    d = os.path.join(out, "hf_safetensors")
-    model.save_pretrained(d, safe_serialization=True)
-    d = os.path.join(out, "hf_bin_zip")
-    model.save_pretrained(d, safe_serialization=False)
-    d = os.path.join(out, "hf_bin_sharded")
-    model.save_pretrained(d, safe_serialization=False, max_shard_size="40KB" if preset == "tiny" else "100MB")
-    d = os.path.join(out, "hf_bin_legacy")
-    os.makedirs(d, exist_ok=True)
-    model.config.save_pretrained(d)
-    torch.save(model.state_dict(), os.path.join(d, "pytorch_model.bin"), _use_new_zipfile_serialization=False)
+    sd = model.state_dict()
+    model.save_pretrained(os.path.join(out, "hf_safetensors"))
+    dirs = {}
+    for kind in ("hf_bin_zip", "hf_bin_legacy", "hf_bin_sharded"):
+        d = os.path.join(out, kind)
+        os.makedirs(d, exist_ok=True)
+        model.config.save_pretrained(d)
+        dirs[kind] = d
+    torch.save(sd, os.path.join(dirs["hf_bin_zip"], "pytorch_model.bin"))
+    torch.save(sd, os.path.join(dirs["hf_bin_legacy"], "pytorch_model.bin"), _use_new_zipfile_serialization=False)
+    limit = 40 * 1024 if preset == "tiny" else 100 * 1024 * 1024
+    shards, cur, size = [], {}, 0
+    for k, v in sd.items():
+        nbytes = v.numel() * v.element_size()
+        if cur and size + nbytes > limit:
+            shards.append(cur)
+            cur, size = {}, 0
+        cur[k] = v
+        size += nbytes
+    shards.append(cur)
+    weight_map, total = {}, 0
+    for i, sh in enumerate(shards):
+        fname = f"pytorch_model-{i + 1:05d}-of-{len(shards):05d}.bin"
+        torch.save(sh, os.path.join(dirs["hf_bin_sharded"], fname))
+        for k, v in sh.items():
+            weight_map[k] = fname
+            total += v.numel() * v.element_size()
+    with open(os.path.join(dirs["hf_bin_sharded"], "pytorch_model.bin.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
     return {k: sorted(os.listdir(os.path.join(out, k))) for k in
             ("hf_safetensors", "hf_bin_zip", "hf_bin_sharded", "hf_bin_legacy")}
 
@@ -114,29 +134,18 @@ def run_stage(out, preset, stage, steps, seed):
     result = {"stage": stage, "tag": tag, "losses": losses, "files": sorted(
         os.path.relpath(p, sd) for p in glob.glob(os.path.join(ck, "**"), recursive=True) if os.path.isfile(p)),
         "zero_to_fp32_tensors": len(fp32)}
-    # moments through DeepSpeed's own per-parameter conversion (universal checkpoint)
-    uni = os.path.join(sd, "universal")
-    try:
-        conv = os.path.join(os.path.dirname(deepspeed.__file__), "checkpoint", "ds_to_universal.py")
-        r = subprocess.run([sys.executable, conv, "--input_folder", os.path.join(ck, tag), "--output_folder", uni,
-                            "--num_extract_workers", "1", "--num_merge_workers", "1"],
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            raise RuntimeError(r.stderr[-2000:])
-        moments = {}
-        for pdir in sorted(glob.glob(os.path.join(uni, "zero", "*"))):
-            name = os.path.basename(pdir)
-            for k in ("exp_avg", "exp_avg_sq"):
-                f = os.path.join(pdir, f"{k}.pt")
-                if os.path.exists(f):
-                    t = torch.load(f, weights_only=False)
-                    t = t["param"] if isinstance(t, dict) else t
-                    moments[f"{name}.{k}"] = t.detach().float().contiguous().clone()
-        save_file(moments, os.path.join(sd, "moments.safetensors"), metadata={"format": "pt"})
-        result["universal"] = f"{len(moments)} moment tensors"
-    except Exception as e:  # the oracle is optional; its failure is recorded, not hidden
-        result["universal_error"] = str(e)[-1000:]
-    shutil.rmtree(uni, ignore_errors=True)
+    # the moments through DeepSpeed's own per-parameter API (safe_get_full_optimizer_state
+    # reassembles a parameter's state from the partitions): the importer's oracle
+    from deepspeed.utils import safe_get_full_optimizer_state
+    moments = {}
+    for name, prm in engine.module.named_parameters():
+        for k in ("exp_avg", "exp_avg_sq"):
+            t = safe_get_full_optimizer_state(prm, k)
+            if t is None:
+                raise RuntimeError(f"DeepSpeed has no {k} for {name}")
+            moments[f"{name}.{k}"] = t.detach().float().cpu().contiguous().clone()
+    save_file(moments, os.path.join(sd, "moments.safetensors"), metadata={"format": "pt"})
+    result["moments"] = f"{len(moments)} tensors"
     engine.destroy()
     return result
 
