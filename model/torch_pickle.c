@@ -2,7 +2,8 @@
 //
 // Semantics follow CPython's Lib/pickle.py (_Unpickler) for the opcodes implemented; torch's
 // classes follow torch/_utils.py (_rebuild_tensor_v2, _rebuild_parameter) and
-// torch/serialization.py (the `storage` persistent id). Every other class is kept opaque:
+// torch/serialization.py (the `storage` persistent id), torch/_tensor.py (_rebuild_from_type_v2:
+// a tensor with Python attributes). Every other class is kept opaque:
 // REDUCE/NEWOBJ record the class and its args, BUILD records the state. collections.OrderedDict
 // is a dict; torch.Size is a tuple.
 #include "torch_pickle.h"
@@ -291,6 +292,13 @@ static PkValue *vm_reduce(Vm *vm, const PkValue *fn, PkValue *args) {
     if (!strcmp(fn->s, "torch._utils._rebuild_parameter")) {  // (data, requires_grad, backward_hooks)
         if (args->n < 1 || args->items[0]->kind != PK_TENSOR) vm_fail(vm, "_rebuild_parameter without a tensor");
         return args->items[0];
+    }
+    // (func, type, args, state): a tensor with Python attributes (DeepSpeed's ds_id on ZeRO-3's
+    // flat groups); the attributes and the subclass are dropped, the tensor is func(*args)
+    if (!strcmp(fn->s, "torch._tensor._rebuild_from_type_v2")) {
+        if (args->n != 4 || args->items[2]->kind != PK_TUPLE)
+            vm_fail(vm, "_rebuild_from_type_v2 without (func, type, args, state)");
+        return vm_reduce(vm, args->items[0], args->items[2]);
     }
     if (!strcmp(fn->s, "collections.OrderedDict")) {
         if (args->n != 0) vm_fail(vm, "OrderedDict with %d constructor arguments (torch.save writes none)", args->n);
