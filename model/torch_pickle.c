@@ -80,7 +80,7 @@ static const char *opcode_name(int op) {
 
 #define PK_MAX_PROTOCOL 5           // the highest protocol CPython knows
 #define PK_MAX_GLOBAL_NAME 256      // "module\nname\n" lines
-#define PK_MAX_DEPTH_ITEMS (1 << 28)  // a container larger than this is not a state dict
+#define PK_MAX_ITEMS (1 << 28)       // a container larger than this is not a state dict
 
 // ---- dtypes ---------------------------------------------------------------------------
 static const struct {
@@ -165,7 +165,7 @@ static PkValue *vm_new(Vm *vm, PkKind k) {
     return v;
 }
 static void vm_add(Vm *vm, PkValue *c, PkValue *item) {
-    if (c->n >= PK_MAX_DEPTH_ITEMS) vm_fail(vm, "a %s of more than %d items", pk_kind_name(c->kind), PK_MAX_DEPTH_ITEMS);
+    if (c->n >= PK_MAX_ITEMS) vm_fail(vm, "a %s of more than %d items", pk_kind_name(c->kind), PK_MAX_ITEMS);
     if (c->n == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 4;
         c->items = reallocCheck(c->items, (size_t)c->cap * sizeof *c->items);

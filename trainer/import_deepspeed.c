@@ -50,16 +50,17 @@ static const DsTensor *find_for(const DsCheckpoint *c, const char *name, int unt
     return t;
 }
 
-// Every tensor of the checkpoint is the layout's, an alias of the embedding, or the stray
-// cross-attention bias transformers ignores: a checkpoint of another model is caught.
-static void check_no_extra(const DsCheckpoint *c, const ParamLayout *lay, int untied) {
+// Every tensor of the checkpoint is the layout's, an alias of the embedding (shared with it,
+// or the one copy that shared.weight is read from), or the stray cross-attention bias
+// transformers ignores: a checkpoint of another model is caught.
+static void check_no_extra(const DsCheckpoint *c, const ParamLayout *lay, int untied, const DsTensor *embedding) {
     for (int i = 0; i < c->count; i++) {
         const DsTensor *t = &c->tensors[i];
         if (params_find(lay, t->name) >= 0 || !strcmp(t->name, STRAY_CROSS_BIAS)) continue;
         int alias = !strcmp(t->name, EMBED_ALIASES[0]) || !strcmp(t->name, EMBED_ALIASES[1]) ||
                     (!untied && !strcmp(t->name, "lm_head.weight"));
         if (alias) {
-            if (!t->alias_of && t->kind != DS_BUFFER)  // a separate copy: it must be the same tensor
+            if (!t->alias_of && t != embedding)  // a second copy of its own: not a tied T5
                 t5_fail("%s: \"%s\" is a parameter of its own, not shared with shared.weight: not a T5 layout train_t5 "
                         "knows", c->dir, t->name);
             continue;
@@ -172,6 +173,10 @@ int import_deepspeed_main(int argc, char **argv, int start) {
     }
     if (npos != 2) t5_fail("import-deepspeed: CKPT_DIR and OUT are required; HINT: %s", USAGE);
     const char *ckpt = pos[0], *out = pos[1];
+    if (!path_is_dir(ckpt))
+        t5_fail("import-deepspeed: %s: %s; HINT: CKPT_DIR is the folder DeepSpeed's save_checkpoint wrote (HF "
+                "Trainer's checkpoint-N, with `latest` and global_stepN/)", ckpt,
+                path_exists(ckpt) ? "not a directory" : "not found");
     if (path_exists(out) && (!path_is_dir(out) || dir_is_nonempty(out)))
         t5_fail("import-deepspeed: OUT %s %s; HINT: name a new directory", out,
                 path_is_dir(out) ? "is a directory that is not empty" : "exists and is not a directory");
@@ -196,7 +201,7 @@ int import_deepspeed_main(int argc, char **argv, int start) {
     cfg.untied_lm_head = untied;
     ParamLayout lay;
     params_build_layout(&cfg, &lay);
-    check_no_extra(&c, &lay, untied);
+    check_no_extra(&c, &lay, untied, find_for(&c, "shared.weight", untied));
 
     float *params = mallocCheck(lay.total * sizeof(float));
     float *m = c.has_moments ? callocCheck(lay.total, sizeof(float)) : NULL;
