@@ -161,12 +161,16 @@ def write_zip(path, obj, prefix="archive", protocol=2, drop=(), compression=zipf
         zipfile.ZIP64_LIMIT = 1  # every size and offset goes into ZIP64 fields
     try:
         with zipfile.ZipFile(path, "w", compression=compression) as z:
-            z.writestr(f"{prefix}/data.pkl", data)
-            z.writestr(f"{prefix}/byteorder", "little")
+            def put(name, payload):  # a fixed timestamp: the same bytes on every run
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = compression
+                z.writestr(info, payload)
+            put(f"{prefix}/data.pkl", data)
+            put(f"{prefix}/byteorder", "little")
             for key in sorted(storages):
                 if key not in drop:
-                    z.writestr(f"{prefix}/data/{key}", storages[key].data)
-            z.writestr(f"{prefix}/version", "3\n")
+                    put(f"{prefix}/data/{key}", storages[key].data)
+            put(f"{prefix}/version", "3\n")
     finally:
         zipfile.ZIP64_LIMIT = old
 
