@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# bench/quality_parity.sh: does train_t5 learn as well as HF? (issue 21) One GPU call:
+#   1. one random init (t5-small by default, QP_PRESET) saved once as an HF directory;
+#   2. train_t5 and HF Seq2SeqTrainer (bench/hf_seq2seq.py, transformers on the GPU machine)
+#      fine-tune it with the same flags: data/sample/train.* (3,009 NTREX/FLORES pairs) plus the
+#      10,019 Tatoeba pairs (data/sample/extra/), bf16, AdamW lr QP_LR with QP_WARMUP warm-up
+#      steps then linear decay, label smoothing 0.1, dropout 0.1 (the config's), batch QP_BATCH,
+#      QP_EPOCHS (6) epochs = 2,442 steps at batch 32, random order; eval_loss on newsdev2016 (data/sample/val.*, 1,999
+#      pairs) every QP_EVAL_STEPS steps; at the end 4-beam generation of newsdev, BLEU and chrF
+#      by sacrebleu for both (the same scorer, the same references);
+#   3. HF runs twice, with data-order seeds 1 and 2: the spread of two HF runs is the yardstick
+#      for the curves; train_t5 runs with data seed 1 (its sampler is its own, so its order is a
+#      third one).
+# Prints a table (final eval loss, BLEU, chrF, wall times) and draws both curves with
+# `train_t5 plot` into OUT/quality_parity.png.
+#   usage (GPU machine, repo root): OUT=dir bash bench/quality_parity.sh
+#   QP_HF_PARALLEL=0 runs the two HF runs one after the other (by default they share the GPU,
+#   which the table says: their wall times are then not alone).
+set -u
+OUT=${OUT:-/tmp/quality_parity}; mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+PY=${PYTHON:-python3}
+PRESET=${QP_PRESET:-t5-small}; LR=${QP_LR:-5e-4}; WARMUP=${QP_WARMUP:-200}; BATCH=${QP_BATCH:-32}
+EPOCHS=${QP_EPOCHS:-6}; EVAL_STEPS=${QP_EVAL_STEPS:-250}; BEAMS=4; LEN=128
+W=${QP_WORKDIR:-/tmp/qp}; rm -rf "$W"; mkdir -p "$W/data"
+TRAIN_SRC="data/sample/train.source data/sample/extra/tatoeba.source"
+TRAIN_TGT="data/sample/train.target data/sample/extra/tatoeba.target"
+cat $TRAIN_SRC > "$W/data/train.source"; cat $TRAIN_TGT > "$W/data/train.target"
+for s in source target; do cp data/sample/val.$s "$W/data/val.$s"; cp data/sample/val.$s "$W/data/test.$s"; done
+PREFIX="translate English to Romanian: "
+
+"$PY" - "$W/init" "$PRESET" <<'PY' || { echo "making the shared init failed"; exit 1; }
+import shutil, sys, torch
+from transformers import T5Config, T5ForConditionalGeneration
+presets = {"t5-small": dict(d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8),
+           "t5-base": dict(d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_heads=12)}
+torch.manual_seed(0)
+cfg = T5Config(vocab_size=32128, **presets[sys.argv[2]], dropout_rate=0.1, feed_forward_proj="relu",
+               decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+T5ForConditionalGeneration(cfg).save_pretrained(sys.argv[1])
+shutil.copy("data/sample/spiece.model", sys.argv[1] + "/spiece.model")
+PY
+
+hf_run() {  # SEED
+    "$PY" bench/hf_seq2seq.py --model "$W/init" --spm data/sample/spiece.model --train_source "$W/data/train.source" \
+        --train_target "$W/data/train.target" --val_source "$W/data/val.source" --val_target "$W/data/val.target" \
+        --prefix "$PREFIX" --out "$OUT/hf_seed$1" --seed 42 --data_seed "$1" --lr $LR --warmup_steps $WARMUP \
+        --epochs $EPOCHS --batch $BATCH --eval_steps $EVAL_STEPS --label_smoothing 0.1 --max_source_length $LEN \
+        --max_target_length $LEN --beams $BEAMS --gen_max_length $LEN --bf16 > "$OUT/hf_seed$1.log" 2>&1
+    echo "hf seed $1: exit $? $(grep '^RESULT' "$OUT/hf_seed$1.log")"
+}
+# The two HF runs side by side (a t5-small step leaves most of the GPU idle), then train_t5
+# alone; QP_HF_PARALLEL=0 runs the HF ones one after the other too.
+if [ "${QP_HF_PARALLEL:-1}" = 1 ]; then hf_run 1 & B1=$!; hf_run 2 & B2=$!; wait $B1 $B2
+else hf_run 1; hf_run 2; fi
+
+# train_t5 as the HF side runs: eval_loss every EVAL_STEPS during training (no generation
+# there: --predict_with_generate would beam-search newsdev at every evaluation), then the
+# 4-beam generation of newsdev from the trained model (a second start, well under a second).
+t0=$(date +%s.%N)
+./train_t5 --model "$W/init" --tokenizer_name data/sample/spiece.model --data_dir "$W/data" \
+    --task translation_en_to_ro --source_prefix "$PREFIX" --bf16 --learning_rate $LR --warmup_steps $WARMUP \
+    --lr_scheduler_type linear --label_smoothing_factor 0.1 --per_device_train_batch_size $BATCH \
+    --per_device_eval_batch_size 64 --num_train_epochs $EPOCHS --eval_strategy steps --eval_steps $EVAL_STEPS \
+    --logging_steps 50 --max_source_length $LEN --max_target_length $LEN --val_max_target_length $LEN \
+    --do_train --do_eval --seed 42 --data_seed 1 --save_strategy no --report_to none \
+    --output_dir "$OUT/train_t5" --overwrite_output_dir > "$OUT/train_t5.log" 2>&1
+echo "train_t5 train: exit $? in $(echo "$(date +%s.%N) - $t0" | bc) s"
+t1=$(date +%s.%N)
+./train_t5 --model "$OUT/train_t5" --tokenizer_name data/sample/spiece.model --data_dir "$W/data" \
+    --task translation_en_to_ro --source_prefix "$PREFIX" --bf16 --per_device_eval_batch_size 64 \
+    --max_source_length $LEN --val_max_target_length $LEN --do_predict --predict_with_generate \
+    --generation_num_beams $BEAMS --generation_max_length $LEN --report_to none \
+    --output_dir "$OUT/train_t5_predict" --overwrite_output_dir > "$OUT/train_t5_predict.log" 2>&1
+echo "train_t5 generate: exit $? in $(echo "$(date +%s.%N) - $t1" | bc) s"
+
+./train_t5 plot "$OUT/train_t5" "$OUT/hf_seed1" "$OUT/hf_seed2" --out "$OUT/quality_parity.png" > /dev/null 2>&1 \
+    || echo "train_t5 plot failed"
+"$PY" - "$OUT" "${QP_HF_PARALLEL:-1}" <<'PY'
+import json, sys
+import sacrebleu
+o, par = sys.argv[1], sys.argv[2] == "1"
+def lines(p):
+    return [l.rstrip("\n") for l in open(p, encoding="utf-8")]
+rows = {}
+for name in ("hf_seed1", "hf_seed2"):
+    try:
+        rows[name] = json.load(open(f"{o}/{name}/result.json"))
+    except OSError as e:
+        print(f"{name}: no result ({e})")
+try:
+    import os
+    W = os.environ.get("QP_WORKDIR", "/tmp/qp")
+    refs = lines(W + "/data/val.target")
+    preds = lines(o + "/train_t5_predict/generated_predictions.txt")
+    pr = json.load(open(o + "/train_t5_predict/all_results.json"))
+    st = json.load(open(o + "/train_t5/trainer_state.json"))
+    allr = json.load(open(o + "/train_t5/all_results.json"))
+    ev = [e["eval_loss"] for e in st["log_history"] if "eval_loss" in e]
+    rows["train_t5"] = {"eval_loss": ev[-1] if ev else float("nan"),
+                        "bleu": sacrebleu.corpus_bleu(preds, [refs]).score,
+                        "chrf": sacrebleu.corpus_chrf(preds, [refs]).score,
+                        "train_s": allr.get("train_runtime", float("nan")),
+                        "generate_s": pr.get("predict_runtime", float("nan")), "steps": st.get("global_step")}
+except (OSError, KeyError, ValueError) as e:
+    print(f"train_t5: no result ({e})")
+print("| run | steps | final eval_loss | BLEU | chrF | train s | 4-beam generation s |\n|---|---|---|---|---|---|---|")
+for k, r in rows.items():
+    print(f"| {k} | {r.get('steps')} | {r['eval_loss']:.4f} | {r['bleu']:.2f} | {r['chrf']:.2f} | "
+          f"{r['train_s']:.1f} | {r['generate_s']:.1f} |")
+if {"hf_seed1", "hf_seed2", "train_t5"} <= rows.keys():
+    h1, h2, t = rows["hf_seed1"], rows["hf_seed2"], rows["train_t5"]
+    hm = (h1["eval_loss"] + h2["eval_loss"]) / 2
+    print(f"eval_loss: train_t5 vs the HF mean {100 * (t['eval_loss'] - hm) / hm:+.2f}% (HF seeds differ by "
+          f"{100 * abs(h1['eval_loss'] - h2['eval_loss']) / hm:.2f}%)")
+    print(f"BLEU: train_t5 - HF mean {t['bleu'] - (h1['bleu'] + h2['bleu']) / 2:+.2f}; chrF "
+          f"{t['chrf'] - (h1['chrf'] + h2['chrf']) / 2:+.2f}")
+    # the curves: train_t5's eval_loss at each step against the band of the two HF runs
+    def curve(p):
+        return {e["step"]: e["eval_loss"] for e in json.load(open(p))["log_history"] if "eval_loss" in e}
+    c1, c2 = curve(o + "/hf_seed1/trainer_state.json"), curve(o + "/hf_seed2/trainer_state.json")
+    ct = curve(o + "/train_t5/trainer_state.json")
+    out = []
+    for s in sorted(set(c1) & set(c2) & set(ct)):
+        lo, hi = min(c1[s], c2[s]), max(c1[s], c2[s])
+        out.append(f"{s}:{ct[s]:.3f}[{lo:.3f},{hi:.3f}]{'' if lo - 1e-9 <= ct[s] <= hi + 1e-9 else '*'}")
+    print("eval_loss by step, train_t5 [HF band] (* outside):", " ".join(out))
+if par:
+    print("note: the two HF runs shared the GPU (QP_HF_PARALLEL=1): their wall times are not alone; train_t5 ran alone")
+PY

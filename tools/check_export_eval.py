@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""tools/check_export_eval.py: the eval loss transformers gives for an HF directory (one that
+train_t5 exported, issue 19), on the first N pairs of a source/target file pair, computed the
+way HF Seq2SeqTrainer.evaluate does (per-batch mean token loss, weighted by the batch's rows),
+with the inputs tokenized as train_t5 and HF's T5 tokenizer do (bench/hf_seq2seq.py).
+
+    python3 tools/check_export_eval.py MODEL_DIR --source F --target F [--n 200] [--batch 32]
+        [--prefix "translate English to Romanian: "] [--max_length 128]
+
+Prints `hf_eval_loss <x>` (%.9g); fp32 on the GPU when there is one (TF32 off).
+"""
+import argparse
+import os
+import sys
+
+import sentencepiece as spm
+import torch
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, T5ForConditionalGeneration
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from hf_seq2seq import Pairs, collate, read_lines  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--spm", default=None, help="sentencepiece model (MODEL/spiece.model)")
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--prefix", default="translate English to Romanian: ")
+    ap.add_argument("--max_length", type=int, default=128)
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    sp = spm.SentencePieceProcessor(model_file=a.spm or os.path.join(a.model, "spiece.model"))
+    src, tgt = read_lines([a.source])[: a.n], read_lines([a.target])[: a.n]
+    ds = Pairs(sp, src, tgt, a.prefix, a.max_length, a.max_length)
+    model = T5ForConditionalGeneration.from_pretrained(a.model, dtype=torch.float32)
+    args = Seq2SeqTrainingArguments(output_dir="/tmp/check_export_eval", per_device_eval_batch_size=a.batch,
+                                    report_to="none", remove_unused_columns=False)
+    r = Seq2SeqTrainer(model=model, args=args, eval_dataset=ds, data_collator=collate).evaluate()
+    print(f"hf_eval_loss {r['eval_loss']:.9g}")
+
+
+if __name__ == "__main__":
+    main()
