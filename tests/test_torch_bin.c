@@ -413,6 +413,7 @@ int main(void) {
     check_import("imp_zero3", FIX_DS "/zero3", 2);
     check_import("imp_zero2_ws2", FIX_SYNTH "/zero2_ws2", 3);
     check_import("imp_zero3_ws3", FIX_SYNTH "/zero3_ws3", 3);
+    check_import("imp_zero2_ws3_elastic", FIX_SYNTH "/zero2_ws3_elastic", 3);
 
     test_bad_bins();
     test_bad_imports();

@@ -11,7 +11,7 @@ state; stage3.py: every parameter cut in ceil(numel / world_size) pieces, padded
 a rank's pieces concatenated in parameter order and split into sub-groups), pickled as
 torch.save pickles them (protocol 2, zip format), with HF's two param groups (decay, no
 decay), shared (tied) parameters, a frozen parameter, an opaque loss-scaler object and
-IntEnum/dataclass values. The expected results are the known weights and moments, written as
+IntEnum/dataclass values, and ZeRO-2's elastic_checkpoint state (per-group lists). The expected results are the known weights and moments, written as
 zero_to_fp32.safetensors and moments.safetensors (the layout make_ds_checkpoint.py uses).
 
     python3 tools/make_ds_synthetic_fixtures.py tests/fixtures/relu_tied tests/fixtures/ds_synth
@@ -101,7 +101,7 @@ def groups_of(weights, frozen):
 ALIASES = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
 
 
-def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False):
+def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False, elastic=False):
     w = tb.read_safetensors(os.path.join(src, "model.safetensors"))
     vals = {n: list(tb.f32_values(b)) for n, (s, b) in w.items()}
     shapes = {n: s for n, (s, b) in w.items()}
@@ -158,10 +158,14 @@ def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False):
                 v_parts[r].append(fv[r * ps:(r + 1) * ps])
         for r in range(ws):
             keys.n = 0
-            base = {"state": {i: {"step": step_tensor(), "exp_avg": keys.tensor(m_parts[r][i]),
-                                  "exp_avg_sq": keys.tensor(v_parts[r][i])} for i in range(len(groups))},
-                    "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999), "weight_decay": wd, "params": [i]}
-                                     for i, wd in enumerate((0.01, 0.0))]}
+            if elastic:  # zero_optimization.elastic_checkpoint: per-group states, padding cut
+                base = [{"step": step_tensor(), "exp_avg": keys.tensor(m_parts[r][i][:len(fp32_parts[r][i])]),
+                         "exp_avg_sq": keys.tensor(v_parts[r][i][:len(fp32_parts[r][i])])} for i in range(len(groups))]
+            else:  # torch's Optimizer.state_dict() over the padded partitions
+                base = {"state": {i: {"step": step_tensor(), "exp_avg": keys.tensor(m_parts[r][i]),
+                                      "exp_avg_sq": keys.tensor(v_parts[r][i])} for i in range(len(groups))},
+                        "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999), "weight_decay": wd, "params": [i]}
+                                         for i, wd in enumerate((0.01, 0.0))]}
             osd = {"loss_scaler": scaler, "dynamic_loss_scale": False, "overflow": False, "clip_grad": 1.0,
                    "base_optimizer_state": base,
                    "single_partition_of_fp32_groups": [keys.tensor(p) for p in fp32_parts[r]],
@@ -253,6 +257,7 @@ def main():
     src, out = sys.argv[1], sys.argv[2]
     make(src, os.path.join(out, "zero2_ws2"), 2, 2, frozen=("encoder.final_layer_norm.weight",), trainer_state=True)
     make(src, os.path.join(out, "zero3_ws3"), 3, 3, frozen=("decoder.final_layer_norm.weight",))
+    make(src, os.path.join(out, "zero2_ws3_elastic"), 2, 3, frozen=(), elastic=True)
     print("wrote", out)
 
 
