@@ -635,4 +635,16 @@ if expect_run_ok "freeze_embeds count" "${TRAIN[@]}" --max_steps 1 --output_dir 
   else notok "freeze_embeds count: $got, want $total - $want"; fi
 fi
 
+# issue 19: a DeepSpeed ZeRO-3 checkpoint (3 ranks, step 3) of the trainer model, made without
+# DeepSpeed (too large to commit), imported and resumed to step 5 with its moments and schedule
+if python3 tools/make_ds_synthetic_fixtures.py "$TM" "$T/ds_tm" zero3_ws3 >/dev/null &&
+   expect_run_ok "import ZeRO-3 of the trainer model" import-deepspeed "$T/ds_tm/zero3_ws3/checkpoint" "$T/imp_tm" &&
+   expect_run_ok "resume the import" "${TRAIN[@]}" --max_steps 5 --logging_steps 1 --output_dir "$T/res_tm" \
+     --resume_from_checkpoint "$T/imp_tm"; then
+  steps=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["global_step"], [e["step"] for e in s["log_history"] if "loss" in e])' \
+    "$T/res_tm/trainer_state.json")
+  if [ "$steps" = "5 [4, 5]" ]; then ok "resume the import: steps 4 and 5 trained from the imported step 3"
+  else notok "resume the import: global_step and logged steps $steps, want 5 [4, 5]"; fi
+fi
+
 finish
