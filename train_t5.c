@@ -4,7 +4,8 @@
 //   train_t5 loss     --model M --batch F       loss of a batch file (safetensors ids)
 //   train_t5 overfit  --model M --batch F ...   N AdamW steps on one batch, then save
 // Fine-tuning from text (`train_t5 --model ... --do_train ...`, HF Trainer flags) is
-// trainer/trainer.c's trainer_main; prepare, bleu, bench, estimate and plot have their own files.
+// trainer/trainer.c's trainer_main; prepare, bleu, bench, estimate, plot and import-deepspeed have
+// their own files.
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "common/fileio.h"
 #include "common/flags.h"
 #include "data/batch_file.h"
 #include "eval/bleu.h"
@@ -22,6 +24,7 @@
 #include "trainer/args.h"
 #include "trainer/bench.h"
 #include "trainer/estimate.h"
+#include "trainer/import_deepspeed.h"
 #include "trainer/plot_cmd.h"
 #include "trainer/trainer.h"
 #include "zero/step.h"
@@ -75,6 +78,8 @@ static int cmd_info(Args *a) {
     load_model(&m, a);
     const T5Config *c = &m.cfg;
     printf("model        %s\n", a->model);
+    const char *wf = path_is_dir(a->model) && strcmp(a->init, "random") != 0 ? hf_weights_file(a->model) : NULL;
+    if (wf) printf("weights      %s\n", wf);  // which file loaded: safetensors is preferred to a .bin
     printf("d_model %d  d_kv %d  heads %d  d_ff %d  layers %d/%d  vocab %d  ffn %s\n", c->d_model, c->d_kv,
            c->num_heads, c->d_ff, c->num_layers, c->num_decoder_layers, c->vocab_size, c->feed_forward_proj);
     printf("lm head      %s, %s\n", c->untied_lm_head ? "untied (lm_head.weight)" : "tied to shared.weight",
@@ -157,6 +162,7 @@ static void usage(void) {
            "  bench    --model t5-large --batch B --bf16 ...   training throughput on synthetic batches\n"
            "  estimate --model t5-3b --world_size 2 --bf16 ...   per-rank memory for ZeRO stages 0-3 [--png F]\n"
            "  plot     OUTPUT_DIR [OUTPUT_DIR2 ...] [--out F.png]   a PNG of the runs' training curves\n"
+           "  import-deepspeed CKPT_DIR OUT [--tag T]   a DeepSpeed ZeRO-2/3 checkpoint as an HF dir + resumable state\n"
            "  info     --model M                      print the model's config and parameter count\n"
            "  convert  --model M --output_dir D       save as a Hugging Face directory [--dtype f32|f16|bf16]\n"
            "  loss     --model M --batch F            loss of a batch file [--label_smoothing x]\n"
@@ -216,6 +222,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return bench_main(argc, argv, 2);
     if (!strcmp(cmd, "estimate")) return estimate_main(argc, argv, 2);
     if (!strcmp(cmd, "plot")) return plot_main(argc, argv, 2);
+    if (!strcmp(cmd, "import-deepspeed")) return import_deepspeed_main(argc, argv, 2);
     flags_parse(argc, argv, 2, specs, COUNT(specs), cmd);
     if (a.help) {
         usage();
@@ -226,8 +233,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "convert")) return cmd_convert(&a);
     if (!strcmp(cmd, "loss")) return cmd_loss(&a);
     if (!strcmp(cmd, "overfit")) return cmd_overfit(&a);
-    const char *cmds[] = {"info", "convert", "loss", "overfit", "train", "prepare", "bleu", "bench", "estimate", "plot"};
+    const char *cmds[] = {"info", "convert", "loss", "overfit", "train", "prepare", "bleu", "bench", "estimate", "plot",
+                          "import-deepspeed"};
     const char *near = flags_closest(cmd, cmds, COUNT(cmds));
     if (near) t5_fail("unknown command \"%s\" (did you mean %s?)", cmd, near);
-    t5_fail("unknown command \"%s\" (commands: train, prepare, bleu, bench, estimate, plot, info, convert, loss, overfit)", cmd);
+    t5_fail("unknown command \"%s\" (commands: train, prepare, bleu, bench, estimate, plot, import-deepspeed, info, convert, loss, "
+            "overfit)", cmd);
 }

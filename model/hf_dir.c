@@ -1,7 +1,8 @@
 // model/hf_dir.c: Hugging Face model directories in and out (see hf_dir.h).
 //
 // Weights come from dir/model.safetensors, or, when that is absent, from the shards
-// named by dir/model.safetensors.index.json ({"weight_map": {tensor: shard file}}), as
+// named by dir/model.safetensors.index.json ({"weight_map": {tensor: shard file}}), then
+// from pytorch_model.bin and pytorch_model.bin.index.json (model/torch_file.c), as
 // from_pretrained looks for them. Names accepted besides the layout's own:
 //  - encoder.embed_tokens.weight / decoder.embed_tokens.weight: tied aliases of
 //    shared.weight (either may be the only stored copy);
@@ -21,9 +22,12 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
+#include "torch_file.h"
 
 #define SINGLE_FILE "model.safetensors"
 #define INDEX_FILE "model.safetensors.index.json"
+#define BIN_FILE "pytorch_model.bin"
+#define BIN_INDEX_FILE "pytorch_model.bin.index.json"
 #define STRAY_CROSS_BIAS "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight"
 
 static int is_file(const char *path) {
@@ -53,30 +57,21 @@ static void refuse_non_file(const char *path) {
                 "files", path, path_is_dir(path) ? "is a directory" : "not a regular file");
 }
 
-static void weights_open(Weights *w, const char *dir) {
-    memset(w, 0, sizeof *w);
-    char *single = path_join(dir, SINGLE_FILE);
-    refuse_non_file(single);
-    if (is_file(single)) {
-        w->where = single;
-        w->files = callocCheck(1, sizeof *w->files);
-        w->nfiles = 1;
-        st_open(&w->files[0], single);
-        return;
-    }
-    char *index = path_join(dir, INDEX_FILE);
-    refuse_non_file(index);
-    if (!is_file(index)) {
-        char *bin = path_join(dir, "pytorch_model.bin"), *bin_index = path_join(dir, "pytorch_model.bin.index.json");
-        if (is_file(bin) || is_file(bin_index))
-            t5_fail("%s: not found, only PyTorch .bin weights are there; HINT: convert them to safetensors "
-                    "(load and save_pretrained with transformers)",
-                    single);
-        t5_fail("%s: cannot open (No such file or directory); HINT: a model directory needs config.json and "
-                "model.safetensors (or model.safetensors.index.json with its shards)",
-                single);
-    }
-    free(single);
+typedef void (*WeightsOpenFn)(StFile *st, const char *path);
+
+// from_pretrained's order: safetensors (single, then sharded), then PyTorch .bin (single, then
+// sharded; model/torch_file.c reads them, zip or legacy format, as StFiles).
+static const struct {
+    const char *single, *index;
+    WeightsOpenFn open;
+} FORMATS[] = {
+    {SINGLE_FILE, INDEX_FILE, st_open},
+    {BIN_FILE, BIN_INDEX_FILE, torch_bin_open},
+};
+#define NUM_FORMATS ((int)(sizeof FORMATS / sizeof FORMATS[0]))
+
+// The shards named by an index ({"weight_map": {tensor: shard file}}), each opened with `open`.
+static void weights_open_index(Weights *w, const char *dir, char *index, WeightsOpenFn open) {
     w->where = index;
     size_t len;
     char *text = read_text_file(index, &len);
@@ -110,7 +105,7 @@ static void weights_open(Weights *w, const char *dir) {
     for (int i = 0; i < nshards; i++) {
         char *p = path_join(dir, shards[i]);
         if (!is_file(p)) t5_fail("%s: shard \"%s\" named by the index is missing (%s)", index, shards[i], p);
-        st_open(&w->files[i], p);
+        open(&w->files[i], p);
         w->nfiles = i + 1;
         free(p);
     }
@@ -130,6 +125,50 @@ static void weights_open(Weights *w, const char *dir) {
     free(shards);
     cJSON_Delete(root);
     free(text);
+}
+
+// The weights file of dir that from_pretrained would load (index into FORMATS, and 1 when it
+// is an index), or -1.
+static int weights_pick(const char *dir, int *is_index) {
+    for (int k = 0; k < NUM_FORMATS; k++) {
+        const char *names[2] = {FORMATS[k].single, FORMATS[k].index};
+        for (int x = 0; x < 2; x++) {
+            char *p = path_join(dir, names[x]);
+            refuse_non_file(p);
+            int found = is_file(p);
+            free(p);
+            if (found) {
+                *is_index = x;
+                return k;
+            }
+        }
+    }
+    return -1;
+}
+
+static void weights_open(Weights *w, const char *dir) {
+    memset(w, 0, sizeof *w);
+    int is_index, k = weights_pick(dir, &is_index);
+    if (k < 0) {
+        char *single = path_join(dir, SINGLE_FILE);
+        t5_fail("%s: cannot open (No such file or directory); HINT: a model directory needs config.json and "
+                "model.safetensors (or model.safetensors.index.json with its shards, or pytorch_model.bin)",
+                single);
+    }
+    char *path = path_join(dir, is_index ? FORMATS[k].index : FORMATS[k].single);
+    if (is_index) {
+        weights_open_index(w, dir, path, FORMATS[k].open);
+        return;
+    }
+    w->where = path;
+    w->files = callocCheck(1, sizeof *w->files);
+    w->nfiles = 1;
+    FORMATS[k].open(&w->files[0], path);
+}
+
+const char *hf_weights_file(const char *dir) {
+    int is_index, k = weights_pick(dir, &is_index);
+    return k < 0 ? NULL : is_index ? FORMATS[k].index : FORMATS[k].single;
 }
 
 static const StTensor *weights_find(const Weights *w, const char *name, const StFile **file) {

@@ -1,5 +1,5 @@
 // model/hf_dir.h: Hugging Face model directories in and out.
-// Load: config.json + model.safetensors (tied or untied head; shared.weight may be
+// Load: config.json + model.safetensors or pytorch_model.bin (tied or untied head; shared.weight may be
 // stored as encoder.embed_tokens.weight / decoder.embed_tokens.weight instead) into a
 // flat fp32 buffer. Save: config.json + model.safetensors that
 // T5ForConditionalGeneration.from_pretrained loads.
@@ -19,8 +19,11 @@ int hf_resolve_model(const char *model_arg, T5Config *cfg);
 // only copy of the embedding, counts as tied (what transformers' tie_weights does).
 // Call it first, set cfg->untied_lm_head, build the layout, then hf_load_weights().
 int hf_probe_untied(const char *dir);
-// Load dir/model.safetensors (or a sharded model.safetensors.index.json) into params
-// (lay->total floats).
+// The file (name inside dir) the weights load from: model.safetensors,
+// model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json; NULL if none.
+const char *hf_weights_file(const char *dir);
+// Load dir/model.safetensors (or a sharded model.safetensors.index.json, or, when neither is
+// there, pytorch_model.bin or its sharded index) into params (lay->total floats).
 void hf_load_weights(const char *dir, const T5Config *cfg, const ParamLayout *lay, float *params);
 
 // Save config.json + model.safetensors into dir (created if missing) with the tensors

@@ -20,6 +20,9 @@ static void host_weights_make(const char *model_arg, const T5Config *cfg, const 
                               unsigned long long seed, float *host) {
     if (from_file) {
         hf_load_weights(model_arg, cfg, lay, host);
+        const char *file = hf_weights_file(model_arg);  // said when it is not the usual safetensors
+        if (file && strncmp(file, "model.safetensors", strlen("model.safetensors")) != 0)
+            fprintf(stderr, "NOTICE: %s: weights from %s (PyTorch format, read without torch)\n", model_arg, file);
     } else {
         fprintf(stderr, "NOTICE: %s: random initialization (seed %llu), not pretrained weights\n", model_arg, seed);
         params_init_random(cfg, lay, host, seed);

@@ -286,6 +286,46 @@ expect_error_cmd "f16 overflow" '"decoder.block.1.layer.0.SelfAttention.k.weight
 expect_error_cmd "batch not a file" "$T/nope.safetensors" loss --model "$T/good" --batch "$T/nope.safetensors"
 expect_error_cmd "batch w/o labels" '"input_ids"' loss --model "$T/good" --batch "$T/good/model.safetensors"
 expect_error_cmd "ids outside vocab" "reference.safetensors" loss --model "$T/good" --batch "$FIX/reference.safetensors"
+# ---- PyTorch .bin weights and DeepSpeed imports (issue 19) ---------------------------------
+DSF=tests/fixtures/ds_ckpt
+expect_ok "bin: torch zip" "$DSF/hf_bin_zip" 12000
+expect_ok "bin: torch legacy" "$DSF/hf_bin_legacy" 12000
+expect_ok "bin: sharded" "$DSF/hf_bin_sharded" 12000
+bin_dir() { # bin_dir NAME: a model dir with the tiny config and a copy of the zip .bin to damage
+  rm -rf "$T/$1"; mkdir -p "$T/$1"; cp "$DSF/hf_bin_zip/config.json" "$DSF/hf_bin_zip/pytorch_model.bin" "$T/$1/"
+}
+bin_dir bin_trunc; head -c 5000 "$DSF/hf_bin_zip/pytorch_model.bin" >"$T/bin_trunc/pytorch_model.bin"
+expect_error "bin: truncated" "$T/bin_trunc" "pytorch_model.bin: a zip without an end-of-central-directory"
+bin_dir bin_text; echo "not a torch file" >"$T/bin_text/pytorch_model.bin"
+expect_error "bin: not torch" "$T/bin_text" "pytorch_model.bin: neither a torch zip file"
+bin_dir bin_proto4; cp tests/fixtures/torch_bin/bad/protocol4.bin "$T/bin_proto4/pytorch_model.bin"
+expect_error "bin: opcode FRAME" "$T/bin_proto4" "opcode FRAME (0x95) at byte 2"
+bin_dir bin_strided; cp tests/fixtures/torch_bin/bad/noncontig.bin "$T/bin_strided/pytorch_model.bin"
+expect_error "bin: strided view" "$T/bin_strided" "is a non-contiguous view"
+bin_dir bin_nostorage; cp tests/fixtures/torch_bin/bad/missing_storage.bin "$T/bin_nostorage/pytorch_model.bin"
+expect_error "bin: no storage" "$T/bin_nostorage" 'storage "1" named by archive/data.pkl is missing'
+bin_dir bin_index; echo '{"weight_map": {"shared.weight": "pytorch_model-1.bin"}}' >"$T/bin_index/pytorch_model.bin.index.json"
+rm "$T/bin_index/pytorch_model.bin"
+expect_error "bin: index, no shard" "$T/bin_index" 'shard "pytorch_model-1.bin" named by the index is missing'
+SYN=tests/fixtures/ds_synth/zero2_ws2/checkpoint
+expect_error_cmd "import: no args" "CKPT_DIR and OUT are required" import-deepspeed
+expect_error_cmd "import: one arg" "CKPT_DIR and OUT are required" import-deepspeed "$SYN"
+expect_error_cmd "import: no dir" "$T/nockpt: not found" import-deepspeed "$T/nockpt" "$T/imp_out"
+expect_error_cmd "import: bad tag" 'the tag folder "global_step9" is not there' import-deepspeed "$SYN" "$T/imp_out" \
+  --tag global_step9
+rm -rf "$T/ds_rank"; cp -r "$SYN" "$T/ds_rank"; rm "$T/ds_rank/global_step3/bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"
+expect_error_cmd "import: rank lost" "expected 2 *_optim_states.pt files" import-deepspeed "$T/ds_rank" "$T/imp_out"
+rm -rf "$T/ds_trunc"; cp -r "$SYN" "$T/ds_trunc"
+head -c 3000 "$SYN/global_step3/mp_rank_00_model_states.pt" >"$T/ds_trunc/global_step3/mp_rank_00_model_states.pt"
+expect_error_cmd "import: truncated" "mp_rank_00_model_states.pt: a zip without" import-deepspeed "$T/ds_trunc" \
+  "$T/imp_out"
+[ ! -e "$T/imp_out" ] || notok "import: a failed import left $T/imp_out behind"
+run "detect_leaks=1" import-deepspeed tests/fixtures/ds_ckpt/zero3/checkpoint "$T/imp_ok"
+if [ "$rc" -eq 0 ] && ! sanitizer_report && [ -f "$T/imp_ok/optimizer.safetensors" ]; then
+  ok "import: ZeRO-3 imports without a sanitizer or leak report"
+  expect_ok "import: loads" "$T/imp_ok" 12000
+else notok "import: ZeRO-3: exit code $rc"; sed -n '1,12s/^/       | /p' "$T/err"; fi
+expect_error_cmd "import: OUT busy" "is a directory that is not empty" import-deepspeed "$SYN" "$T/imp_ok"
 # ---- the trainer: data, prepared datasets, flags; nothing written to --output_dir ----------
 TM=tests/fixtures/trainer_model
 TOK=data/sample/spiece.model
@@ -593,6 +633,18 @@ if expect_run_ok "freeze_embeds count" "${TRAIN[@]}" --max_steps 1 --output_dir 
   if [ -n "$got" ] && [ -n "$total" ] && [ "$got" -eq $((total - want)) ]; then
     ok "freeze_embeds count: $got = $total - shared.weight $want"
   else notok "freeze_embeds count: $got, want $total - $want"; fi
+fi
+
+# issue 19: a DeepSpeed ZeRO-3 checkpoint (3 ranks, step 3) of the trainer model, made without
+# DeepSpeed (too large to commit), imported and resumed to step 5 with its moments and schedule
+if python3 tools/make_ds_synthetic_fixtures.py "$TM" "$T/ds_tm" zero3_ws3 >/dev/null &&
+   expect_run_ok "import ZeRO-3 of the trainer model" import-deepspeed "$T/ds_tm/zero3_ws3/checkpoint" "$T/imp_tm" &&
+   expect_run_ok "resume the import" "${TRAIN[@]}" --max_steps 5 --logging_steps 1 --output_dir "$T/res_tm" \
+     --resume_from_checkpoint "$T/imp_tm"; then
+  steps=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["global_step"], [e["step"] for e in s["log_history"] if "loss" in e])' \
+    "$T/res_tm/trainer_state.json")
+  if [ "$steps" = "5 [4, 5]" ]; then ok "resume the import: steps 4 and 5 trained from the imported step 3"
+  else notok "resume the import: global_step and logged steps $steps, want 5 [4, 5]"; fi
 fi
 
 finish

@@ -292,7 +292,7 @@ static void test_hf_variant_errors(const T5Config *cfg, const ParamLayout *lay, 
     free(dir);
 }
 
-// No weights file, .bin only, no config, bad --model.
+// No weights file, a .bin that is no torch file, no config, bad --model.
 static void test_hf_missing_files(const T5Config *cfg) {
     char *dir = tmp_path("v_noweights");
     mkdir(dir, 0755);
@@ -301,7 +301,8 @@ static void test_hf_missing_files(const T5Config *cfg) {
     expect_error("load: no model.safetensors", do_load_dir, &(LoadArg){dir, 0}, "model.safetensors: cannot open");
     char *bin = path_join(dir, "pytorch_model.bin");
     write_text(bin, "x");
-    expect_error("load: only pytorch_model.bin", do_load_dir, &(LoadArg){dir, 0}, "PyTorch .bin");
+    expect_error("load: a pytorch_model.bin that is not torch.save's", do_load_dir, &(LoadArg){dir, 0},
+                 "pytorch_model.bin: neither a torch zip file nor a legacy torch pickle");
     unlink(cp);
     expect_error("resolve: directory without config.json", do_resolve, dir, "config.json");
     free(bin);

@@ -1,0 +1,254 @@
+// trainer/import_deepspeed.c: `train_t5 import-deepspeed` (see import_deepspeed.h).
+//
+// The checkpoint is read by model/ds_checkpoint.c; here its tensors are matched BY NAME to
+// train_t5's flat layout (DeepSpeed's order is its param groups', e.g. HF's decay / no-decay
+// split), and OUT gets:
+//   config.json, model.safetensors     the fp32 weights (hf_save_model), = zero_to_fp32's
+//   optimizer.safetensors              "exp_avg", "exp_avg_sq" over the whole flat space in
+//                                      layout order (frozen parameters: zeros)
+//   zero_state.json                    optimizer_step, parameters, loss_scaler{...}
+//   trainer_state.json                 CKPT_DIR's own (HF Trainer's) or {global_step, log_history: []}
+// the last three as zero/checkpoint.c's zero_save_optimizer and trainer/checkpoint.c write
+// them, so OUT is a checkpoint-N folder that --resume_from_checkpoint accepts.
+#include "import_deepspeed.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "../common/fileio.h"
+#include "../common/flags.h"
+#include "../model/ds_checkpoint.h"
+#include "../model/hf_dir.h"
+#include "../model/params.h"
+#include "../optim/loss_scaler.h"
+
+#define USAGE "train_t5 import-deepspeed CKPT_DIR OUT [--tag TAG] [--model M]"
+#define STRAY_CROSS_BIAS "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight"
+#define OPT_FILE "optimizer.safetensors"   // zero/checkpoint.c's names
+#define STATE_FILE "zero_state.json"
+#define TRAINER_STATE "trainer_state.json"
+
+static const char *const EMBED_ALIASES[] = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"};
+
+static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(out, cap, "[");
+    for (int i = 0; i < ndim && k < cap; i++) k += (size_t)snprintf(out + k, cap - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < cap) snprintf(out + k, cap - k, "]");
+}
+
+// The checkpoint's tensor for layout tensor `name`: itself, or for shared.weight one of its
+// tied aliases (as model/hf_dir.c accepts them).
+static const DsTensor *find_for(const DsCheckpoint *c, const char *name, int untied) {
+    const DsTensor *t = ds_checkpoint_find(c, name);
+    if (t || strcmp(name, "shared.weight") != 0) return t;
+    for (int i = 0; i < 2 && !t; i++) t = ds_checkpoint_find(c, EMBED_ALIASES[i]);
+    if (!t && !untied) t = ds_checkpoint_find(c, "lm_head.weight");
+    return t;
+}
+
+// Every tensor of the checkpoint is the layout's, an alias of the embedding (shared with it,
+// or the one copy that shared.weight is read from), or the stray cross-attention bias
+// transformers ignores: a checkpoint of another model is caught.
+static void check_no_extra(const DsCheckpoint *c, const ParamLayout *lay, int untied, const DsTensor *embedding) {
+    for (int i = 0; i < c->count; i++) {
+        const DsTensor *t = &c->tensors[i];
+        if (params_find(lay, t->name) >= 0 || !strcmp(t->name, STRAY_CROSS_BIAS)) continue;
+        int alias = !strcmp(t->name, EMBED_ALIASES[0]) || !strcmp(t->name, EMBED_ALIASES[1]) ||
+                    (!untied && !strcmp(t->name, "lm_head.weight"));
+        if (alias) {
+            if (!t->alias_of && t != embedding)  // a second copy of its own: not a tied T5
+                t5_fail("%s: \"%s\" is a parameter of its own, not shared with shared.weight: not a T5 layout train_t5 "
+                        "knows", c->dir, t->name);
+            continue;
+        }
+        t5_fail("%s: unexpected tensor \"%s\": not a T5ForConditionalGeneration with this config (wrong --model, or "
+                "a config.json that does not match the checkpoint?)", c->dir, t->name);
+    }
+}
+
+static void write_optimizer(const char *out, const ParamLayout *lay, const float *m, const float *v) {
+    int64_t total = (int64_t)lay->total;
+    StTensorDesc descs[2] = {{.name = "exp_avg", .dtype = ST_F32, .ndim = 1, .shape = {total}},
+                             {.name = "exp_avg_sq", .dtype = ST_F32, .ndim = 1, .shape = {total}}};
+    char *path = path_join(out, OPT_FILE);
+    StWriter w;
+    st_writer_open(&w, path, descs, 2, "{\"format\":\"train_t5\"}");
+    st_writer_write_f32(&w, m, (uint64_t)total);
+    st_writer_write_f32(&w, v, (uint64_t)total);
+    st_writer_close(&w);
+    free(path);
+}
+
+static void write_zero_state(const char *out, const DsCheckpoint *c, const ParamLayout *lay, long global_step) {
+    LossScaler s = loss_scaler_static(c->scaler_cur_scale);  // train_t5's fields, from DeepSpeed's where it has them
+    s.dynamic = c->scaler_dynamic;
+    s.cur_iter = c->scaler_cur_iter ? c->scaler_cur_iter : global_step;  // a static DeepSpeed scaler counts none
+    s.last_overflow_iter = c->scaler_last_overflow_iter;
+    s.cur_hysteresis = c->scaler_cur_hysteresis >= 0 ? c->scaler_cur_hysteresis : 0;
+    s.skipped_steps = c->skipped_steps;
+    cJSON *st = cJSON_CreateObject(), *ls = cJSON_CreateObject();
+    cJSON_AddNumberToObject(st, "optimizer_step", (double)c->optimizer_step);
+    cJSON_AddNumberToObject(st, "parameters", (double)lay->total);
+    cJSON_AddNumberToObject(ls, "dynamic", s.dynamic);
+    cJSON_AddNumberToObject(ls, "cur_scale", s.cur_scale);
+    cJSON_AddNumberToObject(ls, "cur_iter", (double)s.cur_iter);
+    cJSON_AddNumberToObject(ls, "last_overflow_iter", (double)s.last_overflow_iter);
+    cJSON_AddNumberToObject(ls, "cur_hysteresis", s.cur_hysteresis);
+    cJSON_AddNumberToObject(ls, "skipped_steps", (double)s.skipped_steps);
+    cJSON_AddItemToObject(st, "loss_scaler", ls);
+    char *path = path_join(out, STATE_FILE);
+    json_save_atomic(st, path);
+    free(path);
+    cJSON_Delete(st);
+}
+
+// CKPT_DIR/trainer_state.json when HF Trainer wrote one (its global_step must be the
+// checkpoint's), else a minimal one.
+static long write_trainer_state(const char *ckpt_dir, const char *out, const DsCheckpoint *c) {
+    char *src = path_join(ckpt_dir, TRAINER_STATE), *dst = path_join(out, TRAINER_STATE);
+    long step = c->global_steps >= 0 ? c->global_steps : c->optimizer_step + c->skipped_steps;
+    if (path_is_file(src)) {
+        char *text = read_text_file(src, NULL);
+        cJSON *st = text ? cJSON_Parse(text) : NULL;
+        const cJSON *gs = st ? cJSON_GetObjectItemCaseSensitive(st, "global_step") : NULL;
+        if (!cJSON_IsNumber(gs) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(st, "log_history")))
+            t5_fail("%s: malformed (global_step and log_history are needed)", src);
+        if ((long)gs->valuedouble != step)
+            t5_fail("%s: global_step %ld, but the DeepSpeed checkpoint is at step %ld: they are not one checkpoint; "
+                    "HINT: pass the checkpoint-N folder HF Trainer wrote, or --tag of its step", src,
+                    (long)gs->valuedouble, step);
+        cJSON_Delete(st);
+        free(text);
+        file_copy_atomic(src, dst);
+    } else {
+        cJSON *st = cJSON_CreateObject();
+        cJSON_AddNumberToObject(st, "global_step", (double)step);
+        cJSON_AddItemToObject(st, "log_history", cJSON_CreateArray());
+        json_save_atomic(st, dst);
+        cJSON_Delete(st);
+    }
+    free(src);
+    free(dst);
+    return step;
+}
+
+int import_deepspeed_main(int argc, char **argv, int start) {
+    const char *tag = NULL, *model = NULL;
+    int help = 0;
+    FlagSpec specs[] = {
+        {"tag", FLAG_STRING, &tag, "the checkpoint's tag folder (default: the one CKPT_DIR/latest names)"},
+        {"model", FLAG_STRING, &model, "the architecture (a preset or a directory with config.json) when CKPT_DIR has "
+                                       "no config.json"},
+        {"help", FLAG_BOOL, &help, "this help"},
+    };
+    int n_specs = (int)(sizeof specs / sizeof specs[0]);
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    char **fargv = mallocCheck(sizeof(char *) * (size_t)(argc + 1));
+    int fn = 0;
+    for (int i = 0; i < start; i++) fargv[fn++] = argv[i];
+    for (int i = start; i < argc; i++) {
+        if (argv[i][0] != '-') {
+            if (npos == 2) t5_fail("import-deepspeed: unexpected argument \"%s\"; HINT: %s", argv[i], USAGE);
+            pos[npos++] = argv[i];
+            continue;
+        }
+        fargv[fn++] = argv[i];
+        int takes_value = !strchr(argv[i], '=') && (!strcmp(argv[i], "--tag") || !strcmp(argv[i], "--model"));
+        if (takes_value && i + 1 < argc) fargv[fn++] = argv[++i];
+    }
+    fargv[fn] = NULL;
+    flags_parse(fn, fargv, start, specs, n_specs, "import-deepspeed");
+    free(fargv);
+    if (help) {
+        printf("%s\n  A DeepSpeed ZeRO-2/3 checkpoint into an HF model directory OUT (fp32 model.safetensors equal to\n"
+               "  zero_to_fp32's), with the Adam moments and counters so that --resume_from_checkpoint OUT goes on.\n",
+               USAGE);
+        flags_print_help(specs, n_specs);
+        return 0;
+    }
+    if (npos != 2) t5_fail("import-deepspeed: CKPT_DIR and OUT are required; HINT: %s", USAGE);
+    const char *ckpt = pos[0], *out = pos[1];
+    if (!path_is_dir(ckpt))
+        t5_fail("import-deepspeed: %s: %s; HINT: CKPT_DIR is the folder DeepSpeed's save_checkpoint wrote (HF "
+                "Trainer's checkpoint-N, with `latest` and global_stepN/)", ckpt,
+                path_exists(ckpt) ? "not a directory" : "not found");
+    if (path_exists(out) && (!path_is_dir(out) || dir_is_nonempty(out)))
+        t5_fail("import-deepspeed: OUT %s %s; HINT: name a new directory", out,
+                path_is_dir(out) ? "is a directory that is not empty" : "exists and is not a directory");
+
+    // the architecture: --model, else the config.json HF Trainer writes beside global_stepN/
+    T5Config cfg;
+    char *ckpt_cfg = path_join(ckpt, "config.json");
+    if (model) {
+        hf_resolve_model(model, &cfg);
+    } else if (path_is_file(ckpt_cfg)) {
+        t5_config_load_json(ckpt_cfg, &cfg);
+    } else {
+        t5_fail("import-deepspeed: %s has no config.json; HINT: pass --model with the architecture (a preset such as "
+                "t5-small, or a directory with config.json)", ckpt);
+    }
+    free(ckpt_cfg);
+
+    DsCheckpoint c;
+    ds_checkpoint_open(&c, ckpt, tag);
+    const DsTensor *lm = ds_checkpoint_find(&c, "lm_head.weight");
+    int untied = lm && !lm->alias_of;
+    cfg.untied_lm_head = untied;
+    ParamLayout lay;
+    params_build_layout(&cfg, &lay);
+    check_no_extra(&c, &lay, untied, find_for(&c, "shared.weight", untied));
+
+    float *params = mallocCheck(lay.total * sizeof(float));
+    float *m = c.has_moments ? callocCheck(lay.total, sizeof(float)) : NULL;
+    float *v = c.has_moments ? callocCheck(lay.total, sizeof(float)) : NULL;
+    char want[64], got[64];
+    for (int i = 0; i < lay.count; i++) {
+        const ParamSpec *s = &lay.specs[i];
+        const DsTensor *t = find_for(&c, s->name, untied);
+        shape_str(want, sizeof want, s->ndim, s->shape);
+        if (!t) t5_fail("%s: missing tensor \"%s\" (expected shape %s); HINT: --model must be the checkpoint's architecture", c.dir, s->name, want);
+        int same = t->ndim == s->ndim;
+        for (int d = 0; same && d < s->ndim; d++) same = t->shape[d] == s->shape[d];
+        if (!same) {
+            shape_str(got, sizeof got, t->ndim, t->shape);
+            t5_fail("%s: tensor \"%s\": expected shape %s, found %s; HINT: --model must be the checkpoint's architecture",
+                    c.dir, t->name, want, got);
+        }
+        ds_checkpoint_read(&c, t, params + s->offset);
+        const DsTensor *data = t->alias_of ? ds_checkpoint_find(&c, t->alias_of) : t;
+        if (c.has_moments && data->kind == DS_TRAINABLE) {
+            ds_checkpoint_read_moment(&c, data, 0, m + s->offset);
+            ds_checkpoint_read_moment(&c, data, 1, v + s->offset);
+        }
+    }
+
+    mkdir_p(out);
+    fileio_remove_at_exit(out);  // an error from here on leaves no half-written OUT
+    hf_save_model(out, &cfg, &lay, params, ST_F32);
+    if (c.has_moments) {
+        long step = write_trainer_state(ckpt, out, &c);
+        if (c.optimizer_step + c.skipped_steps != step)
+            t5_fail("%s: the optimizer took %ld steps and skipped %ld, but the checkpoint is at step %ld: the moments "
+                    "cannot resume it", c.dir, c.optimizer_step, c.skipped_steps, step);
+        write_optimizer(out, &lay, m, v);
+        write_zero_state(out, &c, &lay, step);
+    }
+    fileio_keep(out);
+    printf("imported %s (DeepSpeed %s, ZeRO-%d, %d rank%s, step %ld): %zu parameters in %d tensors -> %s/model.safetensors%s\n",
+           c.dir, c.ds_version, c.zero_stage, c.world_size, c.world_size == 1 ? "" : "s", c.global_steps, lay.total,
+           lay.count, out, c.has_moments ? ", optimizer.safetensors, zero_state.json, trainer_state.json" : "");
+    if (!c.has_moments)
+        printf("NOTICE: the checkpoint holds no Adam moments (exp_avg, exp_avg_sq): OUT is a model, not a checkpoint "
+               "to resume\n");
+    free(params);
+    free(m);
+    free(v);
+    params_free_layout(&lay);
+    ds_checkpoint_close(&c);
+    return 0;
+}
