@@ -371,7 +371,9 @@ static void train_begin(Run *r, TrainLoop *L, const Dataset *ds, const Dataset *
     train_schedule(r, L);
     if (a->resume_from_checkpoint) {
         L->resume_step = trainer_load_state(r, a->resume_from_checkpoint);
+        zero_ckpt_mem_begin();
         zero_load_optimizer(&r->zero, &L->scaler, a->resume_from_checkpoint, L->resume_step);
+        zero_ckpt_mem_report(&r->zero, "load");
         r->zero.steps_seen = L->resume_step;  // the steps the checkpoint took (zero/step.c counts on)
         if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, L->resume_step);
     }
