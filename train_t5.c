@@ -4,7 +4,7 @@
 //   train_t5 loss     --model M --batch F       loss of a batch file (safetensors ids)
 //   train_t5 overfit  --model M --batch F ...   N AdamW steps on one batch, then save
 // Fine-tuning from text (`train_t5 --model ... --do_train ...`, HF Trainer flags) is
-// trainer/trainer.c's trainer_main; prepare, bleu, bench, estimate and plot have their own files.
+// trainer/trainer.c's trainer_main; prepare, bleu, bench, estimate, plot and export have their own files.
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +22,7 @@
 #include "trainer/args.h"
 #include "trainer/bench.h"
 #include "trainer/estimate.h"
+#include "trainer/export.h"
 #include "trainer/plot_cmd.h"
 #include "trainer/trainer.h"
 #include "zero/step.h"
@@ -157,6 +158,7 @@ static void usage(void) {
            "  bench    --model t5-large --batch B --bf16 ...   training throughput on synthetic batches\n"
            "  estimate --model t5-3b --world_size 2 --bf16 ...   per-rank memory for ZeRO stages 0-3 [--png F]\n"
            "  plot     OUTPUT_DIR [OUTPUT_DIR2 ...] [--out F.png]   a PNG of the runs' training curves\n"
+           "  export   CKPT OUT [--dtype fp32|bf16|fp16] [--max_shard_size 5GB]   an HF directory from a checkpoint\n"
            "  info     --model M                      print the model's config and parameter count\n"
            "  convert  --model M --output_dir D       save as a Hugging Face directory [--dtype f32|f16|bf16]\n"
            "  loss     --model M --batch F            loss of a batch file [--label_smoothing x]\n"
@@ -216,6 +218,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return bench_main(argc, argv, 2);
     if (!strcmp(cmd, "estimate")) return estimate_main(argc, argv, 2);
     if (!strcmp(cmd, "plot")) return plot_main(argc, argv, 2);
+    if (!strcmp(cmd, "export")) return export_main(argc, argv, 2);
     flags_parse(argc, argv, 2, specs, COUNT(specs), cmd);
     if (a.help) {
         usage();
@@ -226,8 +229,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "convert")) return cmd_convert(&a);
     if (!strcmp(cmd, "loss")) return cmd_loss(&a);
     if (!strcmp(cmd, "overfit")) return cmd_overfit(&a);
-    const char *cmds[] = {"info", "convert", "loss", "overfit", "train", "prepare", "bleu", "bench", "estimate", "plot"};
+    const char *cmds[] = {"info", "convert", "loss", "overfit", "train", "prepare", "bleu", "bench", "estimate", "plot", "export"};
     const char *near = flags_closest(cmd, cmds, COUNT(cmds));
     if (near) t5_fail("unknown command \"%s\" (did you mean %s?)", cmd, near);
-    t5_fail("unknown command \"%s\" (commands: train, prepare, bleu, bench, estimate, plot, info, convert, loss, overfit)", cmd);
+    t5_fail("unknown command \"%s\" (commands: train, prepare, bleu, bench, estimate, plot, export, info, convert, loss, overfit)", cmd);
 }

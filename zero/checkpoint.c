@@ -525,3 +525,58 @@ void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int 
     if (shards) load_shards(z, scaler, dir, global_step);
     else load_whole(z, scaler, dir, global_step);
 }
+
+// ---- reading without a run (export) ----------------------------------------------------
+struct ZeroShardReader {
+    ShardIndex x;
+    StFile *files;  // (n_shards) opened on first use (f == NULL: not yet)
+    int *master;    // (n_shards) the index of tensor "master" in each open file
+};
+
+ZeroShardReader *zero_shards_open(const char *dir, size_t total) {
+    char *latest = path_join(dir, ZERO_CKPT_LATEST);
+    int has = path_exists(latest);
+    free(latest);
+    if (!has) return NULL;
+    ZeroShardReader *rd = callocCheck(1, sizeof *rd);
+    index_read(&rd->x, dir);
+    if (rd->x.parameters != (double)total)
+        t5_fail("%s: written for %.0f parameters, the model of %s/config.json has %zu; HINT: the config.json beside "
+                "the shards is the training run's", rd->x.index_path, rd->x.parameters, dir, total);
+    Verdict v = {0};
+    for (int r = 0; r < rd->x.n_shards; r++) shard_verify(&rd->x, r, CHUNK_MAX_ELEMS, &v);
+    if (v.bad) t5_fail("%s", v.msg);
+    rd->files = callocCheck((size_t)rd->x.n_shards, sizeof *rd->files);
+    rd->master = callocCheck((size_t)rd->x.n_shards, sizeof *rd->master);
+    return rd;
+}
+
+void zero_shards_read_master(ZeroShardReader *rd, size_t lo, size_t hi, float *dst) {
+    for (int r = 0; r < rd->x.n_shards; r++) {
+        const ShardInfo *s = &rd->x.shards[r];
+        size_t a = s->begin > lo ? s->begin : lo, b = s->end < hi ? s->end : hi;
+        if (a >= b) continue;
+        StFile *f = &rd->files[r];
+        if (!f->f) {
+            char *path = path_join(rd->x.tagdir, s->file);
+            st_open(f, path);
+            const StTensor *t = st_find(f, STATE_NAMES[0]);
+            if (!t || t->numel != s->end - s->begin)
+                t5_fail("%s: tensor \"%s\" of %llu elements is missing; %s", path, STATE_NAMES[0],
+                        (unsigned long long)(s->end - s->begin), HINT_EARLIER);
+            rd->master[r] = (int)(t - f->tensors);
+            free(path);
+        }
+        st_read_f32_range(f, &f->tensors[rd->master[r]], a - s->begin, b - a, dst + (a - lo));
+    }
+}
+
+void zero_shards_close(ZeroShardReader *rd) {
+    if (!rd) return;
+    for (int r = 0; r < rd->x.n_shards; r++)
+        if (rd->files[r].f) st_close(&rd->files[r]);
+    freeCheck(rd->files);
+    freeCheck(rd->master);
+    index_free(&rd->x);
+    freeCheck(rd);
+}

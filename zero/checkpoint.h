@@ -52,3 +52,13 @@ size_t zero_ckpt_chunk_elems(const ParamLayout *lay);
 // checks against the bound 4 (P + U) bytes. Both do nothing with counting off.
 void zero_ckpt_mem_begin(void);
 void zero_ckpt_mem_report(const ZeroState *z, const char *what);
+
+// Reading a checkpoint's master weights by flat ranges without a run (train_t5 export): one
+// process, every shard's checksum verified at open. NULL when dir has no `latest` and no
+// tag directory (the caller then reads model.safetensors); a damaged one is refused.
+typedef struct ZeroShardReader ZeroShardReader;
+ZeroShardReader *zero_shards_open(const char *dir, size_t total);
+// Flat elements [lo, hi) of the fp32 master into dst (hi - lo floats), from the shards that
+// hold them.
+void zero_shards_read_master(ZeroShardReader *rd, size_t lo, size_t hi, float *dst);
+void zero_shards_close(ZeroShardReader *rd);
