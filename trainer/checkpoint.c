@@ -161,6 +161,35 @@ void trainer_save_checkpoint(Run *r, const LossScaler *scaler) {
     free(dir);
 }
 
+// The end of training (HF's save_model into --output_dir). At stage 3 with the DeepSpeed key
+// stage3_gather_16bit_weights_on_model_save false (DeepSpeed's default) the weights are
+// never gathered: --output_dir gets the ZeRO shards, the index and `latest` (as HF's
+// Trainer writes the DeepSpeed checkpoint then) with config.json and spiece.model, and
+// `train_t5 export` makes the HF directory from them. Otherwise model.safetensors is
+// streamed as for a checkpoint (fp32 masters). Whichever is written, the other kind left by
+// an earlier run in the directory goes, so the directory never holds two different models.
+void trainer_save_final(Run *r, const LossScaler *scaler) {
+    const char *out = r->a.output_dir;
+    int shards_only = r->zero.stage == 3 && r->a.deepspeed &&
+                      !r->p.ds_loaded.zero.stage3_gather_16bit_weights_on_model_save.v;
+    char *stale = path_join(out, shards_only ? "model.safetensors" : ZERO_CKPT_LATEST);
+    if (is_main(r) && path_is_file(stale) && remove(stale) != 0)
+        t5_fail("%s: cannot remove the earlier run's file (%s); HINT: check the permissions of --output_dir", stale,
+                strerror(errno));
+    free(stale);
+    if (!shards_only) return trainer_save_model(r, out);
+    zero_save_shards(&r->zero, scaler, out, r->global_step);
+    zero_save_latest(&r->zero, out, r->global_step);
+    if (!is_main(r)) return;
+    hf_save_config(out, &r->m.cfg, &r->m.lay);
+    char *dst = path_join(out, "spiece.model");
+    file_copy_atomic(r->spm_path, dst);
+    free(dst);
+    printf("stage3_gather_16bit_weights_on_model_save is false (%s): %s holds the ZeRO shards (global_step%d/, "
+           "latest), not a model.safetensors; run `train_t5 export %s %s/hf` to get an HF directory\n",
+           r->a.deepspeed, out, r->global_step, out, out);
+}
+
 // --resume_from_checkpoint: the trainer's side (step, epoch, flos, log history); the
 // optimizer's is zero_load_optimizer. Returns the step to resume at.
 int trainer_load_state(Run *r, const char *dir) {

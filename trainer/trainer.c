@@ -516,7 +516,7 @@ static void train_end(Run *r, TrainLoop *L) {
     cJSON *met = cJSON_Duplicate(entry, 1);  // train_results.json: the same keys, with epoch
     cJSON_AddNumberToObject(met, "epoch", r->epoch);
     log_entry(r, entry, 1);
-    trainer_save_model(r, r->a.output_dir);
+    trainer_save_final(r, &L->scaler);
     save_metrics(r, "train", met);
     cJSON_Delete(met);
     trainer_save_state(r, r->a.output_dir);
