@@ -75,7 +75,11 @@ static void write_configs(void) {
 // One ./train_t5 run into TMP/<tag> (log TMP/<tag>.log); cfg NULL: no --deepspeed. rc 0?
 static int train(const char *tag, int world, const char *cfg, const char *extra) {
     char cmd[4096], launcher[160] = "", ds[700] = "";
-    if (world > 1) snprintf(launcher, sizeof launcher, "mpirun --allow-run-as-root --oversubscribe -np %d ", world);
+    // several ranks share few cores: one OpenMP thread each (3x faster on 2 cores than each
+    // rank spinning up a thread per core)
+    if (world > 1)
+        snprintf(launcher, sizeof launcher,
+                 "OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -np %d ", world);
     if (cfg) snprintf(ds, sizeof ds, "--deepspeed %s/%s.json", TMP, cfg);
     snprintf(cmd, sizeof cmd,
              "T5_COUNT_HOST_MEM=1 %s./train_t5 --device cpu --model tests/fixtures/trainer_model --tokenizer_name "
@@ -90,7 +94,7 @@ static int train(const char *tag, int world, const char *cfg, const char *extra)
 
 static void show_log(const char *tag) {
     char cmd[800];
-    snprintf(cmd, sizeof cmd, "tail -4 %s/%s.log", TMP, tag);
+    snprintf(cmd, sizeof cmd, "tail -n 4 '%s/%s.log'", TMP, tag);
     if (sh(cmd) != 0) printf("(no log)\n");
 }
 
@@ -285,14 +289,10 @@ static void resume_into(const char *tag, int world, const char *cfg, const char 
     snprintf(extra, sizeof extra, "--resume_from_checkpoint %s", ckpt);
     snprintf(what, sizeof what, "%s: run", label);
     if (!test_check(train(tag, world, cfg, extra), what)) return show_log(tag);
-    // the resumed run's log holds steps 6-10 only: its losses against the reference's
-    double la[64], na[64], lb[64], nb[64];
-    int n = read_losses(tag, la, na, 64), m = read_losses(ref, lb, nb, 64);
-    double worst = n == STEPS - SAVE_AT && m == STEPS ? 0 : INFINITY;
-    for (int i = 0; i < n && isfinite(worst); i++) {
-        worst = fmax(worst, fabs(la[i] - lb[SAVE_AT + i]) / fmax(fabs(lb[SAVE_AT + i]), 1e-30));
-        worst = fmax(worst, fabs(na[i] - nb[SAVE_AT + i]) / fmax(fabs(nb[SAVE_AT + i]), 1e-30));
-    }
+    // the resumed run's log: the checkpoint's steps 1-5, then its own 6-10
+    int steps;
+    double worst = losses_diff(tag, ref, &steps);
+    if (worst < 0) worst = INFINITY;
     snprintf(a, sizeof a, "%s/%s", TMP, tag);
     snprintf(b, sizeof b, "%s/%s/checkpoint-%d", TMP, ref, STEPS);
     double wd = weights_diff(a, b);
@@ -341,6 +341,8 @@ static void damaged_copy(const char *name, char *dir, size_t n) {
 static void expect_refusal(const char *name, const char *ckpt, int world, const char *needle) {
     char tag[128], extra[900], cmd[1600], what[700];
     snprintf(tag, sizeof tag, "refused_%s", name);
+    for (char *c = tag; *c; c++)
+        if (*c == ' ' || *c == '.' || *c == '-') *c = '_';
     snprintf(extra, sizeof extra, "--resume_from_checkpoint %s", ckpt);
     int ran = train(tag, world, world > 1 ? "s2" : NULL, extra);
     snprintf(cmd, sizeof cmd, "grep -F 'error: ' %s/%s.log | grep -F -- '%s' | grep -q HINT", TMP, tag, needle);

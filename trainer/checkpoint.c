@@ -64,12 +64,13 @@ static Range model_piece(const ZeroState *z, size_t lo, size_t hi) {
     return p.begin < p.end ? p : none;
 }
 
-// Collective: the fp32 (master) weights streamed to rank 0 one tensor at a time (each rank
-// sends its piece of the tensor, comm_gather_bytes_host puts them in rank order, which is
-// flat order), which writes config.json + model.safetensors. No rank holds more than one
-// tensor. Weights holding inf/nan are not saved: the rank that finds one says where, every
-// rank stops, and the unfinished file is removed (a model that cannot mean anything is not
-// a result).
+// Collective: the fp32 (master) weights streamed to rank 0, tensor by tensor in pieces of at
+// most half the checkpoint chunk (zero_ckpt_chunk_elems): each rank sends its part of the
+// piece, comm_gather_bytes_host puts the parts in rank order, which is flat order, and rank 0
+// appends them to the open model.safetensors (config.json first). Rank 0 holds a piece and
+// its own part of it at a time, so never more than one tensor. Weights holding inf/nan are
+// not saved: the rank that finds one says where, every rank stops, and the unfinished file
+// is removed (a model that cannot mean anything is not a result).
 void trainer_save_model(Run *r, const char *dir) {
     ZeroState *z = &r->zero;
     const ParamLayout *lay = &r->m.lay;
@@ -80,35 +81,35 @@ void trainer_save_model(Run *r, const char *dir) {
     StWriter w;
     StTensorDesc *descs = NULL;
     if (is_main(r)) descs = hf_save_begin(dir, NULL, &r->m.cfg, lay, 0, lay->count, ST_F32, &w);
-    size_t big = 1;
-    for (int i = 0; i < lay->count; i++)
-        if (lay->specs[i].numel > big) big = lay->specs[i].numel;
-    // the largest piece this rank sends: its share of one tensor (stage 0: rank 0, a whole one)
-    size_t own_n = z->own.range.end - z->own.range.begin;
-    float *piece = mallocCheck((big < own_n ? big : own_n ? own_n : 1) * sizeof(float));
-    int alone = !z->own.range_is_partition || r->comm.world == 1;  // rank 0 holds every tensor whole
+    size_t piece_max = zero_ckpt_chunk_elems(lay) / 2 ? zero_ckpt_chunk_elems(lay) / 2 : 1;
+    float *part = mallocCheck(piece_max * sizeof(float));
     size_t *counts = is_main(r) ? mallocCheck((size_t)r->comm.world * sizeof(size_t)) : NULL;
+    int alone = !z->own.range_is_partition || r->comm.world == 1;  // rank 0 holds every tensor whole
     char msg[512] = "";
     for (int i = 0; i < lay->count; i++) {
         const ParamSpec *s = &lay->specs[i];
-        Range p = model_piece(z, s->offset, s->offset + s->numel);
-        size_t n = p.end - p.begin;
-        zero_owned_f32_to_host(&z->own.master, r->m.be, p.begin - z->own.range.begin, n, piece);
-        for (size_t k = 0; k < n && !msg[0]; k++)
-            if (!isfinite(piece[k]))
-                snprintf(msg, sizeof msg, "after step %d the weights hold %g in tensor \"%s\" (element %zu): %s is "
-                         "not written; HINT: lower --learning_rate (%g), and check the weights and the data",
-                         r->global_step, (double)piece[k], s->name, p.begin + k - s->offset, dir, r->a.learning_rate);
-        if (alone) {  // nothing to gather: rank 0 writes its own copy
-            if (is_main(r)) st_writer_write_f32(&w, piece, s->numel);
-            continue;
+        for (size_t lo = s->offset, end = s->offset + s->numel; lo < end; lo += piece_max) {
+            size_t hi = end - lo < piece_max ? end : lo + piece_max;
+            Range p = model_piece(z, lo, hi);
+            size_t n = p.end - p.begin;
+            zero_owned_f32_to_host(&z->own.master, r->m.be, p.begin - z->own.range.begin, n, part);
+            for (size_t k = 0; k < n && !msg[0]; k++)
+                if (!isfinite(part[k]))
+                    snprintf(msg, sizeof msg, "after step %d the weights hold %g in tensor \"%s\" (element %zu): %s "
+                             "is not written; HINT: lower --learning_rate (%g), and check the weights and the data",
+                             r->global_step, (double)part[k], s->name, p.begin + k - s->offset, dir,
+                             r->a.learning_rate);
+            if (alone) {  // nothing to gather: rank 0 writes its own copy
+                if (is_main(r)) st_writer_write_f32(&w, part, hi - lo);
+                continue;
+            }
+            char *all = NULL;
+            comm_gather_bytes_host(&r->comm, part, n * sizeof(float), &all, counts);
+            if (is_main(r)) st_writer_write_f32(&w, (const float *)all, hi - lo);
+            freeCheck(all);
         }
-        char *all = NULL;
-        comm_gather_bytes_host(&r->comm, piece, n * sizeof(float), &all, counts);
-        if (is_main(r)) st_writer_write_f32(&w, (const float *)all, s->numel);
-        freeCheck(all);
     }
-    freeCheck(piece);
+    freeCheck(part);
     freeCheck(counts);
     double any = msg[0] != 0;
     comm_allreduce_sum_f64(&r->comm, &any, 1);
