@@ -8,10 +8,11 @@
 //    and 3 ranks, with and without the optimizer offloaded to the CPU. The stage-3 runs
 //    without offload leave stage3_gather_16bit_weights_on_model_save unset (false): their
 //    --output_dir holds the shards, compared instead, and exported.
-// 2. Any layout: the 3-rank stage-3 checkpoint resumed at 2 ranks, stage 1: losses and
-//    weights within 1e-6 of the straight run (the logged gradient norm, summed over other
-//    partitions, within 1e-5); a checkpoint in the layout before the shards (optimizer.safetensors,
-//    made here from a 1-rank checkpoint) resumed at 1 rank bit for bit, and at 3 ranks.
+// 2. Any layout: the 3-rank stage-3 checkpoint resumed at 2 ranks, stage 1, and (with
+//    offload) at 1 rank, stage 0: losses and weights within 1e-6 of the straight run (the
+//    logged gradient norm, summed over other partitions, within 1e-5); a checkpoint in the
+//    layout before the shards (optimizer.safetensors, made here from a 1-rank checkpoint)
+//    resumed at 1 rank bit for bit, and at 3 ranks.
 // 3. Integrity: a flipped byte, a truncated shard, a missing shard, a missing `latest`, an
 //    index that disagrees with the files (a checksum, the ranges), a checkpoint-N.tmp, and a
 //    flipped byte found by rank 1 of 3: each refused with one line naming the file, with a
@@ -325,6 +326,9 @@ static void any_layout(void) {
     snprintf(ckpt, sizeof ckpt, "%s/s3_w3_straight/checkpoint-%d", TMP, SAVE_AT);
     resume_into("cross_w2_s1", 2, "s1", ckpt, "checkpoint of 3 ranks, stage 3, resumed at 2 ranks, stage 1",
                 "s3_w3_straight", CROSS_TOL);
+    snprintf(ckpt, sizeof ckpt, "%s/s3o_w3_straight/checkpoint-%d", TMP, SAVE_AT);
+    resume_into("cross_w1_s0", 1, "s0", ckpt, "checkpoint of 3 ranks, stage 3 with offload, resumed at 1 rank, stage 0",
+                "s3o_w3_straight", CROSS_TOL);
     snprintf(old, sizeof old, "%s/old_layout", TMP);
     make_old_layout("s0_w1_straight", old);
     resume_into("old_w1", 1, "s0", old, "old layout (optimizer.safetensors) resumed at 1 rank, stage 0",
@@ -557,7 +561,7 @@ int main(void) {
     if (ok) {
         any_layout();
         integrity();
-        memory_bound(1, "s*_w1_*.log old_w1.log");
+        memory_bound(1, "s*_w1_*.log old_w1.log cross_w1_s0.log");
         memory_bound(2, "cross_w2_s1.log");
         memory_bound(3, "s*_w3_*.log old_w3_s2.log");
         export_round_trip();
