@@ -5,7 +5,8 @@
 // 1. Exact resume: 10 steps straight (a checkpoint at 5 and 10) against the same run resumed
 //    from its checkpoint-5: the same losses and grad norms, the same final weights and the
 //    same checkpoint-10 shards (master and both moments), bit for bit, at stages 0-3, at 1
-//    and 3 ranks, with and without the optimizer offloaded to the CPU. The stage-3 runs
+//    and 3 ranks, with and without the optimizer offloaded to the CPU (and at stage 2, 3
+//    ranks, to a file: NVMe). The stage-3 runs
 //    without offload leave stage3_gather_16bit_weights_on_model_save unset (false): their
 //    --output_dir holds the shards, compared instead, and exported.
 // 2. Any layout: the 3-rank stage-3 checkpoint resumed at 2 ranks, stage 1, and (with
@@ -73,6 +74,13 @@ static void write_configs(void) {
                          g ? ", \"stage3_gather_16bit_weights_on_model_save\": true" : "");
                 write_file(path, text);
             }
+    // stage 2 with the optimizer state in a file (zero/nvme.h): the shards read and write it by ranges
+    snprintf(path, sizeof path, "%s/nvme", TMP);
+    mkdir_p(path);
+    snprintf(path, sizeof path, "%s/s2n.json", TMP);
+    snprintf(text, sizeof text, "{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"nvme\", "
+             "\"nvme_path\": \"%s/nvme\"}}, \"gradient_clipping\": \"auto\"}\n", TMP);
+    write_file(path, text);
 }
 
 // One ./train_t5 run into TMP/<tag> (log TMP/<tag>.log); cfg NULL: no --deepspeed. rc 0?
@@ -173,12 +181,17 @@ static double weights_diff(const char *dir_a, const char *dir_b) {
 }
 
 // ---- 1. exact resume ------------------------------------------------------------------
+enum { OFFLOAD_NONE = 0, OFFLOAD_CPU, OFFLOAD_NVME };
 typedef struct {
-    int stage, offload, world;
+    int stage, offload, world;  // offload: OFFLOAD_*
 } Config;
 
+static const char *offload_suffix(const Config *c) {
+    return c->offload == OFFLOAD_CPU ? "o" : c->offload == OFFLOAD_NVME ? "n" : "";
+}
+
 static void config_tag(const Config *c, char *tag, size_t n, const char *what) {
-    snprintf(tag, n, "s%d%s_w%d_%s", c->stage, c->offload ? "o" : "", c->world, what);
+    snprintf(tag, n, "s%d%s_w%d_%s", c->stage, offload_suffix(c), c->world, what);
 }
 
 // The stage-3 runs without offload keep the key unset (false): the final save is shards.
@@ -188,8 +201,9 @@ static int exact_resume(const Config *c) {
     char straight[64], resumed[64], cfg[16], what[400], extra[900], a[900], b[900];
     config_tag(c, straight, sizeof straight, "straight");
     config_tag(c, resumed, sizeof resumed, "resumed");
-    snprintf(cfg, sizeof cfg, "s%d%s%s", c->stage, c->offload ? "o" : "", gathers(c) ? "g" : "");
-    const char *label_off = c->offload ? ", offload" : "";
+    if (c->offload == OFFLOAD_NVME) snprintf(cfg, sizeof cfg, "s%dn", c->stage);
+    else snprintf(cfg, sizeof cfg, "s%d%s%s", c->stage, offload_suffix(c), gathers(c) ? "g" : "");
+    const char *label_off = c->offload == OFFLOAD_CPU ? ", offload" : c->offload == OFFLOAD_NVME ? ", offload to NVMe" : "";
     snprintf(what, sizeof what, "stage %d%s, %d rank%s: 10 steps with checkpoints at 5 and 10 run", c->stage,
              label_off, c->world, c->world > 1 ? "s" : "");
     if (!test_check(train(straight, c->world, cfg, NULL), what)) return show_log(straight), 0;
@@ -558,6 +572,8 @@ int main(void) {
                 Config c = {.stage = s, .offload = off, .world = worlds[wi]};
                 ok &= exact_resume(&c);
             }
+    Config nvme = {.stage = 2, .offload = OFFLOAD_NVME, .world = 3};
+    ok &= exact_resume(&nvme);
     if (ok) {
         any_layout();
         integrity();
