@@ -4,8 +4,8 @@
 //   train_t5 loss     --model M --batch F       loss of a batch file (safetensors ids)
 //   train_t5 overfit  --model M --batch F ...   N AdamW steps on one batch, then save
 // Fine-tuning from text (`train_t5 --model ... --do_train ...`, HF Trainer flags) is
-// trainer/trainer.c's trainer_main; prepare, bleu, bench, estimate, plot and import-deepspeed have
-// their own files.
+// trainer/trainer.c's trainer_main; prepare, bleu, bench, estimate, plot, export and import-deepspeed
+// have their own files.
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +24,7 @@
 #include "trainer/args.h"
 #include "trainer/bench.h"
 #include "trainer/estimate.h"
+#include "trainer/export.h"
 #include "trainer/import_deepspeed.h"
 #include "trainer/plot_cmd.h"
 #include "trainer/trainer.h"
@@ -162,6 +163,7 @@ static void usage(void) {
            "  bench    --model t5-large --batch B --bf16 ...   training throughput on synthetic batches\n"
            "  estimate --model t5-3b --world_size 2 --bf16 ...   per-rank memory for ZeRO stages 0-3 [--png F]\n"
            "  plot     OUTPUT_DIR [OUTPUT_DIR2 ...] [--out F.png]   a PNG of the runs' training curves\n"
+           "  export   CKPT OUT [--dtype fp32|bf16|fp16] [--max_shard_size 5GB]   an HF directory from a checkpoint\n"
            "  import-deepspeed CKPT_DIR OUT [--tag T]   a DeepSpeed ZeRO-2/3 checkpoint as an HF dir + resumable state\n"
            "  info     --model M                      print the model's config and parameter count\n"
            "  convert  --model M --output_dir D       save as a Hugging Face directory [--dtype f32|f16|bf16]\n"
@@ -222,6 +224,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return bench_main(argc, argv, 2);
     if (!strcmp(cmd, "estimate")) return estimate_main(argc, argv, 2);
     if (!strcmp(cmd, "plot")) return plot_main(argc, argv, 2);
+    if (!strcmp(cmd, "export")) return export_main(argc, argv, 2);
     if (!strcmp(cmd, "import-deepspeed")) return import_deepspeed_main(argc, argv, 2);
     flags_parse(argc, argv, 2, specs, COUNT(specs), cmd);
     if (a.help) {
@@ -234,9 +237,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "loss")) return cmd_loss(&a);
     if (!strcmp(cmd, "overfit")) return cmd_overfit(&a);
     const char *cmds[] = {"info", "convert", "loss", "overfit", "train", "prepare", "bleu", "bench", "estimate", "plot",
-                          "import-deepspeed"};
+                          "export", "import-deepspeed"};
     const char *near = flags_closest(cmd, cmds, COUNT(cmds));
     if (near) t5_fail("unknown command \"%s\" (did you mean %s?)", cmd, near);
-    t5_fail("unknown command \"%s\" (commands: train, prepare, bleu, bench, estimate, plot, import-deepspeed, info, convert, loss, "
-            "overfit)", cmd);
+    t5_fail("unknown command \"%s\" (commands: train, prepare, bleu, bench, estimate, plot, export, import-deepspeed, info, "
+            "convert, loss, overfit)", cmd);
 }

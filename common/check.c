@@ -2,6 +2,7 @@
 #include "check.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,45 @@ static void check_host_size(double bytes, const char *file, int line) {
     t5_die(file, line, msg, "a size flag is far too large (a length, a batch size), or use a smaller model or batch");
 }
 
+// ---- counting mode (check.h) -----------------------------------------------------------
+// Atomic counters: the offloaded update's threads allocate too.
+static int count_state;  // 0: not yet decided, 1: on, -1: off
+static size_t count_current, count_peak;
+
+int check_mem_counting(void) {
+    int s = __atomic_load_n(&count_state, __ATOMIC_RELAXED);
+    if (s == 0) {
+        const char *e = getenv("T5_COUNT_HOST_MEM");
+        s = e && strcmp(e, "1") == 0 ? 1 : -1;
+        __atomic_store_n(&count_state, s, __ATOMIC_RELAXED);
+    }
+    return s > 0;
+}
+
+static void count_add(void *p) {
+    if (!p || !check_mem_counting()) return;
+    size_t now = __atomic_add_fetch(&count_current, malloc_usable_size(p), __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&count_peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&count_peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+static void count_sub(void *p) {
+    if (!p || !check_mem_counting()) return;
+    __atomic_sub_fetch(&count_current, malloc_usable_size(p), __ATOMIC_RELAXED);
+}
+
+size_t check_mem_current(void) { return check_mem_counting() ? __atomic_load_n(&count_current, __ATOMIC_RELAXED) : 0; }
+size_t check_mem_peak(void) { return check_mem_counting() ? __atomic_load_n(&count_peak, __ATOMIC_RELAXED) : 0; }
+void check_mem_reset_peak(void) {
+    if (check_mem_counting()) __atomic_store_n(&count_peak, __atomic_load_n(&count_current, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
+
+void free_check(void *p) {
+    count_sub(p);
+    free(p);
+}
+
 void *malloc_check(size_t bytes, const char *file, int line) {
     check_host_size((double)bytes, file, line);
     void *p = malloc(bytes ? bytes : 1);
@@ -98,17 +138,20 @@ void *malloc_check(size_t bytes, const char *file, int line) {
         snprintf(msg, sizeof msg, "out of host memory allocating %zu bytes", bytes);
         t5_die(file, line, msg, "use a smaller model or batch, or a machine with more RAM");
     }
+    count_add(p);
     return p;
 }
 
 void *realloc_check(void *p, size_t bytes, const char *file, int line) {
     check_host_size((double)bytes, file, line);
+    count_sub(p);
     void *q = realloc(p, bytes ? bytes : 1);
     if (!q) {
         char msg[256];
         snprintf(msg, sizeof msg, "out of host memory growing a buffer to %zu bytes", bytes);
         t5_die(file, line, msg, "use a smaller model or batch, or a machine with more RAM");
     }
+    count_add(q);
     return q;
 }
 
@@ -120,6 +163,7 @@ void *calloc_check(size_t n, size_t size, const char *file, int line) {
         snprintf(msg, sizeof msg, "out of host memory allocating %zu x %zu bytes", n, size);
         t5_die(file, line, msg, "use a smaller model or batch, or a machine with more RAM");
     }
+    count_add(p);
     return p;
 }
 

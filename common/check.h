@@ -29,6 +29,22 @@ void *realloc_check(void *p, size_t bytes, const char *file, int line);
 #define mallocCheck(bytes) malloc_check(bytes, __FILE__, __LINE__)
 #define callocCheck(n, size) calloc_check(n, size, __FILE__, __LINE__)
 #define reallocCheck(p, bytes) realloc_check(p, bytes, __FILE__, __LINE__)
+// Frees what mallocCheck / callocCheck / reallocCheck gave (NULL is fine); with counting on
+// (below), the block leaves the count.
+void free_check(void *p);
+#define freeCheck(p) free_check(p)
+
+// Counting mode (a test hook: T5_COUNT_HOST_MEM=1 in the environment turns it on at the
+// first allocation): the wrappers above keep the bytes they handed out (the allocator's
+// usable size of each block) that freeCheck has not taken back, and the highest that count
+// reached. Code that must stay within a memory bound (the checkpoint's save and load,
+// zero/checkpoint.c) allocates and frees through them; a block freed with plain free() is
+// never taken off, so the figures err high, never low. 0 when counting is off.
+int check_mem_counting(void);
+size_t check_mem_current(void);
+size_t check_mem_peak(void);
+// The peak starts again from the current count (the start of a measured section).
+void check_mem_reset_peak(void);
 
 // Read a whole (small) text file into a NUL-terminated malloc'd buffer; NULL if it
 // cannot be opened (errno kept), fails loudly on read errors and on a directory.

@@ -14,12 +14,14 @@ static void crc32c_make_table(void) {
     }
 }
 
-uint32_t crc32c_compute(const void *data, size_t n) {
+uint32_t crc32c_update(uint32_t crc, const void *data, size_t n) {
     pthread_once(&crc_once, crc32c_make_table);
     const unsigned char *p = data;
-    uint32_t c = 0xFFFFFFFFu;
+    uint32_t c = crc ^ 0xFFFFFFFFu;
     for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }
+
+uint32_t crc32c_compute(const void *data, size_t n) { return crc32c_update(0, data, n); }
 
 uint32_t crc32c_mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }

@@ -7,5 +7,8 @@
 
 // crc32c("123456789") == 0xE3069283.
 uint32_t crc32c_compute(const void *data, size_t n);
+// The CRC of the bytes so far (crc, 0 for none) extended by n more: a file checksummed in
+// chunks (crc32c_update(crc32c_update(0, a, na), b, nb) == crc32c_compute of a then b).
+uint32_t crc32c_update(uint32_t crc, const void *data, size_t n);
 // TFRecord's mask: ((crc >> 15) | (crc << 17)) + 0xa282ead8 (tensorflow/core/lib/hash/crc32c.h).
 uint32_t crc32c_mask(uint32_t crc);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "crc32c.h"
 
 // ---- what an error exit removes ---------------------------------------------------------
 // Every error ends in exit(1) (common/check.h); the atexit handler removes the temp files
@@ -147,6 +148,27 @@ int dir_is_nonempty(const char *dir) {
         }
     closedir(d);
     return found;
+}
+
+int file_crc32c(const char *path, size_t chunk_bytes, uint32_t *crc, uint64_t *bytes) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char *buf = mallocCheck(chunk_bytes ? chunk_bytes : 1);
+    uint32_t c = 0;
+    uint64_t total = 0;
+    for (;;) {
+        size_t got = fread(buf, 1, chunk_bytes ? chunk_bytes : 1, f);
+        c = crc32c_update(c, buf, got);
+        total += got;
+        if (got < (chunk_bytes ? chunk_bytes : 1)) break;
+    }
+    if (ferror(f)) t5_fail("%s: read error while checksumming (%s); HINT: check the disk, then resume from an earlier "
+                           "checkpoint", path, strerror(errno));
+    fclose(f);
+    freeCheck(buf);
+    *crc = c;
+    *bytes = total;
+    return 1;
 }
 
 void file_copy_atomic(const char *src, const char *dst) {

@@ -28,6 +28,11 @@ int dir_is_nonempty(const char *dir);
 int path_is_dir(const char *path);
 int path_is_file(const char *path);  // a regular file
 int path_exists(const char *path);
+// CRC-32C (common/crc32c.h) and size of a whole file, read in chunks of chunk_bytes (one
+// buffer, mallocCheck'ed: counted in check.h's counting mode). 0 (errno kept) when it cannot
+// be opened; a read error is a one-line error naming the file.
+#include <stdint.h>
+int file_crc32c(const char *path, size_t chunk_bytes, uint32_t *crc, uint64_t *bytes);
 // Copy src to dst atomically.
 void file_copy_atomic(const char *src, const char *dst);
 

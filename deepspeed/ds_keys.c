@@ -172,10 +172,10 @@ const KeySpec k_keys[] = {
     INT("zero_optimization.stage3_max_reuse_distance", zero.stage3_max_reuse_distance, 0, BIG, 1e9, 0,
         "stage 3: keep a parameter gathered if reused within this many elements"),
     BOOL("zero_optimization.stage3_gather_16bit_weights_on_model_save", zero.stage3_gather_16bit_weights_on_model_save,
-         0, F_AUTO | F_NOOP, "no-op: the saved model is always gathered whole, in fp32, on rank 0 "
-         "(DeepSpeed: gather 16-bit weights at stage 3 save)"),
+         0, F_AUTO, "stage 3: the final save streams the fp32 weights into model.safetensors; false: it writes "
+         "the ZeRO shards only, and train_t5 export makes the HF directory (DeepSpeed: gather 16-bit weights at save)"),
     BOOL("zero_optimization.stage3_gather_fp16_weights_on_model_save", zero.stage3_gather_16bit_weights_on_model_save,
-         0, F_AUTO | F_NOOP, "old name of stage3_gather_16bit_weights_on_model_save (no-op here)"),
+         0, F_AUTO, "old name of stage3_gather_16bit_weights_on_model_save"),
     INT("zero_optimization.sub_group_size", zero.sub_group_size, 0, BIG, 1e9, F_NOOP,
         "no-op: the optimizer steps over the rank's partition in chunks of its own (DeepSpeed: step tile)"),
     BOOL("zero_optimization.cpu_offload", zero.cpu_offload, 0, 0,

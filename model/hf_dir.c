@@ -355,26 +355,26 @@ void hf_load_weights(const char *dir, const T5Config *cfg, const ParamLayout *la
     weights_close(&w);
 }
 
-void hf_save_model(const char *dir, const T5Config *cfg, const ParamLayout *lay, const float *params, StDtype dtype) {
-    if (dtype != ST_F32 && dtype != ST_F16 && dtype != ST_BF16)
-        t5_fail("%s: cannot save model weights as %s (use F32, F16 or BF16)", dir, st_dtype_name(dtype));
+static double dtype_limit(StDtype dtype) {
+    return dtype == ST_F16 ? 65504.0 : dtype == ST_BF16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
+}
+
+int hf_check_tensor(const ParamLayout *lay, int i, const float *vals, StDtype dtype, size_t *at) {
+    const double lim = dtype_limit(dtype);
+    for (size_t k = 0; k < lay->specs[i].numel; k++)
+        if (!(fabs((double)vals[k]) <= lim)) {
+            *at = k;
+            return 0;
+        }
+    return 1;
+}
+
+void hf_save_config(const char *dir, const T5Config *cfg, const ParamLayout *lay) {
     int untied = params_find(lay, "lm_head.weight") >= 0;
     if (untied != (cfg->untied_lm_head != 0))
-        t5_die(__FILE__, __LINE__, "hf_save_model: the layout and cfg->untied_lm_head disagree",
+        t5_die(__FILE__, __LINE__, "hf_save_config: the layout and cfg->untied_lm_head disagree",
                "build the layout from the same config");
-    // a weight that is inf/nan, or that the saved dtype turns into inf, is no model: nothing
-    // is written (every save goes through here: the trainer, convert, overfit)
-    const double lim = dtype == ST_F16 ? 65504.0 : dtype == ST_BF16 ? 3.3895313892515355e38 : 3.4028234663852886e38;
-    for (int i = 0; i < lay->count; i++) {
-        const float *t = params + lay->specs[i].offset;
-        for (size_t k = 0; k < lay->specs[i].numel; k++)
-            if (!(fabs((double)t[k]) <= lim))
-                t5_fail("%s: tensor \"%s\" holds %g at element %zu, %s: the model is not written; HINT: %s", dir,
-                        lay->specs[i].name, (double)t[k], k, isfinite(t[k]) ? "beyond the saved dtype's range" : "not a finite number",
-                        isfinite(t[k]) ? "save as f32 (--dtype f32)" : "lower the learning rate; check the weights and data");
-    }
     mkdir_p(dir);
-
     // tie_word_embeddings written as the file is: a separate lm_head.weight means untied
     // (what transformers 4 needs to load it); scale_decoder_outputs carries the scaling.
     T5Config c = *cfg;
@@ -382,20 +382,43 @@ void hf_save_model(const char *dir, const T5Config *cfg, const ParamLayout *lay,
     char *cfg_path = path_join(dir, "config.json");
     t5_config_save_json(&c, cfg_path);
     free(cfg_path);
+}
 
-    StTensorDesc *descs = callocCheck((size_t)lay->count, sizeof *descs);
-    for (int i = 0; i < lay->count; i++) {
+StTensorDesc *hf_save_begin(const char *dir, const char *file, const T5Config *cfg, const ParamLayout *lay,
+                            int first, int last, StDtype dtype, StWriter *w) {
+    if (dtype != ST_F32 && dtype != ST_F16 && dtype != ST_BF16)
+        t5_fail("%s: cannot save model weights as %s (use F32, F16 or BF16)", dir, st_dtype_name(dtype));
+    hf_save_config(dir, cfg, lay);
+    StTensorDesc *descs = callocCheck((size_t)(last - first), sizeof *descs);
+    for (int i = first; i < last; i++) {
         const ParamSpec *s = &lay->specs[i];
-        descs[i].name = s->name;
-        descs[i].dtype = dtype;
-        descs[i].ndim = s->ndim;
-        for (int d = 0; d < s->ndim; d++) descs[i].shape[d] = s->shape[d];
+        descs[i - first].name = s->name;
+        descs[i - first].dtype = dtype;
+        descs[i - first].ndim = s->ndim;
+        for (int d = 0; d < s->ndim; d++) descs[i - first].shape[d] = s->shape[d];
     }
-    char *st_path = path_join(dir, SINGLE_FILE);
+    char *st_path = path_join(dir, file ? file : SINGLE_FILE);
+    st_writer_open(w, st_path, descs, last - first, "{\"format\":\"pt\"}");
+    free(st_path);
+    return descs;
+}
+
+void hf_save_model(const char *dir, const T5Config *cfg, const ParamLayout *lay, const float *params, StDtype dtype) {
+    if (dtype != ST_F32 && dtype != ST_F16 && dtype != ST_BF16)
+        t5_fail("%s: cannot save model weights as %s (use F32, F16 or BF16)", dir, st_dtype_name(dtype));
+    // a weight that is inf/nan, or that the saved dtype turns into inf, is no model: nothing
+    // is written (every save goes through here: the trainer, convert, overfit)
+    for (int i = 0; i < lay->count; i++) {
+        const float *t = params + lay->specs[i].offset;
+        size_t k;
+        if (!hf_check_tensor(lay, i, t, dtype, &k))
+            t5_fail("%s: tensor \"%s\" holds %g at element %zu, %s: the model is not written; HINT: %s", dir,
+                    lay->specs[i].name, (double)t[k], k, isfinite(t[k]) ? "beyond the saved dtype's range" : "not a finite number",
+                    isfinite(t[k]) ? "save as f32 (--dtype f32)" : "lower the learning rate; check the weights and data");
+    }
     StWriter wr;
-    st_writer_open(&wr, st_path, descs, lay->count, "{\"format\":\"pt\"}");
+    StTensorDesc *descs = hf_save_begin(dir, NULL, cfg, lay, 0, lay->count, dtype, &wr);
     for (int i = 0; i < lay->count; i++) st_writer_write_f32(&wr, params + lay->specs[i].offset, lay->specs[i].numel);
     st_writer_close(&wr);
-    free(st_path);
     free(descs);
 }

@@ -29,3 +29,16 @@ void hf_load_weights(const char *dir, const T5Config *cfg, const ParamLayout *la
 // Save config.json + model.safetensors into dir (created if missing) with the tensors
 // in `dtype` (ST_F32, ST_F16 or ST_BF16).
 void hf_save_model(const char *dir, const T5Config *cfg, const ParamLayout *lay, const float *params, StDtype dtype);
+
+// The same, streamed (a checkpoint gathers one tensor at a time; export reads one at a
+// time): config.json is written now, then dir/<file> (file NULL: model.safetensors) is
+// opened for the tensors lay->specs[first, last) in `dtype`; write each whole, in layout
+// order, with st_writer_write_f32, then st_writer_close and free the returned descriptions.
+// A value the dtype cannot hold is the caller's to refuse (hf_check_tensor), before close.
+StTensorDesc *hf_save_begin(const char *dir, const char *file, const T5Config *cfg, const ParamLayout *lay,
+                            int first, int last, StDtype dtype, StWriter *w);
+// config.json alone (tie_word_embeddings as the layout is: a separate lm_head.weight means untied).
+void hf_save_config(const char *dir, const T5Config *cfg, const ParamLayout *lay);
+// 1 when every value of tensor i (vals, its numel floats) is finite and within dtype's range;
+// else 0 with *at the first element that is not.
+int hf_check_tensor(const ParamLayout *lay, int i, const float *vals, StDtype dtype, size_t *at);

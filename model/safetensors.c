@@ -184,7 +184,7 @@ static void st_check_ranges(const StFile *st, const char *path, uint64_t data_si
         t5_fail("%s: the header describes %llu bytes of tensor data but the file holds %llu: %s", path,
                 (unsigned long long)expect, (unsigned long long)data_size,
                 expect > data_size ? "file truncated" : "trailing bytes after the last tensor");
-    free(order);
+    freeCheck(order);
 }
 
 void st_open(StFile *st, const char *path) {
@@ -224,7 +224,7 @@ void st_open(StFile *st, const char *path) {
     st_read_entries(st, path, root);
     st_check_ranges(st, path, fsize - 8 - n);
     cJSON_Delete(root);
-    free(hdr);
+    freeCheck(hdr);
     st->path = strdup(path);
     if (!st->path) t5_die(__FILE__, __LINE__, "out of host memory", NULL);
     st->f = f;
@@ -234,7 +234,7 @@ void st_open(StFile *st, const char *path) {
 void st_close(StFile *st) {
     if (st->f) fclose(st->f);
     for (int i = 0; i < st->count; i++) free(st->tensors[i].name);
-    free(st->tensors);
+    freeCheck(st->tensors);
     free(st->path);
     memset(st, 0, sizeof *st);
 }
@@ -266,18 +266,31 @@ static void read_raw32(const StFile *st, const StTensor *t, void *dst) {
     }
 }
 
-void st_read_f32(const StFile *st, const StTensor *t, float *dst) {
+void st_read_f32(const StFile *st, const StTensor *t, float *dst) { st_read_f32_range(st, t, 0, t->numel, dst); }
+
+void st_read_f32_range(const StFile *st, const StTensor *t, uint64_t first, uint64_t count, float *dst) {
     if (!is_float_dtype(t->dtype))
         t5_fail("%s: tensor \"%s\" has dtype %s, expected a float tensor (F32, F16 or BF16)", st->path, t->name,
                 st_dtype_name(t->dtype));
-    seek_tensor(st, t);
-    if (t->dtype == ST_F32) {
-        read_raw32(st, t, dst);
+    if (first > t->numel || count > t->numel - first)
+        t5_fail("%s: tensor \"%s\": elements [%llu, %llu) asked for, it has %llu; HINT: the checkpoint's index and "
+                "its files disagree: resume from an earlier checkpoint", st->path, t->name, (unsigned long long)first,
+                (unsigned long long)(first + count), (unsigned long long)t->numel);
+    uint64_t isz = (uint64_t)st_dtype_size(t->dtype);
+    if (fseeko(st->f, (off_t)(st->data_start + t->begin + first * isz), SEEK_SET) != 0)
+        t5_fail("%s: cannot seek in tensor \"%s\" (%s)", st->path, t->name, strerror(errno));
+    if (t->dtype == ST_F32) {  // the bytes are the floats: read in place, in chunks
+        for (uint64_t i = 0; i < count;) {
+            uint64_t n = count - i < ST_CHUNK_BYTES / 4 ? count - i : ST_CHUNK_BYTES / 4;
+            read_bytes(st, t, dst + i, (size_t)n * 4);
+            i += n;
+        }
         return;
     }
-    uint16_t *buf = mallocCheck(ST_CHUNK_BYTES);
-    for (uint64_t i = 0; i < t->numel;) {
-        uint64_t n = t->numel - i < ST_CHUNK_BYTES / 2 ? t->numel - i : ST_CHUNK_BYTES / 2;
+    uint64_t per = ST_CHUNK_BYTES / 2;
+    uint16_t *buf = mallocCheck((size_t)(count < per ? count : per) * 2);
+    for (uint64_t i = 0; i < count;) {
+        uint64_t n = count - i < per ? count - i : per;
         read_bytes(st, t, buf, (size_t)n * 2);
         if (t->dtype == ST_F16)
             for (uint64_t j = 0; j < n; j++) dst[i + j] = st_f16_to_f32(buf[j]);
@@ -285,7 +298,7 @@ void st_read_f32(const StFile *st, const StTensor *t, float *dst) {
             for (uint64_t j = 0; j < n; j++) dst[i + j] = st_bf16_to_f32(buf[j]);
         i += n;
     }
-    free(buf);
+    freeCheck(buf);
 }
 
 void st_read_i32(const StFile *st, const StTensor *t, int32_t *dst) {
@@ -309,7 +322,7 @@ void st_read_i32(const StFile *st, const StTensor *t, int32_t *dst) {
         }
         i += n;
     }
-    free(buf);
+    freeCheck(buf);
 }
 
 // ---- writer ---------------------------------------------------------------------------
@@ -460,7 +473,7 @@ static void writer_write(StWriter *w, const void *src, uint64_t n, int src_is_fl
         w->written += take * (uint64_t)isz;
         done += take;
     }
-    free(buf);
+    freeCheck(buf);
     writer_advance(w);
 }
 

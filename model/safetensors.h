@@ -39,6 +39,10 @@ void st_close(StFile *st);
 const StTensor *st_find(const StFile *st, const char *name);
 // Read a float tensor (F32/F16/BF16) converting to fp32 into dst (numel floats).
 void st_read_f32(const StFile *st, const StTensor *t, float *dst);
+// Read elements [first, first + n) of a float tensor (F32/F16/BF16) as fp32 into dst (n
+// floats): one seek and one read of those bytes only (a rank reads its piece of a shard).
+// A range outside the tensor is an error naming the file and tensor.
+void st_read_f32_range(const StFile *st, const StTensor *t, uint64_t first, uint64_t n, float *dst);
 // Read an integer tensor (I64/I32) converting to int32 into dst (numel ints); values
 // outside int32 are an error.
 void st_read_i32(const StFile *st, const StTensor *t, int32_t *dst);

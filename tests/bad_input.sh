@@ -326,6 +326,16 @@ if [ "$rc" -eq 0 ] && ! sanitizer_report && [ -f "$T/imp_ok/optimizer.safetensor
   expect_ok "import: loads" "$T/imp_ok" 12000
 else notok "import: ZeRO-3: exit code $rc"; sed -n '1,12s/^/       | /p' "$T/err"; fi
 expect_error_cmd "import: OUT busy" "is a directory that is not empty" import-deepspeed "$SYN" "$T/imp_ok"
+# train_t5 export: every input checked before OUT is made
+expect_error_cmd "export, no paths" "no CKPT" export
+expect_error_cmd "export, no OUT" "no OUT" export "$T/good"
+expect_error_cmd "export, missing CKPT" "$T/no_ckpt" export "$T/no_ckpt" "$T/exp_out"
+expect_error_cmd "export, bad dtype" "--dtype" export "$T/good" "$T/exp_out" --dtype fp8
+expect_error_cmd "export, bad size" "--max_shard_size" export "$T/good" "$T/exp_out" --max_shard_size 5XB
+expect_error_cmd "export, OUT not empty" "--overwrite" export "$T/good" "$T/good"
+mkdir -p "$T/cfg_only"; cp "$T/good/config.json" "$T/cfg_only/"
+expect_error_cmd "export, no weights" "latest" export "$T/cfg_only" "$T/exp_out"
+[ -e "$T/exp_out" ] && notok "export errors: $T/exp_out was made"
 # ---- the trainer: data, prepared datasets, flags; nothing written to --output_dir ----------
 TM=tests/fixtures/trainer_model
 TOK=data/sample/spiece.model
@@ -384,7 +394,7 @@ expect_train_error "unknown train flag" "--per_device_train_batch_size" --do_tra
 expect_train_error "unknown task" "--task" --do_train --data_dir "$T/d_ok" --task translation_en_to_xx
 expect_train_error "device cuda" "--device cuda" --do_train --data_dir "$T/d_ok" --device cuda
 expect_train_error "GPU cap on cpu" "--device cuda" --do_train --data_dir "$T/d_ok" --max_gpu_memory 1
-expect_train_error "resume from a model dir" "optimizer.safetensors" --do_train --data_dir "$T/d_ok" \
+expect_train_error "resume from a model dir" "trainer_state.json" --do_train --data_dir "$T/d_ok" \
   --resume_from_checkpoint "$T/good"
 expect_train_error "resume from nowhere" "$T/nockpt" --do_train --data_dir "$T/d_ok" --resume_from_checkpoint "$T/nockpt"
 expect_train_error "bad deepspeed JSON" "bad_ds.json" --do_train --data_dir "$T/d_ok" --deepspeed "$T/bad_ds.json"
@@ -513,25 +523,44 @@ CK=$T/ck/checkpoint-2
 damaged() { rm -rf "$T/ck_$1"; cp -r "$CK" "$T/ck_$1"; echo "$T/ck_$1"; }
 d=$(damaged step)
 python3 -c 'import json,sys; p=sys.argv[1]; s=json.load(open(p)); s["optimizer_step"]=0; json.dump(s,open(p,"w"))' \
-  "$d/zero_state.json"
+  "$d/global_step2/zero_index.json"
 expect_train_error "optimizer step != global" 'optimizer_step 0' --do_train --data_dir "$T/d_ok" --max_steps 4 \
   --resume_from_checkpoint "$d"
+# a nan in a moment, with the index's checksum made to match (so the value check is reached)
 d=$(damaged nan_moment)
-python3 - "$d/optimizer.safetensors" <<'PY'
+python3 - "$d/global_step2/rank_00000.safetensors" "$d/global_step2/zero_index.json" <<'PY'
 import json, struct, sys
-p = sys.argv[1]; b = bytearray(open(p, "rb").read())
+p, ip = sys.argv[1], sys.argv[2]; b = bytearray(open(p, "rb").read())
 n = struct.unpack("<Q", b[:8])[0]; hdr = json.loads(b[8:8 + n])
-name = sorted(k for k in hdr if k != "__metadata__")[0]
-at = 8 + n + hdr[name]["data_offsets"][0] + 4 * 3
+at = 8 + n + hdr["exp_avg"]["data_offsets"][0] + 4 * 3
 b[at:at + 4] = struct.pack("<f", float("nan")); open(p, "wb").write(bytes(b))
+table = []
+for i in range(256):
+    c = i
+    for _ in range(8): c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    table.append(c)
+crc = 0xFFFFFFFF
+for x in b: crc = table[(crc ^ x) & 0xFF] ^ (crc >> 8)
+idx = json.load(open(ip)); idx["shards"][0]["crc32c"] = crc ^ 0xFFFFFFFF; json.dump(idx, open(ip, "w"))
 PY
-expect_train_error "nan in moments" "optimizer.safetensors" --do_train --data_dir "$T/d_ok" --max_steps 4 \
-  --resume_from_checkpoint "$d"
+expect_train_error "nan in moments" "rank_00000.safetensors: tensor \"exp_avg\" holds nan" --do_train --data_dir "$T/d_ok" \
+  --max_steps 4 --resume_from_checkpoint "$d"
+# a flipped byte, a missing latest, a checkpoint still being written (checkpoint/.tmp)
+d=$(damaged flip)
+python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=1; open(p,"wb").write(bytes(b))' \
+  "$d/global_step2/rank_00000.safetensors"
+expect_train_error "flipped byte in a shard" "rank_00000.safetensors: CRC-32C" --do_train --data_dir "$T/d_ok" \
+  --max_steps 4 --resume_from_checkpoint "$d"
+d=$(damaged no_latest); rm "$d/latest"
+expect_train_error "no latest" "latest: missing" --do_train --data_dir "$T/d_ok" --max_steps 4 --resume_from_checkpoint "$d"
+rm -rf "$T/ck_half.tmp"; cp -r "$CK" "$T/ck_half.tmp"
+expect_train_error "resume a .tmp" "still being written" --do_train --data_dir "$T/d_ok" --max_steps 4 \
+  --resume_from_checkpoint "$T/ck_half.tmp"
 d=$(damaged state_dir); rm "$d/trainer_state.json"; mkdir "$d/trainer_state.json"
 expect_train_error "trainer_state a dir" "is a directory" --do_train --data_dir "$T/d_ok" --max_steps 4 \
   --resume_from_checkpoint "$d"
-d=$(damaged zero_dir); rm "$d/zero_state.json"; mkdir "$d/zero_state.json"
-expect_train_error "zero_state a dir" "is a directory" --do_train --data_dir "$T/d_ok" --max_steps 4 \
+d=$(damaged zero_dir); rm "$d/global_step2/zero_index.json"; mkdir "$d/global_step2/zero_index.json"
+expect_train_error "zero_index a dir" "is a directory" --do_train --data_dir "$T/d_ok" --max_steps 4 \
   --resume_from_checkpoint "$d"
 d=$(damaged big_step)
 python3 -c 'import sys; p=sys.argv[1]; s=open(p).read(); import re; open(p,"w").write(re.sub(r"\"global_step\": *[0-9]+", "\"global_step\": 1e300", s))' \

@@ -241,6 +241,8 @@ static void kill_rank_test(const char *tmp) {
 
 // The DeepSpeed configs stage0-6.json (4-6: stages 1-3 with the optimizer offloaded) and the
 // untied gated model's directory; untied (cap bytes) gets its path.
+// Every config sets stage3_gather_16bit_weights_on_model_save (stage 3 reads it): the runs
+// compare the final model.safetensors, which stage 3 writes only with it.
 static void write_inputs(const char *tmp, char *untied, size_t cap) {
     char path[600], text[1400];
     snprintf(path, sizeof path, "%s/nvme", tmp);
@@ -248,27 +250,27 @@ static void write_inputs(const char *tmp, char *untied, size_t cap) {
     for (int s = 0; s <= 3; s++) {
         snprintf(path, sizeof path, "%s/stage%d.json", tmp, s);
         snprintf(text, sizeof text,
-                 "{\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 3000, "
+                 "{\"zero_optimization\": {\"stage\": %d, \"stage3_gather_16bit_weights_on_model_save\": true, \"reduce_bucket_size\": 3000, "
                  "\"allgather_bucket_size\": 5000, \"stage3_param_persistence_threshold\": 100, "
                  "\"stage3_prefetch_bucket_size\": 3000}, \"gradient_clipping\": \"auto\"}\n", s);
         write_file(path, text);
         // stage 4-6 files: stages 1-3 with the optimizer offloaded to host memory
         snprintf(path, sizeof path, "%s/stage%d.json", tmp, s + 3);
         snprintf(text, sizeof text,
-                 "{\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 3000, "
+                 "{\"zero_optimization\": {\"stage\": %d, \"stage3_gather_16bit_weights_on_model_save\": true, \"reduce_bucket_size\": 3000, "
                  "\"allgather_bucket_size\": 5000, \"offload_optimizer\": {\"device\": \"cpu\"}}, "
                  "\"gradient_clipping\": \"auto\"}\n", s);
         if (s >= 1) write_file(path, text);
         // stage 7-9 files: stages 1-3 with the optimizer state in a file under tmp/nvme (zero/nvme.h)
         snprintf(path, sizeof path, "%s/stage%d.json", tmp, s + 6);
         snprintf(text, sizeof text,
-                 "{\"zero_optimization\": {\"stage\": %d, \"reduce_bucket_size\": 3000, "
+                 "{\"zero_optimization\": {\"stage\": %d, \"stage3_gather_16bit_weights_on_model_save\": true, \"reduce_bucket_size\": 3000, "
                  "\"allgather_bucket_size\": 5000, \"offload_optimizer\": {\"device\": \"nvme\", "
                  "\"nvme_path\": \"%s/nvme\"}}, \"gradient_clipping\": \"auto\"}\n", s, tmp);
         if (s >= 1) write_file(path, text);
     }
     snprintf(path, sizeof path, "%s/stage11.json", tmp);  // stage 3, parameters and optimizer in host memory
-    write_file(path, "{\"zero_optimization\": {\"stage\": 3, \"reduce_bucket_size\": 3000, \"allgather_bucket_size\": "
+    write_file(path, "{\"zero_optimization\": {\"stage\": 3, \"stage3_gather_16bit_weights_on_model_save\": true, \"reduce_bucket_size\": 3000, \"allgather_bucket_size\": "
                      "5000, \"stage3_param_persistence_threshold\": 100, \"stage3_prefetch_bucket_size\": 3000, "
                      "\"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\", "
                      "\"pin_memory\": true}}, \"gradient_clipping\": \"auto\"}\n");

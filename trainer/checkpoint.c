@@ -1,7 +1,7 @@
-// trainer/checkpoint.c: what a run writes to keep (the HF model directory,
-// trainer_state.json) and the resumable checkpoints OUT/checkpoint-N (the model, the
-// optimizer's part through zero/checkpoint.c, trainer_state.json), and reading them back
-// for --resume_from_checkpoint. Writes are atomic (common/fileio.h); rank 0 writes.
+// trainer/checkpoint.c: what a run writes to keep (the HF model directory, streamed tensor by
+// tensor to rank 0; trainer_state.json) and the resumable checkpoints OUT/checkpoint-N (the
+// model, every rank's shard through zero/checkpoint.c, trainer_state.json, `latest` last),
+// and reading them back for --resume_from_checkpoint. Writes are atomic (common/fileio.h).
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -55,48 +55,82 @@ void trainer_store_flos(Run *r) {
     r->current_flos = 0;
 }
 
-// The first non-finite weight of the flat host copy: its tensor and element; -1: none.
-static int first_nonfinite(const ParamLayout *lay, const float *w, size_t *at) {
-    for (int i = 0; i < lay->count; i++) {
-        const float *t = w + lay->specs[i].offset;
-        for (size_t k = 0; k < lay->specs[i].numel; k++)
-            if (!isfinite(t[k])) {
-                *at = k;
-                return i;
-            }
-    }
-    return -1;
+// The weights' owner of flat element range [lo, hi) on this rank: the piece it sends to rank 0
+// (stage 0: rank 0 holds everything and sends it all; the others send nothing).
+static Range model_piece(const ZeroState *z, size_t lo, size_t hi) {
+    Range own = z->own.range, none = {0, 0};
+    if (!z->own.range_is_partition) return z->comm->rank == 0 ? (Range){lo, hi} : none;
+    Range p = {lo > own.begin ? lo : own.begin, hi < own.end ? hi : own.end};
+    return p.begin < p.end ? p : none;
 }
 
-// Collective: every rank sends its partition of the weights (ZeRO stages 1-3); rank 0 writes.
-// Weights holding inf/nan are not saved: every rank stops (a model that cannot mean anything
-// is not a result).
+// Collective: the fp32 (master) weights streamed to rank 0, tensor by tensor in pieces of at
+// most half the checkpoint chunk (zero_ckpt_chunk_elems): each rank sends its part of the
+// piece, comm_gather_bytes_host puts the parts in rank order, which is flat order, and rank 0
+// appends them to the open model.safetensors (config.json first). Rank 0 holds a piece and
+// its own part of it at a time, so never more than one tensor. Weights holding inf/nan are
+// not saved: the rank that finds one says where, every rank stops, and the unfinished file
+// is removed (a model that cannot mean anything is not a result).
 void trainer_save_model(Run *r, const char *dir) {
-    float *host = is_main(r) ? mallocCheck(r->m.lay.total * sizeof(float)) : NULL;
-    zero_params_to_host(&r->zero, host);  // the fp32 (master) weights, whatever the compute dtype
-    size_t at = 0;
-    int bad = is_main(r) ? first_nonfinite(&r->m.lay, host, &at) : -1;
-    double any = bad >= 0;
+    ZeroState *z = &r->zero;
+    const ParamLayout *lay = &r->m.lay;
+    zero_sync(z);
+    if (z->own.master.place == OWNED_NONE)
+        t5_die(__FILE__, __LINE__, "trainer_save_model: no fp32 weights (16-bit compute loaded without them)",
+               "a bug in the caller: load with ModelLoadOptions.host_weights and pass them to zero_init");
+    StWriter w;
+    StTensorDesc *descs = NULL;
+    if (is_main(r)) descs = hf_save_begin(dir, NULL, &r->m.cfg, lay, 0, lay->count, ST_F32, &w);
+    size_t piece_max = zero_ckpt_chunk_elems(lay) / 2 ? zero_ckpt_chunk_elems(lay) / 2 : 1;
+    float *part = mallocCheck(piece_max * sizeof(float));
+    size_t *counts = is_main(r) ? mallocCheck((size_t)r->comm.world * sizeof(size_t)) : NULL;
+    int alone = !z->own.range_is_partition || r->comm.world == 1;  // rank 0 holds every tensor whole
+    char msg[512] = "";
+    for (int i = 0; i < lay->count; i++) {
+        const ParamSpec *s = &lay->specs[i];
+        for (size_t lo = s->offset, end = s->offset + s->numel; lo < end; lo += piece_max) {
+            size_t hi = end - lo < piece_max ? end : lo + piece_max;
+            Range p = model_piece(z, lo, hi);
+            size_t n = p.end - p.begin;
+            zero_owned_f32_to_host(&z->own.master, r->m.be, p.begin - z->own.range.begin, n, part);
+            for (size_t k = 0; k < n && !msg[0]; k++)
+                if (!isfinite(part[k]))
+                    snprintf(msg, sizeof msg, "after step %d the weights hold %g in tensor \"%s\" (element %zu): %s "
+                             "is not written; HINT: lower --learning_rate (%g), and check the weights and the data",
+                             r->global_step, (double)part[k], s->name, p.begin + k - s->offset, dir,
+                             r->a.learning_rate);
+            if (alone) {  // nothing to gather: rank 0 writes its own copy
+                if (is_main(r)) st_writer_write_f32(&w, part, hi - lo);
+                continue;
+            }
+            char *all = NULL;
+            comm_gather_bytes_host(&r->comm, part, n * sizeof(float), &all, counts);
+            if (is_main(r)) st_writer_write_f32(&w, (const float *)all, hi - lo);
+            freeCheck(all);
+        }
+    }
+    freeCheck(part);
+    freeCheck(counts);
+    double any = msg[0] != 0;
     comm_allreduce_sum_f64(&r->comm, &any, 1);
     if (any > 0) {
-        if (!is_main(r)) exit(1);  // rank 0 says why
-        t5_fail("after step %d the weights hold %g in tensor \"%s\" (element %zu): %s is not written; HINT: lower "
-                "--learning_rate (%g), and check the weights and the data", r->global_step,
-                (double)host[r->m.lay.specs[bad].offset + at], r->m.lay.specs[bad].name, at, dir, r->a.learning_rate);
+        if (msg[0]) t5_fail("%s", msg);
+        exit(1);  // the rank that found it says why
     }
     if (!is_main(r)) return;
-    mkdir_p(dir);
-    hf_save_model(dir, &r->m.cfg, &r->m.lay, host, ST_F32);
-    free(host);
+    st_writer_close(&w);
+    free(descs);
     char *dst = path_join(dir, "spiece.model");
     file_copy_atomic(r->spm_path, dst);
     free(dst);
 }
 
-// A checkpoint a run can resume from: fp32 weights (HF directory), the optimizer's moments,
-// step and loss scaler (zero/checkpoint.c), trainer_state.json. Collective. It is written
-// into checkpoint-N.tmp and renamed when whole, so checkpoint-N is never a partial one (a
-// failed write, ENOSPC or EFBIG, removes the .tmp directory at exit: common/fileio.h).
+// A checkpoint a run can resume from (docs/TRAINER.md, "Checkpoint format"): the fp32
+// weights as an HF directory (streamed), every rank's shard of the master weights and
+// moments with the index (zero/checkpoint.c), trainer_state.json, then `latest` once every
+// rank has finished. Collective. It is written into checkpoint-N.tmp and renamed when whole,
+// so checkpoint-N is never a partial one (a failed write, ENOSPC or EFBIG, removes the .tmp
+// directory at exit: common/fileio.h).
 void trainer_save_checkpoint(Run *r, const LossScaler *scaler) {
     char name[64];
     snprintf(name, sizeof name, "checkpoint-%d", r->global_step);
@@ -109,10 +143,13 @@ void trainer_save_checkpoint(Run *r, const LossScaler *scaler) {
         mkdir_p(tmp);
         fileio_remove_at_exit(tmp);
     }
+    zero_ckpt_mem_begin();
     trainer_store_flos(r);
     trainer_save_model(r, tmp);
-    zero_save_optimizer(&r->zero, scaler, tmp);
+    zero_save_shards(&r->zero, scaler, tmp, r->global_step);
     trainer_save_state(r, tmp);
+    zero_save_latest(&r->zero, tmp, r->global_step);  // a barrier first: every rank's files are whole
+    zero_ckpt_mem_report(&r->zero, "save");
     if (is_main(r)) {
         remove_tree(dir);  // --overwrite_output_dir: an older run's checkpoint of this step
         if (rename(tmp, dir) != 0)
@@ -123,6 +160,35 @@ void trainer_save_checkpoint(Run *r, const LossScaler *scaler) {
     r->last_checkpoint_step = r->global_step;
     free(tmp);
     free(dir);
+}
+
+// The end of training (HF's save_model into --output_dir). At stage 3 with the DeepSpeed key
+// stage3_gather_16bit_weights_on_model_save false (DeepSpeed's default) the weights are
+// never gathered: --output_dir gets the ZeRO shards, the index and `latest` (as HF's
+// Trainer writes the DeepSpeed checkpoint then) with config.json and spiece.model, and
+// `train_t5 export` makes the HF directory from them. Otherwise model.safetensors is
+// streamed as for a checkpoint (fp32 masters). Whichever is written, the other kind left by
+// an earlier run in the directory goes, so the directory never holds two different models.
+void trainer_save_final(Run *r, const LossScaler *scaler) {
+    const char *out = r->a.output_dir;
+    int shards_only = r->zero.stage == 3 && r->a.deepspeed &&
+                      !r->p.ds_loaded.zero.stage3_gather_16bit_weights_on_model_save.v;
+    char *stale = path_join(out, shards_only ? "model.safetensors" : ZERO_CKPT_LATEST);
+    if (is_main(r) && path_is_file(stale) && remove(stale) != 0)
+        t5_fail("%s: cannot remove the earlier run's file (%s); HINT: check the permissions of --output_dir", stale,
+                strerror(errno));
+    free(stale);
+    if (!shards_only) return trainer_save_model(r, out);
+    zero_save_shards(&r->zero, scaler, out, r->global_step);
+    zero_save_latest(&r->zero, out, r->global_step);
+    if (!is_main(r)) return;
+    hf_save_config(out, &r->m.cfg, &r->m.lay);
+    char *dst = path_join(out, "spiece.model");
+    file_copy_atomic(r->spm_path, dst);
+    free(dst);
+    printf("stage3_gather_16bit_weights_on_model_save is false (%s): %s holds the ZeRO shards (global_step%d/, "
+           "latest), not a model.safetensors; run `train_t5 export %s %s/hf` to get an HF directory\n",
+           r->a.deepspeed, out, r->global_step, out, out);
 }
 
 // --resume_from_checkpoint: the trainer's side (step, epoch, flos, log history); the
@@ -182,9 +248,8 @@ void trainer_check_resume_dir(const TrainArgs *a) {
     if (!path_is_dir(a->resume_from_checkpoint))
         t5_fail("--resume_from_checkpoint %s: %s; HINT: pass a checkpoint-N directory that train_t5 wrote",
                 a->resume_from_checkpoint, path_exists(a->resume_from_checkpoint) ? "not a directory" : "not found");
-    const char *need[] = {"config.json", "model.safetensors", "optimizer.safetensors", "zero_state.json",
-                          "trainer_state.json"};
-    for (int i = 0; i < 5; i++) {
+    const char *need[] = {"config.json", "model.safetensors", "trainer_state.json"};
+    for (int i = 0; i < 3; i++) {
         char *p = path_join(a->resume_from_checkpoint, need[i]);
         if (path_is_dir(p))
             t5_fail("--resume_from_checkpoint %s: %s is a directory, where a file is expected; HINT: pass a "
@@ -194,5 +259,6 @@ void trainer_check_resume_dir(const TrainArgs *a) {
                     "train_t5 wrote (with --save_steps / --save_strategy)", a->resume_from_checkpoint, need[i]);
         free(p);
     }
+    zero_check_checkpoint(a->resume_from_checkpoint);  // latest, the index, every shard there at its size
     if (!a->do_train) t5_fail("--resume_from_checkpoint needs --do_train");
 }

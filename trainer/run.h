@@ -52,6 +52,9 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
 void trainer_save_state(const Run *r, const char *dir);  // trainer_state.json (rank 0)
 void trainer_save_model(Run *r, const char *dir);        // collective; rank 0 writes the HF directory
 void trainer_save_checkpoint(Run *r, const LossScaler *scaler);  // collective: OUT/checkpoint-N
+// Collective: the end of training's save into --output_dir: the HF directory, or at stage 3
+// with stage3_gather_16bit_weights_on_model_save false the ZeRO shards and `latest` instead.
+void trainer_save_final(Run *r, const LossScaler *scaler);
 void trainer_store_flos(Run *r);                         // collective: the ranks' flos into total_flos
 int trainer_load_state(Run *r, const char *dir);         // --resume_from_checkpoint: returns the step
 void trainer_check_resume_dir(const TrainArgs *a);       // before anything is written

@@ -371,7 +371,9 @@ static void train_begin(Run *r, TrainLoop *L, const Dataset *ds, const Dataset *
     train_schedule(r, L);
     if (a->resume_from_checkpoint) {
         L->resume_step = trainer_load_state(r, a->resume_from_checkpoint);
+        zero_ckpt_mem_begin();
         zero_load_optimizer(&r->zero, &L->scaler, a->resume_from_checkpoint, L->resume_step);
+        zero_ckpt_mem_report(&r->zero, "load");
         r->zero.steps_seen = L->resume_step;  // the steps the checkpoint took (zero/step.c counts on)
         if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, L->resume_step);
     }
@@ -514,7 +516,7 @@ static void train_end(Run *r, TrainLoop *L) {
     cJSON *met = cJSON_Duplicate(entry, 1);  // train_results.json: the same keys, with epoch
     cJSON_AddNumberToObject(met, "epoch", r->epoch);
     log_entry(r, entry, 1);
-    trainer_save_model(r, r->a.output_dir);
+    trainer_save_final(r, &L->scaler);
     save_metrics(r, "train", met);
     cJSON_Delete(met);
     trainer_save_state(r, r->a.output_dir);

@@ -1,20 +1,64 @@
-// zero/checkpoint.h: the optimizer's part of a training checkpoint, so that a run resumes
-// exactly where it stopped (HF's --resume_from_checkpoint). The fp32 master weights are the
-// checkpoint's model.safetensors (trainer/trainer.c writes them); this file adds
-//   optimizer.safetensors  "exp_avg", "exp_avg_sq": the AdamW moments over the whole flat
-//                          parameter space (lay.total fp32 each, HF state-dict order);
-//   zero_state.json        the optimizer step count and the loss scaler's state.
-// Moments are saved whole (every rank's partition gathered to rank 0), so a checkpoint
-// resumes at any world size, ZeRO stage and offload setting: each rank reads back the
-// range it owns in the new run.
+// zero/checkpoint.h: the ZeRO part of a training checkpoint, written by every rank in
+// parallel and read back by ranges, so that a run resumes exactly where it stopped (HF's
+// --resume_from_checkpoint) at any world size, stage and offload setting, and no rank ever
+// holds more than its own partition plus one tensor. Layout of a checkpoint directory D
+// (DeepSpeed's: a `latest` file naming a tag directory of per-rank files):
+//   D/global_stepN/rank_RRRRR.safetensors   one per rank of the saving run: "master",
+//                       "exp_avg", "exp_avg_sq" (fp32, 1-D) over that rank's range
+//                       [begin, end) of the flat parameter space (zero/partition.h; at
+//                       stage 0, where every rank holds everything, the same split, so the
+//                       ranks still write in parallel)
+//   D/global_stepN/zero_index.json           rank 0: world size, stage, the parameter count,
+//                       optimizer step, loss scaler, global step, and per shard its file,
+//                       [begin, end), byte size and CRC-32C (common/crc32c.h)
+//   D/latest            "global_stepN", written LAST, after a barrier: a directory without it
+//                       is a half-written checkpoint and is never resumed
+// Checkpoints written before the shards (optimizer.safetensors with the moments whole,
+// zero_state.json) still load, each rank reading only its range of the moments.
+// docs/TRAINER.md ("Checkpoint format") walks through it.
 #pragma once
 #include "../optim/loss_scaler.h"
 #include "zero.h"
 
-// Collective: every rank calls it; rank 0 writes into dir (which exists).
-void zero_save_optimizer(ZeroState *z, const LossScaler *scaler, const char *dir);
-// Every rank reads its partition of the moments, the step and the scaler from dir. Refused,
-// naming the file and key or tensor: a number out of range, inf/nan moments, and an
-// optimizer step that with the skipped steps does not make global_step (the checkpoint's,
-// from trainer_state.json).
+#define ZERO_CKPT_LATEST "latest"
+#define ZERO_CKPT_INDEX "zero_index.json"
+
+// Collective: every rank writes its shard into dir/global_step<global_step>/ (created
+// here), rank 0 the index. `latest` is not written: zero_save_latest, once every other file
+// of the checkpoint is complete.
+void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, int global_step);
+// Collective: a barrier (every rank's files are complete), then rank 0 writes dir/latest.
+void zero_save_latest(const ZeroState *z, const char *dir, int global_step);
+// The checks that need no model and read no tensor data (before anything is written, on
+// every rank): dir is not a ".tmp" directory, `latest` names a tag directory whose index is
+// well formed, its shards tile the parameter space and every shard file exists with the
+// recorded size; or, without `latest`, the older whole layout's files are there. Each
+// refusal is one line naming the file, with a HINT.
+void zero_check_checkpoint(const char *dir);
+// Every rank reads the master weights (new layout) and moments of the range it owns, the
+// step and the scaler from dir, after the shard files' checksums were verified (each file by
+// one rank; a mismatch anywhere stops every rank before any state is set). Refused, naming
+// the file and key or tensor: a number out of range, inf/nan moments, and an optimizer step
+// that with the skipped steps does not make global_step (the checkpoint's, from
+// trainer_state.json).
 void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int global_step);
+
+// Elements a checkpoint moves at a time (reads, writes, checksums): the largest tensor of the
+// layout, at most a MiB of fp32, so a rank's buffers stay within one tensor.
+size_t zero_ckpt_chunk_elems(const ParamLayout *lay);
+// Counting mode (common/check.h, T5_COUNT_HOST_MEM=1): begin marks the start of a measured
+// save or load; report prints one line per rank, "checkpoint host memory: <what> rank R peak
+// +B bytes (partition P elements, largest tensor U elements)", what tests/test_checkpoint.c
+// checks against the bound 4 (P + U) bytes. Both do nothing with counting off.
+void zero_ckpt_mem_begin(void);
+void zero_ckpt_mem_report(const ZeroState *z, const char *what);
+
+// Reading a checkpoint's master weights by flat ranges without a run (train_t5 export): one
+// process, every shard's checksum verified at open. NULL when dir has no `latest` and no
+// tag directory (the caller then reads model.safetensors); a damaged one is refused.
+typedef struct ZeroShardReader ZeroShardReader;
+ZeroShardReader *zero_shards_open(const char *dir, size_t total);
+// Flat elements [lo, hi) of the fp32 master into dst (hi - lo floats), from the shards that
+// hold them.
+void zero_shards_read_master(ZeroShardReader *rd, size_t lo, size_t hi, float *dst);
+void zero_shards_close(ZeroShardReader *rd);
