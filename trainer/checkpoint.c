@@ -14,14 +14,13 @@
 #include "../common/fileio.h"
 #include "../model/hf_dir.h"
 #include "../zero/checkpoint.h"
+#include "retention.h"
 #include "run.h"
 
 void trainer_save_state(const Run *r, const char *dir) {
     if (!is_main(r)) return;
     cJSON *st = cJSON_CreateObject();
-    cJSON_AddNullToObject(st, "best_global_step");
-    cJSON_AddNullToObject(st, "best_metric");
-    cJSON_AddNullToObject(st, "best_model_checkpoint");
+    retention_state_add(r, st);  // best_global_step, best_metric, best_model_checkpoint
     cJSON_AddNumberToObject(st, "epoch", r->epoch);
     cJSON_AddNumberToObject(st, "eval_steps", r->a.eval_steps > 0 ? r->a.eval_steps : r->a.logging_steps);
     cJSON_AddNumberToObject(st, "global_step", r->global_step);
@@ -111,7 +110,7 @@ void trainer_save_checkpoint(Run *r, const LossScaler *scaler) {
     }
     trainer_store_flos(r);
     trainer_save_model(r, tmp);
-    zero_save_optimizer(&r->zero, scaler, tmp);
+    if (!r->a.save_only_model) zero_save_optimizer(&r->zero, scaler, tmp);  // --save_only_model: the model alone
     trainer_save_state(r, tmp);
     if (is_main(r)) {
         remove_tree(dir);  // --overwrite_output_dir: an older run's checkpoint of this step
