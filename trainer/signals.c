@@ -88,17 +88,19 @@ int signals_agree_stop(const Comm *c, char *what, size_t cap) {
     return len > 0;
 }
 
-void signals_test_hook(const char *where) {
+void signals_test_hook(const char *where, int rank) {
     const char *spec = getenv("T5_TEST_SIGNAL");
     if (!spec) return;
-    const char *colon = strchr(spec, ':');
+    const char *colon = strchr(spec, ':'), *at = strchr(spec, '@');
     if (!colon || (size_t)(colon - spec) != strlen(where) || strncmp(spec, where, strlen(where)) != 0) return;
-    for (const char *p = colon + 1; *p;) {
-        size_t n = strcspn(p, ",");
+    if (at && atoi(at + 1) != rank) return;
+    const char *end = at ? at : spec + strlen(spec);
+    for (const char *p = colon + 1; p < end;) {
+        size_t n = strcspn(p, ",@");
         int sig = 0;
         for (int i = 0; i < SIG_STOP_COUNT; i++)
             if (n == strlen(STOP_NAMES[i]) - 3 && !strncmp(p, STOP_NAMES[i] + 3, n)) sig = STOP_SIGS[i];
-        if (!sig) t5_fail("T5_TEST_SIGNAL=%s: expected WHERE:SIG[,SIG...] with SIG one of TERM, INT, USR1", spec);
+        if (!sig) t5_fail("T5_TEST_SIGNAL=%s: expected WHERE:SIG[,SIG...][@RANK] with SIG one of TERM, INT, USR1", spec);
         fflush(stdout);
         raise(sig);
         p += n + (p[n] == ',');

@@ -19,8 +19,9 @@ void signals_uninstall(void);
 int signals_agree_stop(const Comm *c, char *what, size_t cap);
 // This process got a stop signal (no collective; after training, where each rank decides alone).
 int signals_received(void);
-// Test hook (tests/test_signals.c): T5_TEST_SIGNAL=WHERE:SIG[,SIG...] raises the signals in
-// this process when the run reaches WHERE ("begin": training set up, no step taken yet;
-// "stepN": in step N, after its update, before its log/eval/save; "eval": the first
-// evaluation during training, before it runs). SIG: TERM, INT or USR1.
-void signals_test_hook(const char *where);
+// Test hook (tests/test_signals.c): T5_TEST_SIGNAL=WHERE:SIG[,SIG...][@RANK] raises the
+// signals in this process (on rank RANK alone when given) when the run reaches WHERE
+// ("begin": training set up, no step taken yet; "stepN": in step N, after its update, before
+// its log/eval/save; "eval": the first evaluation during training, before it runs).
+// SIG: TERM, INT or USR1.
+void signals_test_hook(const char *where, int rank);

@@ -266,7 +266,7 @@ static int should_save(const Run *r, int epoch_end) {
 // --metric_for_best_model follows (--eval_on_start's is not, as in HF).
 static void run_eval_during_training(Run *r, const Dataset *val, int track_best) {
     static int evaluated;
-    if (!evaluated++) signals_test_hook("eval");
+    if (!evaluated++) signals_test_hook("eval", r->comm.rank);
     cJSON *met = trainer_evaluate(r, val, "eval", NULL);
     if (track_best) retention_update_best(r, met);
     log_entry(r, met, 1);
@@ -379,7 +379,7 @@ static void train_begin(Run *r, TrainLoop *L, const Dataset *ds, const Dataset *
     r->save_every = every_n_steps(a->save_steps, r->total_steps);
     train_schedule(r, L);
     signals_install();  // SIGTERM, SIGINT, SIGUSR1: finish the step, save checkpoint-N, exit 0
-    signals_test_hook("begin");
+    signals_test_hook("begin", r->comm.rank);
     if (a->resume_from_checkpoint) {
         L->resume_step = trainer_load_state(r, a->resume_from_checkpoint);
         retention_load_state(r, a->resume_from_checkpoint);  // best_metric, best_global_step, best_model_checkpoint
@@ -574,7 +574,7 @@ static void train_step(Run *r, TrainLoop *L, int epoch, long *k) {
     if (r->global_step == 2) test_hook_stall(r);
     char where[32];
     snprintf(where, sizeof where, "step%d", r->global_step);
-    signals_test_hook(where);
+    signals_test_hook(where, r->comm.rank);
     r->epoch = epoch + (double)*k / (double)L->micro_per_epoch;
     train_after_step(r, L, &sr, *k == L->micro_per_epoch);
     // every step: did a stop signal reach any rank? (one all-reduce of three numbers; the last
