@@ -130,12 +130,15 @@ char *retention_last_checkpoint(const char *output_dir) {
 }
 
 void retention_check_resumable(const char *dir) {
+    // a checkpoint (trainer_state.json beside the model) with neither optimizer file; a plain
+    // model directory has no trainer_state.json, and trainer_check_resume_dir names what it lacks
     char *opt = path_join(dir, "optimizer.safetensors"), *zs = path_join(dir, "zero_state.json"),
-         *model = path_join(dir, "model.safetensors");
-    int model_only = path_exists(model) && !path_exists(opt) && !path_exists(zs);
+         *model = path_join(dir, "model.safetensors"), *state = path_join(dir, "trainer_state.json");
+    int model_only = path_exists(model) && path_exists(state) && !path_exists(opt) && !path_exists(zs);
     free(opt);
     free(zs);
     free(model);
+    free(state);
     if (model_only)
         t5_fail("--resume_from_checkpoint %s: a checkpoint without optimizer state (saved with --save_only_model), "
                 "which cannot be resumed; HINT: start a new run from its weights with --model %s, or resume from a "
