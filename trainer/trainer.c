@@ -590,9 +590,9 @@ static void load_model_from(Run *r, const char *dir, const Backend *be);
 // set up again, with fresh moments that nothing uses any more).
 static void load_best_model(Run *r) {
     if (is_main(r)) {
-        char line[1200];
-        snprintf(line, sizeof line, "Loading best model from %s (score: %.17g).", r->best_model_checkpoint,
-                 r->best_metric);
+        char line[1200], score[40];
+        pyfloat_repr(r->best_metric, score, sizeof score);  // HF's f"{best_metric}"
+        snprintf(line, sizeof line, "Loading best model from %s (score: %s).", r->best_model_checkpoint, score);
         progress_log(&r->prog, line);
     }
     const Backend *be = r->m.be;
