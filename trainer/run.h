@@ -1,7 +1,8 @@
 // trainer/run.h: the state of one `train_t5 --do_train ...` run, shared by the rooms of the
 // trainer: trainer.c (the loop, evaluation, main), plan.c and deepspeed.c (the run plan:
 // flags and --deepspeed resolved before anything is written), checkpoint.c (model,
-// trainer_state.json and resumable checkpoints).
+// trainer_state.json and resumable checkpoints), retention.c (which checkpoints stay, the best
+// model), signals.c (a run stopped by SIGTERM/SIGINT/SIGUSR1 after its step).
 #pragma once
 #include <cjson/cJSON.h>
 
