@@ -10,6 +10,7 @@
 //              model.safetensors is the best checkpoint's byte for byte, and eval_results'
 //              eval_loss is the best step's
 //   limit1     --save_total_limit 1 with --load_best_model_at_end: only the best stays
+//   ranks      the best model on 2 mpirun ranks at ZeRO stage 3: loaded back byte for byte
 //   resume     a run stopped at step 3 and resumed keeps its best_* (the same trainer_state
 //              best fields as an uninterrupted run); its best step has no checkpoint
 //              (--save_steps 2), so best_model_checkpoint stays null, as HF's os.path.exists test
@@ -37,17 +38,18 @@
 #include "test_tmp.h"
 
 static char tmp[] = "/tmp/t5_test_retention.XXXXXX";
+static const char *launcher = "";  // "mpirun ... -np 2 " for the runs on several ranks
 
 // Runs ./train_t5 with the shared flags, --max_steps steps and extra into OUT=tmp/out; the
 // exit status (0: exit 0). env: variables before the command ("" for none).
 static int train(const char *env, const char *out, int steps, const char *extra) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
-             "%s exec ./train_t5 --device cpu --model tests/fixtures/trainer_model --tokenizer_name "
+             "%s exec %s./train_t5 --device cpu --model tests/fixtures/trainer_model --tokenizer_name "
              "data/sample/spiece.model --data_dir %s/data --per_device_train_batch_size 8 --logging_steps 1 "
              "--max_steps %d --do_train --disable_tqdm --learning_rate 3e-3 --cache_dir %s/cache --output_dir %s/%s %s "
              "> '%s/%s.log' 2>&1",
-             env, tmp, steps, tmp, tmp, out, extra, tmp, out);
+             env, launcher, tmp, steps, tmp, tmp, out, extra, tmp, out);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
@@ -227,6 +229,32 @@ static void best_model(void) {
     cJSON_Delete(st);
 }
 
+// 2 CPU ranks at ZeRO stage 3 (the weights partitioned): every rank tracks the same best, and
+// the best checkpoint's weights load back on both (the ZeRO state set up again).
+static void ranks_best(void) {
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        test_check(0, "ranks: mpirun is needed (make deps installs openmpi-bin)");
+        return;
+    }
+    launcher = "mpirun --allow-run-as-root --oversubscribe -np 2 ";
+    const char *flags = "--eval_strategy steps --eval_steps 1 --save_steps 1 --save_total_limit 2 "
+                        "--metric_for_best_model loss --greater_is_better --load_best_model_at_end --do_eval "
+                        "--deepspeed configs/ds_config_zero3.json";
+    int rc = train("", "ranks", 4, flags);
+    launcher = "";
+    if (!ran_ok("ranks (2 ranks, stage 3)", rc, "ranks")) return;
+    int best = 0;
+    if (!check_best_state("ranks", "ranks", 1, 1, &best)) return;
+    char name[64], buf[300];
+    snprintf(name, sizeof name, "checkpoint-%d/model.safetensors", best);
+    char *a = out_file("ranks", "model.safetensors"), *b = out_file("ranks", name);
+    snprintf(buf, sizeof buf, "ranks: the final model.safetensors is checkpoint-%d's byte for byte (stage 3, 2 ranks)",
+             best);
+    test_check(files_equal(a, b), buf);
+    free(a);
+    free(b);
+}
+
 static void limit_one(void) {
     const char *flags = "--eval_strategy steps --eval_steps 1 --save_steps 1 --save_total_limit 1 "
                         "--metric_for_best_model loss --greater_is_better --load_best_model_at_end";
@@ -316,6 +344,7 @@ int main(void) {
     limit_two();
     best_model();
     limit_one();
+    ranks_best();
     resume_keeps_best();
     unknown_metric();
     only_model();

@@ -543,6 +543,8 @@ static void train_stop(Run *r, TrainLoop *L, const char *what) {
            r->total_steps, ckpt, r->a.save_only_model ? " (--save_only_model: the model only, it cannot be resumed)" : "");
     if (!r->a.save_only_model) {
         printf("To continue:%s\n", cmd);
+        if (r->comm.world > 1 && strcmp(r->comm.launcher, "num_gpus") != 0)  // its command line is this rank's
+            printf("(started by %s with %d ranks: continue the same way)\n", r->comm.launcher, r->comm.world);
         if (!r->a.overwrite_output_dir)
             printf("(the same command without --resume_from_checkpoint continues too: it resumes from the last "
                    "checkpoint in --output_dir)\n");
