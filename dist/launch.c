@@ -372,8 +372,11 @@ int launch_free_port(void) {
 
 // ---- --num_gpus ----------------------------------------------------------------------------
 
-static volatile sig_atomic_t spawn_signal;
-static void spawn_on_signal(int sig) { spawn_signal = sig; }
+static volatile sig_atomic_t spawn_signal, spawn_signals;  // the last signal, and how many came
+static void spawn_on_signal(int sig) {
+    spawn_signal = sig;
+    spawn_signals++;
+}
 
 // environ without the launcher variables, plus this rank's.
 // *own: the index of the first of the six strings allocated here (the caller frees them).
@@ -505,6 +508,22 @@ static int spawn_wait_ranks(int n, pid_t *pids, char *why, size_t why_cap) {
     return failed;
 }
 
+// A stop signal to this process: passed on to every live rank (SIGHUP as SIGTERM, which the
+// ranks handle), which finish their step, save a checkpoint and exit 0 (trainer/signals.h: a
+// copy from this process is not their second signal, so a Ctrl-C that reached them too stops
+// them once). Waits for them; returns the first rank that failed, or -1. A second signal
+// here leaves the ranks to the caller (stopped at once).
+static int spawn_pass_signal(int n, pid_t *pids, char *why, size_t why_cap) {
+    int sig = spawn_signal == SIGHUP ? SIGTERM : spawn_signal;
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0) {
+            kill(pids[i], sig);
+            kill(pids[i], SIGCONT);  // a stopped rank acts on it once it runs again
+        }
+    spawn_signal = 0;
+    return spawn_wait_ranks(n, pids, why, why_cap);
+}
+
 int launch_spawn(int n, int argc, char **argv, double grace_s) {
     if (n < 1) t5_fail("--num_gpus %d: must be >= 1 (the number of GPU ranks to start on this host)", n);
     if (launch_under_mpirun())
@@ -528,7 +547,7 @@ int launch_spawn(int n, int argc, char **argv, double grace_s) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = spawn_on_signal;  // no SA_RESTART: waitpid returns EINTR
     const int *sigs = SPAWN_SIGS;
-    spawn_signal = 0;
+    spawn_signal = spawn_signals = 0;
     for (int s = 0; s < 3; s++) sigaction(sigs[s], &sa, &old[s]);
     fflush(stdout);
     fflush(stderr);
@@ -536,9 +555,15 @@ int launch_spawn(int n, int argc, char **argv, double grace_s) {
     char why[160] = "";
     int failed = spawn_start_ranks(n, port, cargv, old, pids, why, sizeof why);
     if (failed < 0) failed = spawn_wait_ranks(n, pids, why, sizeof why);
+    int first_signal = spawn_signal;
+    if (failed < 0 && spawn_signal) failed = spawn_pass_signal(n, pids, why, sizeof why);
     int code = 0;
-    if (failed >= 0 || spawn_signal) {
-        stop_children(pids, n, grace_s);
+    if (failed < 0 && first_signal && !spawn_signal) {  // every rank stopped by itself, after its checkpoint
+        fflush(stdout);
+        fprintf(stderr, "--num_gpus %d: got signal %d (%s): passed on to the ranks, which stopped after saving a "
+                "checkpoint\n", n, first_signal, strsignal(first_signal));
+    } else if (failed >= 0 || spawn_signal) {
+        stop_children(pids, n, spawn_signals >= 2 ? 0.0 : grace_s);  // a second signal: at once
         fflush(stdout);
         if (failed >= 0) {
             fprintf(stderr, "error: --num_gpus %d: rank %d %s; the other ranks were stopped\n", n, failed, why);

@@ -428,8 +428,6 @@ expect_train_error "3 unknown flags" "unknown flags --foo, --learning_rte (did y
   --do_train --data_dir "$T/d_ok" --foo 1 --learning_rte 1e-3 --qux
 expect_train_error "refused flags" "--adafactor: Adafactor is not built" --do_train --data_dir "$T/d_ok" --adafactor \
   --save_total_limit 2
-expect_train_error "refused retention" "--save_total_limit 2: checkpoint retention" --do_train --data_dir "$T/d_ok" \
-  --save_total_limit 2
 expect_train_error "report_to wandb" "--report_to wandb: not built" --do_train --data_dir "$T/d_ok" --report_to wandb
 expect_train_error "optim sgd" "--optim sgd" --do_train --data_dir "$T/d_ok" --optim sgd
 expect_train_error "bad logging_strategy" "--logging_strategy" --do_train --data_dir "$T/d_ok" --logging_strategy often
@@ -466,6 +464,20 @@ expect_flag_error "flag: bare preset" "preset with no local weights" t5-small
 expect_flag_error "flag: no model dir" "$T/nomodel" "$T/nomodel"
 mkdir -p "$T/nocfg"
 expect_flag_error "flag: no config.json" "config.json" "$T/nocfg"
+# checkpoint retention and the best model (trainer/retention.c): HF's TrainingArguments checks
+expect_flag_error "flag: load_best strategies" "--load_best_model_at_end requires the save and eval strategy to match" \
+  "$TM" --load_best_model_at_end
+expect_flag_error "flag: load_best multiple" "is not a round multiple of --eval_steps 3" "$TM" --load_best_model_at_end \
+  --eval_strategy steps --eval_steps 3 --save_steps 5
+expect_flag_error "flag: load_best ratio+steps" "mixing ratio and absolute steps" "$TM" --load_best_model_at_end \
+  --eval_strategy steps --eval_steps 0.1 --save_steps 5
+expect_flag_error "flag: load_best ratios" "--save_steps 0.25, which is not a multiple of --eval_steps 0.1" "$TM" \
+  --load_best_model_at_end --eval_strategy steps --eval_steps 0.1 --save_steps 0.25
+expect_flag_error "flag: save_total_limit -1" "--save_total_limit -1" "$TM" --save_total_limit -1
+expect_flag_error "flag: metric empty" "--metric_for_best_model \"\"" "$TM" --metric_for_best_model ""
+expect_flag_error "flag: only_model+best+ds" "--save_only_model along with --load_best_model_at_end" "$TM" \
+  --save_only_model --load_best_model_at_end --eval_strategy steps --eval_steps 1 --save_steps 1 \
+  --deepspeed configs/ds_config_zero2.json
 # --deepspeed contradictions and refusals: said before the data is tokenized (the step count
 # is not needed to see them)
 printf '{"train_micro_batch_size_per_gpu": 16}' > "$T/ds_micro.json"
@@ -569,6 +581,9 @@ expect_train_error "global_step 1e300" '"global_step"' --do_train --data_dir "$T
   --resume_from_checkpoint "$d"
 expect_train_error "resume, other --model" "is not a checkpoint of --model" --do_train --data_dir "$T/d_ok" \
   --max_steps 4 --resume_from_checkpoint "$CK" --model t5-small --init random
+d=$(damaged only_model); rm "$d/optimizer.safetensors" "$d/zero_state.json"  # as --save_only_model writes it
+expect_train_error "resume model-only" "saved with --save_only_model" --do_train --data_dir "$T/d_ok" --max_steps 4 \
+  --resume_from_checkpoint "$d"
 
 # --output_dir: what the run writes must be writable before it trains, and a second run on
 # the same directory at once is refused naming the first

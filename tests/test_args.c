@@ -214,17 +214,18 @@ static void unknown_and_refused(void) {
         {"--adafactor", "--adafactor: Adafactor is not built"},
         {"--optim adafactor", "--optim adafactor: Adafactor is not built"},
         {"--optim sgd", "--optim sgd: not built; train_t5's optimizer is AdamW"},
-        {"--save_total_limit 2", "--save_total_limit 2: checkpoint retention"},
-        {"--load_best_model_at_end", "--load_best_model_at_end: checkpoint retention"},
-        {"--save_only_model", "--save_only_model: checkpoint retention"},
-        {"--save_strategy best", "--save_strategy best: needs best-model tracking"},
+        {"--save_total_limit -1", "--save_total_limit -1: must be >= 1"},
+        {"--load_best_model_at_end", "--load_best_model_at_end requires the save and eval strategy to match, but found "
+                                     "eval strategy no and save strategy steps"},
+        {"--save_strategy best", "--save_strategy best: not built"},
         {"--report_to wandb", "--report_to wandb: not built: train_t5 writes TensorBoard event files only"},
         {"--report_to comet_ml", "--report_to comet_ml: not built"},
         {"--fp16_full_eval --device cpu", "--fp16_full_eval after training in fp32: switching precision"},
         {"--attention_dropout 0.1", "--attention_dropout 0.1: T5 has one dropout"},
         {"--dataset_name wmt16 --dataset_config ro-en", "--dataset_config \"ro-en\": datasets from the hub"},
-        {"--adafactor --save_total_limit 3 --tf32", "--adafactor: Adafactor is not built; train_t5's optimizer is AdamW "
-                                                    "(drop --adafactor); --save_total_limit 3: checkpoint retention"},
+        {"--adafactor --include_for_metrics inputs --tf32", "--adafactor: Adafactor is not built; train_t5's optimizer is "
+                                                            "AdamW (drop --adafactor); --include_for_metrics \"inputs\": "
+                                                            "metrics are computed in C"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         snprintf(args, sizeof args, "%s %s", base, refused[i].flags);

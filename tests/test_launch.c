@@ -13,6 +13,9 @@
 //     with the SIGTERM, so it ends at once, not after the grace period; a rank that stops
 //     itself after the rendezvous (launch_tcp_broadcast_watched, as GPU ranks) is named by
 //     the heartbeat within 30 s, and no child is left;
+//   - a stop signal to the --num_gpus parent reaches the ranks, which stop by themselves (exit
+//     0); sent to the whole group, the parent's copy is not a second one; a second signal to
+//     the parent stops them at once;
 //   - --local_rank: checked against LOCAL_RANK (and mpirun's local rank), sets it when unset,
 //     picks a lone rank's GPU; parsed as --local_rank N, --local_rank=N, --local-rank=N.
 #include <signal.h>
@@ -25,9 +28,13 @@
 #include <unistd.h>
 
 #include <dirent.h>
+#include <errno.h>
+
+#include "../common/check.h"
 
 #include "../kernels/backend.h"
 #include "../trainer/args.h"
+#include "../trainer/signals.h"
 #include "../dist/comm.h"
 #include "../dist/launch.h"
 #include "test.h"
@@ -247,6 +254,17 @@ static int child_main(int argc, char **argv) {
     }
     if (!strcmp(mode, "fail") && c.rank == 1) return 3;
     if (!strcmp(mode, "signal") && c.rank == 2) kill(getpid(), SIGKILL);
+    if (!strcmp(mode, "stop")) {  // a training rank: the stop signal handler, a "checkpoint" of 1 s, exit 0
+        signals_install();
+        char ready[600];
+        snprintf(ready, sizeof ready, "%s/ready%d", getenv("T5_TEST_READY_DIR"), c.rank);
+        FILE *f = fopen(ready, "w");
+        if (f) fclose(f);
+        for (int i = 0; i < 6000 && !signals_received(); i++) usleep(10000);
+        if (!signals_received()) return 5;
+        for (double t0 = now_s(); now_s() - t0 < 1.0;) usleep(10000);  // a signal cuts a usleep short
+        return 0;
+    }
     if (!strcmp(mode, "stubborn")) {
         if (c.rank == 1) {
             sleep(1);  // let the others install their handlers
@@ -447,6 +465,73 @@ static void test_spawn(const char *exe) {
     env_set(NULL);
 }
 
+// A stop signal to the --num_gpus parent (trainer/signals.h): passed on to the ranks, which
+// stop by themselves, exit 0, and the parent with them; the same signal to the whole process
+// group (Ctrl-C, Slurm) reaches each rank twice, and the parent's copy is not a second signal;
+// a second signal to the parent stops the ranks at once.
+static void test_spawn_stop(const char *exe) {
+    char dir[] = "/tmp/t5_test_launch_stop.XXXXXX", what[300];
+    if (!mkdtemp(dir)) t5_fail("mkdtemp failed");
+    setenv("T5_TEST_READY_DIR", dir, 1);
+    const char *names[3] = {"SIGTERM to the parent", "SIGTERM to the process group", "SIGINT, then SIGTERM, to the parent"};
+    for (int k = 0; k < 3; k++) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -f %s/ready*", dir);
+        if (system(cmd) != 0) t5_fail("cannot clear %s", dir);
+        env_set(NULL);
+        SpawnArg stop = {exe, "stop", 5.0};
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setpgid(0, 0);  // a group of its own: the launcher and its ranks
+            char errlog[700];
+            snprintf(errlog, sizeof errlog, "%s/stderr", dir);
+            if (!freopen(errlog, "w", stderr)) _exit(3);
+            spawn_fn(&stop);
+        }
+        setpgid(pid, pid);
+        int ready = 0;
+        for (int i = 0; i < 3000 && ready < 3; i++) {
+            ready = 0;
+            for (int r = 0; r < 3; r++) {
+                char p[700];
+                snprintf(p, sizeof p, "%s/ready%d", dir, r);
+                ready += access(p, F_OK) == 0;
+            }
+            usleep(10000);
+        }
+        double t0 = now_s();
+        if (k == 1) kill(-pid, SIGTERM);
+        else kill(pid, k == 2 ? SIGINT : SIGTERM);
+        if (k == 2) {
+            usleep(300000);
+            kill(pid, SIGTERM);
+        }
+        int st = 0;
+        pid_t w;
+        while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
+        if (w != pid) printf("waitpid: %d errno %d\n", (int)w, errno);
+        double dt = now_s() - t0;
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (k < 2) {
+            snprintf(what, sizeof what, "--num_gpus, %s: the 3 ranks stop after their 1 s checkpoint, exit 0 (exit %d, "
+                     "%.2f s; ranks ready %d)", names[k], code, dt, ready);
+            if (!test_check(code == 0 && dt >= 0.9 && dt < 10, what)) {
+                snprintf(cmd, sizeof cmd, "sed 's/^/       | /' %s/stderr", dir);
+                if (system(cmd) != 0) printf("       (no stderr)\n");
+            }
+        } else {
+            snprintf(what, sizeof what, "--num_gpus, %s: the ranks are stopped at once, exit %d (want %d, %.2f s)",
+                     names[k], code, 128 + SIGTERM, dt);
+            test_check(code == 128 + SIGTERM && dt < 0.9, what);
+        }
+    }
+    unsetenv("T5_TEST_READY_DIR");
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) printf("could not remove %s\n", dir);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "child")) return child_main(argc, argv);
     env_set(NULL);
@@ -456,6 +541,7 @@ int main(int argc, char **argv) {
     test_env();
     test_spawn(argv[0]);
     test_spawn_frozen(argv[0]);
+    test_spawn_stop(argv[0]);
     test_local_rank();
     return test_summary();
 }

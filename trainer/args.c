@@ -16,6 +16,7 @@
 #include "../optim/adamw.h"
 #include "../optim/lr_schedule.h"
 #include "device.h"
+#include "retention.h"
 
 #define COUNT(x) ((int)(sizeof(x) / sizeof((x)[0])))
 
@@ -52,6 +53,7 @@ TrainArgs train_args_default(void) {
     a.report_to = "none";
     a.eval_strategy = "no";
     a.save_strategy = "steps";
+    a.greater_is_better = -1;  // HF's None: decided by the metric's name (trainer/retention.c)
     a.device = NULL;  // resolved by train_args_parse: cuda when a GPU is visible
     a.ddp_timeout = 1800;
     a.generation_max_length = -1;
@@ -84,7 +86,6 @@ typedef struct {
 #define DDP_KNOB "changes nothing: a PyTorch DDP setting; train_t5's data parallel all-reduces each unit's gradients as backward goes (NCCL on GPUs, MPI on CPU ranks)"
 #define EVAL_STREAM "changes nothing: evaluation sends each batch's results to rank 0's host memory as it goes"
 #define NO_FSDP "FSDP is not built; HINT: --deepspeed with ZeRO stage 3 partitions the weights the same way (configs/ds_config_zero3.json)"
-#define RETENTION "checkpoint retention and best-model tracking are not built; every checkpoint-N is kept, with the model and the optimizer"
 #define NO_DATASETS "datasets from the hub are not built (nothing is downloaded); HINT: give --train_file/--validation_file/--test_file (JSON lines) or --data_dir"
 
 #define TRAIN_FLAGS(a)                                                                                               \
@@ -246,11 +247,16 @@ typedef struct {
     /* ---- saving ---- */                                                                                          \
     USE("save_steps", FLAG_FLOAT, save_steps, "save a checkpoint every N steps (500); below 1: a ratio"),          \
     USE("save_strategy", FLAG_STRING, save_strategy, "steps (default), epoch, no"),                               \
-    REFUSE("save_total_limit", FLAG_INT, NULL, RETENTION),                                                          \
-    REFUSE("save_only_model", FLAG_BOOL, "false", RETENTION),                                                       \
-    REFUSE("load_best_model_at_end", FLAG_BOOL, "false", RETENTION),                                                \
-    REFUSE("metric_for_best_model", FLAG_STRING, NULL, RETENTION),                                                  \
-    REFUSE("greater_is_better", FLAG_BOOL, NULL, RETENTION),                                                        \
+    USE("save_total_limit", FLAG_INT, save_total_limit,                                                            \
+        "keep the newest N checkpoint-N (the best one too) and delete the older ones after each save (default: all)"), \
+    USE("save_only_model", FLAG_BOOL, save_only_model,                                                              \
+        "checkpoints hold the model only (no optimizer state): smaller, but they cannot be resumed"),                \
+    USE("load_best_model_at_end", FLAG_BOOL, load_best_model_at_end,                                                \
+        "after training, load the best checkpoint (--metric_for_best_model) and save and evaluate it as the final model"), \
+    USE("metric_for_best_model", FLAG_STRING, metric_for_best_model,                                                \
+        "the evaluation metric that picks the best checkpoint: loss, bleu, chrf, gen_len (eval_ prefix optional; default loss with --load_best_model_at_end)"), \
+    USE("greater_is_better", FLAG_BOOL, greater_is_better,                                                          \
+        "a larger --metric_for_best_model is better (default: true unless the metric ends in loss)"),              \
     REFUSE("save_safetensors", FLAG_BOOL, "true", "model.safetensors is the only format written"),                 \
     REFUSE("save_on_each_node", FLAG_BOOL, "false", "rank 0 writes every file (a file system shared by the hosts is assumed)"), \
     REFUSE("enable_jit_checkpoint", FLAG_BOOL, "false", "not built: checkpoints are written at --save_steps"),      \
@@ -738,8 +744,8 @@ static void check_strategies(TrainArgs *a, const GivenFlags *g) {
     if (!one_of(a->logging_strategy, strategies, 3))
         t5_fail("--logging_strategy \"%s\": expected steps, epoch or no", a->logging_strategy);
     if (!strcmp(a->save_strategy, "best"))
-        t5_fail("--save_strategy best: needs best-model tracking, which is not built (nor checkpoint retention); "
-                "HINT: use steps, epoch or no");
+        t5_fail("--save_strategy best: not built (a checkpoint at each new best evaluation); HINT: use steps or epoch "
+                "with --metric_for_best_model (best_model_checkpoint names the best) and --save_total_limit");
     if (!one_of(a->eval_strategy, strategies, 3)) t5_fail("--eval_strategy \"%s\": expected no, steps or epoch", a->eval_strategy);
     if (!one_of(a->save_strategy, strategies, 3)) t5_fail("--save_strategy \"%s\": expected no, steps or epoch", a->save_strategy);
     if (a->eval_steps > 0 && !strcmp(a->eval_strategy, "no")) a->eval_strategy = "steps";  // HF: eval_steps implies steps
@@ -834,6 +840,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     check_ranges(a, &g);
     check_optim_schedule(a);
     check_strategies(a, &g);
+    retention_check_args(a);  // --load_best_model_at_end, --metric_for_best_model, ... (trainer/retention.c)
     check_explain(a);
     check_sub_batch(a);
     resolve_sampler(a);

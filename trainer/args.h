@@ -77,6 +77,11 @@ typedef struct {
     double eval_delay;            // no evaluation before this step (steps) or epoch (epoch)
     int eval_on_start;            // evaluate before the first step
     const char *save_strategy;    // no|steps|epoch
+    int save_total_limit;         // keep the newest N checkpoint-N (and the best one); 0: every one (trainer/retention.h)
+    int save_only_model;          // checkpoints without the optimizer's state (they cannot be resumed)
+    int load_best_model_at_end;   // the best checkpoint's weights are loaded back after training
+    const char *metric_for_best_model;  // "loss", "eval_bleu", ... (NULL: no best-model tracking)
+    int greater_is_better;        // 1/0; -1: from the metric's name (HF: not ending in "loss")
     const char *include_num_input_tokens_seen;  // no|all|non_padding (HF 5.17; true: all, false: no)
 
     // ---- hardware and precision ----

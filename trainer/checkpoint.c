@@ -14,14 +14,13 @@
 #include "../common/fileio.h"
 #include "../model/hf_dir.h"
 #include "../zero/checkpoint.h"
+#include "retention.h"
 #include "run.h"
 
 void trainer_save_state(const Run *r, const char *dir) {
     if (!is_main(r)) return;
     cJSON *st = cJSON_CreateObject();
-    cJSON_AddNullToObject(st, "best_global_step");
-    cJSON_AddNullToObject(st, "best_metric");
-    cJSON_AddNullToObject(st, "best_model_checkpoint");
+    retention_state_add(r, st);  // best_global_step, best_metric, best_model_checkpoint
     cJSON_AddNumberToObject(st, "epoch", r->epoch);
     cJSON_AddNumberToObject(st, "eval_steps", r->a.eval_steps > 0 ? r->a.eval_steps : r->a.logging_steps);
     cJSON_AddNumberToObject(st, "global_step", r->global_step);
@@ -146,9 +145,10 @@ void trainer_save_checkpoint(Run *r, const LossScaler *scaler) {
     zero_ckpt_mem_begin();
     trainer_store_flos(r);
     trainer_save_model(r, tmp);
-    zero_save_shards(&r->zero, scaler, tmp, r->global_step);
+    int with_state = !r->a.save_only_model;  // --save_only_model: the model alone (it cannot be resumed)
+    if (with_state) zero_save_shards(&r->zero, scaler, tmp, r->global_step);
     trainer_save_state(r, tmp);
-    zero_save_latest(&r->zero, tmp, r->global_step);  // a barrier first: every rank's files are whole
+    if (with_state) zero_save_latest(&r->zero, tmp, r->global_step);  // a barrier first: every rank's files are whole
     zero_ckpt_mem_report(&r->zero, "save");
     if (is_main(r)) {
         remove_tree(dir);  // --overwrite_output_dir: an older run's checkpoint of this step

@@ -4,8 +4,10 @@
 //                      the first save); nothing the run writes over is in its way (a
 //                      directory named model.safetensors, a checkpoint-N that is a file or
 //                      not writable); a non-empty one needs --overwrite_output_dir or
-//                      --resume_from_checkpoint; an existing all_results.json is read to be
-//                      merged into (HF's save_metrics). An existing directory is locked.
+//                      --resume_from_checkpoint (which trainer.c sets to the last checkpoint-N
+//                      there, as run_translation.py: retention_last_checkpoint); an existing
+//                      all_results.json is read to be merged into (HF's save_metrics). An
+//                      existing directory is locked.
 //   output_dir_create  (once everything that can fail on the input has passed) mkdir -p
 //                      and the lock.
 // The lock is an flock'ed OUT/.train_t5.lock holding "pid P on host H": a second run on

@@ -1,7 +1,8 @@
 // trainer/run.h: the state of one `train_t5 --do_train ...` run, shared by the rooms of the
 // trainer: trainer.c (the loop, evaluation, main), plan.c and deepspeed.c (the run plan:
 // flags and --deepspeed resolved before anything is written), checkpoint.c (model,
-// trainer_state.json and resumable checkpoints).
+// trainer_state.json and resumable checkpoints), retention.c (which checkpoints stay, the best
+// model), signals.c (a run stopped by SIGTERM/SIGINT/SIGUSR1 after its step).
 #pragma once
 #include <cjson/cJSON.h>
 
@@ -33,12 +34,22 @@ typedef struct {
     double current_flos; // this rank's since the last store (HF's current_flos; trainer_store_flos)
     double input_tokens_seen;  // HF's num_input_tokens_seen, all ranks (--include_num_input_tokens_seen)
     int last_checkpoint_step;  // the step of the last checkpoint-N written (0: none)
+    // HF's TrainerState best-model fields (trainer/retention.c), saved in trainer_state.json
+    int has_best_metric;       // best_metric is set (HF: not None)
+    double best_metric;
+    int best_global_step;      // 0: none
+    char *best_model_checkpoint;  // OUT/checkpoint-N (malloc'd), NULL: none
+    char *resume_owned;        // --resume_from_checkpoint found in --output_dir (malloc'd; a.resume_from_checkpoint)
+    int argc;                  // the command line, for the command that continues a stopped run
+    char **argv;
+    int arg_start;             // argv[arg_start..] are the trainer's flags
     double epoch;        // fractional epoch of the last step
     Progress prog;
     TbWriter tb;         // --report_to tensorboard: rank 0's event file (tb.f NULL: none)
     Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
     ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
     size_t plan_total;  // this rank's memory plan in bytes (plan_check), for keep_sublayer_acts
+    int plan_B, plan_S, plan_T;  // the activation plan's largest batch and lengths (plan_shapes)
     struct HostWeightsJob *weights_job;  // random init under way on a helper thread (model/load.h)
 } Run;
 

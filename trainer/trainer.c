@@ -45,6 +45,8 @@
 #include "output_dir.h"
 #include "log_format.h"
 #include "progress.h"
+#include "retention.h"
+#include "signals.h"
 #include "tensorboard.h"
 
 
@@ -260,8 +262,14 @@ static int should_save(const Run *r, int epoch_end) {
     }
 }
 
-static void run_eval_during_training(Run *r, const Dataset *val) {
-    log_entry(r, trainer_evaluate(r, val, "eval", NULL), 1);
+// An evaluation during training; track_best: it is one of _maybe_log_save_evaluate's, which
+// --metric_for_best_model follows (--eval_on_start's is not, as in HF).
+static void run_eval_during_training(Run *r, const Dataset *val, int track_best) {
+    static int evaluated;
+    if (!evaluated++) signals_test_hook("eval", r->comm.rank);
+    cJSON *met = trainer_evaluate(r, val, "eval", NULL);
+    if (track_best) retention_update_best(r, met);
+    log_entry(r, met, 1);
 }
 
 // Test hook (tests/test_liveness.c): T5_TEST_STALL_RANK=R T5_TEST_STALL_S=S make rank R's
@@ -324,6 +332,7 @@ typedef struct {
     int n_coll;           // micro-batch buffers: GA, or fewer when an epoch has fewer micro-batches
     int nonfinite_in_row; // fp32/bf16 steps in a row with an inf/nan loss or gradient (check_finite_step)
     long samples;
+    int stopped;          // a stop signal ended the loop (trainer/signals.h): checkpoint saved, no train_end
 } TrainLoop;
 
 // The schedule (the DeepSpeed config's when it has one) and the loss scaler.
@@ -369,9 +378,12 @@ static void train_begin(Run *r, TrainLoop *L, const Dataset *ds, const Dataset *
     r->eval_every = every_n_steps(a->eval_steps, r->total_steps);
     r->save_every = every_n_steps(a->save_steps, r->total_steps);
     train_schedule(r, L);
+    signals_install();  // SIGTERM, SIGINT, SIGUSR1: finish the step, save checkpoint-N, exit 0
+    signals_test_hook("begin", r->comm.rank);
     if (a->resume_from_checkpoint) {
         L->resume_step = trainer_load_state(r, a->resume_from_checkpoint);
         zero_ckpt_mem_begin();
+        retention_load_state(r, a->resume_from_checkpoint);  // best_metric, best_global_step, best_model_checkpoint
         zero_load_optimizer(&r->zero, &L->scaler, a->resume_from_checkpoint, L->resume_step);
         zero_ckpt_mem_report(&r->zero, "load");
         r->zero.steps_seen = L->resume_step;  // the steps the checkpoint took (zero/step.c counts on)
@@ -448,6 +460,14 @@ static void train_count_input_tokens(Run *r, const TrainLoop *L, long k, int n_m
     }
 }
 
+// checkpoint-N (--save_steps, --save_strategy epoch, a stop signal): best_model_checkpoint is
+// named first (it goes into the checkpoint's trainer_state.json), --save_total_limit after.
+static void train_save_checkpoint(Run *r, TrainLoop *L) {
+    retention_before_save(r);
+    trainer_save_checkpoint(r, &L->scaler);
+    retention_rotate(r);
+}
+
 // After a step: the log entry, evaluation and checkpoint its strategies ask for.
 static void train_after_step(Run *r, TrainLoop *L, const StepResult *sr, int epoch_end) {
     L->loss_since_log += sr->loss;
@@ -467,8 +487,73 @@ static void train_after_step(Run *r, TrainLoop *L, const StepResult *sr, int epo
         L->loss_since_log = 0;
         L->steps_since_log = 0;
     }
-    if (L->val && (should_eval(r, 0) || (epoch_end && should_eval(r, 1)))) run_eval_during_training(r, L->val);
-    if (should_save(r, 0) || (epoch_end && should_save(r, 1))) trainer_save_checkpoint(r, &L->scaler);
+    if (L->val && (should_eval(r, 0) || (epoch_end && should_eval(r, 1)))) run_eval_during_training(r, L->val, 1);
+    if (should_save(r, 0) || (epoch_end && should_save(r, 1))) train_save_checkpoint(r, L);
+}
+
+// A shell word for the command line that continues a run: quoted when it holds anything
+// but [A-Za-z0-9_./=:,+@%-].
+static size_t shell_word(char *out, size_t cap, const char *w) {
+    int plain = *w != '\0';
+    for (const char *p = w; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+@%-", *p)) plain = 0;
+    if (plain) return (size_t)snprintf(out, cap, " %s", w);
+    size_t n = (size_t)snprintf(out, cap, " '");
+    for (const char *p = w; *p && n < cap; p++)
+        n += (size_t)(*p == '\'' ? snprintf(out + n, cap - n, "'\\''") : snprintf(out + n, cap - n, "%c", *p));
+    return n < cap ? n + (size_t)snprintf(out + n, cap - n, "'") : n;
+}
+
+// The command that continues from checkpoint `ckpt`: this one's, with --resume_from_checkpoint
+// set to it (and --num_gpus put back: its ranks' command lines lack it). malloc'd.
+static char *continue_command(const Run *r, const char *ckpt) {
+    size_t cap = 64 + 2 * strlen(ckpt);
+    for (int i = 0; i < r->argc; i++) cap += 4 * strlen(r->argv[i]) + 4;
+    char *cmd = mallocCheck(cap);
+    size_t n = 0;
+    cmd[0] = '\0';
+    for (int i = 0; i < r->argc && n < cap; i++) {
+        const char *w = r->argv[i];
+        if (i >= r->arg_start && !strcmp(w, "--resume_from_checkpoint")) {
+            i++;  // its value goes too
+            continue;
+        }
+        if (i >= r->arg_start && !strncmp(w, "--resume_from_checkpoint=", 25)) continue;
+        n += shell_word(cmd + n, cap - n, w);
+    }
+    const char *launcher = getenv("T5_LAUNCHER");
+    if (launcher && !strcmp(launcher, "num_gpus") && n < cap) n += (size_t)snprintf(cmd + n, cap - n, " --num_gpus %d", r->comm.world);
+    if (n < cap) n += (size_t)snprintf(cmd + n, cap - n, " --resume_from_checkpoint");
+    if (n < cap) shell_word(cmd + n, cap - n, ckpt);
+    return cmd;
+}
+
+// A stop signal reached some rank (signals_agree_stop, every rank alike): checkpoint-N as
+// --save_steps writes it (unless this step saved one already), nothing left in flight, and
+// how to continue. The loop then ends without train_end; trainer_main exits 0.
+static void train_stop(Run *r, TrainLoop *L, const char *what) {
+    if (r->last_checkpoint_step != r->global_step) train_save_checkpoint(r, L);
+    zero_sync(&r->zero);  // the offloaded update's thread and the collectives have finished
+    L->stopped = 1;
+    if (!is_main(r)) return;
+    progress_done(&r->prog);
+    char name[64];
+    snprintf(name, sizeof name, "checkpoint-%d", r->global_step);
+    char *ckpt = path_join(r->a.output_dir, name);
+    char *cmd = continue_command(r, ckpt);
+    printf("train_t5: stopped by %s after step %d of %d: the checkpoint is %s%s\n", what, r->global_step,
+           r->total_steps, ckpt, r->a.save_only_model ? " (--save_only_model: the model only, it cannot be resumed)" : "");
+    if (!r->a.save_only_model) {
+        printf("To continue:%s\n", cmd);
+        if (r->comm.world > 1 && strcmp(r->comm.launcher, "num_gpus") != 0)  // its command line is this rank's
+            printf("(started by %s with %d ranks: continue the same way)\n", r->comm.launcher, r->comm.world);
+        if (!r->a.overwrite_output_dir)
+            printf("(the same command without --resume_from_checkpoint continues too: it resumes from the last "
+                   "checkpoint in --output_dir)\n");
+    }
+    fflush(stdout);
+    free(cmd);
+    free(ckpt);
 }
 
 // One optimizer step from micro-batch *k of `epoch` on (or, resuming, walking past one).
@@ -480,7 +565,7 @@ static void train_step(Run *r, TrainLoop *L, int epoch, long *k) {
         r->epoch = epoch + (double)*k / (double)L->micro_per_epoch;
         return;
     }
-    if (!L->started && r->a.eval_on_start && L->val) run_eval_during_training(r, L->val);
+    if (!L->started && r->a.eval_on_start && L->val) run_eval_during_training(r, L->val, 0);
     L->started = 1;
     for (; n_micro < L->GA && *k < L->micro_per_epoch; n_micro++, (*k)++) train_collate_micro(r, L, *k, n_micro);
     long global_tokens = train_global_tokens(r, L, *k, n_micro);
@@ -491,14 +576,50 @@ static void train_step(Run *r, TrainLoop *L, int epoch, long *k) {
     r->global_step++;
     check_finite_step(r, &sr, &L->nonfinite_in_row);
     if (r->global_step == 2) test_hook_stall(r);
+    char where[32];
+    snprintf(where, sizeof where, "step%d", r->global_step);
+    signals_test_hook(where, r->comm.rank);
     r->epoch = epoch + (double)*k / (double)L->micro_per_epoch;
     train_after_step(r, L, &sr, *k == L->micro_per_epoch);
+    // every step: did a stop signal reach any rank? (one all-reduce of three numbers; the last
+    // step needs none: training ends there anyway)
+    char what[160];
+    if (r->global_step < r->total_steps && signals_agree_stop(&r->comm, what, sizeof what)) train_stop(r, L, what);
+}
+
+static void load_model_from(Run *r, const char *dir, const Backend *be);
+
+// --load_best_model_at_end (HF's _load_best_model): the best checkpoint's fp32 weights
+// replace the trained ones on every rank, loaded as a resumed run loads them (the ZeRO state
+// set up again, with fresh moments that nothing uses any more).
+static void load_best_model(Run *r) {
+    if (is_main(r)) {
+        char line[1200], score[40];
+        pyfloat_repr(r->best_metric, score, sizeof score);  // HF's f"{best_metric}"
+        snprintf(line, sizeof line, "Loading best model from %s (score: %s).", r->best_model_checkpoint, score);
+        progress_log(&r->prog, line);
+    }
+    const Backend *be = r->m.be;
+    zero_free(&r->zero);
+    t5_free(&r->m);
+    memset(&r->zero, 0, sizeof r->zero);
+    memset(&r->m, 0, sizeof r->m);
+    load_model_from(r, r->best_model_checkpoint, be);
+}
+
+static void train_free(TrainLoop *L) {
+    for (int i = 0; i < L->n_coll; i++) collate_free(&L->coll[i]);
+    free(L->coll);
+    free(L->micro);
+    free(L->idx);
+    free(L->order);
 }
 
 // The train metrics, the model and trainer_state.json; the loop's buffers freed.
 static void train_end(Run *r, TrainLoop *L) {
     progress_done(&r->prog);
     if (is_main(r)) zero_stage3_print_stats(&r->zero);
+    if (r->a.load_best_model_at_end && r->best_model_checkpoint) load_best_model(r);  // before the final save
     double rt = now_seconds() - L->t0;
     trainer_store_flos(r);  // collective: every rank's flos summed, as HF's store_flos
     // HF: samples = max_steps * total batch when max_steps is set, else epochs * N
@@ -516,26 +637,41 @@ static void train_end(Run *r, TrainLoop *L) {
     cJSON *met = cJSON_Duplicate(entry, 1);  // train_results.json: the same keys, with epoch
     cJSON_AddNumberToObject(met, "epoch", r->epoch);
     log_entry(r, entry, 1);
+    retention_after_training(r);  // --save_total_limit 1: the best checkpoint alone stays
     trainer_save_final(r, &L->scaler);
     save_metrics(r, "train", met);
     cJSON_Delete(met);
     trainer_save_state(r, r->a.output_dir);
-    for (int i = 0; i < L->n_coll; i++) collate_free(&L->coll[i]);
-    free(L->coll);
-    free(L->micro);
-    free(L->idx);
-    free(L->order);
+    train_free(L);
 }
 
-static void train(Run *r, const Dataset *ds, const Dataset *val) {
+// Returns 1 when a stop signal ended it (checkpoint saved, nothing else to do), else 0.
+static int train(Run *r, const Dataset *ds, const Dataset *val) {
     TrainLoop L;
     train_begin(r, &L, ds, val);
-    for (int epoch = 0; epoch < r->num_epochs && r->global_step < r->total_steps; epoch++) {
+    for (int epoch = 0; epoch < r->num_epochs && r->global_step < r->total_steps && !L.stopped; epoch++) {
         sampler_epoch_order(r->p.sampler, ds, L.data_seed, epoch, L.B * L.world, L.order);
         long k = 0;  // micro-batch index in the epoch
-        while (k < L.micro_per_epoch && r->global_step < r->total_steps) train_step(r, &L, epoch, &k);
+        while (k < L.micro_per_epoch && r->global_step < r->total_steps && !L.stopped) train_step(r, &L, epoch, &k);
+    }
+    if (L.stopped) {
+        train_free(&L);
+        return 1;
     }
     train_end(r, &L);
+    // a signal during the last step or the final save: the model is saved; the evaluations
+    // after training are skipped (every rank alike)
+    char what[160];
+    if (signals_agree_stop(&r->comm, what, sizeof what)) {
+        if (is_main(r)) {
+            printf("train_t5: stopped by %s after training finished: the model is saved in %s; --do_eval/--do_predict "
+                   "are skipped\n", what, r->a.output_dir);
+            fflush(stdout);
+        }
+        return 1;
+    }
+    signals_uninstall();  // evaluation and prediction end at a signal, as any program does
+    return 0;
 }
 // ---------------------------------------------------------------------------------
 
@@ -567,6 +703,16 @@ static int startup_resolve(Run *r, int argc, char **argv, int start) {
         train_args_take_ds_precision(a, &ds);  // fp16/bf16 "enabled": true in the file
     }
     train_args_check_device(a);  // the device, precision and --num_gpus, each named with its source
+    // run_translation.py: a non-empty --output_dir with checkpoints continues from the last one
+    if (a->do_train && !a->overwrite_output_dir && !a->resume_from_checkpoint && path_is_dir(a->output_dir) &&
+        (r->resume_owned = retention_last_checkpoint(a->output_dir))) {
+        a->resume_from_checkpoint = r->resume_owned;
+        char line[1200];
+        snprintf(line, sizeof line, "Checkpoint detected, resuming training at %s. To avoid this behavior, change the "
+                 "`--output_dir` or add `--overwrite_output_dir` to train from scratch.", r->resume_owned);
+        train_args_add_notice(a, line);
+    }
+    if (a->resume_from_checkpoint) retention_check_resumable(a->resume_from_checkpoint);  // not --save_only_model's
     trainer_check_resume_dir(a);  // whole before its config.json is read
     if (a->resume_from_checkpoint) trainer_check_resume_model(a);  // of --model's architecture
     run_plan_resolve(&r->p, a, a->deepspeed ? &ds : NULL);
@@ -626,6 +772,8 @@ static void run_free(Run *r, const Dataset *const used[SPLIT_COUNT]) {
     spm_free(r->spm);
     free(r->spm_path);
     free(r->a.notices);
+    free(r->resume_owned);
+    free(r->best_model_checkpoint);
     free(r->a.logging_dir_owned);
     tb_close(&r->tb);
     if (r->zero.m) zero_free(&r->zero);
@@ -645,20 +793,26 @@ static ModelLoadOptions run_load_options(Run *r, float **host_weights) {
 // The model's weights stay on the host until zero_init places what the ZeRO stage keeps;
 // ZeRO partitions the model states over the ranks (stage 0 without --deepspeed), the
 // optimizer state only when training.
-static void load_model(Run *r, int B, int S, int T) {
+// dir NULL: the run's model (--model, or the checkpoint resumed); else the weights of
+// checkpoint dir (--load_best_model_at_end), on the backend be that is open already.
+static void load_model_from(Run *r, const char *dir, const Backend *be) {
     const TrainArgs *a = &r->a;
     const RunPlan *p = &r->p;
+    const int B = r->plan_B, S = r->plan_S, T = r->plan_T;
     // the weights stay on the host until zero_init places what the ZeRO stage keeps
     float *host_weights = NULL;
     ModelLoadOptions lo = run_load_options(r, &host_weights);
-    const char *model_arg = a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model;
+    const char *model_arg = dir ? dir : a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model;
+    int has_weights = dir ? 1 : p->model_has_weights;
+    if (dir) lo.init_random = lo.device_init = 0;
     // weights from a file are read while the device opens (every input check has passed by now);
     // a random init is made by zero_init_random where the weights live
-    lo.job = r->weights_job ? r->weights_job : model_weights_begin(model_arg, &p->model_cfg, p->model_has_weights, lo);
+    lo.job = r->weights_job ? r->weights_job : model_weights_begin(model_arg, &p->model_cfg, has_weights, lo);
     r->weights_job = NULL;
-    const Backend *be = device_backend(a->device, r->comm.local_rank, p->precision == PRECISION_BF16,
-                                       p->precision == PRECISION_FP16, a->max_gpu_memory);
-    model_load_resolved(&r->m, model_arg, &p->model_cfg, p->model_has_weights, be, lo);
+    if (!be)
+        be = device_backend(a->device, r->comm.local_rank, p->precision == PRECISION_BF16,
+                            p->precision == PRECISION_FP16, a->max_gpu_memory);
+    model_load_resolved(&r->m, model_arg, &p->model_cfg, has_weights, be, lo);
     if (a->dropout_rate >= 0) r->m.cfg.dropout_rate = r->m.dropout_p = (float)a->dropout_rate;
     if (a->freeze_embeds || a->freeze_encoder) apply_freeze(&r->m, a->freeze_embeds, a->freeze_encoder);
     AdamWConfig oc = {.lr = (float)p->lr, .beta1 = (float)p->beta1, .beta2 = (float)p->beta2, .eps = (float)p->eps,
@@ -677,10 +831,17 @@ static void load_model(Run *r, int B, int S, int T) {
     t5_plan_activations(&r->m, B, S, T);
 }
 
+static void load_model(Run *r, int B, int S, int T) {
+    r->plan_B = B;  // the activation plan's shapes, again for --load_best_model_at_end
+    r->plan_S = S;
+    r->plan_T = T;
+    load_model_from(r, NULL, NULL);
+}
+
 // --do_train, --do_eval, --do_predict in HF's order.
 static void run_tasks(Run *r, const Dataset *const used[SPLIT_COUNT]) {
     const TrainArgs *a = &r->a;
-    if (a->do_train) train(r, used[SPLIT_TRAIN], used[SPLIT_VAL]);
+    if (a->do_train && train(r, used[SPLIT_TRAIN], used[SPLIT_VAL])) return;  // stopped by a signal
     if (a->do_eval) {
         cJSON *met = trainer_evaluate(r, used[SPLIT_VAL], "eval", NULL);
         log_after_training(r, met);
@@ -702,6 +863,9 @@ static void run_tasks(Run *r, const Dataset *const used[SPLIT_COUNT]) {
 int trainer_main(int argc, char **argv, int start) {
     Run r;
     memset(&r, 0, sizeof r);
+    r.argc = argc;  // for the command that continues a run a signal stopped
+    r.argv = argv;
+    r.arg_start = start;
     // everything that can be checked before the first byte is written, is; --output_dir is
     // created only after the data, the config and the memory plan have passed
     if (!startup_resolve(&r, argc, argv, start)) {
