@@ -5,9 +5,11 @@ way HF Seq2SeqTrainer.evaluate does (per-batch mean token loss, weighted by the 
 with the inputs tokenized as train_t5 and HF's T5 tokenizer do (bench/hf_seq2seq.py).
 
     python3 tools/check_export_eval.py MODEL_DIR --source F --target F [--n 200] [--batch 32]
-        [--prefix "translate English to Romanian: "] [--max_length 128]
+        [--prefix "translate English to Romanian: "] [--max_length 128] [--device cpu|cuda]
 
-Prints `hf_eval_loss <x>` (%.9g); fp32 on the GPU when there is one (TF32 off).
+Prints `hf_eval_loss <x>` (%.9g); fp32 on the GPU when there is one (TF32 off), or on the
+CPU with --device cpu (torch's CPU and CUDA kernels can differ; train_t5's CPU backend
+follows torch's CPU steps).
 """
 import argparse
 import os
@@ -31,6 +33,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--prefix", default="translate English to Romanian: ")
     ap.add_argument("--max_length", type=int, default=128)
+    ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -39,7 +42,7 @@ def main():
     ds = Pairs(sp, src, tgt, a.prefix, a.max_length, a.max_length)
     model = T5ForConditionalGeneration.from_pretrained(a.model, dtype=torch.float32)
     args = Seq2SeqTrainingArguments(output_dir="/tmp/check_export_eval", per_device_eval_batch_size=a.batch,
-                                    report_to="none", remove_unused_columns=False)
+                                    report_to="none", remove_unused_columns=False, use_cpu=a.device == "cpu")
     r = Seq2SeqTrainer(model=model, args=args, eval_dataset=ds, data_collator=collate).evaluate()
     print(f"hf_eval_loss {r['eval_loss']:.9g}")
 
