@@ -49,6 +49,7 @@ HostWeightsJob *model_weights_begin(const char *model_arg, const T5Config *cfg, 
                                     ModelLoadOptions opt) {
     if (!has_weights && !opt.init_random) return NULL;  // model_load_resolved says why
     if (opt.init_random && opt.device_init) return NULL;  // nothing to make on the host
+    if (opt.shards_init) return NULL;                     // zero_init_checkpoint reads the shards
     HostWeightsJob *j = callocCheck(1, sizeof *j);
     size_t len = strlen(model_arg) + 1;
     j->model_arg = mallocCheck(len);
@@ -98,8 +99,15 @@ void model_load_resolved(T5Model *m, const char *model_arg, const T5Config *reso
     if (opt.device_init && !(opt.init_random && opt.defer_weights && opt.host_weights && !opt.job))
         t5_die(__FILE__, __LINE__, "model_load: device_init needs init_random, defer_weights and host_weights, no job",
                "a bug in the caller: set them, then call zero_init_random");
+    if (opt.shards_init && (opt.init_random || opt.device_init || !opt.defer_weights || !opt.host_weights || opt.job))
+        t5_die(__FILE__, __LINE__, "model_load: shards_init needs defer_weights and host_weights, no random init, no job",
+               "a bug in the caller: set them, then call zero_init_checkpoint");
     if (opt.defer_weights) t5_init_layout(m, &cfg, be);
     else t5_init(m, &cfg, be);
+    if (opt.shards_init) {
+        *opt.host_weights = NULL;  // zero_init_checkpoint reads them where each buffer lives
+        return;
+    }
     if (opt.device_init) {
         fprintf(stderr, "NOTICE: %s: random initialization (seed %llu, made on the %s), not pretrained weights\n",
                 model_arg, opt.seed, be->device_memory ? "device" : "host");

@@ -17,6 +17,9 @@ typedef struct {
     int device_init;       // with init_random and defer_weights: no host copy at all (*host_weights
                            // = NULL); zero_init_random makes the weights where they live (the GPU
                            // for the CUDA backend: t5-large start-up neither draws nor copies 3 GB)
+    int shards_init;       // with defer_weights, not init_random: no host copy at all (*host_weights =
+                           // NULL); zero_init_checkpoint fills each buffer from the resumed
+                           // checkpoint's shards by ranges (no whole model on any rank's host)
     struct HostWeightsJob *job;  // non-NULL: the host weights come from this model_weights_begin
                                  // (same model, cfg and options), joined instead of made again
 } ModelLoadOptions;

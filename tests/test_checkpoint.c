@@ -19,8 +19,10 @@
 //    flipped byte found by rank 1 of 3: each refused with one line naming the file, with a
 //    HINT, before the run writes anything.
 // 4. Memory: with T5_COUNT_HOST_MEM=1 every rank reports its peak host bytes (the allocation
-//    wrappers' counting mode) while saving and loading; each must be at most 4 (P + U) bytes,
-//    P its partition and U the largest tensor (elements), at 1, 2 and 3 ranks.
+//    wrappers' counting mode) while saving, loading the optimizer state and reading a resumed
+//    run's compute weights from the shards (zero_init_checkpoint: no rank reads the whole
+//    model); each must be at most 4 (P + U) bytes, P its partition and U the largest tensor
+//    (elements), at 1, 2 and 3 ranks.
 // 5. Export: the sharded checkpoint exported as fp32 is the checkpoint's model.safetensors
 //    byte for byte and loads (hf_load_weights) to the same weights; bf16 and fp16 exports,
 //    split by --max_shard_size into model-0000i-of-0000n.safetensors + index, load to the
@@ -451,7 +453,7 @@ static void memory_bound(int world, const char *tags) {
     FILE *p = popen(cmd, "r");
     if (!p) t5_fail("popen failed");
     char line[512];
-    int n_save = 0, n_load = 0, within = 1;
+    int n_save = 0, n_load = 0, n_weights = 0, within = 1;
     double worst = 0;
     while (fgets(line, sizeof line, p)) {
         char kind[16];
@@ -467,11 +469,12 @@ static void memory_bound(int world, const char *tags) {
         within &= peak <= bound && rank < world;
         n_save += !strcmp(kind, "save");
         n_load += !strcmp(kind, "load");
+        n_weights += !strcmp(kind, "weights");  // a resume's compute weights read from the shards
     }
     pclose(p);
-    snprintf(what, sizeof what, "memory, %d rank%s: %d save and %d load reports, every peak within partition + largest "
-             "tensor (worst %.2f of the bound)", world, world > 1 ? "s" : "", n_save, n_load, worst);
-    test_check(within && n_save >= world && n_load >= world, what);
+    snprintf(what, sizeof what, "memory, %d rank%s: %d save, %d load and %d weights reports, every peak within partition "
+             "+ largest tensor (worst %.2f of the bound)", world, world > 1 ? "s" : "", n_save, n_load, n_weights, worst);
+    test_check(within && n_save >= world && n_load >= world && n_weights >= world, what);
 }
 
 // ---- 5. export ------------------------------------------------------------------------

@@ -230,7 +230,7 @@ int export_main(int argc, char **argv, int start) {
         cfg.untied_lm_head = hf_probe_untied(ckpt);
     }
     params_build_layout(&cfg, &lay);
-    if (from_shards) src.shards = zero_shards_open(ckpt, lay.total);  // every checksum verified here
+    if (from_shards) src.shards = zero_shards_open(ckpt, lay.total, 1);  // every checksum verified here
     else st_open(&src.file, single), src.has_file = 1;
     free(single);
 

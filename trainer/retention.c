@@ -130,15 +130,26 @@ char *retention_last_checkpoint(const char *output_dir) {
     return last;
 }
 
+// A "global_step*" directory in dir: the shards of a checkpoint (whose `latest` may be missing:
+// zero_check_checkpoint names that), which a --save_only_model checkpoint never has.
+static int has_tag_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) found = strncmp(e->d_name, ZERO_CKPT_TAG_PREFIX, strlen(ZERO_CKPT_TAG_PREFIX)) == 0;
+    closedir(d);
+    return found;
+}
+
 void retention_check_resumable(const char *dir) {
     // a checkpoint (trainer_state.json beside the model) with no optimizer state: neither the
-    // shards' `latest` nor the older whole-moment files; a plain model directory has no
+    // shards (`latest`, global_stepN/) nor the older whole-moment files; a plain model directory has no
     // trainer_state.json, and trainer_check_resume_dir names what it lacks
     char *opt = path_join(dir, "optimizer.safetensors"), *zs = path_join(dir, "zero_state.json"),
          *model = path_join(dir, "model.safetensors"), *state = path_join(dir, "trainer_state.json"),
          *latest = path_join(dir, ZERO_CKPT_LATEST);
     int model_only = path_exists(model) && path_exists(state) && !path_exists(opt) && !path_exists(zs) &&
-                     !path_exists(latest);
+                     !path_exists(latest) && !has_tag_dir(dir);
     free(latest);
     free(opt);
     free(zs);

@@ -787,6 +787,8 @@ static ModelLoadOptions run_load_options(Run *r, float **host_weights) {
     ModelLoadOptions lo = {.init_random = r->p.init == INIT_RANDOM && !r->a.resume_from_checkpoint,
                            .seed = (unsigned long long)r->a.seed, .host_weights = host_weights, .defer_weights = 1};
     lo.device_init = lo.init_random;  // made in place by zero_init_random: no host copy
+    // resuming from the shards: each buffer is read from them by ranges (zero_init_checkpoint)
+    lo.shards_init = r->a.resume_from_checkpoint && zero_checkpoint_has_shards(r->a.resume_from_checkpoint);
     return lo;
 }
 
@@ -804,7 +806,11 @@ static void load_model_from(Run *r, const char *dir, const Backend *be) {
     ModelLoadOptions lo = run_load_options(r, &host_weights);
     const char *model_arg = dir ? dir : a->resume_from_checkpoint ? a->resume_from_checkpoint : a->model;
     int has_weights = dir ? 1 : p->model_has_weights;
-    if (dir) lo.init_random = lo.device_init = 0;
+    if (dir) {  // --load_best_model_at_end: that checkpoint's weights, from its shards when it has them
+        lo.init_random = lo.device_init = 0;
+        lo.shards_init = zero_checkpoint_has_shards(dir);
+    }
+    const char *shards_dir = dir ? dir : a->resume_from_checkpoint;
     // weights from a file are read while the device opens (every input check has passed by now);
     // a random init is made by zero_init_random where the weights live
     lo.job = r->weights_job ? r->weights_job : model_weights_begin(model_arg, &p->model_cfg, has_weights, lo);
@@ -818,6 +824,8 @@ static void load_model_from(Run *r, const char *dir, const Backend *be) {
     AdamWConfig oc = {.lr = (float)p->lr, .beta1 = (float)p->beta1, .beta2 = (float)p->beta2, .eps = (float)p->eps,
                       .weight_decay = (float)p->weight_decay, .max_grad_norm = (float)p->max_grad_norm};
     if (lo.device_init) zero_init_random(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL, lo.seed);
+    else if (lo.shards_init)
+        zero_init_checkpoint(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL, shards_dir);
     else zero_init(&r->zero, &r->m, &r->comm, &p->zopt, a->do_train ? &oc : NULL, host_weights);
     if (a->deepspeed || r->comm.world > 1) zero_print_memory(&r->zero);
     r->m.gradient_checkpointing = a->gradient_checkpointing;

@@ -20,7 +20,6 @@
 
 #define OLD_OPT_FILE "optimizer.safetensors"  // the layout before the shards
 #define OLD_STATE_FILE "zero_state.json"
-#define TAG_PREFIX "global_step"
 #define SHARD_FORMAT "rank_%05d.safetensors"
 #define INDEX_FORMAT_NAME "train_t5 zero shards"
 #define INDEX_VERSION 1
@@ -47,23 +46,27 @@ void zero_ckpt_mem_begin(void) {
     check_mem_reset_peak();
 }
 
-void zero_ckpt_mem_report(const ZeroState *z, const char *what) {
+void zero_ckpt_mem_print(const ParamLayout *lay, const Comm *comm, const char *what, size_t bytes) {
     if (!check_mem_counting()) return;
-    const ParamLayout *lay = &z->m->lay;
-    Range p = partition_range(lay->total, z->comm->world, z->comm->rank);
+    Range p = partition_range(lay->total, comm->world, comm->rank);
     size_t big = 0;
     for (int i = 0; i < lay->count; i++)
         if (lay->specs[i].numel > big) big = lay->specs[i].numel;
-    size_t peak = check_mem_peak();
     printf("checkpoint host memory: %s rank %d peak +%zu bytes (partition %zu elements, largest tensor %zu elements)\n",
-           what, z->comm->rank, peak > mem_base ? peak - mem_base : 0, p.end - p.begin, big);
+           what, comm->rank, bytes, p.end - p.begin, big);
     fflush(stdout);
+}
+
+void zero_ckpt_mem_report(const ZeroState *z, const char *what) {
+    if (!check_mem_counting()) return;
+    size_t peak = check_mem_peak();
+    zero_ckpt_mem_print(&z->m->lay, z->comm, what, peak > mem_base ? peak - mem_base : 0);
 }
 
 // ---- names -----------------------------------------------------------------------------
 static char *tag_dir(const char *dir, int global_step) {
     char tag[64];
-    snprintf(tag, sizeof tag, TAG_PREFIX "%d", global_step);
+    snprintf(tag, sizeof tag, ZERO_CKPT_TAG_PREFIX "%d", global_step);
     return path_join(dir, tag);
 }
 
@@ -180,7 +183,7 @@ void zero_save_latest(const ZeroState *z, const char *dir, int global_step) {
     char *path = path_join(dir, ZERO_CKPT_LATEST);
     AtomicFile af;
     FILE *f = atomic_open(&af, path);
-    if (fprintf(f, TAG_PREFIX "%d", global_step) < 0)
+    if (fprintf(f, ZERO_CKPT_TAG_PREFIX "%d", global_step) < 0)
         t5_die(__FILE__, __LINE__, "writing the checkpoint's latest file failed", "free disk space, then run again");
     atomic_commit(&af);
     free(path);
@@ -233,8 +236,8 @@ static char *read_latest(const char *dir) {
     size_t len = strlen(text);
     while (len && (text[len - 1] == '\n' || text[len - 1] == ' ')) text[--len] = '\0';
     int step = -1, used = 0;
-    if (sscanf(text, TAG_PREFIX "%d%n", &step, &used) != 1 || (size_t)used != len || step < 0)
-        t5_fail("%s: holds \"%.40s\", expected \"%sN\"; %s", path, text, TAG_PREFIX, HINT_EARLIER);
+    if (sscanf(text, ZERO_CKPT_TAG_PREFIX "%d%n", &step, &used) != 1 || (size_t)used != len || step < 0)
+        t5_fail("%s: holds \"%.40s\", expected \"%sN\"; %s", path, text, ZERO_CKPT_TAG_PREFIX, HINT_EARLIER);
     char *tagdir = path_join(dir, text);
     if (!path_is_dir(tagdir)) t5_fail("%s: names %s, which is not a directory; %s", path, tagdir, HINT_EARLIER);
     free(text);
@@ -533,18 +536,22 @@ struct ZeroShardReader {
     int *master;    // (n_shards) the index of tensor "master" in each open file
 };
 
-ZeroShardReader *zero_shards_open(const char *dir, size_t total) {
+int zero_checkpoint_has_shards(const char *dir) {
     char *latest = path_join(dir, ZERO_CKPT_LATEST);
     int has = path_exists(latest);
     free(latest);
-    if (!has) return NULL;
+    return has;
+}
+
+ZeroShardReader *zero_shards_open(const char *dir, size_t total, int verify) {
+    if (!zero_checkpoint_has_shards(dir)) return NULL;
     ZeroShardReader *rd = callocCheck(1, sizeof *rd);
     index_read(&rd->x, dir);
     if (rd->x.parameters != (double)total)
         t5_fail("%s: written for %.0f parameters, the model of %s/config.json has %zu; HINT: the config.json beside "
                 "the shards is the training run's", rd->x.index_path, rd->x.parameters, dir, total);
     Verdict v = {0};
-    for (int r = 0; r < rd->x.n_shards; r++) shard_verify(&rd->x, r, CHUNK_MAX_ELEMS, &v);
+    for (int r = 0; verify && r < rd->x.n_shards; r++) shard_verify(&rd->x, r, CHUNK_MAX_ELEMS, &v);
     if (v.bad) t5_fail("%s", v.msg);
     rd->files = callocCheck((size_t)rd->x.n_shards, sizeof *rd->files);
     rd->master = callocCheck((size_t)rd->x.n_shards, sizeof *rd->master);

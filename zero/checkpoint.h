@@ -22,6 +22,7 @@
 
 #define ZERO_CKPT_LATEST "latest"
 #define ZERO_CKPT_INDEX "zero_index.json"
+#define ZERO_CKPT_TAG_PREFIX "global_step"  // the tag directory: global_stepN
 
 // Collective: every rank writes its shard into dir/global_step<global_step>/ (created
 // here), rank 0 the index. `latest` is not written: zero_save_latest, once every other file
@@ -52,12 +53,18 @@ size_t zero_ckpt_chunk_elems(const ParamLayout *lay);
 // checks against the bound 4 (P + U) bytes. Both do nothing with counting off.
 void zero_ckpt_mem_begin(void);
 void zero_ckpt_mem_report(const ZeroState *z, const char *what);
+// That line with the bytes measured by the caller (zero_init_checkpoint's reads).
+void zero_ckpt_mem_print(const ParamLayout *lay, const Comm *comm, const char *what, size_t bytes);
 
-// Reading a checkpoint's master weights by flat ranges without a run (train_t5 export): one
-// process, every shard's checksum verified at open. NULL when dir has no `latest` and no
-// tag directory (the caller then reads model.safetensors); a damaged one is refused.
+// Reading a checkpoint's master weights by flat ranges: train_t5 export (one process, every
+// shard's checksum verified at open: verify 1), and a resumed run's compute weights
+// (zero_init_checkpoint: verify 0, since zero_load_optimizer verifies every file, each by one
+// rank, before the first step). NULL when dir has no `latest` (the caller then reads
+// model.safetensors); a damaged one is refused.
 typedef struct ZeroShardReader ZeroShardReader;
-ZeroShardReader *zero_shards_open(const char *dir, size_t total);
+ZeroShardReader *zero_shards_open(const char *dir, size_t total, int verify);
+// dir holds the shards' `latest` (a checkpoint written since the shards).
+int zero_checkpoint_has_shards(const char *dir);
 // Flat elements [lo, hi) of the fp32 master into dst (hi - lo floats), from the shards that
 // hold them.
 void zero_shards_read_master(ZeroShardReader *rd, size_t lo, size_t hi, float *dst);

@@ -8,6 +8,7 @@
 
 #include "../common/check.h"
 #include "../common/half.h"
+#include "checkpoint.h"
 
 // Test hook T5_TEST_OVERFLOW_STEP=N[:R]: rank R (default every rank) scales step N's
 // backward by infinity, as an fp16 overflow in that rank's backward would; the reduction
@@ -47,20 +48,50 @@ static void upload_weights(const Backend *be, void *dst, const float *src, size_
     free(tmp);
 }
 
-// Where zero_init takes the weights from: the fp32 host copy, or the random init made in
-// place (zero_init_random).
+// Where zero_init takes the weights from: the fp32 host copy, the random init made in
+// place (zero_init_random), or a checkpoint's shards read by ranges (zero_init_checkpoint).
 typedef struct {
     const float *host;  // lay.total floats, or NULL
     int random;         // 1: params_init_random's values (seed), made by the backend
     unsigned long long seed;
+    ZeroShardReader *shards;  // non-NULL: the fp32 master of a checkpoint
+    size_t chunk;             // shards: elements read at a time (zero_ckpt_chunk_elems)
+    size_t read_peak;         // shards, counting mode: the most bytes a read held
 } WeightsSrc;
 
-static int src_has(const WeightsSrc *w) { return w->host || w->random; }
+static int src_has(const WeightsSrc *w) { return w->host || w->random || w->shards; }
+
+// Counting mode: what one read of the shards allocates on top of what is there.
+static size_t read_begin(void) {
+    check_mem_reset_peak();
+    return check_mem_current();
+}
+static void read_end(WeightsSrc *w, size_t base) {
+    size_t p = check_mem_peak();
+    if (p > base && p - base > w->read_peak) w->read_peak = p - base;
+}
+
+// Elements [lo, lo+k) of the checkpoint's master into the backend buffer dst of dtype dt,
+// a chunk at a time.
+static void shards_put(WeightsSrc *w, const Backend *be, void *dst, Dtype dt, size_t lo, size_t k) {
+    size_t base = read_begin();
+    float *tmp = mallocCheck((k < w->chunk ? (k ? k : 1) : w->chunk) * sizeof(float));
+    for (size_t off = 0; off < k; off += w->chunk) {
+        size_t c = k - off < w->chunk ? k - off : w->chunk;
+        zero_shards_read_master(w->shards, lo + off, lo + off + c, tmp);
+        if (dt == DTYPE_F32) be->to_device((char *)dst + off * sizeof(float), tmp, c * sizeof(float));
+        else upload_weights(be, (char *)dst + off * sizeof(uint16_t), tmp, c);
+    }
+    freeCheck(tmp);
+    read_end(w, base);
+}
 
 // Elements [lo, lo+k) of the weights into the backend buffer dst of dtype dt.
-static void src_put(const WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, size_t lo, size_t k) {
+static void src_put(WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, size_t lo, size_t k) {
     const Backend *be = m->be;
-    if (w->random) {
+    if (w->shards) {
+        shards_put(w, be, dst, dt, lo, k);
+    } else if (w->random) {
         params_init_random_backend(be, &m->cfg, &m->lay, w->seed, lo, lo + k, dst, dt);
     } else if (dt == DTYPE_F32) {
         be->to_device(dst, w->host + lo, k * sizeof(float));
@@ -71,14 +102,17 @@ static void src_put(const WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, 
 
 // Elements [lo, lo+k) of the weights into host memory dst of dtype dt (an offloaded master,
 // offload_param's partition).
-static void src_put_host(const WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, size_t lo, size_t k) {
+static void src_put_host(WeightsSrc *w, const T5Model *m, void *dst, Dtype dt, size_t lo, size_t k) {
+    size_t base = w->shards ? read_begin() : 0;
     float *f32 = dt == DTYPE_F32 ? dst : mallocCheck(k ? k * sizeof(float) : 1);
-    if (w->random) params_init_random_range(&m->cfg, &m->lay, w->seed, lo, lo + k, f32);
+    if (w->shards) zero_shards_read_master(w->shards, lo, lo + k, f32);
+    else if (w->random) params_init_random_range(&m->cfg, &m->lay, w->seed, lo, lo + k, f32);
     else memcpy(f32, w->host + lo, k * sizeof(float));
     if (dt != DTYPE_F32) {
         half_from_f32_array(dst, f32, k, dt == DTYPE_BF16);
-        free(f32);
+        freeCheck(f32);
     }
+    if (w->shards) read_end(w, base);
 }
 
 static size_t largest_unit(const ParamLayout *L, int skip) {
@@ -139,7 +173,7 @@ ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
 // stage 2-3's gradient partition come later): no whole copy the stage does not keep. Whole
 // buffers t5_init allocated are counted by their size (the backends' allocators count
 // exactly the bytes asked for: kernels/backend.h mem_in_use).
-static void place_whole(ZeroState *z, const WeightsSrc *w, int training) {
+static void place_whole(ZeroState *z, WeightsSrc *w, int training) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t n = m->lay.total, e = m->elem;
@@ -165,7 +199,7 @@ static void place_whole(ZeroState *z, const WeightsSrc *w, int training) {
 // The fp32 master of the owned range: in host memory with the moments (offload, fp32
 // compute too), on the device from the host copy (16-bit compute), or nowhere: fp32
 // compute trains the weights in place.
-static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const char *nvme_dir, const AdamWConfig *oc) {
+static void place_master(ZeroState *z, WeightsSrc *w, int pinned, const char *nvme_dir, const AdamWConfig *oc) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t b = z->part.begin, np = z->part.end - z->part.begin;
@@ -174,22 +208,22 @@ static void place_master(ZeroState *z, const WeightsSrc *w, int pinned, const ch
                "a bug in the caller: load with ModelLoadOptions.host_weights and pass them to zero_init");
     if (z->offload) {
         const int on_nvme = nvme_dir && nvme_dir[0];
-        if (w->random && !on_nvme) {  // the random init made straight into the host master
+        if ((w->random || w->shards) && !on_nvme) {  // the random init / checkpoint straight into the host master
             offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, NULL, 1, pinned, nvme_dir,
                          z->comm->rank);
             src_put_host(w, m, z->off.master, DTYPE_F32, b, np);
             z->mem.host = z->off.host_bytes;
             return;
         }
-        float *made = NULL;  // NVMe: the random init of the owned range, made on the host, then written out
-        if (w->random) {
+        float *made = NULL;  // NVMe: the owned range made (or read) on the host, then written out
+        if (w->random || w->shards) {
             made = mallocCheck(np ? np * sizeof(float) : 1);
             src_put_host(w, m, made, DTYPE_F32, b, np);
         }
         const float *src = made ? made : w->host ? w->host + b : (const float *)m->params + b;
         offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, made || w->host, pinned, nvme_dir,
                      z->comm->rank);
-        free(made);
+        freeCheck(made);
         z->mem.host = z->off.host_bytes;
     } else if (oc && be->act_dtype != DTYPE_F32 && src_has(w)) {  // evaluation: the compute weights only
         z->master = counted_alloc(be, np * sizeof(float), &z->mem.master);
@@ -236,7 +270,7 @@ static void place_grads(ZeroState *z) {
 
 // offload_param: the partition in host memory (page-locked with pin_memory), and a device
 // buffer for the piece of a unit a gather sends (params_fetch.c gather_unit).
-static void place_stage3_params_host(ZeroState *z, const WeightsSrc *w, int pinned) {
+static void place_stage3_params_host(ZeroState *z, WeightsSrc *w, int pinned) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t e = m->elem, np = z->part.end - z->part.begin;
@@ -257,7 +291,7 @@ static void place_stage3_params_host(ZeroState *z, const WeightsSrc *w, int pinn
 
 // Stage 3: the partition of the compute weights (units are gathered on use), from the
 // whole copy (freed before the partition is taken) or straight from the host copy.
-static void place_stage3_params(ZeroState *z, const WeightsSrc *w, const ZeroOptions *o) {
+static void place_stage3_params(ZeroState *z, WeightsSrc *w, const ZeroOptions *o) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t e = m->elem, np = z->part.end - z->part.begin;
@@ -324,7 +358,7 @@ static void hooks_set(ZeroState *z) {
 }
 
 static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
-                           const WeightsSrc *w) {
+                           WeightsSrc *w) {
     int stage = o->stage;
     if (stage < 0 || stage > 3) t5_fail("ZeRO stage %d: expected 0, 1, 2 or 3", stage);
     memset(z, 0, sizeof *z);
@@ -389,6 +423,20 @@ void zero_init_random(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOpti
                "a bug in the caller: load with defer_weights and device_random_init");
     WeightsSrc w = {.random = 1, .seed = seed};
     zero_init_from(z, m, comm, o, oc, &w);
+}
+
+void zero_init_checkpoint(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
+                          const char *dir) {
+    if (m->params)
+        t5_die(__FILE__, __LINE__, "zero_init_checkpoint: the model already has its weights",
+               "a bug in the caller: load with defer_weights and shards_init");
+    WeightsSrc w = {.shards = zero_shards_open(dir, m->lay.total, 0), .chunk = zero_ckpt_chunk_elems(&m->lay)};
+    if (!w.shards)
+        t5_die(__FILE__, __LINE__, "zero_init_checkpoint: the checkpoint has no shards",
+               "a bug in the caller: shards_init only when zero_checkpoint_has_shards");
+    zero_init_from(z, m, comm, o, oc, &w);
+    zero_shards_close(w.shards);
+    zero_ckpt_mem_print(&m->lay, comm, "weights", w.read_peak);  // what the reads alone held
 }
 
 void zero_free(ZeroState *z) {

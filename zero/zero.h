@@ -186,6 +186,14 @@ void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o,
 // values are params_init_random's (kernels/init_rng.h says how close CUDA's are).
 void zero_init_random(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
                       unsigned long long seed);
+// The same for a resumed run (ModelLoadOptions shards_init: no host copy either): each
+// buffer is filled from the fp32 master in the checkpoint's shards (zero/checkpoint.h),
+// read by flat ranges a chunk at a time, so a rank never holds the whole model on the host
+// (stage 3: only its partition is read). zero_load_optimizer then verifies the files and
+// reads the master and moments of the owned range. In counting mode (T5_COUNT_HOST_MEM=1)
+// prints the "checkpoint host memory: weights" line of what the reads held at most.
+void zero_init_checkpoint(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
+                          const char *dir);
 // Stage 0 on one rank (tools and tests that train alone).
 ZeroOptions zero_options_stage(int stage);
 // The zero_optimization section of a resolved DeepSpeed config (deepspeed/ds_config.h) as
