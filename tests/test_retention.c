@@ -324,6 +324,11 @@ static void auto_resume(void) {
                                       "(not the newer checkpoint-9.tmp)");
     test_check(log_has("auto", "resuming from") && out_has("auto", "checkpoint-3"),
                "auto: it resumed at step 2 and went on to checkpoint-3");
+    // the same finished command once more: nothing left to train, said with the way out
+    int rc = train("", "auto", 3, "--save_steps 1");
+    test_check(rc == 1 && log_has("auto", "resumed automatically") && log_has("auto", "nothing left to train") &&
+                   log_has("auto", "--overwrite_output_dir"),
+               "auto: the finished command run again stops with one error naming --overwrite_output_dir");
     if (!ran_ok("auto (--overwrite_output_dir)", train("", "auto", 1, "--save_steps 1 --overwrite_output_dir"), "auto"))
         return;
     test_check(!log_has("auto", "Checkpoint detected") && !log_has("auto", "resuming from"),

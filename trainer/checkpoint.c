@@ -220,9 +220,15 @@ int trainer_load_state(Run *r, const char *dir) {
     r->log_history = cJSON_Duplicate(lh, 1);
     cJSON_Delete(st);
     free(path);
-    if (step < 0 || step >= r->total_steps)
+    if (step < 0 || step >= r->total_steps) {
+        if (r->resume_owned)  // found in --output_dir: most likely the same command run again after it finished
+            t5_fail("%s (the last checkpoint in --output_dir, resumed automatically): global_step %d, but this run has "
+                    "%d steps, so there is nothing left to train; HINT: add --overwrite_output_dir to train again from "
+                    "scratch, or raise --max_steps/--num_train_epochs to go past the checkpoint", dir, step,
+                    r->total_steps);
         t5_fail("%s: global_step %d, but this run has %d steps; HINT: raise --max_steps/--num_train_epochs to go "
                 "past the checkpoint", dir, step, r->total_steps);
+    }
     return step;
 }
 
