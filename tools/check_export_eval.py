@@ -34,6 +34,9 @@ def main():
     ap.add_argument("--prefix", default="translate English to Romanian: ")
     ap.add_argument("--max_length", type=int, default=128)
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one)")
+    ap.add_argument("--buckets", action="store_true",
+                    help="also print the model's relative-position buckets for -127..127 on the device, in the "
+                         "format of train_t5's t5_relative_position_bucket table (bidirectional, then causal)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -43,6 +46,14 @@ def main():
     model = T5ForConditionalGeneration.from_pretrained(a.model, dtype=torch.float32)
     args = Seq2SeqTrainingArguments(output_dir="/tmp/check_export_eval", per_device_eval_batch_size=a.batch,
                                     report_to="none", remove_unused_columns=False, use_cpu=a.device == "cpu")
+    if a.buckets:  # transformers' own bucket function, on the device the evaluation runs on
+        dev = "cpu" if a.device == "cpu" or not torch.cuda.is_available() else "cuda"
+        att = model.encoder.block[0].layer[0].SelfAttention
+        rp = torch.arange(-127, 128, device=dev)
+        for bi in (True, False):
+            b = att._relative_position_bucket(rp, bidirectional=bi, num_buckets=model.config.relative_attention_num_buckets,
+                                              max_distance=model.config.relative_attention_max_distance)
+            print(("bidirectional:" if bi else "causal:"), " ".join(str(x) for x in b.tolist()))
     r = Seq2SeqTrainer(model=model, args=args, eval_dataset=ds, data_collator=collate).evaluate()
     print(f"hf_eval_loss {r['eval_loss']:.9g}")
 
