@@ -29,8 +29,8 @@ row() {
   case $1 in
   1) echo "$LARGE $POST $FLAGS --num_gpus 2 $(bs 16) --output_dir $W/post1_ddp" ;;
   2) echo "$LARGE $POST $FLAGS --num_gpus 2 $(bs 20) --fp16 --output_dir $W/post2_fp16" ;;
-  3) echo "$LARGE $POST $FLAGS --num_gpus 2 $(bs 30) --deepspeed configs/ds_config_sharded_ddp.json --output_dir $W/post3_sharded" ;;
-  4) echo "$LARGE $POST $FLAGS --num_gpus 2 $(bs 30) --deepspeed configs/ds_config_sharded_ddp.json --fp16 --output_dir $W/post4_sharded_fp16" ;;
+  3) echo "$LARGE $POST $FLAGS --num_gpus 2 $(bs 30) --sharded_ddp --output_dir $W/post3_sharded" ;;
+  4) echo "$LARGE $POST $FLAGS --num_gpus 2 $(bs 30) --sharded_ddp --fp16 --output_dir $W/post4_sharded_fp16" ;;
   5) echo "$LARGE $POST --num_gpus 2 $(bs 40) --deepspeed configs/ds_config_no_offload.json --output_dir $W/post5_deepspeed" ;;
   6) echo "$LARGE $POST --num_gpus 2 $(bs 50) --deepspeed configs/ds_config.json --output_dir $W/post6_deepspeed_offload" ;;
   7) echo "$T3B $POST $FLAGS $(bs 1) --fp16 --output_dir $W/post7_t5-3b" ;;

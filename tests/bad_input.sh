@@ -379,6 +379,15 @@ expect_train_error() { # NAME NEEDLE TRAINER-ARGS...  (adds --model/--tokenizer/
 expect_train_error "fp16 with bf16" "--bf16" --do_train --data_dir "$T/d_ok" --fp16 --bf16
 expect_train_error "max_steps 0" "--max_steps" --do_train --data_dir "$T/d_ok" --max_steps 0
 expect_train_error "no data flag" "--data_dir" --do_train
+# --sharded_ddp: an unknown option, and HF 4.x's own errors for the combinations it refused
+expect_train_error "sharded_ddp: unknown" 'unknown option "zero_dp_4"' --do_train --data_dir "$T/d_ok" --sharded_ddp zero_dp_4
+expect_train_error "sharded_ddp: simple + other" "not compatible with any other option" --do_train --data_dir "$T/d_ok" \
+  --sharded_ddp "simple zero_dp_2"
+expect_train_error "sharded_ddp: 2 + 3" "zero_dp_2\` is not compatible" --do_train --data_dir "$T/d_ok" \
+  --sharded_ddp "zero_dp_2 zero_dp_3"
+expect_train_error "sharded_ddp: offload alone" "can't work on its own" --do_train --data_dir "$T/d_ok" --sharded_ddp offload
+expect_train_error "sharded_ddp + deepspeed" "together with --deepspeed is not possible" --do_train --data_dir "$T/d_ok" \
+  --sharded_ddp --deepspeed configs/ds_config_zero2.json
 expect_train_error "missing data dir" "$T/nodata" --do_train --data_dir "$T/nodata"
 expect_train_error "misaligned lines" "train.target" --do_train --data_dir "$T/d_mis"
 expect_train_error "empty line" "train.source:2" --do_train --data_dir "$T/d_empty"

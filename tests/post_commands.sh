@@ -65,6 +65,18 @@ for cfg in configs/ds_config.json configs/ds_config_no_offload.json configs/ds_c
         "^error: $cfg: fp16.enabled is true, which needs a GPU" \
         sh -c '! "$@"' - "${RANK0[@]}" "$BIN" --local_rank=0 "${COMMON[@]}" --deepspeed "$cfg" --explain
 done
+# the --sharded_ddp rows (HF 4.2's boolean flag, bare as the post writes it; HF 4.3's options),
+# as torch.distributed.launch starts rank 0: the ZeRO stage each stands for; the --fp16 row
+# parses and answers that fp16 needs a GPU
+expect "the post's --sharded_ddp row (bare): ZeRO stage 2" "sharded as ZeRO stage 2.*|ZeRO stage 2" \
+    "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --sharded_ddp --explain
+expect "the post's --sharded_ddp --fp16 row: parses, fp16 needs a GPU" "fp16" \
+    sh -c '! "$@"' - "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --sharded_ddp --fp16 --explain
+expect "--sharded_ddp zero_dp_3: ZeRO stage 3" "sharded as ZeRO stage 3" \
+    "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --sharded_ddp zero_dp_3 --explain
+expect "--sharded_ddp \"zero_dp_2 offload\": ZeRO stage 2, optimizer state in host memory" \
+    "ZeRO stage 2 with the optimizer state in host memory" \
+    "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --sharded_ddp "zero_dp_2 offload" --explain
 
 # The Transformers DeepSpeed page's lines, <normal cl args> = a translation run on JSON lines.
 ARGS=(--model_name_or_path google-t5/t5-large --init random --tokenizer_name t5-large --do_train

@@ -307,7 +307,9 @@ typedef struct {
     REFUSE("fsdp_config", FLAG_STRING, NULL, NO_FSDP),                                                              \
     REFUSE("fsdp_min_num_params", FLAG_INT, "0", NO_FSDP),                                                          \
     REFUSE("fsdp_transformer_layer_cls_to_wrap", FLAG_STRING, NULL, NO_FSDP),                                       \
-    REFUSE("sharded_ddp", FLAG_STRING, "", "fairscale's sharded DDP is not built; HINT: --deepspeed with ZeRO stage 2 or 3 (configs/)"), \
+    USE("sharded_ddp", FLAG_STRING, sharded_ddp,                                                                   \
+        "FairScale's sharded DDP as HF 4.x named it (simple, zero_dp_2, zero_dp_3, \"zero_dp_3 offload\"; bare, as " \
+        "HF 4.2's boolean: simple), run as ZeRO stage 2 or 3 without a config (docs/TRAINER.md)"),                 \
     REFUSE("accelerator_config", FLAG_STRING, NULL, "accelerate is not used; its options are not built"),          \
     REFUSE("parallelism_config", FLAG_STRING, NULL, "tensor/context parallelism is not built (data parallel and ZeRO are)"), \
     REFUSE("mp_parameters", FLAG_STRING, NULL, "SageMaker model parallelism is not built"),                         \
@@ -501,13 +503,34 @@ typedef struct {
 
 // The table parse: values into *a, refused flags judged, the --deepspeed "auto" mask, the
 // device. Returns 0 for --help.
+// String flags that HF once had as booleans, given bare (the end of the line or another
+// --flag next): the value they meant. The 2021 post's `--sharded_ddp` (HF 4.2) is FairScale's
+// ShardedDDP, HF 4.3's "simple".
+static const struct { const char *flag, *meant; } BARE_STRING_FLAGS[] = {{"--sharded_ddp", "--sharded_ddp=simple"}};
+
+// argv with each bare flag of BARE_STRING_FLAGS given its value (the strings are static or argv's).
+static char **argv_with_bare_values(int argc, char **argv, int start) {
+    char **out = mallocCheck((size_t)(argc + 1) * sizeof *out);
+    for (int i = 0; i < argc; i++) {
+        out[i] = argv[i];
+        if (i < start) continue;
+        for (size_t k = 0; k < sizeof BARE_STRING_FLAGS / sizeof BARE_STRING_FLAGS[0]; k++)
+            if (!strcmp(argv[i], BARE_STRING_FLAGS[k].flag) && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)))
+                out[i] = (char *)BARE_STRING_FLAGS[k].meant;
+    }
+    out[argc] = NULL;
+    return out;
+}
+
 static int parse_table(TrainArgs *a, int argc, char **argv, int start, GivenFlags *g) {
     int n;
     TrainFlag *t = flag_table(a, &n);
     FlagSpec *specs = mallocCheck((size_t)n * sizeof *specs);
     const char **given = callocCheck((size_t)n, sizeof *given);
     for (int k = 0; k < n; k++) specs[k] = t[k].f;
-    flags_parse_given(argc, argv, start, specs, n, "train_t5", given);
+    char **args = argv_with_bare_values(argc, argv, start);
+    flags_parse_given(argc, args, start, specs, n, "train_t5", given);
+    free(args);  // the values point into argv or BARE_STRING_FLAGS, not into this array
     free(specs);
     if (a->help) {
         free(given);
@@ -822,6 +845,46 @@ static void resolve_precision(TrainArgs *a) {
 }
 
 // --num_gpus / --local_rank; --max_gpu_memory.
+// --sharded_ddp (HF 4.x, FairScale, gone from transformers since): the options and HF's own
+// errors for their combinations, mapped to the ZeRO stage that shards the same state.
+// simple (ShardedDDP + OSS: optimizer state sharded, each gradient reduced to the rank that
+// owns it) and zero_dp_2 (FullyShardedDDP keeping the weights between forward and backward)
+// are ZeRO stage 2; zero_dp_3 (FSDP resharding the weights after use) is stage 3; offload
+// (FSDP's cpu_offload) puts the optimizer state, and at stage 3 the weights, in host memory.
+static void check_sharded_ddp(TrainArgs *a) {
+    if (!a->sharded_ddp || !a->sharded_ddp[0]) return;
+    int simple = 0, dp2 = 0, dp3 = 0, offload = 0;
+    char words[256];
+    snprintf(words, sizeof words, "%s", a->sharded_ddp);
+    for (char *save = NULL, *w = strtok_r(words, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
+        if (!strcmp(w, "simple")) simple = 1;
+        else if (!strcmp(w, "zero_dp_2")) dp2 = 1;
+        else if (!strcmp(w, "zero_dp_3")) dp3 = 1;
+        else if (!strcmp(w, "offload")) offload = 1;
+        else
+            t5_fail("--sharded_ddp \"%s\": unknown option \"%s\"; HINT: simple, zero_dp_2, zero_dp_3, offload (two "
+                    "together in one quoted value: \"zero_dp_2 offload\")", a->sharded_ddp, w);
+    }
+    // HF 4.x's messages (trainer.py / training_args.py)
+    if (simple && (dp2 || dp3 || offload))
+        t5_fail("`--sharded_ddp simple` is not compatible with any other option.");
+    if (dp2 && dp3) t5_fail("`--sharded_ddp zero_dp_2` is not compatible with `--sharded_ddp zero_dp_3`.");
+    if (offload && !dp2 && !dp3)
+        t5_fail("`--sharded_ddp offload` can't work on its own. It needs to be added to `--sharded_ddp zero_dp_2` or "
+                "`--sharded_ddp zero_dp_3`.");
+    if (a->deepspeed)
+        t5_fail("Using --sharded_ddp %s together with --deepspeed is not possible, deactivate one of those flags.",
+                a->sharded_ddp);
+    a->sharded_stage = dp3 ? 3 : 2;
+    a->sharded_offload = offload;
+    char what[160];
+    snprintf(what, sizeof what, "ZeRO stage %d%s", a->sharded_stage,
+             !offload ? "" : dp3 ? " with the optimizer state and the weights in host memory"
+                                 : " with the optimizer state in host memory");
+    notice_add(a, "NOTICE: --sharded_ddp %s: FairScale is gone from transformers; the same state is sharded as %s "
+               "(docs/TRAINER.md, \"--sharded_ddp\")", a->sharded_ddp, what);
+}
+
 static void check_launchers(const TrainArgs *a, const GivenFlags *g) {
     if (a->num_gpus > 0 && a->local_rank != -1)
         t5_fail("--num_gpus %d and --local_rank %d contradict each other: --num_gpus gives each rank it starts its own "
@@ -843,6 +906,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     retention_check_args(a);  // --load_best_model_at_end, --metric_for_best_model, ... (trainer/retention.c)
     check_explain(a);
     check_sub_batch(a);
+    check_sharded_ddp(a);
     resolve_sampler(a);
     resolve_precision(a);
     check_launchers(a, &g);

@@ -96,6 +96,10 @@ typedef struct {
     int gradient_checkpointing;   // recompute each block's activations in backward
     int checkpoint_sub_batch;     // with it: rows each block runs at a time (T5Model.sub_batch; 0: all)
     const char *deepspeed;        // DeepSpeed JSON config path
+    const char *sharded_ddp;      // HF 4.x's FairScale options, space-separated: simple, zero_dp_2, zero_dp_3,
+                                  // offload (NULL or "": not given); check_sharded_ddp maps them:
+    int sharded_stage;            //   the ZeRO stage they stand for (0: not given; simple, zero_dp_2: 2; zero_dp_3: 3)
+    int sharded_offload;          //   offload: the optimizer state on the host (zero_dp_3: the parameters too)
     const char *resume_from_checkpoint;  // checkpoint-N directory to continue from (NULL: start fresh)
     int num_gpus;                 // --num_gpus N: start N GPU ranks on this host (0: not given)
     int local_rank;               // --local_rank N: this rank's GPU, as launchers pass it (-1: not given)

@@ -67,6 +67,13 @@ void run_plan_resolve(RunPlan *p, const TrainArgs *a, const DsConfig *ds_loaded)
     // without --deepspeed: stage 0 with each unit's gradient all-reduced while backward
     // goes on, as PyTorch DDP does; a config says for itself (DeepSpeed's overlap_comm)
     p->zopt.overlap_comm = 1;
+    if (a->sharded_stage) {  // --sharded_ddp (trainer/args.c check_sharded_ddp): its stage, no config
+        p->zopt = zero_options_stage(a->sharded_stage);
+        p->zopt.overlap_comm = 1;
+        p->zopt.offload_optimizer = a->sharded_offload;
+        p->zopt.offload_param = a->sharded_offload && a->sharded_stage == 3;
+        p->zopt.pin_memory = p->zopt.offload_param_pin = a->sharded_offload;  // FSDP's cpu_offload pins
+    }
     p->zopt.inference = !a->do_train;  // evaluation only: no gradients, master weights or moments
     resolve_model(p, a);
 }
