@@ -166,6 +166,29 @@ void flags_parse(int argc, char **argv, int start, const FlagSpec *specs, int n,
     flags_parse_given(argc, argv, start, specs, n, command, NULL);
 }
 
+int flags_parse_words(int argc, char **argv, int start, const FlagSpec *specs, int n, const char *command,
+                      const char **words) {
+    char **fargv = mallocCheck(sizeof(char *) * (size_t)(argc + 1));
+    int nw = 0, fn = 0;
+    for (int i = 0; i < start; i++) fargv[fn++] = argv[i];
+    for (int i = start; i < argc; i++) {
+        if (argv[i][0] != '-') {
+            words[nw++] = argv[i];
+            continue;
+        }
+        fargv[fn++] = argv[i];
+        int takes_value = 0;
+        if (!strchr(argv[i], '=') && !strncmp(argv[i], "--", 2))
+            for (int k = 0; k < n; k++)
+                if (!strcmp(specs[k].name, argv[i] + 2)) takes_value = specs[k].type != FLAG_BOOL;
+        if (takes_value && i + 1 < argc) fargv[fn++] = argv[++i];
+    }
+    fargv[fn] = NULL;
+    flags_parse(fn, fargv, start, specs, n, command);
+    free(fargv);
+    return nw;
+}
+
 void flags_print_help(const FlagSpec *specs, int n) {
     for (int k = 0; k < n; k++) printf("  --%-28s %s\n", specs[k].name, specs[k].help);
 }

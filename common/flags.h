@@ -23,6 +23,12 @@ void flags_parse(int argc, char **argv, int start, const FlagSpec *specs, int n,
 // line (a boolean as "true" or "false", a bare boolean flag as "true"), NULL when not given.
 void flags_parse_given(int argc, char **argv, int start, const FlagSpec *specs, int n, const char *command,
                        const char **given);
+// For commands that take paths as well as flags (plot, export, import-deepspeed): the words
+// of argv[start..argc) that are neither a flag nor a flag's value (a flag of specs other than
+// a boolean takes the next word unless it is written --name=value) go to words[] (argc
+// entries), in order; the rest is parsed as flags_parse does. Returns the count of words.
+int flags_parse_words(int argc, char **argv, int start, const FlagSpec *specs, int n, const char *command,
+                      const char **words);
 // Print "  --name  help" lines.
 void flags_print_help(const FlagSpec *specs, int n);
 // Closest name to `word` among `names` (edit distance), or NULL if none is close.

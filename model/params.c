@@ -280,3 +280,10 @@ int params_is_encoder(const ParamLayout *lay, const ParamSpec *p) {
     int u = params_unit_of(lay, p->offset);
     return u >= lay->unit_enc0 && u <= lay->unit_enc_final;
 }
+
+size_t params_largest_numel(const ParamLayout *lay) {
+    size_t big = 0;
+    for (int i = 0; i < lay->count; i++)
+        if (lay->specs[i].numel > big) big = lay->specs[i].numel;
+    return big;
+}

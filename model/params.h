@@ -82,6 +82,8 @@ void params_free_layout(ParamLayout *lay);
 int params_unit_of(const ParamLayout *lay, size_t off);
 // Index of a tensor by HF name, or -1 if absent.
 int params_find(const ParamLayout *lay, const char *name);
+// The element count of the layout's largest tensor (checkpoint buffers are sized by it).
+size_t params_largest_numel(const ParamLayout *lay);
 // 1 when tensor p belongs to the encoder stack (its blocks and final norm: the units
 // unit_enc0 .. unit_enc_final); the shared embedding is not the encoder's.
 int params_is_encoder(const ParamLayout *lay, const ParamSpec *p);

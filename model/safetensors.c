@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/crc32c.h"
 #include "../common/half.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -372,8 +373,17 @@ static void text_put_json_string(Text *t, const char *s) {
     text_put(t, "\"");
 }
 
-void st_writer_open(StWriter *w, const char *path, const StTensorDesc *descs, int count, const char *metadata_json) {
+// Every byte of the file goes through here (the checksum, when kept, sees them in order).
+static void writer_put(StWriter *w, const void *p, size_t size, size_t n) {
+    fwriteCheck(p, size, n, w->f, w->file.tmp_path);
+    if (w->checksum) w->crc32c = crc32c_update(w->crc32c, p, size * n);
+    w->bytes += size * n;
+}
+
+static void writer_open(StWriter *w, const char *path, const StTensorDesc *descs, int count, const char *metadata_json,
+                        int checksum) {
     memset(w, 0, sizeof *w);
+    w->checksum = checksum;
     Text h = {0};
     text_put(&h, "{");
     int first = 1;
@@ -417,13 +427,22 @@ void st_writer_open(StWriter *w, const char *path, const StTensorDesc *descs, in
     w->f = atomic_open(&w->file, path);
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-    fwriteCheck(lenbuf, 1, 8, w->f, w->file.tmp_path);
-    fwriteCheck(h.s, 1, h.len, w->f, w->file.tmp_path);
+    writer_put(w, lenbuf, 1, 8);
+    writer_put(w, h.s, 1, h.len);
     free(h.s);
     w->descs = descs;
     w->count = count;
     w->next = 0;
     w->written = 0;
+}
+
+void st_writer_open(StWriter *w, const char *path, const StTensorDesc *descs, int count, const char *metadata_json) {
+    writer_open(w, path, descs, count, metadata_json, 0);
+}
+
+void st_writer_open_checksummed(StWriter *w, const char *path, const StTensorDesc *descs, int count,
+                                const char *metadata_json) {
+    writer_open(w, path, descs, count, metadata_json, 1);
 }
 
 // Skip past complete tensors (including empty ones) to the one being written.
@@ -450,7 +469,7 @@ static void writer_write(StWriter *w, const void *src, uint64_t n, int src_is_fl
         int isz = st_dtype_size(d->dtype);
         uint64_t left = (desc_bytes(d) - w->written) / (uint64_t)isz, take = n - done < left ? n - done : left;
         if (d->dtype == ST_F32 || d->dtype == ST_I32) {  // same bytes as the source
-            fwriteCheck((const char *)src + done * 4, 4, (size_t)take, w->f, w->file.tmp_path);
+            writer_put(w, (const char *)src + done * 4, 4, (size_t)take);
         } else {
             if (!buf) buf = mallocCheck(ST_CHUNK_BYTES);
             uint64_t per = ST_CHUNK_BYTES / (uint64_t)isz;
@@ -467,7 +486,7 @@ static void writer_write(StWriter *w, const void *src, uint64_t n, int src_is_fl
                     else
                         for (uint64_t j = 0; j < m; j++) o[j] = st_f32_to_bf16(s[j]);
                 }
-                fwriteCheck(buf, (size_t)isz, (size_t)m, w->f, w->file.tmp_path);
+                writer_put(w, buf, (size_t)isz, (size_t)m);
             }
         }
         w->written += take * (uint64_t)isz;

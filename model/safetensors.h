@@ -63,12 +63,20 @@ typedef struct {
     int count;
     int next;              // index of the tensor being written
     uint64_t written;      // bytes of tensor `next` written so far
+    int checksum;          // st_writer_open_checksummed: crc32c and bytes follow every byte written
+    uint32_t crc32c;       //   CRC-32C of the whole file (header included), as file_crc32c reads it back
+    uint64_t bytes;        //   its size
 } StWriter;
 
 // Write the header for `count` tensors (data in that order); metadata_json may be NULL.
 // The writer keeps `descs` (and their names): they must stay alive until st_writer_close.
 // (else a JSON object of string values, e.g. {"format":"pt"}).
 void st_writer_open(StWriter *w, const char *path, const StTensorDesc *descs, int count, const char *metadata_json);
+// The same, keeping the file's CRC-32C and size in w->crc32c / w->bytes as it is written
+// (a checkpoint shard's index records them: no second read of the file); read them before
+// st_writer_close, which clears the writer.
+void st_writer_open_checksummed(StWriter *w, const char *path, const StTensorDesc *descs, int count,
+                                const char *metadata_json);
 // Append n fp32 values of the current tensor, converting to its dtype; may be called
 // several times per tensor (streaming). Moves to the next tensor when one is complete.
 void st_writer_write_f32(StWriter *w, const float *src, uint64_t n);

@@ -97,10 +97,8 @@ static void export_write(const char *ckpt, const char *out, const T5Config *cfg,
                          StDtype dtype, double max_bytes) {
     int *first = mallocCheck(((size_t)lay->count + 1) * sizeof(int));
     int nf = plan_files(lay, dtype, max_bytes, first);
-    size_t big = 1;
-    for (int i = 0; i < lay->count; i++)
-        if (lay->specs[i].numel > big) big = lay->specs[i].numel;
-    float *buf = mallocCheck(big * sizeof(float));
+    size_t big = params_largest_numel(lay);
+    float *buf = mallocCheck((big ? big : 1) * sizeof(float));
     cJSON *map = cJSON_CreateObject();
     double total_bytes = 0;
     for (int k = 0; k < nf; k++) {
@@ -172,28 +170,15 @@ int export_main(int argc, char **argv, int start) {
         {"help", FLAG_BOOL, &help, "this help"},
     };
     int n_specs = (int)(sizeof specs / sizeof specs[0]);
-    // the two paths are the words that are neither a flag nor a flag's value
-    const char *pos[2];
-    int np = 0, fn = 0;
-    char **fargv = mallocCheck(sizeof(char *) * (size_t)(argc + 1));
-    for (int i = 0; i < start; i++) fargv[fn++] = argv[i];
-    for (int i = start; i < argc; i++) {
-        if (argv[i][0] != '-') {
-            if (np == 2) t5_fail("export: a third path \"%s\"; HINT: %s", argv[i], EXPORT_USAGE);
-            pos[np++] = argv[i];
-            continue;
-        }
-        fargv[fn++] = argv[i];
-        int takes_value = !strchr(argv[i], '=') && (!strcmp(argv[i], "--dtype") || !strcmp(argv[i], "--max_shard_size"));
-        if (takes_value && i + 1 < argc) fargv[fn++] = argv[++i];
-    }
-    fargv[fn] = NULL;
-    flags_parse(fn, fargv, start, specs, n_specs, "export");
-    free(fargv);
+    // the two paths: the words that are neither a flag nor a flag's value
+    const char **pos = mallocCheck(sizeof(char *) * (size_t)(argc ? argc : 1));
+    int np = flags_parse_words(argc, argv, start, specs, n_specs, "export", pos);
+    if (np > 2) t5_fail("export: a third path \"%s\"; HINT: %s", pos[2], EXPORT_USAGE);
     if (help) {
         printf("%s\n  An HF model directory (from_pretrained loads it) from a train_t5 checkpoint-N or output\n"
                "  directory: its ZeRO shards (any world size or stage) or its model.safetensors.\n", EXPORT_USAGE);
         flags_print_help(specs, n_specs);
+        free(pos);
         return 0;
     }
     if (np < 2) t5_fail("export: %s given; HINT: %s", np ? "no OUT" : "no CKPT and no OUT", EXPORT_USAGE);
@@ -220,9 +205,7 @@ int export_main(int argc, char **argv, int start) {
     char *single = path_join(ckpt, SINGLE_NAME);
     Source src = {0};
     ParamLayout lay;
-    char *latest = path_join(ckpt, ZERO_CKPT_LATEST);
-    int from_shards = path_exists(latest);
-    free(latest);
+    int from_shards = zero_checkpoint_has_shards(ckpt);
     if (!from_shards) {
         if (!path_is_file(single))
             t5_fail("export: %s has neither a `%s` file (ZeRO shards) nor %s; HINT: a half-written checkpoint has no "
@@ -249,5 +232,6 @@ int export_main(int argc, char **argv, int start) {
     zero_shards_close(src.shards);
     if (src.has_file) st_close(&src.file);
     params_free_layout(&lay);
+    free(pos);
     return 0;
 }

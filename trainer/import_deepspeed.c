@@ -146,29 +146,16 @@ int import_deepspeed_main(int argc, char **argv, int start) {
         {"help", FLAG_BOOL, &help, "this help"},
     };
     int n_specs = (int)(sizeof specs / sizeof specs[0]);
-    const char *pos[2] = {NULL, NULL};
-    int npos = 0;
-    char **fargv = mallocCheck(sizeof(char *) * (size_t)(argc + 1));
-    int fn = 0;
-    for (int i = 0; i < start; i++) fargv[fn++] = argv[i];
-    for (int i = start; i < argc; i++) {
-        if (argv[i][0] != '-') {
-            if (npos == 2) t5_fail("import-deepspeed: unexpected argument \"%s\"; HINT: %s", argv[i], USAGE);
-            pos[npos++] = argv[i];
-            continue;
-        }
-        fargv[fn++] = argv[i];
-        int takes_value = !strchr(argv[i], '=') && (!strcmp(argv[i], "--tag") || !strcmp(argv[i], "--model"));
-        if (takes_value && i + 1 < argc) fargv[fn++] = argv[++i];
-    }
-    fargv[fn] = NULL;
-    flags_parse(fn, fargv, start, specs, n_specs, "import-deepspeed");
-    free(fargv);
+    // CKPT_DIR and OUT: the words that are neither a flag nor a flag's value
+    const char **pos = mallocCheck(sizeof(char *) * (size_t)(argc ? argc : 1));
+    int npos = flags_parse_words(argc, argv, start, specs, n_specs, "import-deepspeed", pos);
+    if (npos > 2) t5_fail("import-deepspeed: unexpected argument \"%s\"; HINT: %s", pos[2], USAGE);
     if (help) {
         printf("%s\n  A DeepSpeed ZeRO-2/3 checkpoint into an HF model directory OUT (fp32 model.safetensors equal to\n"
                "  zero_to_fp32's), with the Adam moments and counters so that --resume_from_checkpoint OUT goes on.\n",
                USAGE);
         flags_print_help(specs, n_specs);
+        free(pos);
         return 0;
     }
     if (npos != 2) t5_fail("import-deepspeed: CKPT_DIR and OUT are required; HINT: %s", USAGE);
@@ -250,5 +237,6 @@ int import_deepspeed_main(int argc, char **argv, int start) {
     free(v);
     params_free_layout(&lay);
     ds_checkpoint_close(&c);
+    free(pos);
     return 0;
 }

@@ -118,22 +118,8 @@ int plot_main(int argc, char **argv, int start) {
     };
     int n_specs = (int)(sizeof specs / sizeof specs[0]);
     // the folders are the words that are neither a flag nor a flag's value
-    const char **dirs = mallocCheck(sizeof(char *) * (size_t)argc);
-    char **fargv = mallocCheck(sizeof(char *) * (size_t)(argc + 1));
-    int nd = 0, fn = 0;
-    for (int i = 0; i < start; i++) fargv[fn++] = argv[i];
-    for (int i = start; i < argc; i++) {
-        if (argv[i][0] != '-') {
-            dirs[nd++] = argv[i];
-            continue;
-        }
-        fargv[fn++] = argv[i];
-        int takes_value = !strchr(argv[i], '=') && (!strcmp(argv[i], "--out") || !strcmp(argv[i], "--width") ||
-                                                   !strcmp(argv[i], "--height"));
-        if (takes_value && i + 1 < argc) fargv[fn++] = argv[++i];
-    }
-    fargv[fn] = NULL;
-    flags_parse(fn, fargv, start, specs, n_specs, "plot");
+    const char **dirs = mallocCheck(sizeof(char *) * (size_t)(argc ? argc : 1));
+    int nd = flags_parse_words(argc, argv, start, specs, n_specs, "plot", dirs);
     if (help) {
         printf("%s\n  A PNG of each run's trainer_state.json log_history: loss and eval_loss, learning_rate,\n"
                "  grad_norm and eval_bleu against step; several folders are overlaid, one colour each.\n", PLOT_USAGE);
@@ -165,6 +151,5 @@ int plot_main(int argc, char **argv, int start) {
     for (int r = 0; r < nd; r++) log_history_free(&runs[r]);
     free(out_path);
     free(dirs);
-    free(fargv);
     return 0;
 }

@@ -31,9 +31,8 @@
 static const char *const STATE_NAMES[N_STATES] = {"master", "exp_avg", "exp_avg_sq"};
 
 size_t zero_ckpt_chunk_elems(const ParamLayout *lay) {
-    size_t big = 1;
-    for (int i = 0; i < lay->count; i++)
-        if (lay->specs[i].numel > big) big = lay->specs[i].numel;
+    size_t big = params_largest_numel(lay);
+    if (big < 1) big = 1;
     return big < CHUNK_MAX_ELEMS ? big : CHUNK_MAX_ELEMS;
 }
 
@@ -49,9 +48,7 @@ void zero_ckpt_mem_begin(void) {
 void zero_ckpt_mem_print(const ParamLayout *lay, const Comm *comm, const char *what, size_t bytes) {
     if (!check_mem_counting()) return;
     Range p = partition_range(lay->total, comm->world, comm->rank);
-    size_t big = 0;
-    for (int i = 0; i < lay->count; i++)
-        if (lay->specs[i].numel > big) big = lay->specs[i].numel;
+    size_t big = params_largest_numel(lay);
     printf("checkpoint host memory: %s rank %d peak +%zu bytes (partition %zu elements, largest tensor %zu elements)\n",
            what, comm->rank, bytes, p.end - p.begin, big);
     fflush(stdout);
@@ -148,7 +145,7 @@ void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, i
              wr.end);
     char *path = shard_path(tagdir, z->comm->rank);
     StWriter w;
-    st_writer_open(&w, path, descs, N_STATES, meta);
+    st_writer_open_checksummed(&w, path, descs, N_STATES, meta);
     const OwnedBuf *src[N_STATES] = {&z->own.master, &z->own.m, &z->own.v};
     size_t chunk = zero_ckpt_chunk_elems(&z->m->lay);
     float *buf = mallocCheck((n < chunk ? (n ? n : 1) : chunk) * sizeof(float));
@@ -159,13 +156,9 @@ void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, i
             st_writer_write_f32(&w, buf, c);
             i += c;
         }
+    ShardRecord rec = {.begin = wr.begin, .end = wr.end, .crc = w.crc32c, .bytes = w.bytes};  // every byte is written
     st_writer_close(&w);
     freeCheck(buf);
-    ShardRecord rec = {.begin = wr.begin, .end = wr.end};
-    size_t crc_chunk = n < chunk ? (n ? n : 1) : chunk;
-    if (!file_crc32c(path, crc_chunk * sizeof(float), &rec.crc, &rec.bytes))
-        t5_fail("%s: cannot read it back to checksum it (%s); HINT: check the disk and --output_dir", path,
-                strerror(errno));
     free(path);
 
     char *all = NULL;
