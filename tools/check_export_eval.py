@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/check_export_eval.py: the eval loss transformers gives for an HF directory (one that
 train_t5 exported, issue 19), on the first N pairs of a source/target file pair, computed the
-way HF Seq2SeqTrainer.evaluate does (per-batch mean token loss, weighted by the batch's rows),
+way HF Seq2SeqTrainer.evaluate does (the mean of the batches' mean token losses, the short last
+batch weighing as a full one: tools/make_eval_loss_fixture.py),
 with the inputs tokenized as train_t5 and HF's T5 tokenizer do (bench/hf_seq2seq.py).
 
     python3 tools/check_export_eval.py MODEL_DIR --source F --target F [--n 200] [--batch 32]

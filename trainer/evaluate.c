@@ -4,8 +4,13 @@
 //            shorter); batch k goes to rank k mod world, as accelerate's sharded eval
 //            dataloader does, so every batch holds the same examples whatever the world
 //            size and each rank's results are those one rank would compute;
-//   loss:    per batch the mean loss (label smoothing included when set), weighted by the
-//            batch size, averaged over samples;
+//   loss:    the mean over batches of each batch's mean token loss (label smoothing included
+//            when set): Seq2SeqTrainer.evaluate gathers each batch's loss repeated
+//            eval_batch_size times (the configured size, also for the short last batch) and
+//            takes the mean, so every batch weighs the same (transformers 5.17 trainer.py,
+//            evaluation_loop; checked against it in tests/fixtures). With several ranks HF's
+//            figure also counts the samples accelerate's even_batches repeats to fill the last
+//            batches; ours stays the one-process figure at any world size (docs/TRAINER.md);
 //   with --predict_with_generate: generate (greedy or beam), decode predictions and the
 //            (truncated) labels with special tokens skipped, strip; corpus BLEU (sacreBLEU's
 //            numbers, eval/bleu.c), chrF, and gen_len = mean count of non-pad ids of each
@@ -82,7 +87,7 @@ typedef struct {
     BleuStats *bleu;
     ChrfStats *chrf;
     FILE *predictions;   // may be NULL
-    double weighted;     // the batch's weighted loss
+    double batch_loss;   // the batch's mean token loss
     double gen_tokens;   // its generated tokens
 } EvalSink;
 
@@ -95,7 +100,7 @@ static int64_t read_record(Cursor *c, int generated, EvalSink *sink) {
     cursor_get(c, &k, sizeof k);
     cursor_get(c, &nb, sizeof nb);
     cursor_get(c, &w, sizeof w);
-    if (sink) sink->weighted = w;
+    if (sink) sink->batch_loss = w;
     for (int i = 0; generated && i < nb; i++) {
         double gen;
         uint32_t lp, lr;
@@ -123,7 +128,7 @@ static char *decode_row(const Spm *spm, const int *row, int len) {
 }
 
 // One batch on this rank; appends its record to out when keep (a padding batch is not kept):
-//   int64 k, int32 nb, double weighted loss, then per example (generation only):
+//   int64 k, int32 nb, double mean token loss, then per example (generation only):
 //   double generated tokens, string prediction, string reference.
 // label_len: the split's target length (val/test_max_target_length, trainer/args.h).
 // times: seconds added to [0] the loss pass, [1] generation, [2] decoding the predictions.
@@ -144,7 +149,7 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
     double sum = t5_forward(m, &c->batch, (float)a->label_smoothing_factor, &ntok);  // the loss read back: synchronized
     double t1 = now_seconds();
     times[0] += t1 - t0;
-    double weighted = ntok > 0 ? sum / (double)ntok * nb : 0.0;
+    double batch_loss = ntok > 0 ? sum / (double)ntok : 0.0;
     int width = 0;
     if (a->predict_with_generate) {
         // the loss pass above ran the encoder on this very batch (dropout off): generation
@@ -161,7 +166,7 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
     int32_t nb32 = nb;
     bytes_put(rec, &k64, sizeof k64);
     bytes_put(rec, &nb32, sizeof nb32);
-    bytes_put(rec, &weighted, sizeof weighted);
+    bytes_put(rec, &batch_loss, sizeof batch_loss);
     if (!a->predict_with_generate) return;
     int *ids = mallocCheck(((size_t)c->batch.T + 1) * sizeof(int));
     for (int i = 0; i < nb; i++) {
@@ -188,7 +193,7 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
 }
 
 // Rank 0: every batch's record (the ranks' records one after the other in all[0..total)),
-// in batch order; metrics as one rank computes them into v ([0] loss sum, [1] bleu, [2]
+// in batch order; metrics as one rank computes them into v ([0] the sum of batch losses, [1] bleu, [2]
 // chrf, [3] generated tokens); predictions_path (may be NULL) written.
 static void evaluate_collect(const TrainArgs *a, const char *all, size_t total, long n_batches,
                              const char *predictions_path, double v[6]) {
@@ -212,7 +217,7 @@ static void evaluate_collect(const TrainArgs *a, const char *all, size_t total, 
         Cursor rc = {at[k], all + total};
         EvalSink sink = {&bleu, &chrf, pf, 0, 0};
         read_record(&rc, a->predict_with_generate, &sink);
-        v[0] += sink.weighted;
+        v[0] += sink.batch_loss;
         v[3] += sink.gen_tokens;
     }
     if (pf) atomic_commit(&af);
@@ -233,7 +238,7 @@ static cJSON *evaluate_metrics(const char *prefix, int with_generate, const doub
         snprintf(key, sizeof key, "%s_%s", prefix, name); \
         cJSON_AddNumberToObject(met, key, value);         \
     } while (0)
-    ADD_METRIC("loss", v[0] / (double)n);
+    ADD_METRIC("loss", n_batches > 0 ? v[0] / (double)n_batches : 0.0);
     if (with_generate) {
         ADD_METRIC("bleu", round(v[1] * 1e4) / 1e4);
         ADD_METRIC("chrf", round(v[2] * 1e4) / 1e4);
@@ -284,7 +289,7 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     size_t *counts = callocCheck((size_t)world, sizeof(size_t));
     comm_gather_bytes_host(&r->comm, rec.p ? rec.p : "", rec.n, &all, counts);
     free(rec.p);
-    // [0] loss sum, [1] bleu, [2] chrf, [3] generated tokens, [4] runtime: rank 0's, then
+    // [0] the sum of batch losses, [1] bleu, [2] chrf, [3] generated tokens, [4] runtime: rank 0's, then
     // everyone's; [5] the GPU memory peak so far (GiB; 0 on the CPU), rank 0's
     double v[6] = {0};
     if (is_main(r)) {
