@@ -120,6 +120,23 @@ out=$("$BIN" plot "$T/evals" --out "$T/evals.png" 2>&1) && grep -q "4 eval_loss,
     && ok "eval_loss and eval_bleu read from log_history: $out" || bad "plot with evaluations: $out"
 png_ok "loss, eval_loss, learning_rate 3e-5, grad_norm, eval_bleu panels" "$T/evals.png" 1200 800 1f77b4
 
+# ---- HF's trainer_state.json of a run that diverged: Python's json writes NaN / Infinity --------
+mkdir -p "$T/hf_nan"
+python3 - "$T/hf_nan/trainer_state.json" <<'PY'
+import json, sys
+lh = [{"loss": 9.0 - s / 10, "grad_norm": 1.0 if s < 8 else float("nan"), "learning_rate": 1e-4, "step": s}
+      for s in range(1, 13)]
+lh.append({"eval_loss": 7.4, "step": 6}); lh.append({"eval_loss": float("nan"), "step": 12})
+lh.append({"loss": float("inf"), "step": 13}); lh.append({"loss": float("-inf"), "step": 14})
+json.dump({"global_step": 14, "log_history": lh, "note": "a string with NaN and Infinity in it"}, open(sys.argv[1], "w"))
+PY
+grep -q 'NaN' "$T/hf_nan/trainer_state.json" && grep -q -- '-Infinity' "$T/hf_nan/trainer_state.json" \
+    || bad "the HF-style state has no bare NaN / -Infinity (python's json changed?)"
+out=$("$BIN" plot "$T/hf_nan" --out "$T/hf_nan.png" 2>&1) && grep -q "12 loss, 1 eval_loss" <<<"$out" \
+    && grep -q "8 non-finite values (NaN, inf or null) left out" <<<"$out" \
+    && ok "HF's NaN / Infinity / -Infinity are left out and counted: $out" || bad "plot of a state with NaN: $out"
+png_ok "the run with NaN drawn" "$T/hf_nan.png" 1200 800 1f77b4
+
 # ---- bad input ----------------------------------------------------------------------------
 expect_error "missing folder" "$T/nope" plot "$T/nope"
 no_png "missing folder" "$T/nope/training_curves.png"

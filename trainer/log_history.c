@@ -36,11 +36,44 @@ static void series_push(LogSeries *s, double x, double y) {
     s->x[s->n] = x, s->y[s->n] = y, s->n++;
 }
 
+// Python's json (so HF's trainer_state.json) writes non-finite floats as the bare words NaN,
+// Infinity and -Infinity, which JSON lacks: rewrite each, outside strings, as null (the chart
+// leaves nulls out and counts them). Returns a new text; *len is updated.
+static char *json_python_nonfinite_to_null(const char *text, size_t *len) {
+    static const char *const words[] = {"-Infinity", "Infinity", "NaN"};
+    char *out = mallocCheck(*len * 2 + 1);  // "NaN" -> "null" grows by one byte in three
+    size_t o = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < *len;) {
+        char ch = text[i];
+        if (in_string) {
+            out[o++] = ch, i++;
+            if (ch == '\\' && i < *len) out[o++] = text[i++];
+            else if (ch == '"') in_string = 0;
+            continue;
+        }
+        if (ch == '"') in_string = 1;
+        size_t w = 0;
+        for (int k = 0; k < 3 && !w; k++)
+            if (*len - i >= strlen(words[k]) && memcmp(text + i, words[k], strlen(words[k])) == 0) w = strlen(words[k]);
+        if (w) {
+            memcpy(out + o, "null", 4), o += 4, i += w;
+        } else {
+            out[o++] = ch, i++;
+        }
+    }
+    out[o] = '\0';
+    *len = o;
+    return out;
+}
+
 // A JSON document, or a one-line error naming the file.
 static cJSON *json_load(const char *path, char **text_out) {
     size_t len;
-    char *text = read_text_file(path, &len);
-    if (!text) t5_fail("plot: %s: cannot read it (%s); HINT: check its permissions", path, strerror(errno));
+    char *raw = read_text_file(path, &len);
+    if (!raw) t5_fail("plot: %s: cannot read it (%s); HINT: check its permissions", path, strerror(errno));
+    char *text = json_python_nonfinite_to_null(raw, &len);
+    free(raw);
     cJSON *root = cJSON_ParseWithLength(text, len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
@@ -70,7 +103,11 @@ static void add_final_eval(LogRun *r, const cJSON *state) {
     for (int i = 0; i < 2; i++) {
         LogKey k = keys[i];
         const cJSON *v = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, log_key_names[k]) : NULL;
-        if (!v || cJSON_IsNull(v)) continue;
+        if (!v) continue;
+        if (cJSON_IsNull(v)) {
+            r->skipped++;
+            continue;
+        }
         if (!cJSON_IsNumber(v))
             t5_fail("plot: %s: \"%s\" is %s, expected a number; HINT: the file is damaged: evaluate again to "
                     "rewrite it", path, log_key_names[k], json_kind(v));
@@ -113,7 +150,11 @@ void log_history_load(LogRun *r, const char *dir) {
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(e, "step");
         for (int k = 0; k < LOG_KEY_COUNT; k++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, log_key_names[k]);
-            if (!v || cJSON_IsNull(v)) continue;
+            if (!v) continue;
+            if (cJSON_IsNull(v)) {
+                r->skipped++;
+                continue;
+            }
             if (!cJSON_IsNumber(v))
                 t5_fail("plot: %s: log_history[%d].%s is %s, expected a number; HINT: the file is damaged: train "
                         "again to rewrite it", path, i, log_key_names[k], json_kind(v));

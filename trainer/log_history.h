@@ -10,7 +10,7 @@ typedef enum { LOG_LOSS = 0, LOG_EVAL_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM, LO
 extern const char *const log_key_names[LOG_KEY_COUNT];  // "loss", "eval_loss", ...
 
 typedef struct {
-    double *x, *y;  // (n): step, value; a null value (train_t5 writes NaN and inf so) is skipped
+    double *x, *y;  // (n): step, value; a non-finite value is left out (counted in LogRun.skipped)
     int n;
 } LogSeries;
 
@@ -19,6 +19,8 @@ typedef struct {
     LogSeries series[LOG_KEY_COUNT];
     int entries;                      // log_history's length
     int eval_from_results;            // 1: the eval points came from eval_results.json
+    int skipped;                      // values left out as non-finite: null (train_t5 writes NaN and
+                                      // inf so) or NaN / Infinity / -Infinity (Python's json, HF's)
 } LogRun;
 
 // Read DIR/trainer_state.json (or DIR itself when it is that file); dies on a missing folder

@@ -147,6 +147,9 @@ int plot_main(int argc, char **argv, int start) {
         printf("; %s: %d loss, %d eval_loss, %d eval_bleu points%s", labels[r], runs[r].series[LOG_LOSS].n,
                runs[r].series[LOG_EVAL_LOSS].n, runs[r].series[LOG_EVAL_BLEU].n,
                runs[r].eval_from_results ? " (evaluation from eval_results.json)" : "");
+    for (int r = 0; r < nd; r++)
+        if (runs[r].skipped)
+            printf("; %s: %d non-finite values (NaN, inf or null) left out", labels[r], runs[r].skipped);
     printf(")\n");
     for (int r = 0; r < nd; r++) log_history_free(&runs[r]);
     free(out_path);
