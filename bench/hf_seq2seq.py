@@ -58,13 +58,12 @@ def collate(rows):
     return {"input_ids": ids, "attention_mask": (ids != 0).long(), "labels": lab, "decoder_input_ids": dec}
 
 
-def generate(model, sp, src, prefix, max_src, beams, max_len, batch):
+def generate(model, sp, src, prefix, max_src, beams, max_len, batch, bf16=True):
     model.eval()
     enc = [encode(sp, prefix + s, max_src) for s in src]
     order = sorted(range(len(enc)), key=lambda i: -len(enc[i]))
     out = [None] * len(enc)
-    dt = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
-    with torch.no_grad(), torch.autocast("cuda", dtype=dt):
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):  # as the training precision
         for k in range(0, len(order), batch):
             idx = order[k:k + batch]
             b = collate([{"input_ids": enc[i], "labels": [1]} for i in idx])
@@ -106,6 +105,7 @@ def main():
     ap.add_argument("--bf16", action="store_true")
     a = ap.parse_args()
     t0 = time.time()
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 runs: plain fp32 GEMMs, as train_t5's
     sp = spm.SentencePieceProcessor(model_file=a.spm)
     tr = Pairs(sp, read_lines(a.train_source), read_lines(a.train_target), a.prefix, a.max_source_length,
                a.max_target_length)
@@ -125,7 +125,7 @@ def main():
     final = trainer.evaluate()
     t_gen = time.time()
     preds = generate(trainer.model, sp, vs, a.prefix, a.max_source_length, a.beams, a.gen_max_length,
-                     a.eval_batch)
+                     a.eval_batch, a.bf16)
     t_gen = time.time() - t_gen
     bleu = sacrebleu.corpus_bleu(preds, [vt]).score
     chrf = sacrebleu.corpus_chrf(preds, [vt]).score
