@@ -8,7 +8,8 @@
 #  - the Transformers DeepSpeed page's launcher lines (deepspeed --num_gpus, deepspeed
 #    --include localhost:1, torchrun, python -m torch.distributed.run), each as the launcher
 #    hands it to rank 0 (its flags and environment);
-#  - three unknown flags in one command: one error naming all three.
+#  - three unknown flags in one command: one error naming all three;
+#  - --find_max_batch on the baseline: the batch found fits the plan's cap and one more does not.
 # The launchers themselves need a GPU machine: bench/gpu_launch_default.sh runs them there.
 # Prints OK / NOT OK per command and "N passed, M failed"; exits non-zero on a failure.
 set -u
@@ -93,6 +94,34 @@ expect "torchrun --nproc_per_node=2 / python -m torch.distributed.run (environme
 expect "--local_rank that LOCAL_RANK contradicts is refused" "local_rank" \
     sh -c "! env LOCAL_RANK=1 RANK=0 WORLD_SIZE=1 '$BIN' --local_rank=0 --model t5-small --init random \
       --tokenizer_name data/sample/spiece.model --data_dir data/sample --do_train --output_dir '$T/o3' --explain 2>&1"
+
+# --find_max_batch (bench/blog_table.sh's batch per row): the post's baseline on the CPU, planned
+# for a GPU of 24 GiB (a dry run may plan for a GPU from a CPU-only machine: the fp32 plan). The
+# batch found fits and one more does not, by the plan --explain prints at each.
+FM=("$BIN" "${POST[@]}" --device cpu --max_gpu_memory 24 --explain)
+out=$("${FM[@]}" --find_max_batch 2>&1); rc=$?
+N=$(sed -n 's/^--find_max_batch: the largest per-device batch under 24 GiB by the memory plan: \([0-9]*\) .*/\1/p' <<< "$out")
+plan_total() {  # BATCH: the plan's total GiB at that train and eval batch
+    "${FM[@]}" --per_device_train_batch_size "$1" --per_device_eval_batch_size "$1" 2>&1 \
+        | sed -n 's/^largest batch: .* = total \([0-9.]*\) .*/\1/p'
+}
+if [ $rc -eq 0 ] && [ -n "$N" ]; then
+    at=$(plan_total "$N"); above=$(plan_total $((N + 1)))
+    if [ -n "$at" ] && [ -n "$above" ] && awk "BEGIN{exit !($at <= 24.0 && $above > 24.0)}"; then
+        ok "--find_max_batch: batch $N plans $at GiB <= 24, batch $((N + 1)) plans $above GiB"
+    else bad "--find_max_batch: batch $N plans '$at' GiB, $((N + 1)) plans '$above' GiB (cap 24)"; fi
+else bad "--find_max_batch: exit $rc, no batch in: $(tail -n 2 <<< "$out" | tr '\n' ' ' | cut -c1-300)"; fi
+refused() {  # LABEL NEEDLE ARGS...: exit non-zero, one error line holding NEEDLE
+    local label=$1 needle=$2; shift 2
+    local out rc; out=$("$@" 2>&1); rc=$?
+    if [ $rc -ne 0 ] && [ "$(grep -c '^error' <<< "$out")" = 1 ] && grep -qF -- "$needle" <<< "$out"; then ok "$label"
+    else bad "$label: exit $rc: $(head -c 300 <<< "$out")"; fi
+}
+refused "--find_max_batch without --explain" "add --explain" "$BIN" "${POST[@]}" --device cpu --find_max_batch
+refused "--find_max_batch without --max_gpu_memory" "add --max_gpu_memory" \
+    "$BIN" "${POST[@]}" --device cpu --explain --find_max_batch
+refused "--max_gpu_memory on the CPU outside a dry run" "it needs a GPU" \
+    "$BIN" "${POST[@]}" --device cpu --max_gpu_memory 3
 
 # Three unknown flags: one error naming the three.
 out=$("$BIN" --model t5-small --init random --tokenizer_name data/sample/spiece.model --data_dir data/sample \

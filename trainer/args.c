@@ -331,6 +331,8 @@ typedef struct {
         "dry run: check the flags, the config and the data, print the per-rank memory plan of ZeRO stages 0-3, and exit 0 without training"), \
     USE("explain_png", FLAG_STRING, explain_png,                                                                    \
         "with --explain: also draw that plan as a PNG (what each rank holds at each stage, as estimate --png)"), \
+    USE("find_max_batch", FLAG_BOOL, find_max_batch,                                                                \
+        "with --explain and --max_gpu_memory: print the largest per-device batch (train and eval alike) whose memory plan fits the cap"), \
     USE("help", FLAG_BOOL, help, "this help"),
 
 // The table for `a` (its fields are the flags' destinations); *n entries, malloc'd.
@@ -759,6 +761,11 @@ static void check_explain(const TrainArgs *a) {
         t5_fail("--explain_png %s without --explain: the picture is of --explain's dry-run plan; HINT: add --explain",
                 a->explain_png);
     if (a->explain_png && !*a->explain_png) t5_fail("--explain_png \"\": empty; HINT: give a .png path");
+    if (a->find_max_batch && !a->explain)
+        t5_fail("--find_max_batch without --explain: the search runs on the dry run's memory plan; HINT: add --explain");
+    if (a->find_max_batch && a->max_gpu_memory <= 0)
+        t5_fail("--find_max_batch without --max_gpu_memory: the largest batch is searched under a cap; HINT: add "
+                "--max_gpu_memory GiB (24 for the 2021 post's cards)");
 }
 
 // Logging, evaluation, saving (HF 5.17's DefaultFlowCallback), --report_to, generation.

@@ -105,6 +105,7 @@ typedef struct {
     int local_rank;               // --local_rank N: this rank's GPU, as launchers pass it (-1: not given)
     int explain;                  // --explain: dry run: print the plan (trainer/estimate.c), exit 0
     const char *explain_png;      // --explain_png FILE: with --explain, draw the plan (estimate_draw_png)
+    int find_max_batch;           // --find_max_batch: with --explain, the largest batch whose plan fits --max_gpu_memory
 
     unsigned ds_flag_mask;        // DS_FLAG_* of the flags given (for --deepspeed's "auto" and conflicts)
     char *notices;                // "NOTICE: ..." lines for the flags accepted that change nothing (NULL: none)

@@ -61,7 +61,9 @@ void train_args_check_device(const TrainArgs *a) {
         t5_fail("%s needs a GPU (--device cuda), but the device is cpu (%s): the CPU backend is the fp32 reference", p16,
                 a->device_from);
     }
-    if (a->max_gpu_memory > 0 && !cuda)
+    // a dry run may plan for a GPU of that size from a CPU-only machine (the fp32 plan: the
+    // CPU backend's dtype); anything that runs would not be capped, so it is refused
+    if (a->max_gpu_memory > 0 && !cuda && !a->explain)
         t5_fail("--max_gpu_memory caps GPU memory: it needs a GPU (--device cuda), but the device is cpu (%s)",
                 a->device_from);
     // full evaluation in 16 bits after training in another precision: one backend per run

@@ -189,17 +189,55 @@ static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_o
 // This rank's memory plan at the run's ZeRO stage, world size and offload, checked against
 // --max_gpu_memory BEFORE the model loads: a run that cannot fit stops with the figures
 // and the cheapest change that would fit.
+// This rank's GPU memory plan at batch B (the arena's, trainer and evaluation) and eval batch E
+// (the generate calls' decoder); *zp the ZeRO plan it came from.
+static MemPlan plan_memory(const Run *r, const T5Config *cfg, Dtype dt, int B, int E, int S, int T, ZeroPlan *zp) {
+    const TrainArgs *a = &r->a;
+    *zp = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, a->checkpoint_sub_batch, &r->p.zopt,
+                                   r->comm.world);
+    MemPlan plan = zp->gpu;
+    if (a->predict_with_generate && (a->do_eval || a->do_predict))  // the decoder of each generate call
+        planner_add_generation(&plan, cfg, dt, E, a->generation_num_beams, S, a->generation_max_length);
+    return plan;
+}
+
+// --find_max_batch: the largest per-device batch B, train and eval alike (the 2021 post passes
+// the same number to both), whose plan fits --max_gpu_memory; the plan grows with B, so doubling
+// then bisection. `limit`: no larger batch than the train split's rows per rank (or the eval
+// split's, without training) could be used.
+static void plan_find_max_batch(const Run *r, const T5Config *cfg, Dtype dt, int S, int T, int limit) {
+    const double G = 1073741824.0, cap = r->a.max_gpu_memory * G;
+    ZeroPlan zp;
+#define FITS(b) ((double)plan_memory(r, cfg, dt, (b), (b), S, T, &zp).total <= cap)
+    if (!FITS(1)) {
+        printf("--find_max_batch: not even batch 1 fits under %.3g GiB by the memory plan (%.2f GiB)\n",
+               r->a.max_gpu_memory, plan_memory(r, cfg, dt, 1, 1, S, T, &zp).total / G);
+        return;
+    }
+    int lo = 1, hi = 2;  // FITS(lo), and hi is the first candidate above it
+    while (hi <= limit && FITS(hi)) lo = hi, hi *= 2;
+    if (hi > limit) hi = limit + 1;
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (FITS(mid)) lo = mid;
+        else hi = mid;
+    }
+#undef FITS
+    double at = plan_memory(r, cfg, dt, lo, lo, S, T, &zp).total / G;
+    printf("--find_max_batch: the largest per-device batch under %.3g GiB by the memory plan: %d (train and eval; "
+           "plan %.2f GiB", r->a.max_gpu_memory, lo, at);
+    if (lo < limit) printf("; %d needs %.2f GiB)\n", lo + 1, plan_memory(r, cfg, dt, lo + 1, lo + 1, S, T, &zp).total / G);
+    else printf("; the data has no more rows per rank than that)\n");
+    fflush(stdout);
+}
+
 static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int T) {
     const TrainArgs *a = &r->a;
-    ZeroPlan zp = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, a->checkpoint_sub_batch, &r->p.zopt,
-                                           r->comm.world);
-    MemPlan plan = zp.gpu;
+    ZeroPlan zp;
+    MemPlan plan = plan_memory(r, cfg, dt, B, a->per_device_eval_batch_size, S, T, &zp);
     // the offloaded state against this host's memory and disk, before anything is allocated
     if (a->deepspeed) planner_check_offload(&zp, &r->p.zopt, launch_ranks_on_host(r->comm.launcher, r->comm.world),
                                             a->deepspeed);
-    if (a->predict_with_generate && (a->do_eval || a->do_predict))  // the decoder of each generate call
-        planner_add_generation(&plan, cfg, dt, a->per_device_eval_batch_size, a->generation_num_beams, S,
-                               a->generation_max_length);
     r->plan_total = plan.total;
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s%s; ", B, S, T,
@@ -926,6 +964,12 @@ int trainer_main(int argc, char **argv, int start) {
     }
     int plan_B, plan_S, plan_T;
     plan_shapes(&r, used, &plan_B, &plan_S, &plan_T);
+    if (a->find_max_batch && is_main(&r)) {
+        const Dataset *rows = used[SPLIT_TRAIN] ? used[SPLIT_TRAIN] : used[SPLIT_VAL] ? used[SPLIT_VAL] : used[SPLIT_TEST];
+        long limit = rows ? (long)rows->count / r.comm.world : 1;
+        plan_find_max_batch(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_S, plan_T,
+                            limit < 1 ? 1 : limit > (1 << 20) ? (1 << 20) : (int)limit);
+    }
     plan_check(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_B, plan_S, plan_T);
     if (a->explain) {  // the dry run ends here: nothing loaded, nothing trained, nothing written
         if (is_main(&r))
