@@ -7,6 +7,7 @@
 #                   (in build-cpu/) unless a GPU is visible or CUDA=1 is given
 #   make test-asan  the bad-input tests under AddressSanitizer (also part of `make test`)
 #   make test-gpu   GPU tests (run on the GPU machine)
+#   make blog-table the 2021 post's table with HF + DeepSpeed beside us (two-GPU machine; bench/blog_table.sh)
 #   make clean
 # Sources are picked up by directory: every .c in common/ model/ kernels/cpu/ dist/ optim/
 # deepspeed/ zero/ data/ eval/ plot/ trainer/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
@@ -88,7 +89,7 @@ GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
 GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests-gpu/%)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-asan test-gpu clean features demo
+.PHONY: all deps test test-asan test-gpu clean features demo blog-table
 all: features train_t5
 
 features:
@@ -169,12 +170,12 @@ deps:
 
 # ---- tests ------------------------------------------------------------------------
 test: deps
-	@$(MAKE) --no-print-directory all $(TEST_BIN)
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(BUILD)/bench/blog_chart
 	@if nvidia-smi -L >/dev/null 2>&1; then echo "NOTICE: a GPU is present: make test-gpu runs the CUDA tests"; \
 	 else echo "NOTICE: no GPU here: the CUDA tests (make test-gpu) are skipped"; fi
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
 	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh tests/check_links.sh tests/post_commands.sh tests/tensorboard_events.sh \
-	  tests/plot_png.sh bench/test_zero_scaling.sh
+	  tests/plot_png.sh bench/test_zero_scaling.sh bench/test_blog_table.sh
 
 test-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
@@ -186,6 +187,10 @@ build-asan/train_t5: $(BUILD)/obj/train_t5.o $(BUILD)/libt5.a
 test-gpu: all $(GPU_TEST_BIN)
 	@[ -n "$(CUDA_SRC)" ] || { echo "error: make test-gpu needs nvcc and kernels/cuda/*.cu"; exit 1; }
 	@tests/run_tests.sh $(GPU_TEST_BIN)
+
+# the 2021 post's table on the two-GPU machine, HF + DeepSpeed beside us (bench/blog_table.sh)
+blog-table: all $(BUILD)/bench/blog_chart
+	@OUT=$${OUT:-out/blog_table} BT_CHART=$(BUILD)/bench/blog_chart bash bench/blog_table.sh
 
 clean:
 	rm -rf build build-asan build-cpu train_t5 .train_t5.build
