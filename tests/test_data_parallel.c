@@ -2,11 +2,11 @@
 // zero/step.c, dist/comm.c, zero/partition.c), run through ./train_t5 (run from the
 // repository root).
 //
-// Acceptance 1: the same global batch (12 examples per step = 1 x 6 x 2, 2 x 3 x 2 and
-// 3 x 2 x 2 ranks x micro-batch x accumulation), 5 steps with clipping (0.5), warmup,
+// Acceptance 1: the same global batch (24 examples per step = 1 x 12 x 2, 2 x 6 x 2,
+// 3 x 4 x 2 and 4 x 3 x 2 ranks x micro-batch x accumulation), 5 steps with clipping (0.5), warmup,
 // label smoothing and weight decay, gives the same per-step loss and grad_norm (1e-5
 // relative) and the same final weights (1e-5) as one rank without --deepspeed, at every
-// stage and world size 1, 2, 3. Two models: the tied relu fixture (the embedding's
+// stage and world size 1, 2, 3 (the tied model also 4). Two models: the tied relu fixture (the embedding's
 // gradient is open for the whole backward), and a random untied gated one whose 2-rank
 // partition boundary falls inside the blocks (pieces of one unit on two ranks).
 // Buckets of 3000 / 5000 elements cut units into several collectives; at stage 3 the
@@ -213,30 +213,33 @@ static void check_memory(const char *tmp, const char *tag, int world, int stage,
 // A rank killed mid-run (SIGKILL): the others must not hang. Under mpirun the launcher
 // ends the job and names the rank; checked: mpirun exits non-zero by itself (not by the
 // 90 s timeout) within 30 s of the kill, and mpirun or the heartbeat (dist/liveness.h,
-// whichever is first) says which rank died.
-static void kill_rank_test(const char *tmp) {
+// whichever is first) says which rank died. At 2 ranks and at 8 (issue 22's 8-GPU case, on
+// CPU ranks; `batch` per rank keeps world x batch within the 24 fixture lines).
+static void kill_rank_test(const char *tmp, int world, int batch) {
     char path[700], script[3000];
-    snprintf(path, sizeof path, "%s/kill.sh", tmp);
+    snprintf(path, sizeof path, "%s/kill%d.sh", tmp, world);
     snprintf(script, sizeof script,
-             "T=%s\n"
-             "( timeout 90 mpirun --allow-run-as-root --oversubscribe -np 2 ./train_t5 --device cpu --model tests/fixtures/trainer_model "
+             "T=%s; W=%d\n"
+             "( timeout 90 mpirun --allow-run-as-root --oversubscribe -np $W ./train_t5 --device cpu --model tests/fixtures/trainer_model "
              "--tokenizer_name data/sample/spiece.model --data_dir tests/fixtures/trainer_data --max_steps 100000 "
-             "--per_device_train_batch_size 4 --do_train --save_strategy no --output_dir $T/killrun --cache_dir $T/cache "
-             "> $T/kill.log 2>&1; echo $? > $T/kill.rc ) &\n"
-             "for i in $(seq 1 150); do grep -q 'Running training' $T/kill.log 2>/dev/null && break; sleep 0.2; done\n"
+             "--per_device_train_batch_size %d --do_train --save_strategy no --output_dir $T/killrun$W --cache_dir $T/cache "
+             "> $T/kill$W.log 2>&1; echo $? > $T/kill$W.rc ) &\n"
+             "for i in $(seq 1 300); do grep -q 'Running training' $T/kill$W.log 2>/dev/null && break; sleep 0.2; done\n"
              "sleep 1\n"
-             "pid=$(pgrep -f \"^./train_t5 .*$T/killrun\" | tail -1)\n"
+             "pid=$(pgrep -f \"^./train_t5 .*$T/killrun$W \" | tail -1)\n"
              "[ -n \"$pid\" ] || exit 2\n"
              "start=$(date +%%s); kill -9 $pid; wait\n"
-             "rc=$(cat $T/kill.rc); el=$(( $(date +%%s) - start ))\n"
-             "echo \"mpirun rc $rc, $el s after the kill\"\n"
-             "[ \"$rc\" != 0 ] && [ \"$rc\" != 124 ] && [ $el -le 30 ] && grep -qE 'rank .* exited on signal 9|rank [01] of 2 ended unexpectedly' $T/kill.log\n",
-             tmp);
+             "rc=$(cat $T/kill$W.rc); el=$(( $(date +%%s) - start ))\n"
+             "echo \"$W ranks: mpirun rc $rc, $el s after the kill\"\n"
+             "[ \"$rc\" != 0 ] && [ \"$rc\" != 124 ] && [ $el -le 30 ] && "
+             "grep -qE \"rank .* exited on signal 9|rank [0-9]+ of $W ended unexpectedly\" $T/kill$W.log\n",
+             tmp, world, batch);
     write_file(path, script);
-    char cmd[800];
+    char cmd[800], what[200];
     snprintf(cmd, sizeof cmd, "bash %s", path);
-    test_check(system(cmd) == 0,
-               "a rank killed mid-run (SIGKILL): mpirun ends the job within 30 s, non-zero, naming the rank");
+    snprintf(what, sizeof what,
+             "a rank of %d killed mid-run (SIGKILL): mpirun ends the job within 30 s, non-zero, naming the rank", world);
+    test_check(system(cmd) == 0, what);
 }
 
 // The DeepSpeed configs stage0-6.json (4-6: stages 1-3 with the optimizer offloaded) and the
@@ -299,10 +302,11 @@ static void write_inputs(const char *tmp, char *untied, size_t cap) {
 
 }
 
-// The tied model at 1-3 ranks and stages 0-3 against one rank without ZeRO; --explain once.
+// The tied model at 1-4 ranks and stages 0-3 against one rank without ZeRO; --explain once.
+// (4 ranks: issue 22's four-GPU check of stages 0-3 against one, on CPU ranks.)
 static int tied_runs(const char *tmp) {
     int ok = train_run(tmp, "tests/fixtures/trainer_model", "", 1, -1, "tied_ref");
-    for (int world = 1; ok && world <= 3; world++)
+    for (int world = 1; ok && world <= 4; world++)
         for (int stage = 0; ok && stage <= 3; stage++) {
             char tag[64], label[128];
             snprintf(tag, sizeof tag, "tied_w%d_s%d", world, stage);
@@ -581,7 +585,8 @@ int main(void) {
     ok = ok && resume_runs(tmp);
     ok = ok && untied_runs(tmp, untied);
     ok = ok && ragged_run(tmp);
-    if (ok) kill_rank_test(tmp);
+    if (ok) kill_rank_test(tmp, 2, 4);
+    if (ok) kill_rank_test(tmp, 8, 2);
     if (ok) rm_rf(tmp);
     else printf("logs kept in %s\n", tmp);
     return test_summary();
