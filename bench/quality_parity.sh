@@ -14,6 +14,8 @@
 # Prints a table (final eval loss, BLEU, chrF, wall times) and draws both curves with
 # `train_t5 plot` into OUT/quality_parity.png.
 #   usage (GPU machine, repo root): OUT=dir bash bench/quality_parity.sh
+#   With 2 GPUs visible (QP_TWO_GPU=1, the default) train_t5 also runs as ZeRO stage 3 on both,
+#   the same global batch (acceptance 2), in the same table and chart.
 #   QP_HF_PARALLEL=0 runs the two HF runs one after the other (by default they share the GPU,
 #   which the table says: their wall times are then not alone).
 set -u
@@ -47,34 +49,48 @@ hf_run() {  # SEED
 # train_t5 as the HF side runs: eval_loss every EVAL_STEPS during training (no generation
 # there: --predict_with_generate would beam-search newsdev at every evaluation), then the
 # 4-beam generation of newsdev from the trained model (a second start, well under a second).
-t0=$(date +%s.%N)
-./train_t5 --model "$W/init" --tokenizer_name data/sample/spiece.model --data_dir "$W/data" \
-    --task translation_en_to_ro --source_prefix "$PREFIX" $PFLAG --learning_rate $LR --warmup_steps $WARMUP \
-    --lr_scheduler_type linear --label_smoothing_factor 0.1 --per_device_train_batch_size $BATCH \
-    --per_device_eval_batch_size 64 --num_train_epochs $EPOCHS --eval_strategy steps --eval_steps $EVAL_STEPS \
-    --logging_steps 50 --max_source_length $LEN --max_target_length $LEN --val_max_target_length $LEN \
-    --do_train --do_eval --seed 42 --data_seed 1 --save_strategy no --report_to none \
-    --output_dir "$OUT/train_t5" --overwrite_output_dir > "$OUT/train_t5.log" 2>&1
-echo "train_t5 train: exit $? in $(awk "BEGIN{print $(date +%s.%N) - $t0}") s"
-t1=$(date +%s.%N)
-./train_t5 --model "$OUT/train_t5" --tokenizer_name data/sample/spiece.model --data_dir "$W/data" \
-    --task translation_en_to_ro --source_prefix "$PREFIX" $PFLAG --per_device_eval_batch_size 64 \
-    --max_source_length $LEN --val_max_target_length $LEN --do_predict --predict_with_generate \
-    --generation_num_beams $BEAMS --generation_max_length $LEN --report_to none \
-    --output_dir "$OUT/train_t5_predict" --overwrite_output_dir > "$OUT/train_t5_predict.log" 2>&1
-echo "train_t5 generate: exit $? in $(awk "BEGIN{print $(date +%s.%N) - $t1}") s"
+t5_run() {  # NAME EXTRA...: train into OUT/NAME, then generate into OUT/NAME_predict
+    local name=$1; shift
+    local t0 t1
+    t0=$(date +%s.%N)
+    ./train_t5 --model "$W/init" --tokenizer_name data/sample/spiece.model --data_dir "$W/data" \
+        --task translation_en_to_ro --source_prefix "$PREFIX" $PFLAG --learning_rate $LR --warmup_steps $WARMUP \
+        --lr_scheduler_type linear --label_smoothing_factor 0.1 --per_device_train_batch_size $BATCH \
+        --per_device_eval_batch_size 64 --num_train_epochs $EPOCHS --eval_strategy steps --eval_steps $EVAL_STEPS \
+        --logging_steps 50 --max_source_length $LEN --max_target_length $LEN --val_max_target_length $LEN \
+        --do_train --do_eval --seed 42 --data_seed 1 --save_strategy no --report_to none \
+        --output_dir "$OUT/$name" --overwrite_output_dir "$@" > "$OUT/$name.log" 2>&1
+    echo "$name train: exit $? in $(awk "BEGIN{print $(date +%s.%N) - $t0}") s"
+    t1=$(date +%s.%N)
+    ./train_t5 --model "$OUT/$name" --tokenizer_name data/sample/spiece.model --data_dir "$W/data" \
+        --task translation_en_to_ro --source_prefix "$PREFIX" $PFLAG --per_device_eval_batch_size 64 \
+        --max_source_length $LEN --val_max_target_length $LEN --do_predict --predict_with_generate \
+        --generation_num_beams $BEAMS --generation_max_length $LEN --report_to none \
+        --output_dir "$OUT/${name}_predict" --overwrite_output_dir > "$OUT/${name}_predict.log" 2>&1
+    echo "$name generate: exit $? in $(awk "BEGIN{print $(date +%s.%N) - $t1}") s"
+}
+t5_run train_t5
+# Acceptance 2: the same run as ZeRO stage 3 on 2 GPUs, the same global batch (BATCH/2 per GPU;
+# configs/ds_config_zero3.json, "auto" values from these flags; its 16-bit gather writes the
+# model the generation step loads). QP_TWO_GPU=0 leaves it out; it needs 2 visible GPUs.
+RUNS="train_t5"
+if [ "${QP_TWO_GPU:-1}" = 1 ] && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+    t5_run train_t5_zero3_2gpu --num_gpus 2 --deepspeed configs/ds_config_zero3.json \
+        --per_device_train_batch_size $((BATCH / 2))
+    RUNS="train_t5 train_t5_zero3_2gpu"
+fi
 
 # Then the two HF runs side by side (a t5-small step leaves most of the GPU idle);
 # QP_HF_PARALLEL=0 runs them one after the other.
 if [ "${QP_HF_PARALLEL:-1}" = 1 ]; then hf_run 1 & B1=$!; hf_run 2 & B2=$!; wait $B1 $B2
 else hf_run 1; hf_run 2; fi
 
-./train_t5 plot "$OUT/train_t5" "$OUT/hf_seed1" "$OUT/hf_seed2" --out "$OUT/quality_parity.png" > /dev/null 2>&1 \
+./train_t5 plot $(for r in $RUNS; do echo "$OUT/$r"; done) "$OUT/hf_seed1" "$OUT/hf_seed2" --out "$OUT/quality_parity.png" > /dev/null 2>&1 \
     || echo "train_t5 plot failed"
-"$PY" - "$OUT" "${QP_HF_PARALLEL:-1}" <<'PY'
-import json, sys
+"$PY" - "$OUT" "${QP_HF_PARALLEL:-1}" $RUNS <<'PY'
+import json, os, sys
 import sacrebleu
-o, par = sys.argv[1], sys.argv[2] == "1"
+o, par, runs = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
 def lines(p):
     return [l.rstrip("\n") for l in open(p, encoding="utf-8")]
 rows = {}
@@ -83,50 +99,50 @@ for name in ("hf_seed1", "hf_seed2"):
         rows[name] = json.load(open(f"{o}/{name}/result.json"))
     except OSError as e:
         print(f"{name}: no result ({e})")
-try:
-    import os
-    W = os.environ.get("QP_WORKDIR", "/tmp/qp")
-    refs = lines(W + "/data/val.target")
-    preds = lines(o + "/train_t5_predict/generated_predictions.txt")
-    pr = json.load(open(o + "/train_t5_predict/all_results.json"))
-    st = json.load(open(o + "/train_t5/trainer_state.json"))
-    allr = json.load(open(o + "/train_t5/all_results.json"))
-    ev = [e["eval_loss"] for e in st["log_history"] if "eval_loss" in e]
-    rows["train_t5"] = {"eval_loss": ev[-1] if ev else float("nan"),
-                        "bleu": sacrebleu.corpus_bleu(preds, [refs]).score,
-                        "chrf": sacrebleu.corpus_chrf(preds, [refs]).score,
-                        "train_s": allr.get("train_runtime", float("nan")),
-                        "generate_s": pr.get("predict_runtime", float("nan")), "steps": st.get("global_step")}
-except (OSError, KeyError, ValueError) as e:
-    print(f"train_t5: no result ({e})")
+refs = lines(os.environ.get("QP_WORKDIR", "/tmp/qp") + "/data/val.target")
+for name in runs:  # train_t5, and train_t5_zero3_2gpu when two GPUs ran it
+    try:
+        preds = lines(f"{o}/{name}_predict/generated_predictions.txt")
+        pr = json.load(open(f"{o}/{name}_predict/all_results.json"))
+        st = json.load(open(f"{o}/{name}/trainer_state.json"))
+        allr = json.load(open(f"{o}/{name}/all_results.json"))
+        ev = [e["eval_loss"] for e in st["log_history"] if "eval_loss" in e]
+        rows[name] = {"eval_loss": ev[-1] if ev else float("nan"),
+                      "bleu": sacrebleu.corpus_bleu(preds, [refs]).score,
+                      "chrf": sacrebleu.corpus_chrf(preds, [refs]).score,
+                      "train_s": allr.get("train_runtime", float("nan")),
+                      "generate_s": pr.get("predict_runtime", float("nan")), "steps": st.get("global_step")}
+    except (OSError, KeyError, ValueError) as e:
+        print(f"{name}: no result ({e})")
 print("| run | steps | final eval_loss | BLEU | chrF | train s | 4-beam generation s |\n|---|---|---|---|---|---|---|")
 for k, r in rows.items():
     print(f"| {k} | {r.get('steps')} | {r['eval_loss']:.4f} | {r['bleu']:.2f} | {r['chrf']:.2f} | "
           f"{r['train_s']:.1f} | {r['generate_s']:.1f} |")
-if {"hf_seed1", "hf_seed2", "train_t5"} <= rows.keys():
-    h1, h2, t = rows["hf_seed1"], rows["hf_seed2"], rows["train_t5"]
+def curve(p):
+    return {e["step"]: e["eval_loss"] for e in json.load(open(p))["log_history"] if "eval_loss" in e}
+for name in runs:
+    if not {"hf_seed1", "hf_seed2", name} <= rows.keys():
+        continue
+    h1, h2, t = rows["hf_seed1"], rows["hf_seed2"], rows[name]
     hm = (h1["eval_loss"] + h2["eval_loss"]) / 2
-    print(f"eval_loss: train_t5 vs the HF mean {100 * (t['eval_loss'] - hm) / hm:+.2f}% (HF seeds differ by "
-          f"{100 * abs(h1['eval_loss'] - h2['eval_loss']) / hm:.2f}%)")
-    print(f"BLEU: train_t5 - HF mean {t['bleu'] - (h1['bleu'] + h2['bleu']) / 2:+.2f}; chrF "
-          f"{t['chrf'] - (h1['chrf'] + h2['chrf']) / 2:+.2f}")
-    # the curves: train_t5's eval_loss at each step against the band of the two HF runs
-    def curve(p):
-        return {e["step"]: e["eval_loss"] for e in json.load(open(p))["log_history"] if "eval_loss" in e}
+    print(f"{name}: eval_loss vs the HF mean {100 * (t['eval_loss'] - hm) / hm:+.2f}% (HF seeds differ by "
+          f"{100 * abs(h1['eval_loss'] - h2['eval_loss']) / hm:.2f}%); BLEU - HF mean "
+          f"{t['bleu'] - (h1['bleu'] + h2['bleu']) / 2:+.2f}; chrF {t['chrf'] - (h1['chrf'] + h2['chrf']) / 2:+.2f}")
+    # the curves: eval_loss at each step against the band of the two HF runs
     c1, c2 = curve(o + "/hf_seed1/trainer_state.json"), curve(o + "/hf_seed2/trainer_state.json")
-    ct = curve(o + "/train_t5/trainer_state.json")
+    ct = curve(f"{o}/{name}/trainer_state.json")
+    steps = sorted(set(c1) & set(c2) & set(ct))
     out = []
-    for s in sorted(set(c1) & set(c2) & set(ct)):
+    for s in steps:
         lo, hi = min(c1[s], c2[s]), max(c1[s], c2[s])
         out.append(f"{s}:{ct[s]:.3f}[{lo:.3f},{hi:.3f}]{'' if lo - 1e-9 <= ct[s] <= hi + 1e-9 else '*'}")
-    print("eval_loss by step, train_t5 [HF band] (* outside):", " ".join(out))
+    print(f"{name}: eval_loss by step [HF band] (* outside):", " ".join(out))
     # A third run inside the range of two is a 1-in-3 chance even for a perfect copy (three
     # exchangeable orders): also the largest distance from the HF mean beside the largest HF gap.
-    steps = sorted(set(c1) & set(c2) & set(ct))
     if steps:
         dev = max(abs(ct[s] - (c1[s] + c2[s]) / 2) for s in steps)
         gap = max(abs(c1[s] - c2[s]) for s in steps)
-        print(f"curves: train_t5 within {dev:.4f} of the HF mean at every evaluation; the HF seeds differ by up to "
+        print(f"{name}: curve within {dev:.4f} of the HF mean at every evaluation; the HF seeds differ by up to "
               f"{gap:.4f}; {sum(1 for x in out if not x.endswith('*'))} of {len(out)} points inside the two-run band")
 if par:
     print("note: the two HF runs shared the GPU (QP_HF_PARALLEL=1): their wall times are not alone; train_t5 ran alone")
