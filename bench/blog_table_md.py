@@ -42,7 +42,8 @@ def main():
     lines = [f"# The 2021 post's table, re-measured ({date}, {machine})", ""]
     if fake == "1":
         lines += ["**FAKE RESULTS** (BENCH_FAKE=1: the plumbing check, nothing ran on a GPU)", ""]
-    lines += [f"t5-large rows: {n_train} train / {n_val} validation pairs (the post's); t5-3b rows: 60 / 10. "
+    fewer = "" if (n_train, n_val) == ("2000", "500") else " (**fewer than the post's 2000 / 500, to fit one call**)"
+    lines += [f"t5-large rows: {n_train} train / {n_val} validation pairs{fewer}; t5-3b rows: 60 / 10 (the post's). "
               "Every GPU capped at 24 GiB (train_t5 `--max_gpu_memory 24`, HF "
               "`torch.cuda.set_per_process_memory_fraction`). One random init per model, loaded by both. "
               "Batch: per GPU, train = eval. train_t5's from its memory plan (`--explain --find_max_batch`), "

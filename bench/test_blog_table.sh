@@ -34,6 +34,7 @@ check "all rows: t5-3b without ZeRO is refused by the plan, as the post ran out 
     has "$T/all/blog_table.md" "| 7 | t5-3b --fp16, 1 GPU | OOM at 1, -, - | CUDA out of memory at batch 1 | does not fit"
 check "all rows: acceptance 3 decided (fake batch 16 < 20: FAIL)" has "$T/all/blog_table.md" "train_t5 batch 16: FAIL"
 check "all rows: FSDP named where FairScale was" has "$T/all/blog_table.md" "FSDP SHARD_GRAD_OP"
+check "all rows: fewer eval pairs than the post's are said in the table" has "$T/all/blog_table.md" "fewer than the post's 2000 / 500"
 check "all rows: the chart is a 1500-pixel-wide PNG" png_ok "$T/all/blog_table.png"
 check "all rows: the JSON holds 11 rows" python3 -c "import json,sys; sys.exit(len(json.load(open('$T/all/blog_table.json'))['rows']) != 11)"
 
