@@ -94,11 +94,11 @@ def main():
         def on_pre_optimizer_step(self, args, st, control, **kw):
             if not state["watch"] or state["found"]:
                 return
-            for n, p in model.named_parameters():
-                if p.grad is not None and not torch.isfinite(p.grad).all():
-                    state["found"] = (f"PROBE first_nonfinite {tag} step={st.global_step + 1} gradient param={n} "
-                                      f"(forward all finite)")
-                    return
+            bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+            if bad:  # all of them: the first in named_parameters() order says nothing about the origin
+                total = sum(1 for p in model.parameters() if p.grad is not None)
+                state["found"] = (f"PROBE first_nonfinite {tag} step={st.global_step + 1} gradients: {len(bad)} of "
+                                  f"{total} parameters non-finite ({', '.join(bad[:3])}, ...; forward all finite)")
 
         def on_log(self, args, st, control, logs=None, **kw):
             if logs and "loss" in logs and st.global_step >= a.watch_from:
