@@ -138,11 +138,29 @@ run_hf() {  # ROWDEF
                 "$(( B * 3 / 4 + 1 ))" "$((20 + id))" "$((60 + id))" "$((30 + id))" > "$dir/hf.json"; fi
         return
     fi
-    # shellcheck disable=SC2086
-    (timeout ${BT_ROW_TIMEOUT:-240} torchrun --standalone --nproc_per_node "$g" bench/hf_blog.py \
-        --model "$(model_dir "$model")" $hfargs --batch "$start" $(data_sizes "$model") --out "$dir/hf") > "$dir/hf.log" 2>&1
-    echo "exit $?" >> "$dir/hf.log"
-    if [ -f "$dir/hf/result.json" ]; then cp "$dir/hf/result.json" "$dir/hf.json"
+    # HF's auto_find_batch_size searches downwards from the start in one process; where
+    # transformers refuses it (ZeRO-3) an out-of-memory start is retried at our batch, then 3/4 of
+    # it (a success below the start: HF's largest lies in between, flagged as a lower bound)
+    local try lb=0
+    for try in "$start" "$B" $(( B * 3 / 4 > 0 ? B * 3 / 4 : 1 )); do
+        # shellcheck disable=SC2086
+        (timeout ${BT_ROW_TIMEOUT:-240} torchrun --standalone --nproc_per_node "$g" bench/hf_blog.py \
+            --model "$(model_dir "$model")" $hfargs --batch "$try" $(data_sizes "$model") --out "$dir/hf") >> "$dir/hf.log" 2>&1
+        echo "exit $? (batch $try)" >> "$dir/hf.log"
+        [ -f "$dir/hf/result.json" ] && break
+        grep -qE "OutOfMemoryError|CUDA out of memory" "$dir/hf.log" || break  # another failure: no retry
+        [ "$try" = "$B" ] && lb=0 || lb=1
+        [ "$(( $(date +%s) - T0 ))" -gt "$BUDGET" ] && break
+    done
+    if [ -f "$dir/hf/result.json" ]; then
+        "$PY" - "$dir/hf/result.json" "$dir/hf.json" "$lb" "$start" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+if sys.argv[3] == "1" and r["batch"] < int(sys.argv[4]):  # the start ran out of memory, a smaller one fit
+    r["batch_is_lower_bound"] = True
+    r["batch_note"] = f"out of memory at {sys.argv[4]}"
+json.dump(r, open(sys.argv[2], "w"))
+PY
     else
         err=$(grep -m1 -oE "(OutOfMemoryError|CUDA out of memory|Error)[^\"]{0,160}" "$dir/hf.log" | tr -d '"\\')
         echo "{\"error\": \"${err:-no result: see hf.log}\"}" > "$dir/hf.json"
