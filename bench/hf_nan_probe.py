@@ -40,12 +40,15 @@ def main():
     ap.add_argument("--stop_step", type=int, default=520)
     ap.add_argument("--watch_from", type=int, default=300)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--attn_implementation", default="sdpa", choices=("sdpa", "eager"),
+                    help="transformers 5.17's T5 runs torch SDPA by default (position bias as a float mask that "
+                         "needs its gradient); eager is the matmul-softmax path")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     sp = spm.SentencePieceProcessor(model_file=a.spm)
     tr = Pairs(sp, read_lines(a.train_source), read_lines(a.train_target), "translate English to Romanian: ", 128, 128)
-    model = T5ForConditionalGeneration.from_pretrained(a.model)
+    model = T5ForConditionalGeneration.from_pretrained(a.model, attn_implementation=a.attn_implementation)
     state = {"step": 0, "watch": False, "found": None}
     tag = "bf16" if a.bf16 else "fp32"
 

@@ -103,6 +103,9 @@ def main():
     ap.add_argument("--beams", type=int, default=4)
     ap.add_argument("--gen_max_length", type=int, default=128)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--attn_implementation", default="sdpa", choices=("sdpa", "eager"),
+                    help="transformers 5.17's T5 runs torch SDPA by default (position bias as a float mask that "
+                         "needs its gradient); eager is the matmul-softmax path")
     a = ap.parse_args()
     t0 = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 runs: plain fp32 GEMMs, as train_t5's
@@ -111,7 +114,7 @@ def main():
                a.max_target_length)
     vs, vt = read_lines([a.val_source]), read_lines([a.val_target])
     va = Pairs(sp, vs, vt, a.prefix, a.max_source_length, a.max_target_length)
-    model = T5ForConditionalGeneration.from_pretrained(a.model)
+    model = T5ForConditionalGeneration.from_pretrained(a.model, attn_implementation=a.attn_implementation)
     args = Seq2SeqTrainingArguments(
         output_dir=a.out, per_device_train_batch_size=a.batch, per_device_eval_batch_size=a.eval_batch,
         learning_rate=a.lr, warmup_steps=a.warmup_steps, lr_scheduler_type="linear", num_train_epochs=a.epochs,
