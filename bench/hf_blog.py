@@ -7,7 +7,7 @@ and, for its DeepSpeed rows, DeepSpeed 0.19.8: the HF side of bench/blog_table.s
         [--n_train 2000] [--n_val 500] [--gradient_checkpointing] --out DIR
 
 What the post's finetune_trainer.py did, in today's HF: random init (no weights can be downloaded;
-bench/make_random_init.py's presets, torch.manual_seed(0)), --freeze_embeds (shared and both
+bench/hf_baseline.py's presets, torch.manual_seed(0)), --freeze_embeds (shared and both
 embed_tokens frozen: the tied head with them), label smoothing 0.1, lr 3e-5, adam eps 1e-6,
 warm-up 5, one epoch of the first n_train pairs of data/sample/train.*, sortish sampler, then
 evaluate with generation (4 beams, max length 128) on the first n_val pairs of data/sample/val.*,
@@ -40,8 +40,8 @@ import torch
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, T5ForConditionalGeneration
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_seq2seq import Pairs, collate, read_lines  # noqa: E402
-from make_random_init import config  # noqa: E402
+from hf_seq2seq import Pairs, collate, decode_row, read_lines  # noqa: E402
+from hf_baseline import make_config  # noqa: E402
 
 PREFIX = "translate English to Romanian: "
 
@@ -98,7 +98,7 @@ def main():
     va = Pairs(sp, vs, vt, PREFIX, 128, 128)
     torch.manual_seed(0)
     model = (T5ForConditionalGeneration.from_pretrained(a.model) if a.model
-             else T5ForConditionalGeneration(config(a.preset)))
+             else T5ForConditionalGeneration(make_config(a.preset)))
     for p in [model.shared.weight, model.encoder.embed_tokens.weight, model.decoder.embed_tokens.weight]:
         p.requires_grad = False  # --freeze_embeds (finetune_trainer.py's freeze_embeds for T5)
 
@@ -122,10 +122,7 @@ def main():
         out, lens = [], []
         for row in preds.tolist():
             lens.append(sum(1 for t in row if t > 0))  # HF's gen_len: the non-pad ids of each row
-            ids = [t for t in row[1:] if t >= 0]
-            if 1 in ids:
-                ids = ids[:ids.index(1)]
-            out.append(sp.decode([t for t in ids if t > 1]))
+            out.append(decode_row(sp, row))
         return {"bleu": sacrebleu.corpus_bleu(out, [vt]).score, "gen_len": sum(lens) / max(1, len(lens))}
 
     args = Seq2SeqTrainingArguments(

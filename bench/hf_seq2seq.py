@@ -58,6 +58,16 @@ def collate(rows):
     return {"input_ids": ids, "attention_mask": (ids != 0).long(), "labels": lab, "decoder_input_ids": dec}
 
 
+def decode_row(sp, row):
+    """A generated row as HF's T5 tokenizer decodes it with skip_special_tokens: after the start id,
+    up to the first </s> (1), without pad (0) and the <extra_id_*> ids past the SentencePiece
+    vocabulary (32000-32127, which a random model can emit), -100 fillers dropped."""
+    ids = [t for t in row[1:] if t >= 0]
+    if 1 in ids:
+        ids = ids[: ids.index(1)]
+    return sp.decode([t for t in ids if 1 < t < sp.get_piece_size()])
+
+
 def generate(model, sp, src, prefix, max_src, beams, max_len, batch, bf16=True):
     model.eval()
     enc = [encode(sp, prefix + s, max_src) for s in src]
@@ -71,10 +81,7 @@ def generate(model, sp, src, prefix, max_src, beams, max_len, batch, bf16=True):
                                num_beams=beams, max_length=max_len, decoder_start_token_id=0, eos_token_id=1,
                                pad_token_id=0)
             for i, row in zip(idx, g.tolist()):
-                ids = [t for t in row[1:]]
-                if 1 in ids:
-                    ids = ids[: ids.index(1)]
-                out[i] = sp.decode([t for t in ids if t > 1])
+                out[i] = decode_row(sp, row)
     return out
 
 
