@@ -186,9 +186,6 @@ static void plan_shapes(Run *r, const Dataset *const sets[SPLIT_COUNT], int *B_o
     *T_out = maxT;
 }
 
-// This rank's memory plan at the run's ZeRO stage, world size and offload, checked against
-// --max_gpu_memory BEFORE the model loads: a run that cannot fit stops with the figures
-// and the cheapest change that would fit.
 // This rank's GPU memory plan at batch B (the arena's, trainer and evaluation) and eval batch E
 // (the generate calls' decoder); *zp the ZeRO plan it came from.
 static MemPlan plan_memory(const Run *r, const T5Config *cfg, Dtype dt, int B, int E, int S, int T, ZeroPlan *zp) {
@@ -231,6 +228,9 @@ static void plan_find_max_batch(const Run *r, const T5Config *cfg, Dtype dt, int
     fflush(stdout);
 }
 
+// This rank's memory plan at the run's ZeRO stage, world size and offload, checked against
+// --max_gpu_memory BEFORE the model loads: a run that cannot fit stops with the figures
+// and the cheapest change that would fit.
 static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int T) {
     const TrainArgs *a = &r->a;
     ZeroPlan zp;
