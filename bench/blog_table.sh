@@ -34,7 +34,10 @@ else
     WHEELS=${BENCH_WHEELS:-.whl}
     . bench/ds_env.sh
     ds_env_setup "$OUT"
-    "$PY" bench/make_random_init.py "$W/t5-large" t5-large > /dev/null 2>&1 || { echo "making the t5-large init failed"; exit 1; }
+    # DeepSpeedCPUAdam's JIT build (the offload rows 6 and 8) before any row is timed: HF's
+    # train_runtime would count it otherwise); the random inits are made on first use (model_dir)
+    export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/t5_torch_extensions}
+    ds_build_cpu_adam "$OUT"
 fi
 
 # The rows: id|label|GPUs|model|the post's batch, train s, eval s|train_t5 flags|HF driver flags
@@ -66,9 +69,9 @@ POST="--tokenizer_name data/sample/spiece.model --data_dir data/sample --task tr
   --device cuda --max_gpu_memory 24 --overwrite_output_dir --save_strategy no --report_to none"
 
 field() { echo "$1" | cut -d'|' -f"$2"; }
-model_dir() {  # MODEL: the shared init (t5-3b made on first use)
+model_dir() {  # MODEL: the shared init, made on first use (a failure is in OUT/init_MODEL.log)
     [ "$FAKE" = 1 ] && { echo "$1"; return; }
-    [ -f "$W/$1/config.json" ] || "$PY" bench/make_random_init.py "$W/$1" "$1" > /dev/null 2>&1
+    [ -f "$W/$1/config.json" ] || "$PY" bench/make_random_init.py "$W/$1" "$1" > "$OUT/init_$1.log" 2>&1
     echo "$W/$1"
 }
 data_sizes() { [ "$1" = t5-3b ] && echo "--n_train 60 --n_val 10" || echo "--n_train $N_TRAIN --n_val $N_VAL"; }
@@ -138,11 +141,14 @@ run_hf() {  # ROWDEF
                 "$(( B * 3 / 4 + 1 ))" "$((20 + id))" "$((60 + id))" "$((30 + id))" > "$dir/hf.json"; fi
         return
     fi
-    # HF's auto_find_batch_size searches downwards from the start in one process; where
-    # transformers refuses it (ZeRO-3) an out-of-memory start is retried at our batch, then 3/4 of
-    # it (a success below the start: HF's largest lies in between, flagged as a lower bound)
-    local try lb=0
-    for try in "$start" "$B" $(( B * 3 / 4 > 0 ? B * 3 / 4 : 1 )); do
+    # HF's auto_find_batch_size searches downwards from the start in one process; in the DeepSpeed
+    # rows, where it cannot (bench/hf_blog.py says why), an out-of-memory start is retried in a
+    # fresh process at our batch, then 3/4 of it (a success below the start: HF's largest lies in
+    # between, flagged as a lower bound). Tries run downwards, each at least 1 and tried once:
+    # where our plan fits no batch (B=0) HF is tried at batch 1 only
+    local try lb=0 tries
+    tries=$(printf '%s\n' "$start" "$B" $(( B * 3 / 4 )) | awk '$1 >= 1 && !seen[$1]++' | sort -rn | tr '\n' ' ')
+    for try in $tries; do
         # shellcheck disable=SC2086
         (timeout ${BT_ROW_TIMEOUT:-240} torchrun --standalone --nproc_per_node "$g" bench/hf_blog.py \
             --model "$(model_dir "$model")" $hfargs --batch "$try" $(data_sizes "$model") --out "$dir/hf") >> "$dir/hf.log" 2>&1
@@ -162,7 +168,10 @@ if sys.argv[3] == "1" and r["batch"] < int(sys.argv[4]):  # the start ran out of
 json.dump(r, open(sys.argv[2], "w"))
 PY
     else
-        err=$(grep -m1 -oE "(OutOfMemoryError|CUDA out of memory|Error)[^\"]{0,160}" "$dir/hf.log" | tr -d '"\\')
+        # accelerate's find_executable_batch_size ends "No executable batch size found, reached
+        # zero." when even batch 1 ran out of memory
+        if grep -q "No executable batch size found" "$dir/hf.log"; then err="CUDA out of memory down to batch 1 (auto_find_batch_size)"
+        else err=$(grep -m1 -oE "(OutOfMemoryError|CUDA out of memory|[A-Za-z]*Error: )[^\"]{0,160}" "$dir/hf.log" | tr -d '"\\'); fi
         echo "{\"error\": \"${err:-no result: see hf.log}\"}" > "$dir/hf.json"
     fi
 }

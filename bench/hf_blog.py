@@ -22,8 +22,8 @@ BLEU by sacrebleu. Tokenized as train_t5 and the HF T5 tokenizer do (bench/hf_se
   "offload_optimizer": {"device": "cpu"}.
 The GPU is capped at --cap_gib with torch.cuda.set_per_process_memory_fraction (the post's 24 GB
 cards). The batch: HF's own --auto_find_batch_size from --batch (on out-of-memory it retries at
-0.9x, accelerate's find_executable_batch_size; transformers 5.17 refuses it with ZeRO-3, which runs
-at --batch alone); the batch it trains at is reported, and flagged as a lower bound when --batch
+0.9x, accelerate's find_executable_batch_size; the DeepSpeed rows run at --batch alone, see
+main()); the batch it trains at is reported, and flagged as a lower bound when --batch
 itself fit. The evaluation batch starts at the trained batch and takes
 0.9x steps on out-of-memory the same way.
 Rank 0 writes OUT/result.json: batch, batch_is_lower_bound, train_s, train_samples_per_second,
@@ -52,6 +52,12 @@ def ds_aligned(path):
     zo = cfg.get("zero_optimization", {})
     if zo.pop("cpu_offload", False):  # removed from DeepSpeed: its replacement
         zo["offload_optimizer"] = {"device": "cpu"}
+    # The post's configs name no batch: transformers 4.2 set it from the flags, 5.17 fills only
+    # "auto" keys and DeepSpeed then refuses a config without one (seen: "Either train_batch_size
+    # or train_micro_batch_size_per_gpu needs to be provided"); "auto" is also what lets
+    # auto_find_batch_size hand DeepSpeed each smaller batch it tries
+    for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"):
+        cfg.setdefault(key, "auto")
     args = {}
     for prec in ("fp16", "bf16"):  # a hard true/false decides; "auto" follows --precision
         enabled = cfg.get(prec, {}).get("enabled", "auto")
@@ -112,10 +118,12 @@ def main():
         kw["fsdp"] = "shard_grad_op auto_wrap"
         kw["fsdp_config"] = {"transformer_layer_cls_to_wrap": ["T5Block"]}
 
-    # transformers 5.17 refuses auto_find_batch_size with ZeRO-3 ("isn't supported yet"): there the
-    # run is at --batch only, and bench/blog_table.sh retries smaller batches after an out-of-memory
-    zero3 = a.mode == "deepspeed" and kw["deepspeed"].get("zero_optimization", {}).get("stage") == 3
-    auto = not a.cpu and not zero3
+    # DeepSpeed rows run at --batch only, and bench/blog_table.sh retries smaller batches in fresh
+    # processes after an out-of-memory: transformers 5.17 refuses auto_find_batch_size with ZeRO-3
+    # ("isn't supported yet"), and with ZeRO-2 + CPU offload (t5-3b, 24 GiB cap) the first
+    # engine's memory was not given back: after the out-of-memory at 35 every smaller batch failed
+    # at once, down to "No executable batch size found, reached zero." (seen on the H200)
+    auto = not a.cpu and a.mode != "deepspeed"
 
     def compute_metrics(pred):
         preds = pred.predictions[0] if isinstance(pred.predictions, tuple) else pred.predictions
