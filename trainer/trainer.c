@@ -201,11 +201,14 @@ static MemPlan plan_memory(const Run *r, const T5Config *cfg, Dtype dt, int B, i
 // --find_max_batch: the largest per-device batch B, train and eval alike (the 2021 post passes
 // the same number to both), whose plan fits --max_gpu_memory; the plan grows with B, so doubling
 // then bisection. `limit`: no larger batch than the train split's rows per rank (or the eval
-// split's, without training) could be used.
-static void plan_find_max_batch(const Run *r, const T5Config *cfg, Dtype dt, int S, int T, int limit) {
+// split's, without training) could be used. The generation batch is B cut to `eval_rows`, the
+// evaluation splits' rows, as clamp_eval_batch cuts it in the run (t5-3b's 10 validation pairs at
+// B=28: planning generation for 28 had put 3.9 GiB on the plan that the run never uses).
+static void plan_find_max_batch(const Run *r, const T5Config *cfg, Dtype dt, int S, int T, int limit, int eval_rows) {
     const double G = 1073741824.0, cap = r->a.max_gpu_memory * G;
     ZeroPlan zp;
-#define FITS(b) ((double)plan_memory(r, cfg, dt, (b), (b), S, T, &zp).total <= cap)
+#define EVAL_B(b) ((b) < eval_rows ? (b) : eval_rows)
+#define FITS(b) ((double)plan_memory(r, cfg, dt, (b), EVAL_B(b), S, T, &zp).total <= cap)
     if (!FITS(1)) {
         printf("--find_max_batch: not even batch 1 fits under %.3g GiB by the memory plan (%.2f GiB)\n",
                r->a.max_gpu_memory, plan_memory(r, cfg, dt, 1, 1, S, T, &zp).total / G);
@@ -220,10 +223,12 @@ static void plan_find_max_batch(const Run *r, const T5Config *cfg, Dtype dt, int
         else hi = mid;
     }
 #undef FITS
-    double at = plan_memory(r, cfg, dt, lo, lo, S, T, &zp).total / G;
+    double at = plan_memory(r, cfg, dt, lo, EVAL_B(lo), S, T, &zp).total / G;
     printf("--find_max_batch: the largest per-device batch under %.3g GiB by the memory plan: %d (train and eval; "
            "plan %.2f GiB", r->a.max_gpu_memory, lo, at);
-    if (lo < limit) printf("; %d needs %.2f GiB)\n", lo + 1, plan_memory(r, cfg, dt, lo + 1, lo + 1, S, T, &zp).total / G);
+    if (lo < limit)
+        printf("; %d needs %.2f GiB)\n", lo + 1, plan_memory(r, cfg, dt, lo + 1, EVAL_B(lo + 1), S, T, &zp).total / G);
+#undef EVAL_B
     else printf("; the data has no more rows per rank than that)\n");
     fflush(stdout);
 }
@@ -794,10 +799,17 @@ static void check_data(const Run *r, const Dataset *const used[SPLIT_COUNT]) {
 
 // An eval batch larger than the split is the whole split in one batch: the same batches,
 // without sizing buffers for --per_device_eval_batch_size rows that never come.
-static void clamp_eval_batch(TrainArgs *a, const Dataset *const used[SPLIT_COUNT]) {
-    long rows = 1;
+// The rows of the larger evaluation split (validation or test); 0 when the run has neither.
+static long eval_split_rows(const Dataset *const used[SPLIT_COUNT]) {
+    long rows = 0;
     if (used[SPLIT_VAL] && (long)used[SPLIT_VAL]->count > rows) rows = (long)used[SPLIT_VAL]->count;
     if (used[SPLIT_TEST] && (long)used[SPLIT_TEST]->count > rows) rows = (long)used[SPLIT_TEST]->count;
+    return rows;
+}
+
+static void clamp_eval_batch(TrainArgs *a, const Dataset *const used[SPLIT_COUNT]) {
+    long rows = eval_split_rows(used);
+    if (rows < 1) rows = 1;
     if ((used[SPLIT_VAL] || used[SPLIT_TEST]) && a->per_device_eval_batch_size > rows)
         a->per_device_eval_batch_size = (int)rows;
 }
@@ -967,8 +979,11 @@ int trainer_main(int argc, char **argv, int start) {
     if (a->find_max_batch && is_main(&r)) {
         const Dataset *rows = used[SPLIT_TRAIN] ? used[SPLIT_TRAIN] : used[SPLIT_VAL] ? used[SPLIT_VAL] : used[SPLIT_TEST];
         long limit = rows ? (long)rows->count / r.comm.world : 1;
+        long eval_rows = eval_split_rows(used);  // 0: no evaluation split, nothing cuts the batch
+        if (eval_rows == 0) eval_rows = 1 << 20;
         plan_find_max_batch(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_S, plan_T,
-                            limit < 1 ? 1 : limit > (1 << 20) ? (1 << 20) : (int)limit);
+                            limit < 1 ? 1 : limit > (1 << 20) ? (1 << 20) : (int)limit,
+                            eval_rows < 1 ? 1 : eval_rows > (1 << 20) ? (1 << 20) : (int)eval_rows);
     }
     plan_check(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_B, plan_S, plan_T);
     if (a->explain) {  // the dry run ends here: nothing loaded, nothing trained, nothing written
