@@ -6,7 +6,8 @@
 #   - one random init per model (bench/make_random_init.py: t5-large, t5-3b), loaded by both, so
 #     that generation (eval time) starts from the same weights;
 #   - train_t5's batch: the largest the memory plan fits (--explain --find_max_batch), then run;
-#   - HF's batch: its own --auto_find_batch_size starting from BT_HF_START x ours (default 1.25x:
+#   - HF's batch: tried from BT_HF_LADDER x ours (default "1.25 1 0.75", its own
+#     --auto_find_batch_size from each where it works; BT_HF_START sets the first factor:
 #     if that fits, HF's largest is only known to be at least that, and the table says so);
 #   - per row: batch, train seconds, eval seconds (4-beam generation + BLEU), samples/s, BLEU,
 #     peak memory; the post's figures beside them.
@@ -128,43 +129,47 @@ json.dump(out, open(os.path.join(d, "train_t5.json"), "w"))
 PY
 }
 
-# HF: bench/hf_blog.py under torchrun, auto_find_batch_size from BT_HF_START x our batch
+# HF: bench/hf_blog.py under torchrun, from BT_HF_LADDER's first factor x our batch
 run_hf() {  # ROWDEF
-    local id g model hfargs dir B start
+    local id g model hfargs dir B
     id=$(field "$1" 1); g=$(field "$1" 3); model=$(field "$1" 4); hfargs=$(field "$1" 9)
     dir=$OUT/row$id
     B=$("$PY" -c "import json; print(json.load(open('$dir/train_t5.json'))['batch'])")
-    start=$("$PY" -c "import math; print(max(1, math.ceil($B * ${BT_HF_START:-1.25})))")
     if [ "$FAKE" = 1 ]; then
         if [ "$id" = 7 ]; then echo '{"error": "CUDA out of memory at batch 1"}' > "$dir/hf.json"
         else printf '{"batch": %s, "batch_is_lower_bound": false, "train_s": %s, "train_samples_per_second": %s, "eval_s": %s, "bleu": 0.1, "gen_len": 95, "peak_gib": 23.1}\n' \
                 "$(( B * 3 / 4 + 1 ))" "$((20 + id))" "$((60 + id))" "$((30 + id))" > "$dir/hf.json"; fi
         return
     fi
-    # HF's auto_find_batch_size searches downwards from the start in one process; in the DeepSpeed
-    # rows, where it cannot (bench/hf_blog.py says why), an out-of-memory start is retried in a
-    # fresh process at our batch, then 3/4 of it (a success below the start: HF's largest lies in
-    # between, flagged as a lower bound). Tries run downwards, each at least 1 and tried once:
-    # where our plan fits no batch (B=0) HF is tried at batch 1 only
-    local try lb=0 tries
-    tries=$(printf '%s\n' "$start" "$B" $(( B * 3 / 4 )) | awk '$1 >= 1 && !seen[$1]++' | sort -rn | tr '\n' ' ')
+    # The batches tried: BT_HF_LADDER's factors of our batch (default 1.25 1 0.75), downwards, each
+    # at least 1 and tried once (where our plan fits no batch, B=0, HF is tried at batch 1 only).
+    # HF's auto_find_batch_size searches downwards from each in one process (0.9x steps); in the
+    # DeepSpeed rows, where it cannot (bench/hf_blog.py says why), each try is one batch, and an
+    # out-of-memory moves to the next try in a fresh process. A success after an out-of-memory at
+    # O is flagged: HF's largest lies between the two.
+    local try tries oom_at=""
+    tries=$(for f in ${BT_HF_LADDER:-${BT_HF_START:-1.25} 1 0.75}; do "$PY" -c "import math; print(math.ceil($B * $f))"; done \
+        | awk '$1 >= 1 && !seen[$1]++' | sort -rn | tr '\n' ' ')
+    [ -n "$tries" ] || tries=1
     for try in $tries; do
         # shellcheck disable=SC2086
         (timeout ${BT_ROW_TIMEOUT:-240} torchrun --standalone --nproc_per_node "$g" bench/hf_blog.py \
-            --model "$(model_dir "$model")" $hfargs --batch "$try" $(data_sizes "$model") --out "$dir/hf") >> "$dir/hf.log" 2>&1
-        echo "exit $? (batch $try)" >> "$dir/hf.log"
+            --model "$(model_dir "$model")" $hfargs --batch "$try" $(data_sizes "$model") --out "$dir/hf") > "$dir/hf_try.log" 2>&1
+        echo "exit $? (batch $try)" >> "$dir/hf_try.log"
+        cat "$dir/hf_try.log" >> "$dir/hf.log"
         [ -f "$dir/hf/result.json" ] && break
-        grep -qE "OutOfMemoryError|CUDA out of memory" "$dir/hf.log" || break  # another failure: no retry
-        [ "$try" = "$B" ] && lb=0 || lb=1
+        grep -qE "OutOfMemoryError|CUDA out of memory" "$dir/hf_try.log" || break  # another failure: no retry
+        oom_at=$try
         [ "$(( $(date +%s) - T0 ))" -gt "$BUDGET" ] && break
     done
     if [ -f "$dir/hf/result.json" ]; then
-        "$PY" - "$dir/hf/result.json" "$dir/hf.json" "$lb" "$start" <<'PY'
+        "$PY" - "$dir/hf/result.json" "$dir/hf.json" "$oom_at" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-if sys.argv[3] == "1" and r["batch"] < int(sys.argv[4]):  # the start ran out of memory, a smaller one fit
-    r["batch_is_lower_bound"] = True
-    r["batch_note"] = f"out of memory at {sys.argv[4]}"
+if sys.argv[3]:  # an earlier try ran out of memory: HF's largest is at least this, below that
+    oom = int(sys.argv[3])
+    r["batch_is_lower_bound"] = r["batch"] < oom - 1
+    r["batch_note"] = f"out of memory at {oom}"
 json.dump(r, open(sys.argv[2], "w"))
 PY
     else
