@@ -37,6 +37,11 @@ check "all rows: FSDP named where FairScale was" has "$T/all/blog_table.md" "FSD
 check "all rows: fewer eval pairs than the post's are said in the table" has "$T/all/blog_table.md" "fewer than the post's 2000 / 500"
 check "all rows: the chart is a 1500-pixel-wide PNG" png_ok "$T/all/blog_table.png"
 check "all rows: the JSON holds 11 rows" python3 -c "import json,sys; sys.exit(len(json.load(open('$T/all/blog_table.json'))['rows']) != 11)"
+# the phases: every train_t5 row before any HF row; the offload row (6) and the t5-3b rows (7, 8)
+# after the others, so that the background build and init overlap our plain rows
+order=$(sed -n 's/^row \([0-9]*\): \(train_t5\|HF\) .*/\2:\1/p' "$T/all.out" | tr '\n' ' ')
+check "all rows: train_t5's rows first, offload and t5-3b ones last, then HF's ($order)" \
+    [ "$order" = "train_t5:1 train_t5:2 train_t5:3 train_t5:4 train_t5:5 train_t5:9 train_t5:10 train_t5:11 train_t5:6 train_t5:7 train_t5:8 HF:1 HF:2 HF:3 HF:4 HF:5 HF:9 HF:10 HF:11 HF:6 HF:7 HF:8 " ]
 
 # 2. one GPU: only the one-GPU rows (7, 8)
 env OUT="$T/one" BENCH_FAKE=1 BT_FAKE_GPUS=1 BT_WORKDIR="$T/w" bash bench/blog_table.sh > "$T/one.out" 2>&1
