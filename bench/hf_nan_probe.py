@@ -22,7 +22,7 @@ from transformers import (Seq2SeqTrainer, Seq2SeqTrainingArguments, T5ForConditi
                           TrainerCallback)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_seq2seq import Pairs, collate, read_lines  # noqa: E402
+from hf_seq2seq import Pairs, add_attn_argument, collate, read_lines  # noqa: E402
 
 
 def main():
@@ -40,9 +40,7 @@ def main():
     ap.add_argument("--stop_step", type=int, default=520)
     ap.add_argument("--watch_from", type=int, default=300)
     ap.add_argument("--bf16", action="store_true")
-    ap.add_argument("--attn_implementation", default="sdpa", choices=("sdpa", "eager"),
-                    help="transformers 5.17's T5 runs torch SDPA by default (position bias as a float mask that "
-                         "needs its gradient); eager is the matmul-softmax path")
+    add_attn_argument(ap)
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -85,6 +85,13 @@ def generate(model, sp, src, prefix, max_src, beams, max_len, batch, bf16=True):
     return out
 
 
+def add_attn_argument(ap):
+    """--attn_implementation, for this driver and bench/hf_nan_probe.py."""
+    ap.add_argument("--attn_implementation", default="sdpa", choices=("sdpa", "eager"),
+                    help="transformers 5.17's T5 runs torch SDPA by default (position bias as a float mask that "
+                         "needs its gradient); eager is the matmul-softmax path")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -110,9 +117,7 @@ def main():
     ap.add_argument("--beams", type=int, default=4)
     ap.add_argument("--gen_max_length", type=int, default=128)
     ap.add_argument("--bf16", action="store_true")
-    ap.add_argument("--attn_implementation", default="sdpa", choices=("sdpa", "eager"),
-                    help="transformers 5.17's T5 runs torch SDPA by default (position bias as a float mask that "
-                         "needs its gradient); eager is the matmul-softmax path")
+    add_attn_argument(ap)
     a = ap.parse_args()
     t0 = time.time()
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 runs: plain fp32 GEMMs, as train_t5's

@@ -41,6 +41,7 @@ static void series_push(LogSeries *s, double x, double y) {
 // leaves nulls out and counts them). Returns a new text; *len is updated.
 static char *json_python_nonfinite_to_null(const char *text, size_t *len) {
     static const char *const words[] = {"-Infinity", "Infinity", "NaN"};
+    static const size_t word_len[] = {9, 8, 3};
     char *out = mallocCheck(*len * 2 + 1);  // "NaN" -> "null" grows by one byte in three
     size_t o = 0;
     int in_string = 0;
@@ -55,7 +56,7 @@ static char *json_python_nonfinite_to_null(const char *text, size_t *len) {
         if (ch == '"') in_string = 1;
         size_t w = 0;
         for (int k = 0; k < 3 && !w; k++)
-            if (*len - i >= strlen(words[k]) && memcmp(text + i, words[k], strlen(words[k])) == 0) w = strlen(words[k]);
+            if (*len - i >= word_len[k] && memcmp(text + i, words[k], word_len[k]) == 0) w = word_len[k];
         if (w) {
             memcpy(out + o, "null", 4), o += 4, i += w;
         } else {

@@ -198,6 +198,10 @@ static MemPlan plan_memory(const Run *r, const T5Config *cfg, Dtype dt, int B, i
     return plan;
 }
 
+// A row count as a batch bound for --find_max_batch's search: at least 1, at most BATCH_SEARCH_MAX.
+#define BATCH_SEARCH_MAX (1 << 20)
+static int batch_bound(long rows) { return rows < 1 ? 1 : rows > BATCH_SEARCH_MAX ? BATCH_SEARCH_MAX : (int)rows; }
+
 // --find_max_batch: the largest per-device batch B, train and eval alike (the 2021 post passes
 // the same number to both), whose plan fits --max_gpu_memory; the plan grows with B, so doubling
 // then bisection. `limit`: no larger batch than the train split's rows per rank (or the eval
@@ -222,14 +226,14 @@ static void plan_find_max_batch(const Run *r, const T5Config *cfg, Dtype dt, int
         if (FITS(mid)) lo = mid;
         else hi = mid;
     }
-#undef FITS
     double at = plan_memory(r, cfg, dt, lo, EVAL_B(lo), S, T, &zp).total / G;
     printf("--find_max_batch: the largest per-device batch under %.3g GiB by the memory plan: %d (train and eval; "
            "plan %.2f GiB", r->a.max_gpu_memory, lo, at);
     if (lo < limit)
         printf("; %d needs %.2f GiB)\n", lo + 1, plan_memory(r, cfg, dt, lo + 1, EVAL_B(lo + 1), S, T, &zp).total / G);
-#undef EVAL_B
     else printf("; the data has no more rows per rank than that)\n");
+#undef FITS
+#undef EVAL_B
     fflush(stdout);
 }
 
@@ -980,10 +984,8 @@ int trainer_main(int argc, char **argv, int start) {
         const Dataset *rows = used[SPLIT_TRAIN] ? used[SPLIT_TRAIN] : used[SPLIT_VAL] ? used[SPLIT_VAL] : used[SPLIT_TEST];
         long limit = rows ? (long)rows->count / r.comm.world : 1;
         long eval_rows = eval_split_rows(used);  // 0: no evaluation split, nothing cuts the batch
-        if (eval_rows == 0) eval_rows = 1 << 20;
-        plan_find_max_batch(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_S, plan_T,
-                            limit < 1 ? 1 : limit > (1 << 20) ? (1 << 20) : (int)limit,
-                            eval_rows < 1 ? 1 : eval_rows > (1 << 20) ? (1 << 20) : (int)eval_rows);
+        plan_find_max_batch(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_S, plan_T, batch_bound(limit),
+                            eval_rows ? batch_bound(eval_rows) : BATCH_SEARCH_MAX);
     }
     plan_check(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_B, plan_S, plan_T);
     if (a->explain) {  // the dry run ends here: nothing loaded, nothing trained, nothing written
