@@ -36,11 +36,21 @@ TEST_SRC := $(wildcard tests/test_*.c)
 CUDA_HOME ?= /usr/local/cuda
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 CUDA_SRC  := $(wildcard kernels/cuda/*.cu dist/*.cu)
-NVCCFLAGS := -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -Wall --expt-relaxed-constexpr \
+# GPU targets (docs/CUDA.md "GPUs"): one cubin per compute capability in CUDA_ARCH (Turing 7.5
+# for fp16/fp32 on the 2021 post's Titan RTX cards, Ampere 8.0/8.6, Ada 8.9, Hopper 9.0) and PTX
+# of the newest, which the driver compiles for GPUs newer than every cubin (Blackwell).
+# `make CUDA_ARCH="80 90"` builds fewer; an entry "90a" is arch-specific (that GPU only). No
+# kernel uses a Hopper-only instruction, so there is no sm_90a cubin by default.
+CUDA_ARCH ?= 75 80 86 89 90
+CUDA_PTX  ?= $(shell printf '%s\n' $(CUDA_ARCH) | sort -n | tail -n 1)
+comma     := ,
+GENCODE   := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
+             $(if $(strip $(CUDA_PTX)),-gencode arch=compute_$(CUDA_PTX)$(comma)code=compute_$(CUDA_PTX))
+NVCCFLAGS := -O3 -std=c++17 $(GENCODE) -Xcompiler -Wall --expt-relaxed-constexpr \
              -MMD -MP -lineinfo -I$(CUDA_HOME)/include $(MPI_CFLAGS)
 ifeq ($(HAVE_NVCC),1)
   ifneq ($(CUDA_SRC),)
-    FEATURES += cuda(sm_90a) nccl
+    FEATURES += cuda(sm_$(subst $(eval) ,/,$(strip $(CUDA_ARCH)))$(if $(strip $(CUDA_PTX)),+ptx_$(CUDA_PTX))) nccl
     LIB_SRC  := $(filter-out %_absent.c,$(LIB_SRC))
     CFLAGS   += -DT5_HAVE_CUDA -I$(CUDA_HOME)/include
     LDLIBS   += -L$(CUDA_HOME)/lib64 -lnccl -lcublasLt -lcudart_static -ldl -lrt -lpthread
@@ -113,6 +123,14 @@ $(BUILD)/obj/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 $(LIB_OBJ) $(BUILD)/obj/train_t5.o $(TEST_BIN) $(GPU_TEST_BIN): | $(PROTO_HDR)
 
 $(BUILD)/obj/plot/canvas.o: CFLAGS += $(CAIRO_CFLAGS)
+
+# The targets travel into the binary (kernels/gpu_arch.c: the start-up check of every rank's GPU),
+# and a changed CUDA_ARCH / CUDA_PTX rebuilds every object that depends on them: the stamp file
+# holds the last build's gencode line and is rewritten only when it differs.
+ARCH_STAMP := $(BUILD)/.cuda_arch
+$(shell mkdir -p $(BUILD); [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(GENCODE)" ] || echo "$(GENCODE)" >$(ARCH_STAMP))
+$(BUILD)/obj/kernels/gpu_arch.o: CFLAGS += -DT5_CUDA_CUBINS='"$(strip $(CUDA_ARCH))"' -DT5_CUDA_PTX='"$(strip $(CUDA_PTX))"'
+$(BUILD)/obj/kernels/gpu_arch.o $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o): $(ARCH_STAMP)
 
 $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(dir $@)

@@ -92,6 +92,10 @@ typedef struct Backend {
     // Bytes the device holds in all (the GPU's total memory; the CPU backend: the host's
     // physical memory). The planner's budget when there is no cap (planner_keep_sublayer_acts).
     size_t (*mem_capacity)(void);
+    // TF32 tensor cores for the fp32 GEMMs (HF's --tf32 True): 1 on (Ampere and newer; the
+    // trainer checks the GPU first), 0 the exact fp32 products (the default). Affects only
+    // GEMMs whose operands are fp32; the CPU backend has no TF32 and refuses 1.
+    void (*set_tf32)(int on);
 
     // ---- memory (bytes); alloc returns zeroed memory -------------------------------
     void *(*alloc)(size_t bytes);

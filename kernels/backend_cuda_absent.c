@@ -8,6 +8,11 @@ int backend_cuda_built(void) { return 0; }
 
 int backend_cuda_device_count(void) { return 0; }
 
+int backend_cuda_device_info(int device, GpuInfo *g) {
+    (void)device, (void)g;
+    return 0;
+}
+
 const Backend *backend_cuda_open(int device, Dtype act_dtype) {
     (void)device, (void)act_dtype;
     t5_fail("--device cuda: this train_t5 was built without CUDA (nvcc not found at build time; see `make`'s "

@@ -5,6 +5,7 @@
 // naming the build, never a fall-back to the CPU.
 #pragma once
 #include "backend.h"
+#include "gpu_arch.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +19,9 @@ int backend_cuda_built(void);
 // GPUs the CUDA runtime sees (no context made, nothing allocated); 0 without CUDA, without
 // a driver, or with CUDA_VISIBLE_DEVICES hiding them all.
 int backend_cuda_device_count(void);
+// GPU `device` as the start-up checks see it (name, compute capability: the test hook's when
+// set, memory); 0 when there is no such GPU (or no CUDA in this build).
+int backend_cuda_device_info(int device, GpuInfo *g);
 // The CUDA backend on GPU `device` (creates its context on first use).
 const Backend *backend_cuda_open(int device, Dtype act_dtype);
 // The op profiler (kernels/cuda/profile.cu): a Backend running `be`'s ops (a CUDA backend),

@@ -28,7 +28,7 @@ static const char *MODELS[] = {"relu", "gated"};
 
 #ifdef TEST_GENERATE_CUDA
 #include "../trainer/device.h"
-static const Backend *test_backend(void) { return device_backend("cuda", 0, 0, 0, 0); }
+static const Backend *test_backend(void) { return device_backend("cuda", 0, 0, 0, 0, 0); }
 static const float STEP_TOPK_TOL = 2e-5f;  // the device's log_softmax sums exp in fp32, the CPU's in double
 #else
 static const Backend *test_backend(void) { return backend_cpu(); }

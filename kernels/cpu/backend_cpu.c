@@ -11,6 +11,7 @@ static const Backend cpu_backend = {
     .set_mem_cap = cpu_memory_set_cap,
     .mem_cap = cpu_memory_cap,
     .mem_capacity = cpu_memory_capacity,
+    .set_tf32 = cpu_memory_set_tf32,
     .alloc = cpu_memory_alloc,
     .free = cpu_memory_free,
     .zero = cpu_memory_zero,

@@ -25,6 +25,7 @@ void cpu_memory_to_host_async(void *host_dst, const void *src, size_t bytes, int
 void cpu_memory_to_device_async(void *dst, const void *host_src, size_t bytes, int slot);
 void cpu_memory_copy_wait(int slot);     // nothing is queued: returns at once
 void cpu_memory_set_cap(size_t bytes); // 0 only: the CPU backend has no memory cap
+void cpu_memory_set_tf32(int on);      // 0 only: the CPU backend's products are exact fp32
 size_t cpu_memory_cap(void);           // 0
 size_t cpu_memory_capacity(void);      // the host's physical memory
 

@@ -83,6 +83,10 @@ void cpu_memory_set_cap(size_t bytes) {
 
 size_t cpu_memory_cap(void) { return 0; }
 
+void cpu_memory_set_tf32(int on) {
+    if (on) t5_fail("--tf32 requires Ampere or a newer GPU (--device cuda): the CPU backend computes in exact fp32");
+}
+
 size_t cpu_memory_capacity(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;  // 0: unknown

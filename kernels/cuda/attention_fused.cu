@@ -143,10 +143,24 @@ template <typename T> __device__ __forceinline__ void store_row4(T *row, int j0,
     }
 }
 
+// WMMA on T exists in this compilation pass: bf16 fragments need sm_80, fp16 ones sm_70. On a
+// Turing (sm_75) cubin the bf16 kernels are stubs that trap; they are never launched there
+// (bf16 is refused at start-up below compute capability 8.0: kernels/gpu_arch.h).
+template <typename T> struct WmmaOn {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    static constexpr bool value = !std::is_same<T, __nv_bfloat16>::value;
+#else
+    static constexpr bool value = true;
+#endif
+};
+
 // S (tiles of strip `s`) = A B^T over DK: A rows of strip s (row stride LDA), B rows
 // 0..kpad (row stride LDB), fp32 into sF rows of strip s.
 template <typename T, int DK>
 __device__ void strip_a_bt(float *sF, const T *A, const T *B, int s, int kpad) {
+    if constexpr (!WmmaOn<T>::value) {
+        __trap();
+    } else {
     wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[DK / 16];
 #pragma unroll
     for (int kk = 0; kk < DK / 16; kk++) wmma::load_matrix_sync(fa[kk], A + s * 16 * Ld<DK>::X + kk * 16, Ld<DK>::X);
@@ -161,6 +175,7 @@ __device__ void strip_a_bt(float *sF, const T *A, const T *B, int s, int kpad) {
         }
         wmma::store_matrix_sync(sF + s * 16 * LDF + tj * 16, acc, LDF, wmma::mem_row_major);
     }
+    }
 }
 
 // sF rows of strip `out_strip` (dk columns) = op(S) X over `kdim` (a multiple of 16):
@@ -169,6 +184,9 @@ __device__ void strip_a_bt(float *sF, const T *A, const T *B, int s, int kpad) {
 // row stride DK+8.
 template <typename T, int DK, bool TRANS>
 __device__ void strip_s_x(float *sF, const T *sS, const T *X, int s, int kdim) {
+    if constexpr (!WmmaOn<T>::value) {
+        __trap();
+    } else {
     typedef typename std::conditional<TRANS, wmma::col_major, wmma::row_major>::type LayoutA;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[DK / 16];
 #pragma unroll
@@ -187,6 +205,7 @@ __device__ void strip_s_x(float *sF, const T *sS, const T *X, int s, int kdim) {
 #pragma unroll
     for (int tn = 0; tn < DK / 16; tn++)
         wmma::store_matrix_sync(sF + s * 16 * LDF + tn * 16, acc[tn], LDF, wmma::mem_row_major);
+    }
 }
 
 template <typename T, int DK>

@@ -121,6 +121,7 @@
         .set_mem_cap = cuda_set_memory_cap,                                                                       \
         .mem_cap = cuda_memory_cap,                                                                               \
         .mem_capacity = cuda_memory_capacity,                                                                     \
+        .set_tf32 = cuda_set_tf32,                                                                                \
         .alloc = cuda_alloc,                                                                                      \
         .free = cuda_free,                                                                                        \
         .zero = cuda_zero,                                                                                        \
@@ -185,6 +186,8 @@ extern "C" const Backend *backend_cuda(Dtype dt) {
 extern "C" int backend_cuda_built(void) { return 1; }
 
 extern "C" int backend_cuda_device_count(void) { return cuda_device_count(); }
+
+extern "C" int backend_cuda_device_info(int device, GpuInfo *g) { return cuda_device_info(device, g); }
 
 extern "C" const Backend *backend_cuda_open(int device, Dtype dt) {
     cuda_init(device);  // fails naming the index when it is not a visible GPU; idempotent for the same one

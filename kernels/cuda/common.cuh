@@ -39,7 +39,9 @@ static inline const char *cuda_error_hint(cudaError_t err) {
                "with --device cpu";
     case cudaErrorNoKernelImageForDevice:
     case cudaErrorInvalidDeviceFunction:
-        return "this build holds sm_90a (Hopper) code only: rebuild with nvcc -gencode for this GPU";
+        return "this build has no code for this GPU (cuda_init checks the targets, so this is a bug: report it "
+               "with the GPU's name and the output of make's feature line); make CUDA_ARCH=<its compute "
+               "capability> rebuilds for it";
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
     case cudaErrorMisalignedAddress:

@@ -49,7 +49,9 @@ struct BucketTableCache;  // position_bias.cu: device bucket tables (created on 
 struct CudaContext {
     int initialized;
     int device;
+    int cc;                          // compute capability (major*10 + minor; T5_TEST_COMPUTE_CAPABILITY's when set)
     int sm_count;                    // multiprocessors, for grid sizes
+    int tf32;                        // 1: fp32 GEMMs on TF32 tensor cores (--tf32); 0: exact fp32
     cudaStream_t stream;             // the one non-blocking stream every op launches on
     cublasLtHandle_t lt;             // cuBLASLt handle and its workspace (matmul.cu)
     void *lt_workspace;

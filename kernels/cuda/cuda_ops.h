@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../backend.h"
+#include "../gpu_arch.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,7 +23,10 @@ void *cuda_stream(void);                     // cudaStream_t
 void cuda_set_memory_cap(size_t bytes);      // 0 = no cap; alloc beyond it fails with a hint
 size_t cuda_memory_cap(void);
 size_t cuda_memory_capacity(void);          // the device's total memory (bytes)
+void cuda_set_tf32(int on);                  // fp32 GEMMs on TF32 tensor cores (matmul.cu)
 int cuda_device_count(void);                 // cudaGetDeviceCount, 0 without a driver or device
+int cuda_device_info(int device, GpuInfo *g);  // name, compute capability, memory; 0: no such device
+int cuda_compute_capability(void);           // of the initialized device (major*10 + minor)
 void *cuda_alloc(size_t bytes);              // zeroed; fails loudly (file/line/hint)
 void cuda_free(void *p);
 void cuda_zero(void *p, size_t bytes);

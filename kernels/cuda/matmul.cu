@@ -8,7 +8,9 @@
 //   dinp     (N,I)     += dout (N,O) @ W    -> m=I n=N k=O:           A=W (N, lda I),  B=dout (N, ldb O), C ldc I
 //   dweight  (O,I)     += dout^T @ inp      -> m=I n=O k=N:           A=inp (N, lda I), B=dout (T, ldb O), C ldc I
 // Accumulation is fp32 (CUBLAS_COMPUTE_32F) for every dtype, and fp32 inputs get plain
-// fp32 (not TF32), so fp32 results match the CPU reference to rounding. Backward adds
+// fp32 (not TF32), so fp32 results match the CPU reference to rounding; with --tf32
+// (cuda_set_tf32(1), HF's torch.backends.cuda.matmul.allow_tf32) fp32 products run on TF32
+// tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, fp32 sums). Backward adds
 // with beta = 1. The workspace is the context's (context.cuh); every call is on the stream.
 //
 // Descriptors and the heuristic's algorithm are cached per (dtype, transposes, shape,
@@ -79,6 +81,7 @@ static uint32_t alignment_of(const void *p, long long stride_bytes, int batch) {
 // ---- the plan cache ---------------------------------------------------------------------
 typedef struct {
     int dt, transa, transb, m, n, k, lda, ldb, ldc, batch, accumulate;
+    int tf32;           // fp32 only: CUBLAS_COMPUTE_32F_FAST_TF32 (cuda_set_tf32)
     int nh;             // heads per outer batch entry: entry z = (b, h) = (z / nh, z % nh)
     int pointer_array;  // 1: cuBLASLt reads the entries' addresses from device arrays
     long long sa, sb, sc;     // outer strides (elements) of A, B, C
@@ -133,7 +136,8 @@ static cublasLtMatrixLayout_t gemm_layout(cudaDataType_t type, int rows, int col
 // The operation descriptor and the three layouts of a key.
 static void gemm_plan_describe(GemmPlan *p, const GemmKey *key) {
     cudaDataType_t type = dtype_cuda((Dtype)key->dt);
-    cublasCheck(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasCheck(cublasLtMatmulDescCreate(&p->op, key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                         CUDA_R_32F));
     cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
@@ -302,9 +306,12 @@ static GemmKey gemm_key_base(Dtype dt, int transa, int transb, int m, int n, int
     key.ldc = ldc;
     key.batch = batch;
     key.accumulate = accumulate ? 1 : 0;
+    key.tf32 = dt == DTYPE_F32 && cuda_ctx()->tf32;
     key.nh = 1;
     return key;
 }
+
+extern "C" void cuda_set_tf32(int on) { cuda_ctx()->tf32 = on != 0; }
 
 // Runs a keyed product: A, B, C are the operands (strided batch, or the device arrays of
 // addresses for a pointer-array key); base_* are the first entries (for the fallback kernel).

@@ -67,17 +67,14 @@ extern "C" void cuda_init(int device) {
                "start at most as many ranks per host as GPUs (--num_gpus N), and let every rank see all of them "
                "(CUDA_VISIBLE_DEVICES; srun without --gpus-per-task)");
     }
+    GpuInfo g;
+    cuda_device_info(device, &g);
+    gpu_arch_require_targets(&g);  // before the first launch: never "no kernel image" mid-step
     cudaCheck(cudaSetDevice(device));
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, device));
-    if (prop.major != 9 || prop.minor != 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "device %d is %s (compute capability %d.%d), but this build holds sm_90a code only",
-                 device, prop.name, prop.major, prop.minor);
-        t5_die(__FILE__, __LINE__, msg,
-               "run on a Hopper GPU (H100/H200), or rebuild with NVCCFLAGS -gencode for this GPU's architecture");
-    }
     cuda_context.device = device;
+    cuda_context.cc = g.cc;
     cuda_context.sm_count = prop.multiProcessorCount;
     cuda_context.mem_total = prop.totalGlobalMem;
     cudaCheck(cudaStreamCreateWithFlags(&cuda_context.stream, cudaStreamNonBlocking));
@@ -331,6 +328,26 @@ extern "C" size_t cuda_mem_peak(void) {
 extern "C" void cuda_synchronize(void) {
     require_init("cuda_synchronize", __FILE__, __LINE__);
     cudaCheck(cudaStreamSynchronize(cuda_context.stream));
+}
+
+extern "C" int cuda_device_info(int device, GpuInfo *g) {
+    memset(g, 0, sizeof *g);
+    int count = cuda_device_count();
+    if (device < 0 || device >= count) return 0;
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+    g->index = device;
+    snprintf(g->name, sizeof g->name, "%s", prop.name);
+    g->cc_real = prop.major * 10 + prop.minor;
+    int fake = gpu_arch_fake_cc();
+    g->cc = fake ? fake : g->cc_real;
+    g->mem_total = prop.totalGlobalMem;
+    return 1;
+}
+
+extern "C" int cuda_compute_capability(void) {
+    require_init("cuda_compute_capability", __FILE__, __LINE__);
+    return cuda_context.cc;
 }
 
 extern "C" int cuda_device_count(void) {

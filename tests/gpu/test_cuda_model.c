@@ -32,7 +32,7 @@ static void fp32_against_hf(const char *variant, float smoothing) {
     char dir[256], path[300], what[256];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", variant);
     snprintf(path, sizeof path, "%s/reference.safetensors", dir);
-    const Backend *be = device_backend("cuda", 0, 0, 0, 0);
+    const Backend *be = device_backend("cuda", 0, 0, 0, 0, 0);
     T5Model m;
     ModelLoadOptions lo = {0};
     model_load(&m, dir, be, lo);
@@ -129,7 +129,7 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
     double losses[2][20];
     int applied[2] = {0, 0}, skipped = 0;
     for (int run = 0; run < 2; run++) {
-        const Backend *be = run == 0 ? backend_cpu() : device_backend("cuda", 0, bf16, fp16, 0);
+        const Backend *be = run == 0 ? backend_cpu() : device_backend("cuda", 0, bf16, fp16, 0, 0);
         T5Model m;
         float *host_weights = NULL;  // the fp32 master of 16-bit training comes from them (zero_init)
         ModelLoadOptions lo = {.host_weights = &host_weights};
@@ -165,7 +165,7 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
 // HF T5Block's fp16 guard: with an inf present everything is clamped to +-64504,
 // without one nothing changes.
 static void fp16_clamp(void) {
-    const Backend *be = device_backend("cuda", 0, 0, 1, 0);
+    const Backend *be = device_backend("cuda", 0, 0, 1, 0, 0);
     enum { N = 1000 };
     uint16_t h[N], back[N];
     for (int i = 0; i < N; i++) h[i] = st_f32_to_f16((float)(i - 500) * 131.0f);  // up to +-65500
@@ -206,7 +206,7 @@ static void device_random_init(void) {
     const Dtype dts[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
     for (int k = 0; k < 3; k++) {
         Dtype dt = dts[k];
-        const Backend *be = device_backend("cuda", 0, dt == DTYPE_BF16, dt == DTYPE_F16, 0);
+        const Backend *be = device_backend("cuda", 0, dt == DTYPE_BF16, dt == DTYPE_F16, 0, 0);
         size_t e = dt == DTYPE_F32 ? 4 : 2;
         void *d = be->alloc(n * e), *back = mallocCheck(n * e);
         params_init_random_backend(be, &cfg, &lay, 4321, 0, n, d, dt);
