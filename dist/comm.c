@@ -52,12 +52,56 @@ void comm_init(Comm *c) {
     c->ops = cpu_ops(c);
 }
 
+void comm_init_dry(Comm *c, int num_gpus) {
+    memset(c, 0, sizeof *c);
+    c->world = 1;
+    c->launcher = "none";
+    c->ops = &comm_single_ops;
+    if (num_gpus > 0) {  // the ranks --num_gpus would start; this process stands for rank 0
+        c->world = num_gpus;
+        c->launcher = "num_gpus";
+        return;
+    }
+    if (launch_under_mpirun()) {  // mpirun's own variables, without MPI_Init
+        static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+        for (int k = 0; k < 2; k++)
+            if (getenv(sizes[k]) && *getenv(sizes[k])) {
+                c->world = atoi(getenv(sizes[k]));
+                c->rank = getenv(ranks[k]) ? atoi(getenv(ranks[k])) : 0;
+                break;
+            }
+        if (c->world < 1) c->world = 1;
+        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (!lr || !*lr) lr = getenv("MPI_LOCALRANKID");
+        c->local_rank = lr && *lr ? atoi(lr) : c->rank;
+        c->mpi = 0;  // not started: comm_finalize leaves MPI alone
+        c->launcher = "mpirun";
+        return;
+    }
+    LaunchEnv e;
+    if (launch_env_read(&e)) {
+        c->rank = e.rank;
+        c->world = e.world;
+        c->launcher = e.launcher;
+    }
+    c->local_rank = e.local_rank;
+}
+
+// CPU ranks exchange host buffers over MPI: several of them need mpirun.
+static void check_cpu_ranks(const Comm *c, const char *device, int under_mpi) {
+    if (c->world > 1 && !under_mpi)
+        t5_fail("%d ranks started by %s with --device %s: CPU ranks exchange data over MPI, so several of them "
+                "run only under mpirun; HINT: mpirun -np %d ./train_t5 ..., or --device cuda for GPU ranks",
+                c->world, c->launcher, device, c->world);
+}
+
+void comm_check_dry(const Comm *c, const char *device) {
+    if (strcmp(device, "cuda") != 0) check_cpu_ranks(c, device, !strcmp(c->launcher, "mpirun"));
+}
+
 void comm_attach_device(Comm *c, const char *device) {
     if (strcmp(device, "cuda") != 0) {  // CPU ranks: MPI carries host buffers
-        if (c->world > 1 && !c->mpi)
-            t5_fail("%d ranks started by %s with --device %s: CPU ranks exchange data over MPI, so several of them "
-                    "run only under mpirun; HINT: mpirun -np %d ./train_t5 ..., or --device cuda for GPU ranks",
-                    c->world, c->launcher, device, c->world);
+        check_cpu_ranks(c, device, c->mpi);
         return;
     }
     comm_nccl_attach(c);  // this rank's GPU, then the communicator (fails in a build without CUDA)

@@ -79,6 +79,14 @@ void comm_init(Comm *c);
 // Call right after comm_init: the barriers of start-up go through NCCL when there is no MPI.
 void comm_attach_device(Comm *c, const char *device);
 void comm_finalize(Comm *c);
+// --explain's ranks: (rank, world, launcher) as the launcher's variables give them, or
+// --num_gpus N's N ranks (this process is rank 0), with no transport at all: MPI is not
+// started, nothing connects, no GPU is touched (c->ops is the single-rank table; a dry run
+// exchanges nothing). So a GPU command line plans on any machine, for any number of ranks.
+void comm_init_dry(Comm *c, int num_gpus);
+// The refusal comm_attach_device would give for these ranks on `device` (several CPU ranks
+// without mpirun), for a dry run.
+void comm_check_dry(const Comm *c, const char *device);
 
 // ---- collectives on compute buffers: host memory for CPU ranks (MPI, fp32 only), device
 // memory for GPU ranks (NCCL, any Dtype). One rank: copies only, never a call into MPI.

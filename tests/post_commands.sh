@@ -59,20 +59,23 @@ expect "the post's baseline, as torch.distributed.launch starts rank 0" "found i
 expect "the post's baseline plans t5-large (738M parameters)" "t5-large|737|738" \
     "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --explain
 test -e "$T/output_dir" && bad "--explain created --output_dir" || ok "--explain wrote no --output_dir"
-# the DeepSpeed rows, fp16 from the file: they parse; on a machine with no GPU the answer is
-# that fp16 needs one, naming the file's key (on the GPU machine: bench/post_rows.sh)
+# the DeepSpeed rows, fp16 from the file: a dry run plans them for a GPU on any machine, saying
+# why (the real run on a machine with no GPU answers that fp16 needs one, naming the file's key)
 for cfg in configs/ds_config.json configs/ds_config_no_offload.json configs/ds_config_1gpu.json; do
-    expect "the post's DeepSpeed row, $cfg, as deepspeed starts rank 0: fp16 from the file needs a GPU" \
-        "^error: $cfg: fp16.enabled is true, which needs a GPU" \
-        sh -c '! "$@"' - "${RANK0[@]}" "$BIN" --local_rank=0 "${COMMON[@]}" --deepspeed "$cfg" --explain
+    expect "the post's DeepSpeed row, $cfg, as deepspeed starts rank 0: planned for a GPU in fp16" \
+        "^device: cuda \\(default of a dry run: $cfg: fp16.enabled asks for a GPU" \
+        "${RANK0[@]}" "$BIN" --local_rank=0 "${COMMON[@]}" --deepspeed "$cfg" --explain
 done
+expect "a DeepSpeed row run (not a dry run) on a machine with no GPU: fp16 from the file needs one" \
+    "^error: configs/ds_config.json: fp16.enabled is true, which needs a GPU" \
+    sh -c '! "$@"' - "${RANK0[@]}" "$BIN" --local_rank=0 "${COMMON[@]}" --deepspeed configs/ds_config.json --device cpu
 # the --sharded_ddp rows (HF 4.2's boolean flag, bare as the post writes it; HF 4.3's options),
 # as torch.distributed.launch starts rank 0: the ZeRO stage each stands for; the --fp16 row
-# parses and answers that fp16 needs a GPU
+# plans fp16 on a GPU
 expect "the post's --sharded_ddp row (bare): ZeRO stage 2" "sharded as ZeRO stage 2.*|ZeRO stage 2" \
     "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --sharded_ddp --explain
-expect "the post's --sharded_ddp --fp16 row: parses, fp16 needs a GPU" "fp16" \
-    sh -c '! "$@"' - "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --sharded_ddp --fp16 --explain
+expect "the post's --sharded_ddp --fp16 row: planned in fp16 on a GPU" "parameters \\(Psi\\), fp16, batch 16" \
+    "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --sharded_ddp --fp16 --explain
 expect "--sharded_ddp zero_dp_3: ZeRO stage 3" "sharded as ZeRO stage 3" \
     "${RANK0[@]}" "$BIN" --local-rank=0 "${POST[@]}" --sharded_ddp zero_dp_3 --explain
 expect "--sharded_ddp \"zero_dp_2 offload\": ZeRO stage 2, optimizer state in host memory" \
@@ -131,6 +134,21 @@ refused "--find_max_batch without --max_gpu_memory" "add --max_gpu_memory" \
     "$BIN" "${POST[@]}" --device cpu --explain --find_max_batch
 refused "--max_gpu_memory on the CPU outside a dry run" "it needs a GPU" \
     "$BIN" "${POST[@]}" --device cpu --max_gpu_memory 3
+
+# The GPU a dry run plans for, checked as the start-up check of every rank checks a real one:
+# with a faked compute capability (the test hook) bf16 below 8.0 is refused, and a GPU below
+# every target the binary holds refuses to start; both in one line, before anything is read
+refused "--bf16 on a (faked) compute capability 7.5 GPU" "bf16 needs an Ampere or newer GPU" \
+    env T5_TEST_COMPUTE_CAPABILITY=7.5 "$BIN" "${POST[@]}" --device cuda --bf16 --explain
+refused "--tf32 on a (faked) compute capability 7.5 GPU" "TF32 needs an Ampere or newer GPU" \
+    env T5_TEST_COMPUTE_CAPABILITY=7.5 "$BIN" "${POST[@]}" --device cuda --tf32 --explain
+refused "a (faked) compute capability 6.1 GPU: below every target" "none runs on it" \
+    env T5_TEST_COMPUTE_CAPABILITY=6.1 "$BIN" "${POST[@]}" --device cuda --fp16 --explain
+expect "--fp16 on a (faked) compute capability 7.5 GPU: planned (the post's Turing cards)" \
+    "planned for 1 GPU rank of compute capability 7.5" \
+    env T5_TEST_COMPUTE_CAPABILITY=7.5 "$BIN" "${POST[@]}" --device cuda --fp16 --explain
+refused "--tf32 on the CPU (HF's refusal)" "--tf32 requires Ampere or a newer GPU arch" \
+    "$BIN" "${POST[@]}" --device cpu --tf32 --explain
 
 # Three unknown flags: one error naming the three.
 out=$("$BIN" --model t5-small --init random --tokenizer_name data/sample/spiece.model --data_dir data/sample \

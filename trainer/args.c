@@ -60,6 +60,7 @@ TrainArgs train_args_default(void) {
     a.generation_num_beams = 1;
     a.length_penalty = 1.0;
     a.local_rank = -1;
+    a.tf32 = -1;
     return a;
 }
 
@@ -284,7 +285,8 @@ typedef struct {
     USE("bf16", FLAG_BOOL, bf16, "bf16 mixed precision (GPU)"),                                                    \
     USE("fp16_full_eval", FLAG_BOOL, fp16_full_eval, "evaluate in fp16: an eval-only run computes in fp16; training with --fp16 evaluates in fp16 already"), \
     USE("bf16_full_eval", FLAG_BOOL, bf16_full_eval, "evaluate in bf16: an eval-only run computes in bf16; training with --bf16 evaluates in bf16 already"), \
-    REFUSE("tf32", FLAG_BOOL, "false", "fp32 matmuls are exact fp32 here (TF32 is not built)"),                     \
+    USE("tf32", FLAG_BOOL, tf32,                                                                                    \
+        "TF32 tensor cores for fp32 GEMMs (Ampere and newer GPUs); false or unset: exact fp32 products"),        \
     NOOP("fp16_opt_level", FLAG_STRING, "changes nothing: apex is not used (HF too ignores it without apex); --fp16 is mixed precision with fp32 master weights"), \
     NOOP("fp16_backend", FLAG_STRING, "changes nothing: apex is not used; --fp16 is mixed precision with fp32 master weights"), \
     NOOP("half_precision_backend", FLAG_STRING, "changes nothing: apex is not used; --fp16 is mixed precision with fp32 master weights"), \

@@ -9,6 +9,7 @@
 // from, and the errors about them say it.
 #pragma once
 #include "../deepspeed/ds_config.h"
+#include "../kernels/gpu_arch.h"
 
 typedef struct {
     // ---- model and tokenizer ----
@@ -91,6 +92,7 @@ typedef struct {
     int fp16, bf16;
     const char *fp16_from, *bf16_from;  // "--fp16", "--fp16_full_eval", "FILE: fp16.enabled" (NULL: off)
     int fp16_full_eval, bf16_full_eval; // evaluation in 16 bits
+    int tf32;                     // --tf32: 1 TF32 tensor cores for fp32 GEMMs, 0 exact fp32, -1 not given (exact)
     int ddp_timeout;              // seconds a collective may take (T5_NCCL_TIMEOUT; HF's 1800)
     double max_gpu_memory;        // GiB cap on everything train_t5 allocates on the GPU (0: none)
     int gradient_checkpointing;   // recompute each block's activations in backward
@@ -139,6 +141,13 @@ void train_args_take_ds_precision(TrainArgs *a, const DsConfig *loaded);
 // --max_gpu_memory and --num_gpus against the device and the GPUs visible; each error says
 // where the setting came from.
 void train_args_check_device(const TrainArgs *a);
+// --explain plans the run it is given on any machine: a line that asks for a GPU (fp16/bf16 from a
+// flag or the config, --num_gpus, --max_gpu_memory, --tf32) and leaves --device at its default is
+// planned for a GPU where none is visible, saying so in device_from. Before train_args_check_device.
+void train_args_resolve_dry_run_device(TrainArgs *a);
+// What the run asks of its GPU (bf16, TF32) against that GPU: one-line refusals naming the
+// setting's source and the GPU's compute capability (kernels/gpu_arch.h).
+void train_args_check_gpu(const TrainArgs *a, const GpuInfo *g);
 // Append one start-up line (printed by rank 0 after the device line).
 void train_args_add_notice(TrainArgs *a, const char *line);
 // The target length of a split's labels: val/test_max_target_length, else max_target_length.

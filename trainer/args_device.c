@@ -1,7 +1,9 @@
 // trainer/args_device.c: the device and precision checks of the flags (see args.h), in
-// one place: --device, fp16/bf16 from a flag or --deepspeed's config, --max_gpu_memory and
-// --num_gpus against the device and the GPUs visible; each error says where the setting
-// came from. They run once the DeepSpeed config is loaded (its fp16/bf16 "enabled").
+// one place: --device, fp16/bf16 from a flag or --deepspeed's config, --tf32, --max_gpu_memory
+// and --num_gpus against the device and the GPUs visible (a dry run, --explain, plans GPU
+// lines without them); bf16 and TF32 against the GPU's compute capability; each error says
+// where the setting came from. They run once the DeepSpeed config is loaded (its fp16/bf16
+// "enabled").
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +28,30 @@ void train_args_take_ds_precision(TrainArgs *a, const DsConfig *c) {
 
 static int from_config(const char *from) { return strstr(from, ": ") != NULL; }
 
+void train_args_resolve_dry_run_device(TrainArgs *a) {
+    if (!a->explain || strncmp(a->device_from, "default", 7) != 0 || !strcmp(a->device, "cuda")) return;
+    const char *why = a->fp16 ? a->fp16_from : a->bf16 ? a->bf16_from : a->num_gpus > 0 ? "--num_gpus"
+                      : a->max_gpu_memory > 0 ? "--max_gpu_memory" : a->tf32 == 1 ? "--tf32" : NULL;
+    if (!why) return;
+    static char from[DS_PATH_MAX + 160];
+    snprintf(from, sizeof from, "default of a dry run: %s asks for a GPU, and --explain plans it without one", why);
+    a->device = "cuda";
+    a->device_from = from;
+}
+
+void train_args_check_gpu(const TrainArgs *a, const GpuInfo *g) {
+    if (a->bf16) gpu_arch_require_precision(g, "bf16", a->bf16_from);
+    if (a->tf32 == 1) gpu_arch_require_precision(g, "tf32", "--tf32");
+}
+
 void train_args_check_device(const TrainArgs *a) {
     int cuda = !strcmp(a->device, "cuda"), defaulted = !strncmp(a->device_from, "default", 7);
-    if (a->num_gpus > 0 && (!cuda || device_gpu_count() < a->num_gpus)) {
+    if (a->tf32 == 1 && !cuda)  // HF's refusal (training_args.py), with the device named
+        t5_fail("--tf32 requires Ampere or a newer GPU arch (--device cuda), but the device is cpu (%s); HINT: drop "
+                "--tf32: the CPU computes in exact fp32", a->device_from);
+    // a dry run plans for GPUs it does not need: --num_gpus N and --device cuda on any machine and build
+    int dry_gpu = a->explain && cuda;
+    if (a->num_gpus > 0 && (!cuda || (!dry_gpu && device_gpu_count() < a->num_gpus))) {
         int gpus = device_gpu_count();
         if (!device_cuda_built())
             t5_fail("--num_gpus %d: this train_t5 was built without CUDA (nvcc not found at build time); HINT: to train "
@@ -46,10 +69,10 @@ void train_args_check_device(const TrainArgs *a) {
         t5_fail("--num_gpus %d: only %d GPU%s visible; HINT: --num_gpus %d, or check CUDA_VISIBLE_DEVICES", a->num_gpus,
                 gpus, gpus == 1 ? " is" : "s are", gpus);
     }
-    if (cuda && !device_cuda_built())
+    if (cuda && !dry_gpu && !device_cuda_built())
         t5_fail("--device cuda: this train_t5 was built without CUDA (nvcc not found at build time; see make's "
-                "feature line)");
-    if (cuda && device_gpu_count() == 0)
+                "feature line); HINT: --explain plans a GPU run on any build");
+    if (cuda && !dry_gpu && device_gpu_count() == 0)
         t5_fail("--device cuda: no GPU is visible (the CUDA runtime finds none; CUDA_VISIBLE_DEVICES=%s); HINT: drop "
                 "--device to train on the CPU, or check nvidia-smi", getenv("CUDA_VISIBLE_DEVICES") ?
                 getenv("CUDA_VISIBLE_DEVICES") : "(unset)");

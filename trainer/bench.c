@@ -37,7 +37,7 @@
 
 typedef struct {
     const char *model, *init, *device, *deepspeed;
-    int batch, seq, steps, warmup, bf16, fp16, gradient_checkpointing, checkpoint_sub_batch, find_max_batch, seed,
+    int batch, seq, steps, warmup, bf16, fp16, tf32, gradient_checkpointing, checkpoint_sub_batch, find_max_batch, seed,
         num_gpus, local_rank,
         profile, recompute, help;
     double max_gpu_memory;
@@ -57,7 +57,9 @@ static int plan_fits(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
     return plan_of(a, cfg, dt, B).total <= (size_t)(a->max_gpu_memory * 1073741824.0);
 }
 
-static const char *precision_name(const BenchArgs *a) { return a->bf16 ? "bf16" : a->fp16 ? "fp16" : "fp32"; }
+static const char *precision_name(const BenchArgs *a) {
+    return a->bf16 ? "bf16" : a->fp16 ? "fp16" : a->tf32 ? "fp32 (TF32 GEMMs)" : "fp32";
+}
 
 // peaks: (world) GiB per rank, or NULL
 static void print_result(const BenchArgs *a, int B, double sps, double flops, const double *peaks, const char *status,
@@ -142,6 +144,7 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
         {"warmup", FLAG_INT, &a->warmup, "untimed steps first (5)"},
         {"bf16", FLAG_BOOL, &a->bf16, "bf16 mixed precision"},
         {"fp16", FLAG_BOOL, &a->fp16, "fp16 mixed precision + dynamic loss scaling"},
+        {"tf32", FLAG_BOOL, &a->tf32, "fp32 GEMMs on TF32 tensor cores (Ampere and newer; as the trainer's --tf32)"},
         {"gradient_checkpointing", FLAG_BOOL, &a->gradient_checkpointing, "recompute block activations"},
         {"checkpoint_sub_batch", FLAG_INT, &a->checkpoint_sub_batch, "with --gradient_checkpointing: each block runs N "
                                                                      "rows of the batch at a time (its activations planned for N)"},
@@ -164,6 +167,9 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
         return 0;
     }
     if (a->bf16 && a->fp16) t5_fail("bench: --fp16 and --bf16 contradict each other: pick one");
+    if (a->tf32 && (a->bf16 || a->fp16))
+        t5_fail("bench: --tf32 with --%s: TF32 is for fp32 GEMMs, and a 16-bit run has none; HINT: drop one",
+                a->bf16 ? "bf16" : "fp16");
     if (a->batch < 1 || a->seq < 2 || a->steps < 1 || a->warmup < 0) t5_fail("bench: --batch, --seq, --steps must be positive");
     if (a->profile < 0) t5_fail("bench: --profile %d: give the number of profiled steps (>= 1), or leave it out", a->profile);
     if (a->checkpoint_sub_batch < 0 || (a->checkpoint_sub_batch && !a->gradient_checkpointing))
@@ -287,7 +293,14 @@ int bench_main(int argc, char **argv, int start) {
     lo.job = model_weights_begin(a.model, &cfg, has_weights, lo);
     Comm comm;
     comm_init(&comm);
-    comm_attach_device(&comm, a.device);
+    comm_attach_device(&comm, a.device);  // GPU ranks: the binary's targets checked against this rank's GPU
+    GpuInfo gpu;
+    if (!strcmp(a.device, "cuda") && device_gpu_info(comm.local_rank, &gpu)) {
+        if (a.bf16) gpu_arch_require_precision(&gpu, "bf16", "bench --bf16");
+        if (a.tf32) gpu_arch_require_precision(&gpu, "tf32", "bench --tf32");
+    }
+    if (a.tf32 && strcmp(a.device, "cuda") != 0)
+        t5_fail("bench --tf32 requires Ampere or a newer GPU arch (--device cuda): the CPU computes in exact fp32");
     const int main_rank = comm.rank == 0;
     a.world = comm.world;
     a.rank = comm.rank;
@@ -305,7 +318,7 @@ int bench_main(int argc, char **argv, int start) {
     if (B && a.deepspeed) {  // the offloaded state against this host's memory and disk, before allocating
         ZeroPlan zp = planner_memory_zero_opts(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing, a.checkpoint_sub_batch, &a.zo,
                                                a.world);
-        planner_check_offload(&zp, &a.zo, launch_ranks_on_host(comm.launcher, comm.world), a.deepspeed);
+        planner_check_offload(&zp, &a.zo, launch_ranks_on_host(comm.launcher, comm.world), a.deepspeed, 0);
     }
     if (!B) {
         model_weights_discard(lo.job);
@@ -313,7 +326,7 @@ int bench_main(int argc, char **argv, int start) {
         return 0;
     }
     double t_plan = now_seconds();
-    const Backend *be = device_backend(a.device, comm.local_rank, a.bf16, a.fp16, a.max_gpu_memory);
+    const Backend *be = device_backend(a.device, comm.local_rank, a.bf16, a.fp16, a.max_gpu_memory, a.tf32);
     double t_device = now_seconds();
     T5Model m;
     model_load_resolved(&m, a.model, &cfg, has_weights, be, lo);

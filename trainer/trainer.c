@@ -245,8 +245,9 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
     ZeroPlan zp;
     MemPlan plan = plan_memory(r, cfg, dt, B, a->per_device_eval_batch_size, S, T, &zp);
     // the offloaded state against this host's memory and disk, before anything is allocated
-    if (a->deepspeed) planner_check_offload(&zp, &r->p.zopt, launch_ranks_on_host(r->comm.launcher, r->comm.world),
-                                            a->deepspeed);
+    if (a->deepspeed)  // every rank: each host checks its own memory and disk
+        planner_check_offload(&zp, &r->p.zopt, launch_ranks_on_host(r->comm.launcher, r->comm.world), a->deepspeed,
+                              a->explain);
     r->plan_total = plan.total;
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s%s; ", B, S, T,
@@ -255,7 +256,12 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
         planner_print(&plan, a->max_gpu_memory);
     }
     const double G = 1073741824.0, cap = a->max_gpu_memory * G;
-    if (a->max_gpu_memory <= 0 || (double)plan.total <= cap || r->p.device != DEVICE_CUDA) return;
+    if (a->max_gpu_memory <= 0 || r->p.device != DEVICE_CUDA) return;  // nothing to check against
+    if ((double)plan.total <= cap) {
+        if (a->explain && is_main(r))
+            printf("--explain: fits: %.2f GiB planned of the %g GiB cap\n", plan.total / G, a->max_gpu_memory);
+        return;
+    }
     double states = (double)(plan.params + plan.grads + plan.master + plan.moments);
     const char *hint = states > 0.6 * cap && !r->p.zopt.offload_optimizer
                            ? "the model states alone take most of it: offload the optimizer to host memory "
@@ -263,9 +269,13 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
                        : a->gradient_checkpointing
                            ? "lower --per_device_train_batch_size (and raise --gradient_accumulation_steps)"
                            : "add --gradient_checkpointing, or lower --per_device_train_batch_size";
-    t5_fail("the run needs %.2f GiB on the GPU (model states %.2f GiB, activations %.2f GiB for batch %d) but "
-            "--max_gpu_memory is %.1f GiB; HINT: %s", plan.total / G, states / G, plan.activations / G, B,
-            a->max_gpu_memory, hint);
+    char why[512];
+    snprintf(why, sizeof why, "the run needs %.2f GiB on the GPU (model states %.2f GiB, activations %.2f GiB for "
+             "batch %d) but --max_gpu_memory is %.1f GiB; HINT: %s", plan.total / G, states / G,
+             plan.activations / G, B, a->max_gpu_memory, hint);
+    if (!a->explain) t5_fail("%s", why);
+    // the dry run's verdict: a run that would be refused is its finding, not its failure
+    if (is_main(r)) printf("--explain: does NOT fit, the run would stop here before loading: %s\n", why);
 }
 
 // --logging_steps/--eval_steps/--save_steps in steps: below 1 a ratio of all steps, as
@@ -749,7 +759,13 @@ static int startup_resolve(Run *r, int argc, char **argv, int start) {
         ds_config_load(&ds, a->deepspeed);
         train_args_take_ds_precision(a, &ds);  // fp16/bf16 "enabled": true in the file
     }
+    train_args_resolve_dry_run_device(a);  // --explain of a GPU line on a machine without one
     train_args_check_device(a);  // the device, precision and --num_gpus, each named with its source
+    if (a->tf32 == 1 && (a->fp16 || a->bf16))
+        train_args_add_notice(a, a->bf16 ? "NOTICE: --tf32 with bf16: every GEMM of a 16-bit run has bf16 operands, so "
+                                           "TF32 (for fp32 operands) changes nothing"
+                                         : "NOTICE: --tf32 with fp16: every GEMM of a 16-bit run has fp16 operands, so "
+                                           "TF32 (for fp32 operands) changes nothing");
     // run_translation.py: a non-empty --output_dir with checkpoints continues from the last one
     if (a->do_train && !a->overwrite_output_dir && !a->resume_from_checkpoint && path_is_dir(a->output_dir) &&
         (r->resume_owned = retention_last_checkpoint(a->output_dir))) {
@@ -871,7 +887,7 @@ static void load_model_from(Run *r, const char *dir, const Backend *be) {
     r->weights_job = NULL;
     if (!be)
         be = device_backend(a->device, r->comm.local_rank, p->precision == PRECISION_BF16,
-                            p->precision == PRECISION_FP16, a->max_gpu_memory);
+                            p->precision == PRECISION_FP16, a->max_gpu_memory, a->tf32);
     model_load_resolved(&r->m, model_arg, &p->model_cfg, has_weights, be, lo);
     if (a->dropout_rate >= 0) r->m.cfg.dropout_rate = r->m.dropout_p = (float)a->dropout_rate;
     if (a->freeze_embeds || a->freeze_encoder) apply_freeze(&r->m, a->freeze_embeds, a->freeze_encoder);
@@ -922,6 +938,123 @@ static void run_tasks(Run *r, const Dataset *const used[SPLIT_COUNT]) {
     }
 }
 
+// --explain: the GPU the plan is for, and the checks it allows: the visible GPU of this rank when
+// there is one (the binary's targets, bf16, TF32), else the test hook's compute capability
+// (T5_TEST_COMPUTE_CAPABILITY, checked as a GPU of it would be), else nothing to check: the line
+// says which, and where the memory figure comes from.
+static void explain_print_gpu(const Run *r) {
+    const TrainArgs *a = &r->a;
+    const int world = r->comm.world;
+    char cap[128] = "", what[256];
+    if (a->max_gpu_memory > 0) snprintf(cap, sizeof cap, "%g GiB each (--max_gpu_memory)", a->max_gpu_memory);
+    else snprintf(cap, sizeof cap, "memory not given, so not checked (--max_gpu_memory G)");
+    if (strcmp(a->device, "cuda") != 0) {
+        printf("--explain: planned for %d CPU rank%s\n", world, world > 1 ? "s" : "");
+        return;
+    }
+    GpuInfo g;
+    int fake = gpu_arch_fake_cc();
+    if (device_gpu_info(r->comm.local_rank, &g)) {
+        gpu_arch_require_targets(&g);
+        train_args_check_gpu(a, &g);
+        printf("--explain: planned for %d GPU rank%s, each on a GPU like GPU %d here: %s (compute capability %d.%d%s, "
+               "%.2f GiB), %s\n", world, world > 1 ? "s" : "", g.index, g.name, g.cc / 10, g.cc % 10,
+               g.cc != g.cc_real ? " by T5_TEST_COMPUTE_CAPABILITY" : "", g.mem_total / 1073741824.0, cap);
+    } else if (fake) {
+        g = (GpuInfo){.index = -1, .cc = fake, .cc_real = fake};
+        snprintf(g.name, sizeof g.name, "T5_TEST_COMPUTE_CAPABILITY; no GPU here");
+        gpu_arch_require_targets(&g);
+        train_args_check_gpu(a, &g);
+        printf("--explain: planned for %d GPU rank%s of compute capability %d.%d (T5_TEST_COMPUTE_CAPABILITY; no GPU "
+               "here), %s\n", world, world > 1 ? "s" : "", fake / 10, fake % 10, cap);
+    } else {
+        gpu_arch_describe(gpu_arch_cubins(), gpu_arch_ptx(), what, sizeof what);
+        printf("--explain: planned for %d GPU rank%s, %s; no GPU here, so its compute capability is not checked "
+               "(bf16 and --tf32 need %d.%d, Ampere, or newer; the CUDA code of %s: %s)\n", world,
+               world > 1 ? "s" : "", cap, GPU_CC_BF16 / 10, GPU_CC_BF16 % 10,
+               device_cuda_built() ? "this binary" : "a CUDA build of this tree", what);
+    }
+}
+
+// Everything between the ranks' start and the model's load, on every rank (rank 0 prints):
+// the DeepSpeed config against the world size, the start-up lines, --output_dir's check, the
+// tokenizer, the data (tokenized once), the step counts, and the memory plan, checked against
+// --max_gpu_memory (with --explain: the table of stages 0-3 first, and --find_max_batch).
+// *B, *S, *T: the activation plan's shapes. Nothing is written.
+static void run_prepare(Run *r, Dataset sets[SPLIT_COUNT], const Dataset *used[SPLIT_COUNT], int *B, int *S, int *T) {
+    TrainArgs *a = &r->a;
+    if (a->deepspeed) run_plan_check_deepspeed(&r->p, a, r->comm.world);  // before the data and the output dir
+    if (is_main(r)) {
+        printf("device: %s (%s)\n", a->device, a->device_from);
+        if (a->explain) explain_print_gpu(r);  // the GPU the dry run plans for, checked where it can be
+        if (a->notices) printf("%s", a->notices);
+        fflush(stdout);
+        r->results = output_dir_check(a);  // and the all_results.json there, to merge into
+    }
+    if (!r->results) r->results = cJSON_CreateObject();
+    r->spm = spm_load(r->spm_path);
+    r->log_history = cJSON_CreateArray();
+    open_data(r, sets, used);
+    if (a->deepspeed) run_plan_apply_deepspeed(&r->p, a, a->do_train ? (long)sets[SPLIT_TRAIN].count : 0, r->comm.world,
+                                               is_main(r));
+    check_data(r, used);
+    if (a->do_train)  // the step counts, checked to fit, before --output_dir is made
+        r->total_steps = run_plan_steps(&r->p, (long)used[SPLIT_TRAIN]->count, r->comm.world, &r->steps_per_epoch,
+                                       &r->num_epochs);
+    clamp_eval_batch(a, used);
+    if (a->explain && is_main(r)) {  // the plan of every stage for this run's shapes, ours marked
+        estimate_print_table(a->model, &r->p.model_cfg, run_plan_dtype(&r->p), r->p.micro_batch, a->max_source_length,
+                             a->max_target_length, a->gradient_checkpointing, r->comm.world, 0, r->p.zopt.inference,
+                             r->p.zopt.stage);
+        if (a->explain_png) {  // the same plan as a picture (trainer/estimate_png.c)
+            EstimateSetup es = {.model = a->model, .cfg = &r->p.model_cfg, .dt = run_plan_dtype(&r->p),
+                                .batch = r->p.micro_batch, .S = a->max_source_length, .T = a->max_target_length,
+                                .ckpt = a->gradient_checkpointing, .world = r->comm.world, .offload = 0,
+                                .inference = r->p.zopt.inference};
+            estimate_draw_png(&es, a->explain_png);
+            printf("--explain_png: the plan drawn to %s\n", a->explain_png);
+        }
+        fflush(stdout);
+    }
+    int plan_B, plan_S, plan_T;
+    plan_shapes(r, used, &plan_B, &plan_S, &plan_T);
+    *B = plan_B, *S = plan_S, *T = plan_T;
+    if (a->find_max_batch && is_main(r)) {
+        const Dataset *rows = used[SPLIT_TRAIN] ? used[SPLIT_TRAIN] : used[SPLIT_VAL] ? used[SPLIT_VAL] : used[SPLIT_TEST];
+        long limit = rows ? (long)rows->count / r->comm.world : 1;
+        long eval_rows = eval_split_rows(used);  // 0: no evaluation split, nothing cuts the batch
+        plan_find_max_batch(r, &r->p.model_cfg, run_plan_dtype(&r->p), plan_S, plan_T, batch_bound(limit),
+                            eval_rows ? batch_bound(eval_rows) : BATCH_SEARCH_MAX);
+    }
+    plan_check(r, &r->p.model_cfg, run_plan_dtype(&r->p), plan_B, plan_S, plan_T);
+}
+
+// The dry run (--explain): the ranks the launcher (or --num_gpus) would start, planned without
+// starting or connecting any; rank 0 prints the plan for all (every rank's flags were checked).
+static int trainer_explain(Run *r) {
+    TrainArgs *a = &r->a;
+    comm_init_dry(&r->comm, a->num_gpus);
+    comm_check_dry(&r->comm, a->device);
+    Dataset sets[SPLIT_COUNT] = {{0}};
+    const Dataset *used[SPLIT_COUNT] = {NULL};
+    if (is_main(r)) {
+        int B, S, T;
+        run_prepare(r, sets, used, &B, &S, &T);
+        printf("--explain: dry run: flags, config and data checked; nothing trained, nothing written to %s\n",
+               a->output_dir);
+    }
+    run_free(r, used);
+    return 0;
+}
+
+// The GPU this rank runs on against what the run asks of it (bf16, TF32), before anything is
+// read: one line naming the GPU. cuda_init has checked the binary's targets already.
+static void check_rank_gpu(const Run *r) {
+    if (strcmp(r->a.device, "cuda") != 0) return;
+    GpuInfo g;
+    if (device_gpu_info(r->comm.local_rank, &g)) train_args_check_gpu(&r->a, &g);
+}
+
 int trainer_main(int argc, char **argv, int start) {
     Run r;
     memset(&r, 0, sizeof r);
@@ -935,66 +1068,21 @@ int trainer_main(int argc, char **argv, int start) {
         return 0;
     }
     TrainArgs *a = &r.a;
+    if (a->explain) return trainer_explain(&r);  // the dry run: no ranks started, nothing connected
     if (a->num_gpus > 0) return launch_spawn_ranks(a->num_gpus, argc, argv);  // the ranks redo all of this
     apply_ddp_timeout(a);
     // a random init made on the host would run on a helper thread from here, beside the
     // communicator, the data and the plan (load_model waits for it); run_load_options makes
     // it in place instead (device_init: model_weights_begin has nothing to do)
     ModelLoadOptions lo = run_load_options(&r, NULL);
-    if (lo.init_random && !a->explain) r.weights_job = model_weights_begin(a->model, &r.p.model_cfg, 0, lo);
+    if (lo.init_random) r.weights_job = model_weights_begin(a->model, &r.p.model_cfg, 0, lo);
     comm_init(&r.comm);
-    comm_attach_device(&r.comm, a->device);  // GPU ranks: this rank's GPU and the NCCL communicator
-    if (a->deepspeed) run_plan_check_deepspeed(&r.p, a, r.comm.world);  // before the data and the output dir
-    if (is_main(&r)) {
-        printf("device: %s (%s)\n", a->device, a->device_from);
-        if (a->notices) printf("%s", a->notices);
-        fflush(stdout);
-        r.results = output_dir_check(a);  // and the all_results.json there, to merge into
-    }
-    if (!r.results) r.results = cJSON_CreateObject();
-    r.spm = spm_load(r.spm_path);
-    r.log_history = cJSON_CreateArray();
+    comm_attach_device(&r.comm, a->device);  // GPU ranks: this rank's GPU (its targets checked) and NCCL
+    check_rank_gpu(&r);                      // what the run asks of that GPU: bf16, TF32
     Dataset sets[SPLIT_COUNT] = {{0}};
     const Dataset *used[SPLIT_COUNT];
-    open_data(&r, sets, used);
-    if (a->deepspeed) run_plan_apply_deepspeed(&r.p, a, a->do_train ? (long)sets[SPLIT_TRAIN].count : 0, r.comm.world,
-                                               is_main(&r));
-    check_data(&r, used);
-    if (a->do_train)  // the step counts, checked to fit, before --output_dir is made
-        r.total_steps = run_plan_steps(&r.p, (long)used[SPLIT_TRAIN]->count, r.comm.world, &r.steps_per_epoch,
-                                       &r.num_epochs);
-    clamp_eval_batch(a, used);
-    if (a->explain && is_main(&r)) {  // the plan of every stage for this run's shapes, ours marked
-        estimate_print_table(a->model, &r.p.model_cfg, run_plan_dtype(&r.p), r.p.micro_batch, a->max_source_length,
-                             a->max_target_length, a->gradient_checkpointing, r.comm.world, 0, r.p.zopt.inference,
-                             r.p.zopt.stage);
-        if (a->explain_png) {  // the same plan as a picture (trainer/estimate_png.c)
-            EstimateSetup es = {.model = a->model, .cfg = &r.p.model_cfg, .dt = run_plan_dtype(&r.p),
-                                .batch = r.p.micro_batch, .S = a->max_source_length, .T = a->max_target_length,
-                                .ckpt = a->gradient_checkpointing, .world = r.comm.world, .offload = 0,
-                                .inference = r.p.zopt.inference};
-            estimate_draw_png(&es, a->explain_png);
-            printf("--explain_png: the plan drawn to %s\n", a->explain_png);
-        }
-        fflush(stdout);
-    }
     int plan_B, plan_S, plan_T;
-    plan_shapes(&r, used, &plan_B, &plan_S, &plan_T);
-    if (a->find_max_batch && is_main(&r)) {
-        const Dataset *rows = used[SPLIT_TRAIN] ? used[SPLIT_TRAIN] : used[SPLIT_VAL] ? used[SPLIT_VAL] : used[SPLIT_TEST];
-        long limit = rows ? (long)rows->count / r.comm.world : 1;
-        long eval_rows = eval_split_rows(used);  // 0: no evaluation split, nothing cuts the batch
-        plan_find_max_batch(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_S, plan_T, batch_bound(limit),
-                            eval_rows ? batch_bound(eval_rows) : BATCH_SEARCH_MAX);
-    }
-    plan_check(&r, &r.p.model_cfg, run_plan_dtype(&r.p), plan_B, plan_S, plan_T);
-    if (a->explain) {  // the dry run ends here: nothing loaded, nothing trained, nothing written
-        if (is_main(&r))
-            printf("--explain: dry run: flags, config and data checked; nothing trained, nothing written to %s\n",
-                   a->output_dir);
-        run_free(&r, used);
-        return 0;
-    }
+    run_prepare(&r, sets, used, &plan_B, &plan_S, &plan_T);
     load_model(&r, plan_B, plan_S, plan_T);
     if (is_main(&r)) output_dir_create(a);  // everything that can fail on the input has passed
     if (is_main(&r) && a->report_tensorboard) open_tensorboard(&r);

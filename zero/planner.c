@@ -1,6 +1,7 @@
 // zero/planner.c: memory plan and model FLOPs (see planner.h).
 #include "planner.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +144,21 @@ static const char *size_text(char *buf, size_t cap, double bytes) {
     return buf;
 }
 
-void planner_check_offload(const ZeroPlan *z, const void *zero_options, int ranks_here, const char *config_path) {
+// A refusal of the offload check: one error line, or in a dry run (--explain) a verdict line
+// naming this machine (where the dry run runs, not necessarily where the run will), exit 0.
+static void offload_verdict(int dry, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void offload_verdict(int dry, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!dry) t5_fail("%s", msg);
+    printf("--explain: host check on this machine: does NOT fit here (the run would stop before loading): %s\n", msg);
+}
+
+void planner_check_offload(const ZeroPlan *z, const void *zero_options, int ranks_here, const char *config_path,
+                           int dry) {
     const ZeroOptions *o = zero_options;
     const double k = ranks_here > 0 ? ranks_here : 1;
     char need[32], one[32], avail[32];
@@ -151,25 +166,32 @@ void planner_check_offload(const ZeroPlan *z, const void *zero_options, int rank
         double have = test_hook_bytes("T5_TEST_HOST_AVAILABLE");
         if (have < 0) have = host_available_bytes();
         if (have >= 0 && k * (double)z->host > have)
-            t5_fail("%s: the offloaded state needs %s of host memory (%s a rank x %d rank%s on this host) but %s is "
-                    "available; HINT: %s", config_path, size_text(need, sizeof need, k * (double)z->host),
-                    size_text(one, sizeof one, (double)z->host), (int)k, k > 1 ? "s" : "",
-                    size_text(avail, sizeof avail, have),
-                    o->offload_param ? "spread the run over more hosts, or keep the parameters on the GPU (drop "
-                                       "offload_param)"
-                                     : "put the optimizer state on NVMe (\"offload_optimizer\": {\"device\": \"nvme\", "
-                                       "\"nvme_path\": DIR}) or spread the run over more hosts");
+            offload_verdict(dry, "%s: the offloaded state needs %s of host memory (%s a rank x %d rank%s on this host) "
+                            "but %s is available; HINT: %s", config_path,
+                            size_text(need, sizeof need, k * (double)z->host),
+                            size_text(one, sizeof one, (double)z->host), (int)k, k > 1 ? "s" : "",
+                            size_text(avail, sizeof avail, have),
+                            o->offload_param ? "spread the run over more hosts, or keep the parameters on the GPU (drop "
+                                               "offload_param)"
+                                             : "put the optimizer state on NVMe (\"offload_optimizer\": {\"device\": "
+                                               "\"nvme\", \"nvme_path\": DIR}) or spread the run over more hosts");
+        else if (dry && have >= 0)
+            printf("--explain: host check on this machine: fits here: the offloaded state needs %s of host memory (%s "
+                   "a rank x %d rank%s on a host), %s is available\n", size_text(need, sizeof need, k * (double)z->host),
+                   size_text(one, sizeof one, (double)z->host), (int)k, k > 1 ? "s" : "",
+                   size_text(avail, sizeof avail, have));
     }
     if (z->nvme > 0 && o->nvme_path[0]) {
         double have = test_hook_bytes("T5_TEST_NVME_FREE");
         struct statvfs st;
         if (have < 0 && statvfs(o->nvme_path, &st) == 0) have = (double)st.f_bavail * (double)st.f_frsize;
         if (have >= 0 && k * (double)z->nvme > have)
-            t5_fail("%s: key \"zero_optimization.offload_optimizer.nvme_path\": the optimizer state needs %s (%s a rank "
-                    "x %d rank%s on this host) but \"%s\" has %s free; HINT: free space there, choose a bigger disk, or "
-                    "spread the run over more hosts", config_path, size_text(need, sizeof need, k * (double)z->nvme),
-                    size_text(one, sizeof one, (double)z->nvme), (int)k, k > 1 ? "s" : "", o->nvme_path,
-                    size_text(avail, sizeof avail, have));
+            offload_verdict(dry, "%s: key \"zero_optimization.offload_optimizer.nvme_path\": the optimizer state needs "
+                            "%s (%s a rank x %d rank%s on this host) but \"%s\" has %s free; HINT: free space there, "
+                            "choose a bigger disk, or spread the run over more hosts", config_path,
+                            size_text(need, sizeof need, k * (double)z->nvme),
+                            size_text(one, sizeof one, (double)z->nvme), (int)k, k > 1 ? "s" : "", o->nvme_path,
+                            size_text(avail, sizeof avail, have));
     }
 }
 

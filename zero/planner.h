@@ -56,10 +56,12 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
 // The offloaded state of plan z (per rank) against this host, before anything is allocated:
 // ranks_here x z->host against the host memory available now (/proc/meminfo MemAvailable),
 // ranks_here x z->nvme against the free space of o->nvme_path (statvfs). Dies with the
-// figures and the next setting to try (config_path names the config in the message).
+// figures and the next setting to try (config_path names the config in the message); dry (the
+// --explain run): prints a verdict line about this machine instead, and returns.
 // Test hooks: T5_TEST_HOST_AVAILABLE=bytes and T5_TEST_NVME_FREE=bytes replace the measured
 // figures (tests/test_data_parallel.c).
-void planner_check_offload(const ZeroPlan *z, const void *zero_options, int ranks_here, const char *config_path);
+void planner_check_offload(const ZeroPlan *z, const void *zero_options, int ranks_here, const char *config_path,
+                           int dry);
 
 // T5Model.keep_sublayer_acts for a run whose plan (planned without them) totals
 // plan_total bytes and whose kept norms and FFN hidden state take keep_bytes
