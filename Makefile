@@ -46,7 +46,10 @@ CUDA_PTX  ?= $(shell printf '%s\n' $(CUDA_ARCH) | sort -n | tail -n 1)
 comma     := ,
 GENCODE   := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
              $(if $(strip $(CUDA_PTX)),-gencode arch=compute_$(CUDA_PTX)$(comma)code=compute_$(CUDA_PTX))
-NVCCFLAGS := -O3 -std=c++17 $(GENCODE) -Xcompiler -Wall --expt-relaxed-constexpr \
+# Six targets make a large fatbin: nvcc 12.8+ compresses it for size (53 MB -> about 12 MB for the
+# binary; the driver inflates a kernel's image when it first loads it)
+NVCC_COMPRESS := $(if $(HAVE_NVCC),$(shell $(NVCC) --help 2>/dev/null | grep -q -- --compress-mode && echo --compress-mode=size))
+NVCCFLAGS := -O3 -std=c++17 $(GENCODE) -Xcompiler -Wall --expt-relaxed-constexpr $(NVCC_COMPRESS) \
              -MMD -MP -lineinfo -I$(CUDA_HOME)/include $(MPI_CFLAGS)
 ifeq ($(HAVE_NVCC),1)
   ifneq ($(CUDA_SRC),)
@@ -126,9 +129,10 @@ $(BUILD)/obj/plot/canvas.o: CFLAGS += $(CAIRO_CFLAGS)
 
 # The targets travel into the binary (kernels/gpu_arch.c: the start-up check of every rank's GPU),
 # and a changed CUDA_ARCH / CUDA_PTX rebuilds every object that depends on them: the stamp file
-# holds the last build's gencode line and is rewritten only when it differs.
+# holds the last build's gencode line (and fatbin compression) and is rewritten only when it differs.
 ARCH_STAMP := $(BUILD)/.cuda_arch
-$(shell mkdir -p $(BUILD); [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(GENCODE)" ] || echo "$(GENCODE)" >$(ARCH_STAMP))
+ARCH_TEXT  := $(strip $(GENCODE) $(NVCC_COMPRESS))
+$(shell mkdir -p $(BUILD); [ "$$(cat $(ARCH_STAMP) 2>/dev/null)" = "$(ARCH_TEXT)" ] || echo "$(ARCH_TEXT)" >$(ARCH_STAMP))
 $(BUILD)/obj/kernels/gpu_arch.o: CFLAGS += -DT5_CUDA_CUBINS='"$(strip $(CUDA_ARCH))"' -DT5_CUDA_PTX='"$(strip $(CUDA_PTX))"'
 $(BUILD)/obj/kernels/gpu_arch.o $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o): $(ARCH_STAMP)
 

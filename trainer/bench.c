@@ -58,7 +58,7 @@ static int plan_fits(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
 }
 
 static const char *precision_name(const BenchArgs *a) {
-    return a->bf16 ? "bf16" : a->fp16 ? "fp16" : a->tf32 ? "fp32 (TF32 GEMMs)" : "fp32";
+    return a->bf16 ? "bf16" : a->fp16 ? "fp16" : a->tf32 ? "fp32-tf32" : "fp32";  // one word: RESULT lines are key=value
 }
 
 // peaks: (world) GiB per rank, or NULL

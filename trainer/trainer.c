@@ -1002,23 +1002,24 @@ static void run_prepare(Run *r, Dataset sets[SPLIT_COUNT], const Dataset *used[S
         r->total_steps = run_plan_steps(&r->p, (long)used[SPLIT_TRAIN]->count, r->comm.world, &r->steps_per_epoch,
                                        &r->num_epochs);
     clamp_eval_batch(a, used);
-    if (a->explain && is_main(r)) {  // the plan of every stage for this run's shapes, ours marked
-        estimate_print_table(a->model, &r->p.model_cfg, run_plan_dtype(&r->p), r->p.micro_batch, a->max_source_length,
-                             a->max_target_length, a->gradient_checkpointing, r->comm.world, 0, r->p.zopt.inference,
-                             r->p.zopt.stage);
+    int plan_B, plan_S, plan_T;
+    plan_shapes(r, used, &plan_B, &plan_S, &plan_T);
+    *B = plan_B, *S = plan_S, *T = plan_T;
+    // the plan of every stage for this run's shapes (the data's longest rows) and offload, ours marked
+    const int offload = r->p.zopt.offload_optimizer && !r->p.zopt.inference;
+    if (a->explain && is_main(r)) {
+        estimate_print_table(a->model, &r->p.model_cfg, run_plan_dtype(&r->p), r->p.micro_batch, plan_S, plan_T,
+                             a->gradient_checkpointing, r->comm.world, offload, r->p.zopt.inference, r->p.zopt.stage);
         if (a->explain_png) {  // the same plan as a picture (trainer/estimate_png.c)
             EstimateSetup es = {.model = a->model, .cfg = &r->p.model_cfg, .dt = run_plan_dtype(&r->p),
-                                .batch = r->p.micro_batch, .S = a->max_source_length, .T = a->max_target_length,
-                                .ckpt = a->gradient_checkpointing, .world = r->comm.world, .offload = 0,
+                                .batch = r->p.micro_batch, .S = plan_S, .T = plan_T,
+                                .ckpt = a->gradient_checkpointing, .world = r->comm.world, .offload = offload,
                                 .inference = r->p.zopt.inference};
             estimate_draw_png(&es, a->explain_png);
             printf("--explain_png: the plan drawn to %s\n", a->explain_png);
         }
         fflush(stdout);
     }
-    int plan_B, plan_S, plan_T;
-    plan_shapes(r, used, &plan_B, &plan_S, &plan_T);
-    *B = plan_B, *S = plan_S, *T = plan_T;
     if (a->find_max_batch && is_main(r)) {
         const Dataset *rows = used[SPLIT_TRAIN] ? used[SPLIT_TRAIN] : used[SPLIT_VAL] ? used[SPLIT_VAL] : used[SPLIT_TEST];
         long limit = rows ? (long)rows->count / r->comm.world : 1;

@@ -16,6 +16,7 @@
 #include "../../data/batch_file.h"
 #include "../../model/load.h"
 #include "../../model/safetensors.h"
+#include "../../kernels/cuda/cuda_ops.h"
 #include "../../trainer/device.h"
 #include "../../zero/step.h"
 #include "../test.h"
@@ -118,8 +119,8 @@ static void fp32_against_hf(const char *variant, float smoothing) {
     t5_free(&m);
 }
 
-// 20 steps of AdamW on the fixture batch: CPU fp32 vs CUDA in `prec`.
-static void mixed_precision_tracks(const char *variant, int bf16, int fp16, double tol) {
+// 20 steps of AdamW on the fixture batch: CPU fp32 vs CUDA in bf16, fp16, or fp32 with TF32 GEMMs.
+static void precision_tracks(const char *variant, int bf16, int fp16, int tf32, double tol) {
     char dir[256], path[300], what[256];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", variant);
     snprintf(path, sizeof path, "%s/reference.safetensors", dir);
@@ -129,7 +130,7 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
     double losses[2][20];
     int applied[2] = {0, 0}, skipped = 0;
     for (int run = 0; run < 2; run++) {
-        const Backend *be = run == 0 ? backend_cpu() : device_backend("cuda", 0, bf16, fp16, 0, 0);
+        const Backend *be = run == 0 ? backend_cpu() : device_backend("cuda", 0, bf16, fp16, 0, tf32);
         T5Model m;
         float *host_weights = NULL;  // the fp32 master of 16-bit training comes from them (zero_init)
         ModelLoadOptions lo = {.host_weights = &host_weights};
@@ -158,7 +159,7 @@ static void mixed_precision_tracks(const char *variant, int bf16, int fp16, doub
     int n = applied[1] < applied[0] ? applied[1] : applied[0];
     for (int s = 0; s < n; s++) worst = fmax(worst, fabs(losses[1][s] - losses[0][s]) / fabs(losses[0][s]));
     snprintf(what, sizeof what, "cuda %s %s: 20 updates track fp32 CPU (loss %.4f -> %.4f vs %.4f -> %.4f, worst rel %.2e, tol %.0e, %d skipped)",
-             bf16 ? "bf16" : "fp16", variant, losses[1][0], losses[1][n - 1], losses[0][0], losses[0][n - 1], worst, tol, skipped);
+             bf16 ? "bf16" : fp16 ? "fp16" : "fp32 with TF32 GEMMs", variant, losses[1][0], losses[1][n - 1], losses[0][0], losses[0][n - 1], worst, tol, skipped);
     test_check(n == 20 && worst <= tol, what);
 }
 
@@ -244,10 +245,17 @@ int main(void) {
     fp32_against_hf("relu_tied", 0.1f);
     fp32_against_hf("gated_noscale", 0.0f);
     fp32_against_hf("untied", 0.1f);
-    // bf16 keeps 8 bits of mantissa: a few percent; fp16 10 bits: tighter
-    mixed_precision_tracks("relu_tied", 1, 0, 3e-2);
-    mixed_precision_tracks("relu_tied", 0, 1, 1e-2);
-    mixed_precision_tracks("gated_noscale", 1, 0, 3e-2);
-    mixed_precision_tracks("gated_noscale", 0, 1, 1e-2);
+    // bf16 keeps 8 bits of mantissa: a few percent; fp16 10 bits: tighter; TF32 rounds only the
+    // GEMM inputs to 10 bits and keeps fp32 everywhere else (bf16 needs compute capability 8.0)
+    if (cuda_compute_capability() >= GPU_CC_BF16) {
+        precision_tracks("relu_tied", 1, 0, 0, 3e-2);
+        precision_tracks("gated_noscale", 1, 0, 0, 3e-2);
+        precision_tracks("relu_tied", 0, 0, 1, 1e-3);
+    } else {
+        printf("NOTICE: compute capability %d.%d: the bf16 and TF32 runs are skipped (they need 8.0)\n",
+               cuda_compute_capability() / 10, cuda_compute_capability() % 10);
+    }
+    precision_tracks("relu_tied", 0, 1, 0, 1e-2);
+    precision_tracks("gated_noscale", 0, 1, 0, 1e-2);
     return test_summary();
 }
