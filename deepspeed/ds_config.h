@@ -121,6 +121,10 @@ typedef struct {
     } scheduler;
 
     struct {
+        DsBool use_node_local_storage;         // each host writes its ranks' shards locally (false)
+    } checkpoint;
+
+    struct {
         ZeroStage stage;                       // 0..3 (0)
         DsBool overlap_comm;                   // overlap reduction with backward (stage 3: true, else false)
         DsBool contiguous_gradients;           // copy gradients into one buffer as produced (true)

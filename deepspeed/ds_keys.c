@@ -59,7 +59,6 @@ const KeySpec k_keys[] = {
     UNSUP("amp", "apex AMP; use fp16 or bf16"),
     UNSUP("aio", "NVMe async I/O tuning"),
     UNSUP("autotuning", "DeepSpeed autotuner"),
-    UNSUP("checkpoint", "DeepSpeed checkpoint options; train_t5 writes its own checkpoints"),
     UNSUP("comet", "Comet monitor"),
     UNSUP("comms_logger", "communication logger"),
     UNSUP("communication_data_type", "gradient communication dtype"),
@@ -83,6 +82,16 @@ const KeySpec k_keys[] = {
     UNSUP("torch_autocast", "torch autocast; use fp16 or bf16"),
     UNSUP("wandb", "Weights & Biases monitor"),
     UNSUP("weight_quantization", "weight quantization"),
+
+    // ---- checkpoint ----
+    SEC("checkpoint", NO_OFF, "where checkpoints are written (DeepSpeed's checkpoint options)"),
+    BOOL("checkpoint.use_node_local_storage", checkpoint.use_node_local_storage, 0, 0,
+         "each host writes its own ranks' shards (and its copy of the small files) to its own disk; rank 0 writes "
+         "model.safetensors; a resume fetches the shards its host lacks from the hosts that have them "
+         "(HF: --save_on_each_node; docs/LAUNCH.md)"),
+    ONLY_BOOL("checkpoint.load_universal", 0, "universal checkpoints (train_t5's shards already resume at any layout)"),
+    SEC("checkpoint.parallel_write", NO_OFF, "pipeline-parallel checkpoint writing"),
+    ONLY_BOOL("checkpoint.parallel_write.pipeline_stage", 0, "pipeline-stage parallel writes (no pipeline here)"),
 
     // ---- fp16 ----
     SEC("fp16", NO_OFF, "fp16 mixed precision and its dynamic loss scaler"),

@@ -99,16 +99,65 @@ void comm_check_dry(const Comm *c, const char *device) {
     if (strcmp(device, "cuda") != 0) check_cpu_ranks(c, device, !strcmp(c->launcher, "mpirun"));
 }
 
+// Every rank's host record, exchanged over the transport just set up; the heartbeat names them.
+static void hosts_gather(Comm *c) {
+    HostRecord mine = hosts_this_record(), *all = mallocCheck((size_t)c->world * sizeof mine);
+    comm_allgather_bytes_host(c, &mine, sizeof mine, all);
+    hosts_free(&c->hosts);
+    hosts_build(&c->hosts, all, c->world);
+    free(all);
+    liveness_name_hosts(&c->hosts);
+}
+
 void comm_attach_device(Comm *c, const char *device) {
     if (strcmp(device, "cuda") != 0) {  // CPU ranks: MPI carries host buffers
         check_cpu_ranks(c, device, c->mpi);
+    } else {
+        comm_nccl_attach(c);  // this rank's GPU, then the communicator (fails in a build without CUDA)
+        c->ops = comm_nccl_ops();
+    }
+    hosts_gather(c);
+}
+
+void comm_allgather_bytes_host(const Comm *c, const void *mine, size_t n, void *all) {
+    if (c->world == 1) {
+        memcpy(all, mine, n);
         return;
     }
-    comm_nccl_attach(c);  // this rank's GPU, then the communicator (fails in a build without CUDA)
-    c->ops = comm_nccl_ops();
+    size_t words = (n + 7) / 8;  // each rank's slot, in 8-byte words
+    long long *buf = callocCheck((size_t)c->world * words, sizeof(long long));
+    memcpy(buf + (size_t)c->rank * words, mine, n);
+    comm_allreduce_sum_i64(c, buf, (size_t)c->world * words);
+    for (int r = 0; r < c->world; r++) memcpy((char *)all + (size_t)r * n, buf + (size_t)r * words, n);
+    free(buf);
+}
+
+void comm_broadcast_bytes_host(const Comm *c, int root, void *buf, size_t n) {
+    if (c->world == 1 || n == 0) return;
+    size_t words = (n + 7) / 8;
+    long long *w = callocCheck(words, sizeof(long long));
+    if (c->rank == root) memcpy(w, buf, n);
+    comm_allreduce_sum_i64(c, w, words);
+    if (c->rank != root) memcpy(buf, w, n);
+    free(w);
+}
+
+int comm_ranks_on_my_host(const Comm *c) {
+    if (c->hosts.n_hosts > 0) return c->hosts.ranks_on[c->hosts.host_of[c->rank]];
+    return launch_ranks_on_host(c->launcher, c->world);
+}
+
+int comm_is_host_leader(const Comm *c) {
+    if (c->hosts.n_hosts > 0) return c->hosts.first_rank[c->hosts.host_of[c->rank]] == c->rank;
+    return c->rank == 0;
+}
+
+const char *comm_rank_words(const Comm *c, int rank, char *buf, int n) {
+    return hosts_rank_words(&c->hosts, rank, buf, n);
 }
 
 void comm_finalize(Comm *c) {
+    hosts_free(&c->hosts);
     c->ops->finalize(c);
     c->ops = cpu_ops(c);
     if (c->mpi) MPI_Finalize();

@@ -29,6 +29,7 @@
 
 #include "../kernels/backend.h"
 #include "../zero/partition.h"  // Range
+#include "hosts.h"   // which ranks share a host (Comm.hosts)
 #include "launch.h"  // the launchers (--num_gpus: launch_spawn_ranks)
 
 typedef struct CommOps CommOps;
@@ -40,6 +41,7 @@ typedef struct Comm {
     const char *launcher; // "none", "mpirun", "torchrun", "slurm", "num_gpus"
     const CommOps *ops;   // the implementation (see the top of this file); set by comm_init
     void *nccl;           // NCCL communicator state (dist/comm_nccl.cu) for GPU ranks, else NULL
+    HostLayout hosts;     // every rank's host (dist/hosts.h), gathered by comm_attach_device
 } Comm;
 
 // The table every implementation fills; the comm_* functions below document each entry.
@@ -77,6 +79,7 @@ void comm_init(Comm *c);
 // the NCCL communicator over every rank (also with one rank: the same code path). CPU
 // ranks: nothing (MPI carries host buffers); several CPU ranks without MPI are an error.
 // Call right after comm_init: the barriers of start-up go through NCCL when there is no MPI.
+// Then every rank's host record is exchanged (c->hosts) and the heartbeat learns the names.
 void comm_attach_device(Comm *c, const char *device);
 void comm_finalize(Comm *c);
 // --explain's ranks: (rank, world, launcher) as the launcher's variables give them, or
@@ -153,6 +156,19 @@ static inline void comm_gather_partitions_host_f32(const Comm *c, const float *m
     c->ops->gather_partitions_host_f32(c, mine, all, n_total);
 }
 static inline void comm_barrier(const Comm *c) { c->ops->barrier(c); }
+// Every rank's n bytes, in rank order, on every rank (all: world x n bytes); and rank root's n
+// bytes on every rank (buf in place). Both ride on the host all-reduce (each rank's slot filled,
+// the rest zero: a sum with one non-zero term is exact), so they run on every transport without
+// an entry of their own: for start-up records and files moved at resume, not for tensors.
+void comm_allgather_bytes_host(const Comm *c, const void *mine, size_t n, void *all);
+void comm_broadcast_bytes_host(const Comm *c, int root, void *buf, size_t n);
+// This rank's host in c->hosts: how many ranks it runs (what its memory and disk hold for), and
+// whether this rank is its lowest (which writes the host's node-local files). Before the
+// layout is gathered (a dry run): the launcher's figure (launch_ranks_on_host), and rank 0.
+int comm_ranks_on_my_host(const Comm *c);
+int comm_is_host_leader(const Comm *c);
+// "rank R (host H)" for messages: the host named when the job spans several.
+const char *comm_rank_words(const Comm *c, int rank, char *buf, int n);
 // Every rank's n bytes (n may differ, 0 too) concatenated in rank order on rank 0: *all
 // (malloc'ed; the caller frees it) and counts[world] there; elsewhere *all = NULL and
 // counts is unused (may be NULL). Evaluation gathers each rank's predictions this way.

@@ -30,12 +30,38 @@ extern char **environ;
 // 0: unset or empty; 1: *out holds the value. A value that is not an integer is an error.
 static int env_int(const char *name, int *out);
 
+int launch_slurm_tasks_on_node(const char *spec, int node) {
+    if (!spec || node < 0) return 0;
+    int at = 0;  // the first node of the current group
+    for (const char *p = spec; *p;) {
+        char *end = NULL;
+        long tasks = strtol(p, &end, 10), times = 1;
+        if (end == p || tasks < 1) return 0;
+        p = end;
+        if (*p == '(') {  // "(xN)"
+            if (p[1] != 'x') return 0;
+            times = strtol(p + 2, &end, 10);
+            if (end == p + 2 || *end != ')' || times < 1) return 0;
+            p = end + 1;
+        }
+        if (node < at + times) return (int)tasks;
+        at += (int)times;
+        if (*p == ',') p++;
+        else if (*p) return 0;
+    }
+    return 0;
+}
+
 int launch_ranks_on_host(const char *launcher, int world) {
-    int k = 0;
-    if (env_int("LOCAL_WORLD_SIZE", &k) && k > 0) return k;
+    int k = 0, node = 0;
+    if (env_int("LOCAL_WORLD_SIZE", &k) && k > 0) return k;   // torchrun
+    if (env_int("LOCAL_SIZE", &k) && k > 0) return k;         // the deepspeed launcher (launch.py)
     if (env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &k) && k > 0) return k;
-    const char *s = getenv("SLURM_TASKS_PER_NODE");  // "2(x3),1": the first node's count
-    if (s && *s && atoi(s) > 0) return atoi(s);
+    const char *s = getenv("SLURM_TASKS_PER_NODE");  // "2(x3),1": this node's entry (SLURM_NODEID)
+    if (s && *s) {
+        if (!env_int("SLURM_NODEID", &node)) node = 0;
+        if ((k = launch_slurm_tasks_on_node(s, node)) > 0) return k;
+    }
     return !strcmp(launcher, "none") || !strcmp(launcher, "num_gpus") ? world : 1;
 }
 

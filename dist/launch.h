@@ -63,11 +63,15 @@ void launch_tcp_watch(const LaunchRank0 *at, int listen_fd, int rank, int world)
 // set (a one-line error naming both); when LOCAL_RANK is not set, it is set to N, so
 // comm_init reads the GPU index from one place.
 void launch_use_local_rank_flag(int local_rank);
-// How many ranks of the job run on this host (what the host's memory and disk must hold for
-// all of them): LOCAL_WORLD_SIZE (torchrun), OMPI_COMM_WORLD_LOCAL_SIZE (OpenMPI), the first
-// count of SLURM_TASKS_PER_NODE (srun); without any, world when the launcher starts every rank
-// here ("none", "num_gpus"), else 1.
+// How many ranks of the job run on this host, as the launcher says (before the ranks have
+// exchanged their hosts, dist/hosts.h: a dry run): LOCAL_WORLD_SIZE (torchrun), LOCAL_SIZE
+// (the deepspeed launcher), OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), this node's entry of
+// SLURM_TASKS_PER_NODE (srun, node SLURM_NODEID); without any, world when the launcher starts
+// every rank here ("none", "num_gpus"), else 1.
 int launch_ranks_on_host(const char *launcher, int world);
+// Slurm's SLURM_TASKS_PER_NODE ("2(x3),1": three nodes of 2 tasks, then one of 1): the tasks
+// of node `node` (0-based); 0 when the spec is malformed or has no such node.
+int launch_slurm_tasks_on_node(const char *spec, int node);
 
 // --num_gpus n: start n ranks of this binary (/proc/self/exe, argv without --num_gpus)
 // with RANK=LOCAL_RANK=i, WORLD_SIZE=n, MASTER_ADDR=127.0.0.1, MASTER_PORT=a free port, and

@@ -20,6 +20,7 @@
 
 #include "../common/check.h"
 #include "../common/clock.h"
+#include "hosts.h"
 
 // A message: four 32-bit words in network order, {MAGIC | type, a, b, c}.
 #define LV_MAGIC 0x4C560000u  // "LV"
@@ -49,6 +50,28 @@ static struct {
     int running;
 } lv;
 
+
+// The host of each rank, for messages (liveness_name_hosts); NULL until known or on one host.
+// Published once with a release store, read by the thread with an acquire load; never freed.
+static char (*lv_host_names)[HOST_NAME_CHARS];
+static int lv_host_world;
+
+void liveness_name_hosts(const void *host_layout) {
+    const HostLayout *h = host_layout;
+    if (!h || h->n_hosts < 2 || __atomic_load_n(&lv_host_names, __ATOMIC_ACQUIRE)) return;
+    char (*names)[HOST_NAME_CHARS] = callocCheck((size_t)h->world, HOST_NAME_CHARS);
+    for (int r = 0; r < h->world; r++) memcpy(names[r], h->names[h->host_of[r]], HOST_NAME_CHARS);
+    lv_host_world = h->world;
+    __atomic_store_n(&lv_host_names, names, __ATOMIC_RELEASE);
+}
+
+// " (host b)" for rank r when the hosts are known, else "".
+static const char *host_of(int r, char *buf, size_t n) {
+    char (*names)[HOST_NAME_CHARS] = __atomic_load_n(&lv_host_names, __ATOMIC_ACQUIRE);
+    if (names && r >= 0 && r < lv_host_world) snprintf(buf, n, " (host %s)", names[r]);
+    else buf[0] = '\0';
+    return buf;
+}
 
 double liveness_timeout_s(void) {
     const char *v = getenv("T5_HEARTBEAT_TIMEOUT");
@@ -128,15 +151,20 @@ __attribute__((noreturn)) static void fail(int failed, int kind, int noticer, do
             // SIGCONT: a stopped process resumes, reads the message and ends; a running one is unaffected
             if (p->rank == failed && p->pid > 0 && lv.host && p->host == lv.host) kill(p->pid, SIGCONT);
         }
-    char msg[1024];
+    char msg[1024], hf[96], hn[96], hs[96];
     int k;
+    host_of(failed, hf, sizeof hf);
     if (kind == LV_FROZEN)
-        k = snprintf(msg, sizeof msg, "error: rank %d of %d stopped responding: no heartbeat for %.0f s (the process "
-                     "is frozen, stopped, or its host is gone)", failed, lv.world, silent_s);
+        k = snprintf(msg, sizeof msg, "error: rank %d of %d%s stopped responding: no heartbeat for %.0f s (the process "
+                     "is frozen, stopped, or its host is gone)", failed, lv.world, hf, silent_s);
     else
-        k = snprintf(msg, sizeof msg, "error: rank %d of %d ended unexpectedly (its output says why)", failed, lv.world);
+        k = snprintf(msg, sizeof msg, "error: rank %d of %d%s ended unexpectedly (its output says why)", failed,
+                     lv.world, hf);
     if (noticer != lv.rank)
-        k += snprintf(msg + k, sizeof msg - (size_t)k, "; rank %d noticed, rank %d stops too", noticer, lv.rank);
+        k += snprintf(msg + k, sizeof msg - (size_t)k, "; rank %d%s noticed, rank %d%s stops too", noticer,
+                      host_of(noticer, hn, sizeof hn), lv.rank, host_of(lv.rank, hs, sizeof hs));
+    else if (hf[0])
+        k += snprintf(msg + k, sizeof msg - (size_t)k, "; rank %d%s noticed", lv.rank, host_of(lv.rank, hs, sizeof hs));
     if (kind == LV_FROZEN)
         snprintf(msg + k, sizeof msg - (size_t)k,
                  "\nHINT: a stopped (SIGSTOP, Ctrl-Z, a debugger), swapping or hung process, or a lost host; the job "
@@ -144,8 +172,8 @@ __attribute__((noreturn)) static void fail(int failed, int kind, int noticer, do
                  "rank)\n");
     else
         snprintf(msg + k, sizeof msg - (size_t)k,
-                 "\nHINT: the job ends with it; rank %d's own error above (or the launcher's line, if it was killed) "
-                 "says why\n", failed);
+                 "\nHINT: the job ends with it; rank %d's own error (or the launcher's line, if it was killed) says why%s\n",
+                 failed, hf[0] ? ", in the output of the launcher on that host" : "");
     // stdout only when no other thread holds it (a main thread blocked in a write must not block the exit)
     if (ftrylockfile(stdout) == 0) {
         fflush_unlocked(stdout);

@@ -41,3 +41,8 @@ void liveness_start(int rank, int world, const int *fds, double timeout_s);
 // Say goodbye to the peers (they stop watching this rank), end the thread and close its
 // connections. Nothing to do when no heartbeat runs.
 void liveness_stop(void);
+// The job's hosts (dist/hosts.h), once known: from then on a failure names the failed rank's
+// host, and the noticing rank's, when the job spans several ("rank 1 of 4 (host b) ended
+// unexpectedly; rank 0 (host a) noticed"). A copy is kept; callable before or after
+// liveness_start.
+void liveness_name_hosts(const void *host_layout);

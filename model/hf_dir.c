@@ -243,6 +243,18 @@ int hf_resolve_model(const char *model_arg, T5Config *cfg) {
             t5_config_preset_names());
 }
 
+int hf_has_weights_file(const char *dir) {
+    static const char *const names[] = {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                                        "pytorch_model.bin.index.json"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *p = path_join(dir, names[i]);
+        int yes = path_exists(p);
+        free(p);
+        if (yes) return 1;
+    }
+    return 0;
+}
+
 int hf_probe_untied(const char *dir) {
     Weights w;
     weights_open(&w, dir);

@@ -19,6 +19,9 @@ int hf_resolve_model(const char *model_arg, T5Config *cfg);
 // only copy of the embedding, counts as tied (what transformers' tie_weights does).
 // Call it first, set cfg->untied_lm_head, build the layout, then hf_load_weights().
 int hf_probe_untied(const char *dir);
+// dir holds a weights file weights_open would read (model.safetensors, its sharded index, or
+// pytorch_model.bin / its index).
+int hf_has_weights_file(const char *dir);
 // The file (name inside dir) the weights load from: model.safetensors,
 // model.safetensors.index.json, pytorch_model.bin or pytorch_model.bin.index.json; NULL if none.
 const char *hf_weights_file(const char *dir);

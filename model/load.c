@@ -92,7 +92,10 @@ void model_load_resolved(T5Model *m, const char *model_arg, const T5Config *reso
     if (!has_weights && !opt.init_random)
         t5_fail("--model \"%s\" is a preset with no local weights; pass a model directory, or --init random to "
                 "train from a random initialization", model_arg);
-    if (has_weights && !opt.init_random) cfg.untied_lm_head = hf_probe_untied(model_arg);
+    // from the weights file; a checkpoint read from its shards alone (a node-local one on a host
+    // without model.safetensors) has config.json's (train_t5 writes tie_word_embeddings as it is)
+    if (has_weights && !opt.init_random && (!opt.shards_init || hf_has_weights_file(model_arg)))
+        cfg.untied_lm_head = hf_probe_untied(model_arg);
     if (opt.defer_weights && !opt.host_weights)
         t5_die(__FILE__, __LINE__, "model_load: defer_weights without host_weights would lose the weights",
                "a bug in the caller: pass host_weights and hand them to zero_init");

@@ -259,7 +259,8 @@ typedef struct {
     USE("greater_is_better", FLAG_BOOL, greater_is_better,                                                          \
         "a larger --metric_for_best_model is better (default: true unless the metric ends in loss)"),              \
     REFUSE("save_safetensors", FLAG_BOOL, "true", "model.safetensors is the only format written"),                 \
-    REFUSE("save_on_each_node", FLAG_BOOL, "false", "rank 0 writes every file (a file system shared by the hosts is assumed)"), \
+    USE("save_on_each_node", FLAG_BOOL, save_on_each_node,                                                          \
+        "checkpoints on each host's own disk: each host writes its ranks' shards and its copy of the small files, rank 0 model.safetensors (DeepSpeed's checkpoint.use_node_local_storage)"), \
     REFUSE("enable_jit_checkpoint", FLAG_BOOL, "false", "not built: checkpoints are written at --save_steps"),      \
     REFUSE("ignore_data_skip", FLAG_BOOL, "false", "resuming always walks the sampler to the checkpoint's step (the exact resume)"), \
     NOOP("restore_callback_states_from_checkpoint", FLAG_BOOL, "changes nothing: there are no callbacks with state"), \

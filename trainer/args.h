@@ -80,6 +80,7 @@ typedef struct {
     const char *save_strategy;    // no|steps|epoch
     int save_total_limit;         // keep the newest N checkpoint-N (and the best one); 0: every one (trainer/retention.h)
     int save_only_model;          // checkpoints without the optimizer's state (they cannot be resumed)
+    int save_on_each_node;        // checkpoints on each host's own disk (HF's; node-local storage)
     int load_best_model_at_end;   // the best checkpoint's weights are loaded back after training
     const char *metric_for_best_model;  // "loss", "eval_bleu", ... (NULL: no best-model tracking)
     int greater_is_better;        // 1/0; -1: from the metric's name (HF: not ending in "loss")

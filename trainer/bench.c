@@ -318,7 +318,7 @@ int bench_main(int argc, char **argv, int start) {
     if (B && a.deepspeed) {  // the offloaded state against this host's memory and disk, before allocating
         ZeroPlan zp = planner_memory_zero_opts(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing, a.checkpoint_sub_batch, &a.zo,
                                                a.world);
-        planner_check_offload(&zp, &a.zo, launch_ranks_on_host(comm.launcher, comm.world), a.deepspeed, 0);
+        planner_check_offload(&zp, &a.zo, comm_ranks_on_my_host(&comm), a.deepspeed, 0);
     }
     if (!B) {
         model_weights_discard(lo.job);

@@ -17,8 +17,33 @@
 #include "retention.h"
 #include "run.h"
 
-void trainer_save_state(const Run *r, const char *dir) {
-    if (!is_main(r)) return;
+// Who writes a checkpoint's small files (config.json, spiece.model, trainer_state.json) and
+// renames its directory into place: rank 0 on a shared file system; with node-local storage
+// (RunPlan.node_local) the lowest rank of every host, each on its own disk.
+static int writes_small_files(const Run *r) { return r->p.node_local ? comm_is_host_leader(&r->comm) : is_main(r); }
+
+// Rank 0's trainer_state.json text to every host's lowest rank (node-local checkpoints: every
+// host's copy is rank 0's, log history included). Collective.
+static void save_state_on_each_host(const Run *r, cJSON *sorted, const char *path) {
+    char *text = is_main(r) ? cJSON_PrintUnformatted(sorted) : NULL;
+    if (is_main(r) && !text) t5_die(__FILE__, __LINE__, "cJSON_PrintUnformatted failed (out of memory)", NULL);
+    long long n = text ? (long long)strlen(text) + 1 : 0;
+    comm_broadcast_bytes_host(&r->comm, 0, &n, sizeof n);
+    if (!text) text = callocCheck((size_t)n, 1);
+    comm_broadcast_bytes_host(&r->comm, 0, text, (size_t)n);
+    if (writes_small_files(r)) {
+        cJSON *copy = is_main(r) ? NULL : cJSON_Parse(text);
+        if (!is_main(r) && !copy) t5_die(__FILE__, __LINE__, "trainer_state.json from rank 0 does not parse", NULL);
+        json_save_atomic(copy ? copy : sorted, path);
+        cJSON_Delete(copy);
+    }
+    if (is_main(r)) cJSON_free(text);
+    else free(text);
+}
+
+void trainer_save_state(const Run *r, const char *dir, int every_host) {
+    every_host = every_host && r->p.node_local;
+    if (!is_main(r) && !every_host) return;
     cJSON *st = cJSON_CreateObject();
     retention_state_add(r, st);  // best_global_step, best_metric, best_model_checkpoint
     cJSON_AddNumberToObject(st, "epoch", r->epoch);
@@ -39,7 +64,8 @@ void trainer_save_state(const Run *r, const char *dir) {
     cJSON_AddNullToObject(st, "trial_params");
     char *path = path_join(dir, "trainer_state.json");
     cJSON *sorted = json_sorted_copy(st);  // HF: json.dumps(..., sort_keys=True); log entries are in HF's log order
-    json_save_atomic(sorted, path);
+    if (every_host) save_state_on_each_host(r, sorted, path);
+    else json_save_atomic(sorted, path);
     cJSON_Delete(sorted);
     free(path);
     cJSON_Delete(st);
@@ -137,20 +163,28 @@ void trainer_save_checkpoint(Run *r, const LossScaler *scaler) {
     size_t n = strlen(dir);
     char *tmp = mallocCheck(n + 5);
     snprintf(tmp, n + 5, "%s.tmp", dir);
-    if (is_main(r)) {
+    const int node_local = r->p.node_local;
+    if (writes_small_files(r)) {
         remove_tree(tmp);  // left by a run that was killed while saving
         mkdir_p(tmp);
         fileio_remove_at_exit(tmp);
     }
     zero_ckpt_mem_begin();
     trainer_store_flos(r);
-    trainer_save_model(r, tmp);
+    trainer_save_model(r, tmp);  // rank 0: model.safetensors (config.json first), spiece.model
+    if (node_local && writes_small_files(r) && !is_main(r)) {  // the other hosts' copies of the small files
+        hf_save_config(tmp, &r->m.cfg, &r->m.lay);
+        char *dst = path_join(tmp, "spiece.model");
+        file_copy_atomic(r->spm_path, dst);
+        free(dst);
+    }
     int with_state = !r->a.save_only_model;  // --save_only_model: the model alone (it cannot be resumed)
-    if (with_state) zero_save_shards(&r->zero, scaler, tmp, r->global_step);
-    trainer_save_state(r, tmp);
-    if (with_state) zero_save_latest(&r->zero, tmp, r->global_step);  // a barrier first: every rank's files are whole
+    if (with_state) zero_save_shards(&r->zero, scaler, tmp, r->global_step, node_local);
+    trainer_save_state(r, tmp, 1);
+    // a barrier first: every rank's files are whole
+    if (with_state) zero_save_latest(&r->zero, tmp, r->global_step, node_local);
     zero_ckpt_mem_report(&r->zero, "save");
-    if (is_main(r)) {
+    if (writes_small_files(r)) {
         remove_tree(dir);  // --overwrite_output_dir: an older run's checkpoint of this step
         if (rename(tmp, dir) != 0)
             t5_fail("renaming %s to %s failed: %s; HINT: check the permissions of --output_dir %s", tmp, dir,
@@ -179,8 +213,8 @@ void trainer_save_final(Run *r, const LossScaler *scaler) {
                 strerror(errno));
     free(stale);
     if (!shards_only) return trainer_save_model(r, out);
-    zero_save_shards(&r->zero, scaler, out, r->global_step);
-    zero_save_latest(&r->zero, out, r->global_step);
+    zero_save_shards(&r->zero, scaler, out, r->global_step, 0);  // the final model: rank 0's index
+    zero_save_latest(&r->zero, out, r->global_step, 0);
     if (!is_main(r)) return;
     hf_save_config(out, &r->m.cfg, &r->m.lay);
     char *dst = path_join(out, "spiece.model");
@@ -239,7 +273,9 @@ void trainer_check_resume_model(const TrainArgs *a) {
     if (hf_resolve_model(a->model, &want) && strcmp(a->init, "random") != 0)
         want.untied_lm_head = hf_probe_untied(a->model);
     hf_resolve_model(a->resume_from_checkpoint, &have);
-    have.untied_lm_head = hf_probe_untied(a->resume_from_checkpoint);
+    // a node-local checkpoint on a host other than rank 0's has no weights file: config.json
+    // (written by train_t5: tie_word_embeddings as the weights are) says whether the head is tied
+    if (hf_has_weights_file(a->resume_from_checkpoint)) have.untied_lm_head = hf_probe_untied(a->resume_from_checkpoint);
     char diff[160];
     if (t5_config_diff(&want, &have, diff, sizeof diff))
         t5_fail("--resume_from_checkpoint %s is not a checkpoint of --model %s (%s: --model's vs the checkpoint's); "
@@ -249,13 +285,15 @@ void trainer_check_resume_model(const TrainArgs *a) {
 
 // --resume_from_checkpoint: every file a checkpoint needs is there (checked before
 // anything is written), and there is training to resume.
-void trainer_check_resume_dir(const TrainArgs *a) {
+void trainer_check_resume_dir(const TrainArgs *a, int node_local) {
     if (!a->resume_from_checkpoint) return;
     if (!path_is_dir(a->resume_from_checkpoint))
         t5_fail("--resume_from_checkpoint %s: %s; HINT: pass a checkpoint-N directory that train_t5 wrote",
                 a->resume_from_checkpoint, path_exists(a->resume_from_checkpoint) ? "not a directory" : "not found");
     const char *need[] = {"config.json", "model.safetensors", "trainer_state.json"};
     for (int i = 0; i < 3; i++) {
+        // node-local storage: only rank 0's host has model.safetensors; the weights come from the shards
+        if (i == 1 && node_local && zero_checkpoint_has_shards(a->resume_from_checkpoint)) continue;
         char *p = path_join(a->resume_from_checkpoint, need[i]);
         if (path_is_dir(p))
             t5_fail("--resume_from_checkpoint %s: %s is a directory, where a file is expected; HINT: pass a "
@@ -265,6 +303,6 @@ void trainer_check_resume_dir(const TrainArgs *a) {
                     "train_t5 wrote (with --save_steps / --save_strategy)", a->resume_from_checkpoint, need[i]);
         free(p);
     }
-    zero_check_checkpoint(a->resume_from_checkpoint);  // latest, the index, every shard there at its size
+    zero_check_checkpoint(a->resume_from_checkpoint, node_local);  // latest, the index, every shard (here) at its size
     if (!a->do_train) t5_fail("--resume_from_checkpoint needs --do_train");
 }

@@ -146,8 +146,8 @@ static void check_obstacles(const char *dir) {
     closedir(d);
 }
 
-cJSON *output_dir_check(const TrainArgs *a) {
-    trainer_check_resume_dir(a);  // the checkpoint must be whole before anything is written
+cJSON *output_dir_check(const TrainArgs *a, int node_local) {
+    trainer_check_resume_dir(a, node_local);  // the checkpoint must be whole before anything is written
     const char *dir = a->output_dir;
     if (path_exists(dir) && !path_is_dir(dir))
         t5_fail("--output_dir %s exists and is not a directory; HINT: give a directory (it is created if missing)", dir);

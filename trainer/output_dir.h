@@ -20,5 +20,6 @@
 #include "args.h"
 
 // Returns the all_results.json found there (a JSON object), or NULL.
-cJSON *output_dir_check(const TrainArgs *a);
+// node_local: a node-local checkpoint resumed (RunPlan.node_local: trainer_check_resume_dir).
+cJSON *output_dir_check(const TrainArgs *a, int node_local);
 void output_dir_create(const TrainArgs *a);

@@ -39,6 +39,8 @@ static void resolve_model(RunPlan *p, const TrainArgs *a) {
 void run_plan_resolve(RunPlan *p, const TrainArgs *a, const DsConfig *ds_loaded) {
     memset(p, 0, sizeof *p);
     if (ds_loaded) p->ds_loaded = *ds_loaded;
+    // checkpoints on each host's own disk: HF's --save_on_each_node or DeepSpeed's key (one is enough)
+    p->node_local = a->save_on_each_node || (ds_loaded && ds_loaded->checkpoint.use_node_local_storage.v);
     if (!sampler_parse(a->sampler, &p->sampler))
         t5_fail("--sampler \"%s\": expected random, sequential or sortish", a->sampler);
     if (!lr_schedule_parse(a->lr_scheduler_type, &p->lr_type))

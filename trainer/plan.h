@@ -49,6 +49,8 @@ typedef struct {
     int has_ds_scaler;        // the config's fp16 block sets the loss scaler
     LossScaler ds_scaler;
     ZeroOptions zopt;         // stage 0 with overlapped all-reduce without --deepspeed
+    int node_local;           // checkpoints on each host's own disk (--save_on_each_node, or the config's
+                              // checkpoint.use_node_local_storage): trainer/checkpoint.c, docs/LAUNCH.md
 } RunPlan;
 
 // The flags' plan: enums from the (already validated) strings, the numbers, config.json.

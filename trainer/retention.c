@@ -220,11 +220,32 @@ static void delete_checkpoint(Run *r, int step) {
     free(p);
 }
 
+// Node-local checkpoints (RunPlan.node_local): rank 0 decided which checkpoints went (gone[k],
+// k < n_gone on rank 0); every other host's lowest rank deletes the same ones from its own disk.
+// Collective in that mode; nothing to do on a shared file system.
+static void mirror_deletions(Run *r, const int *gone, int n_gone) {
+    if (!r->p.node_local || r->comm.world == 1) return;
+    long long n = is_main(r) ? n_gone : 0;
+    comm_broadcast_bytes_host(&r->comm, 0, &n, sizeof n);
+    if (n <= 0) return;
+    int *steps = callocCheck((size_t)n, sizeof(int));
+    if (is_main(r)) memcpy(steps, gone, (size_t)n * sizeof(int));
+    comm_broadcast_bytes_host(&r->comm, 0, steps, (size_t)n * sizeof(int));
+    if (!is_main(r) && comm_is_host_leader(&r->comm))
+        for (long long i = 0; i < n; i++) {
+            char *p = checkpoint_path(r->a.output_dir, steps[i]);
+            remove_tree(p);
+            free(p);
+        }
+    free(steps);
+}
+
 void retention_rotate(Run *r) {
     const int limit = r->a.save_total_limit;
-    if (!is_main(r) || limit <= 0) return;
-    int n;
-    int *steps = list_checkpoints(r->a.output_dir, &n);
+    if (limit <= 0) return;
+    if (!is_main(r)) return mirror_deletions(r, NULL, 0);
+    int n, n_gone = 0;
+    int *steps = list_checkpoints(r->a.output_dir, &n), *gone = callocCheck((size_t)n + 1, sizeof(int));
     const int best = best_step_of(r->best_model_checkpoint);
     int bi = -1;
     for (int i = 0; i < n; i++)
@@ -238,18 +259,24 @@ void retention_rotate(Run *r) {
     if (n > limit) {
         // limit 1 with a best one that is not the newest: two stay, so that the run can resume
         int keep = bi >= 0 && limit == 1 && steps[n - 1] != best ? 2 : limit;
-        for (int i = 0; i < n - keep; i++) delete_checkpoint(r, steps[i]);
+        for (int i = 0; i < n - keep; i++) delete_checkpoint(r, gone[n_gone++] = steps[i]);
     }
+    mirror_deletions(r, gone, n_gone);
+    free(gone);
     free(steps);
 }
 
 void retention_after_training(Run *r) {
-    if (!is_main(r) || !r->best_model_checkpoint || r->a.save_total_limit != 1) return;
-    int n;
-    int *steps = list_checkpoints(r->a.output_dir, &n);
+    if (r->a.save_total_limit != 1) return;
+    if (!is_main(r)) return mirror_deletions(r, NULL, 0);
+    int n = 0, n_gone = 0;
+    int *steps = r->best_model_checkpoint ? list_checkpoints(r->a.output_dir, &n) : NULL;
+    int *gone = callocCheck((size_t)n + 1, sizeof(int));
     const int best = best_step_of(r->best_model_checkpoint);
     for (int i = 0; i < n; i++)
-        if (steps[i] != best) delete_checkpoint(r, steps[i]);
+        if (steps[i] != best) delete_checkpoint(r, gone[n_gone++] = steps[i]);
+    mirror_deletions(r, gone, n_gone);
+    free(gone);
     free(steps);
 }
 

@@ -60,7 +60,9 @@ static inline int is_main(const Run *r) { return r->comm.rank == 0; }  // rank 0
 cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const char *predictions_path);
 
 // trainer/checkpoint.c
-void trainer_save_state(const Run *r, const char *dir);  // trainer_state.json (rank 0)
+// trainer_state.json (rank 0); every_host: a checkpoint's, which with node-local storage each host keeps a
+// copy of (rank 0's text, written by every host's lowest rank; collective then)
+void trainer_save_state(const Run *r, const char *dir, int every_host);
 void trainer_save_model(Run *r, const char *dir);        // collective; rank 0 writes the HF directory
 void trainer_save_checkpoint(Run *r, const LossScaler *scaler);  // collective: OUT/checkpoint-N
 // Collective: the end of training's save into --output_dir: the HF directory, or at stage 3
@@ -68,5 +70,7 @@ void trainer_save_checkpoint(Run *r, const LossScaler *scaler);  // collective: 
 void trainer_save_final(Run *r, const LossScaler *scaler);
 void trainer_store_flos(Run *r);                         // collective: the ranks' flos into total_flos
 int trainer_load_state(Run *r, const char *dir);         // --resume_from_checkpoint: returns the step
-void trainer_check_resume_dir(const TrainArgs *a);       // before anything is written
+// before anything is written; node_local: a node-local checkpoint (RunPlan.node_local), whose
+// host may lack model.safetensors and some shards (fetched at resume)
+void trainer_check_resume_dir(const TrainArgs *a, int node_local);
 void trainer_check_resume_model(const TrainArgs *a);     // the checkpoint is --model's architecture

@@ -246,8 +246,7 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
     MemPlan plan = plan_memory(r, cfg, dt, B, a->per_device_eval_batch_size, S, T, &zp);
     // the offloaded state against this host's memory and disk, before anything is allocated
     if (a->deepspeed)  // every rank: each host checks its own memory and disk
-        planner_check_offload(&zp, &r->p.zopt, launch_ranks_on_host(r->comm.launcher, r->comm.world), a->deepspeed,
-                              a->explain);
+        planner_check_offload(&zp, &r->p.zopt, comm_ranks_on_my_host(&r->comm), a->deepspeed, a->explain);
     r->plan_total = plan.total;
     if (is_main(r)) {
         printf("largest batch: %d x (source %d, target %d tokens), ZeRO stage %d over %d rank%s%s; ", B, S, T,
@@ -698,7 +697,7 @@ static void train_end(Run *r, TrainLoop *L) {
     trainer_save_final(r, &L->scaler);
     save_metrics(r, "train", met);
     cJSON_Delete(met);
-    trainer_save_state(r, r->a.output_dir);
+    trainer_save_state(r, r->a.output_dir, 0);
     train_free(L);
 }
 
@@ -776,7 +775,9 @@ static int startup_resolve(Run *r, int argc, char **argv, int start) {
         train_args_add_notice(a, line);
     }
     if (a->resume_from_checkpoint) retention_check_resumable(a->resume_from_checkpoint);  // not --save_only_model's
-    trainer_check_resume_dir(a);  // whole before its config.json is read
+    // node-local checkpoints (HF's --save_on_each_node, DeepSpeed's key): this host's copy may lack shards
+    const int node_local = a->save_on_each_node || (a->deepspeed && ds.checkpoint.use_node_local_storage.v);
+    trainer_check_resume_dir(a, node_local);  // whole (or, node-local, this host's part) before its config.json is read
     if (a->resume_from_checkpoint) trainer_check_resume_model(a);  // of --model's architecture
     run_plan_resolve(&r->p, a, a->deepspeed ? &ds : NULL);
     r->data = (DataArgs){.data_dir = a->data_dir, .train_file = a->train_file, .validation_file = a->validation_file,
@@ -788,14 +789,15 @@ static int startup_resolve(Run *r, int argc, char **argv, int start) {
     return 1;
 }
 
-// The splits the run uses; rank 0 tokenizes into the cache first, the others then map the
-// same files. Each is checked against the tokenizer and the model's vocabulary.
+// The splits the run uses; each host's lowest rank tokenizes into the cache first (a host's
+// cache is its own disk, or a shared one, written atomically), the others then map the same
+// files. Each is checked against the tokenizer and the model's vocabulary.
 static void open_data(Run *r, Dataset sets[SPLIT_COUNT], const Dataset *used[SPLIT_COUNT]) {
     const TrainArgs *a = &r->a;
     const int want[SPLIT_COUNT] = {[SPLIT_TRAIN] = a->do_train, [SPLIT_VAL] = r->p.has_val,
                                    [SPLIT_TEST] = a->do_predict};
     for (int pass = 0; pass < 2; pass++) {
-        if ((pass == 0) == is_main(r))
+        if ((pass == 0) == comm_is_host_leader(&r->comm))
             for (int k = 0; k < SPLIT_COUNT; k++)
                 if (want[k]) data_open_split(&r->data, (Split)k, r->spm, a->cache_dir, &sets[k]);
         if (pass == 0) comm_barrier(&r->comm);
@@ -989,7 +991,7 @@ static void run_prepare(Run *r, Dataset sets[SPLIT_COUNT], const Dataset *used[S
         if (a->explain) explain_print_gpu(r);  // the GPU the dry run plans for, checked where it can be
         if (a->notices) printf("%s", a->notices);
         fflush(stdout);
-        r->results = output_dir_check(a);  // and the all_results.json there, to merge into
+        r->results = output_dir_check(a, r->p.node_local);  // and the all_results.json there, to merge into
     }
     if (!r->results) r->results = cJSON_CreateObject();
     r->spm = spm_load(r->spm_path);
@@ -1080,6 +1082,9 @@ int trainer_main(int argc, char **argv, int start) {
     comm_init(&r.comm);
     comm_attach_device(&r.comm, a->device);  // GPU ranks: this rank's GPU (its targets checked) and NCCL
     check_rank_gpu(&r);                      // what the run asks of that GPU: bf16, TF32
+    // node-local checkpoints: every host's copy completed from the others before anything loads
+    if (a->resume_from_checkpoint && r.p.node_local && zero_checkpoint_has_shards(a->resume_from_checkpoint))
+        zero_checkpoint_fetch_missing(a->resume_from_checkpoint, &r.comm);
     Dataset sets[SPLIT_COUNT] = {{0}};
     const Dataset *used[SPLIT_COUNT];
     int plan_B, plan_S, plan_T;

@@ -126,12 +126,18 @@ static void write_index(const ZeroState *z, const LossScaler *scaler, const char
     cJSON_Delete(st);
 }
 
-void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, int global_step) {
+// Who writes the checkpoint's directories, index and `latest`: rank 0 on a shared file system;
+// with node-local storage the lowest rank of each host, into that host's own disk.
+static int writes_index(const ZeroState *z, int node_local) {
+    return node_local ? comm_is_host_leader(z->comm) : z->comm->rank == 0;
+}
+
+void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, int global_step, int node_local) {
     zero_sync(z);  // the offloaded update may still be writing the moments
     if (z->own.m.place == OWNED_NONE || z->own.master.place == OWNED_NONE)
         t5_fail("checkpoint: no optimizer state to save (not a training run)");
     char *tagdir = tag_dir(dir, global_step);
-    if (z->comm->rank == 0) mkdir_p(tagdir);
+    if (writes_index(z, node_local)) mkdir_p(tagdir);
     comm_barrier(z->comm);  // the tag directory exists for every rank
 
     Range wr = write_range(z);
@@ -161,18 +167,25 @@ void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, i
     freeCheck(buf);
     free(path);
 
-    char *all = NULL;
-    size_t *counts = z->comm->rank == 0 ? mallocCheck((size_t)z->comm->world * sizeof(size_t)) : NULL;
-    comm_gather_bytes_host(z->comm, &rec, sizeof rec, &all, counts);
-    if (z->comm->rank == 0) write_index(z, scaler, tagdir, global_step, (const ShardRecord *)all);
-    freeCheck(all);
-    freeCheck(counts);
+    if (node_local) {  // every host's leader writes the same index
+        ShardRecord *all = mallocCheck((size_t)z->comm->world * sizeof rec);
+        comm_allgather_bytes_host(z->comm, &rec, sizeof rec, all);
+        if (writes_index(z, 1)) write_index(z, scaler, tagdir, global_step, all);
+        freeCheck(all);
+    } else {
+        char *all = NULL;
+        size_t *counts = z->comm->rank == 0 ? mallocCheck((size_t)z->comm->world * sizeof(size_t)) : NULL;
+        comm_gather_bytes_host(z->comm, &rec, sizeof rec, &all, counts);
+        if (z->comm->rank == 0) write_index(z, scaler, tagdir, global_step, (const ShardRecord *)all);
+        freeCheck(all);
+        freeCheck(counts);
+    }
     free(tagdir);
 }
 
-void zero_save_latest(const ZeroState *z, const char *dir, int global_step) {
+void zero_save_latest(const ZeroState *z, const char *dir, int global_step, int node_local) {
     comm_barrier(z->comm);  // every rank's shard is complete
-    if (z->comm->rank != 0) return;
+    if (!writes_index(z, node_local)) return;
     char *path = path_join(dir, ZERO_CKPT_LATEST);
     AtomicFile af;
     FILE *f = atomic_open(&af, path);
@@ -305,7 +318,7 @@ static void shard_check_size(const ShardIndex *x, int r) {
     free(path);
 }
 
-void zero_check_checkpoint(const char *dir) {
+void zero_check_checkpoint(const char *dir, int node_local) {
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') n--;
     if (n >= 4 && strncmp(dir + n - 4, ".tmp", 4) == 0)
@@ -324,7 +337,12 @@ void zero_check_checkpoint(const char *dir) {
     }
     ShardIndex x;
     index_read(&x, dir);  // a missing latest is refused here, naming it
-    for (int r = 0; r < x.n_shards; r++) shard_check_size(&x, r);
+    for (int r = 0; r < x.n_shards; r++) {
+        char *path = path_join(x.tagdir, x.shards[r].file);
+        int present = path_exists(path);
+        free(path);
+        if (present || !node_local) shard_check_size(&x, r);
+    }
     index_free(&x);
 }
 
@@ -520,6 +538,120 @@ void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int 
     free(old);
     if (shards) load_shards(z, scaler, dir, global_step);
     else load_whole(z, scaler, dir, global_step);
+}
+
+// ---- node-local storage: completing each host's copy at resume -------------------------------
+#define FETCH_CHUNK_BYTES ((size_t)4 << 20)  // a shard travels between hosts 4 MiB at a time
+
+// The same verdict on every rank (each computed it from the same gathered table): rank 0 says
+// it in one line, the others exit quietly.
+static void agreed_failure(const Comm *c, const char *msg) {
+    if (c->rank == 0) t5_fail("%s", msg);
+    exit(1);
+}
+
+// Shard s streamed from rank `from` to the lowest rank of every host in `to` (to[h] = 1: host h
+// lacks it), which writes it atomically and checks its size and CRC-32C against the index.
+static void fetch_shard(const Comm *c, const ShardIndex *x, int s, int from, const unsigned char *to) {
+    const ShardInfo *sh = &x->shards[s];
+    char *path = path_join(x->tagdir, sh->file);
+    const HostLayout *h = &c->hosts;
+    const int receiver = to[h->host_of[c->rank]] && comm_is_host_leader(c);
+    FILE *in = c->rank == from ? fopenCheck(path, "rb") : NULL;
+    AtomicFile af;
+    FILE *out = receiver ? atomic_open(&af, path) : NULL;
+    unsigned char *buf = mallocCheck(FETCH_CHUNK_BYTES);
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < sh->bytes;) {
+        size_t k = sh->bytes - done < FETCH_CHUNK_BYTES ? (size_t)(sh->bytes - done) : FETCH_CHUNK_BYTES;
+        if (in) freadCheck(buf, 1, k, in, path);
+        comm_broadcast_bytes_host(c, from, buf, k);  // the one collective: rank `from`'s bytes to every rank
+        if (out) {
+            fwriteCheck(buf, 1, k, out, af.tmp_path);
+            crc = crc32c_update(crc, buf, k);
+        }
+        done += k;
+    }
+    if (in) fcloseCheck(in, path);
+    if (out) {
+        if (crc != sh->crc)
+            t5_fail("%s: the copy sent from rank %d has CRC-32C 0x%08x, the index (%s) records 0x%08x: the source "
+                    "file on that host is damaged; %s", path, from, crc, x->index_path, sh->crc, HINT_EARLIER);
+        atomic_commit(&af);
+    }
+    freeCheck(buf);
+    free(path);
+}
+
+// The last two components of a tag directory ("checkpoint-10/global_step10"): each host has its
+// own path to it, so messages name the checkpoint's part.
+static const char *tag_shown(const char *tagdir) {
+    const char *end = tagdir + strlen(tagdir), *p = end;
+    for (int slashes = 0; p > tagdir; p--)
+        if (p[-1] == '/' && p < end && ++slashes == 2) break;
+    return p;
+}
+
+void zero_checkpoint_fetch_missing(const char *dir, const Comm *c) {
+    ShardIndex x;
+    index_read(&x, dir);  // this host's latest and index (each host's leader wrote its copy)
+    const HostLayout *h = &c->hosts;
+    if (h->n_hosts < 1)
+        t5_die(__FILE__, __LINE__, "zero_checkpoint_fetch_missing before the hosts are known",
+               "a bug in the caller: call it after comm_attach_device");
+    char msg[1024];
+    // the same checkpoint on every host: its step and the world it was saved from
+    long long mine[2] = {x.global_step, x.world}, *all = mallocCheck((size_t)c->world * sizeof mine);
+    comm_allgather_bytes_host(c, mine, sizeof mine, all);
+    for (int r = 1; r < c->world; r++)
+        if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) {
+            char a[96], b[96];
+            snprintf(msg, sizeof msg, "%s (node-local storage): %s has global_step%lld of a %lld-rank run, %s has "
+                     "global_step%lld of a %lld-rank run: every host must resume the same checkpoint; HINT: pass "
+                     "--resume_from_checkpoint OUTPUT_DIR/checkpoint-N with an N every host holds", dir,
+                     comm_rank_words(c, 0, a, sizeof a), all[0], all[1], comm_rank_words(c, r, b, sizeof b),
+                     all[2 * r], all[2 * r + 1]);
+            agreed_failure(c, msg);
+        }
+    free(all);
+    // which shards each rank's host holds at their recorded size
+    const int n = x.n_shards;
+    unsigned char *here = callocCheck((size_t)n, 1), *table = mallocCheck((size_t)c->world * (size_t)n);
+    for (int s = 0; s < n; s++) {
+        char *path = path_join(x.tagdir, x.shards[s].file);
+        struct stat sb;
+        here[s] = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == x.shards[s].bytes;
+        free(path);
+    }
+    comm_allgather_bytes_host(c, here, (size_t)n, table);
+    unsigned char *to = mallocCheck((size_t)h->n_hosts);
+    for (int s = 0; s < n; s++) {
+        int from = -1, lacking = 0;
+        for (int r = 0; r < c->world && from < 0; r++)
+            if (table[(size_t)r * n + s]) from = r;
+        for (int k = 0; k < h->n_hosts; k++) lacking += (to[k] = !table[(size_t)h->first_rank[k] * n + s]);
+        if (!lacking) continue;
+        if (from < 0) {
+            snprintf(msg, sizeof msg, "%s/%s: no host of this run has it (node-local storage keeps a shard on the "
+                     "host whose rank wrote it; %d host%s looked); HINT: copy it from the host where the saving run's "
+                     "rank %d ran into that directory on any host of this run, or resume from an earlier checkpoint-N",
+                     x.tagdir, x.shards[s].file, h->n_hosts, h->n_hosts > 1 ? "s" : "", s);
+            agreed_failure(c, msg);
+        }
+        if (c->rank == 0)
+            for (int k = 0; k < h->n_hosts; k++)
+                if (to[k])
+                    printf("resume (node-local storage): host %s lacks %s/%s (%.1f MB); rank %d (host %s) sends it "
+                           "over the communicator\n", h->names[k], tag_shown(x.tagdir), x.shards[s].file,
+                           x.shards[s].bytes / 1e6, from, h->names[h->host_of[from]]);
+        fflush(stdout);
+        fetch_shard(c, &x, s, from, to);
+    }
+    comm_barrier(c);  // every host's copy is whole before any rank reads it
+    free(to);
+    free(here);
+    free(table);
+    index_free(&x);
 }
 
 // ---- reading without a run (export) ----------------------------------------------------

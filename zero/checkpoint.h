@@ -26,16 +26,22 @@
 
 // Collective: every rank writes its shard into dir/global_step<global_step>/ (created
 // here), rank 0 the index. `latest` is not written: zero_save_latest, once every other file
-// of the checkpoint is complete.
-void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, int global_step);
-// Collective: a barrier (every rank's files are complete), then rank 0 writes dir/latest.
-void zero_save_latest(const ZeroState *z, const char *dir, int global_step);
+// of the checkpoint is complete. node_local (DeepSpeed's checkpoint.use_node_local_storage):
+// dir is on each host's own disk; the lowest rank of every host creates the directories there
+// and writes its copy of the index (and `latest`), so each host's directory lists every shard
+// and holds its own ranks' (zero_checkpoint_fetch_missing completes it at resume).
+void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, int global_step, int node_local);
+// Collective: a barrier (every rank's files are complete), then rank 0 (node_local: every
+// host's lowest rank) writes dir/latest.
+void zero_save_latest(const ZeroState *z, const char *dir, int global_step, int node_local);
 // The checks that need no model and read no tensor data (before anything is written, on
 // every rank): dir is not a ".tmp" directory, `latest` names a tag directory whose index is
 // well formed, its shards tile the parameter space and every shard file exists with the
 // recorded size; or, without `latest`, the older whole layout's files are there. Each
 // refusal is one line naming the file, with a HINT.
-void zero_check_checkpoint(const char *dir);
+// node_local: a node-local checkpoint seen from one host, which holds only some shards: those
+// present are checked, the missing ones come at resume (zero_checkpoint_fetch_missing).
+void zero_check_checkpoint(const char *dir, int node_local);
 // Every rank reads the master weights (new layout) and moments of the range it owns, the
 // step and the scaler from dir, after the shard files' checksums were verified (each file by
 // one rank; a mismatch anywhere stops every rank before any state is set). Refused, naming
@@ -43,6 +49,17 @@ void zero_check_checkpoint(const char *dir);
 // that with the skipped steps does not make global_step (the checkpoint's, from
 // trainer_state.json).
 void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int global_step);
+
+// Node-local storage at resume (collective, after the ranks' transport is up, before anything
+// loads): every host's copy of dir must hold every shard (stages 0-2 read every shard's master
+// weights). Each rank reads its host's `latest` and index; every host must hold the same
+// checkpoint (step and saving world size), else one error naming two hosts. A shard that a
+// host lacks (or holds at another size) is streamed from the lowest rank that has it, over
+// the communicator, to that host's lowest rank, which writes it atomically and checks its
+// size and CRC-32C against the index; rank 0 prints a line per copy ("host b lacks
+// global_step10/rank_00000.safetensors; rank 0 (host a) sends it"). A shard on no host is one
+// error naming it. On one host: nothing (its directory is the whole checkpoint).
+void zero_checkpoint_fetch_missing(const char *dir, const Comm *c);
 
 // Elements a checkpoint moves at a time (reads, writes, checksums): the largest tensor of the
 // layout, at most a MiB of fp32, so a rank's buffers stay within one tensor.
