@@ -50,6 +50,12 @@ void batch_file_load(BatchFile *bf, const char *path, int vocab_size, int decode
     st_close(&st);
     check_range(path, "input_ids", bf->input_ids, (long)(B * S), vocab_size, 0);
     check_range(path, "labels", bf->labels, (long)(B * T), vocab_size, 1);
+    long counted = 0;  // the loss averages over the label tokens: with none it is 0/0
+    for (long i = 0; i < (long)(B * T); i++) counted += bf->labels[i] != -100;
+    if (counted == 0)
+        t5_fail("%s: tensor \"labels\": every one of its %lld entries is -100 (ignored), so the loss has no token to "
+                "average over; HINT: a batch needs at least one label token (the target's ids, </s> = 1 last)", path,
+                (long long)(B * T));
     check_range(path, "decoder_input_ids", bf->decoder_input_ids, (long)(B * T), vocab_size, 0);
     for (long i = 0; i < (long)(B * S); i++)
         if (bf->attention_mask[i] != 0 && bf->attention_mask[i] != 1)

@@ -19,8 +19,12 @@
 //   only_model --save_only_model: no optimizer state in the checkpoints; resuming one (by
 //              the flag, or by the same command) is refused, saying why
 //   auto       the same command again resumes at the last checkpoint-N (HF's "Checkpoint
-//              detected" line), never a newer checkpoint-N.tmp; --overwrite_output_dir starts
-//              from scratch
+//              detected" line), never a newer checkpoint-N.tmp; run once more after it finished,
+//              it finishes again from its last step; --overwrite_output_dir starts from scratch
+//              and removes the earlier run's checkpoints
+//   continuity the final save cut short, the evaluation after training killed: the
+//              same command finishes the job; an older run's checkpoints never pass for a
+//              new --overwrite_output_dir run's (rotation, a later resume)
 // Run from the repository root after `make` (uses ./train_t5).
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -324,15 +328,59 @@ static void auto_resume(void) {
                                       "(not the newer checkpoint-9.tmp)");
     test_check(log_has("auto", "resuming from") && out_has("auto", "checkpoint-3"),
                "auto: it resumed at step 2 and went on to checkpoint-3");
-    // the same finished command once more: nothing left to train, said with the way out
+    // the same finished command once more: it resumes at the last step and finishes (HF's does the same)
     int rc = train("", "auto", 3, "--save_steps 1");
-    test_check(rc == 1 && log_has("auto", "resumed automatically") && log_has("auto", "nothing left to train") &&
-                   log_has("auto", "--overwrite_output_dir"),
-               "auto: the finished command run again stops with one error naming --overwrite_output_dir");
+    test_check(rc == 0 && log_has("auto", "is the run's last step (3 of 3): nothing is left to train") &&
+                   out_has("auto", "model.safetensors"),
+               "auto: the finished command run again finishes from its last checkpoint (exit 0, the final model)");
     if (!ran_ok("auto (--overwrite_output_dir)", train("", "auto", 1, "--save_steps 1 --overwrite_output_dir"), "auto"))
         return;
     test_check(!log_has("auto", "Checkpoint detected") && !log_has("auto", "resuming from"),
                "auto: --overwrite_output_dir trains from scratch");
+    test_check(log_has("auto", "--overwrite_output_dir: removed the earlier run's") && !out_has("auto", "checkpoint-3") &&
+                   !out_has("auto", "checkpoint-2") && !out_has("auto", "checkpoint-9.tmp") &&
+                   out_has("auto", "checkpoint-1"),
+               "auto: --overwrite_output_dir removed the earlier run's checkpoint-2, -3 and -9.tmp (checkpoint-1 is the "
+               "new run's)");
+}
+
+// Run continuity: an interrupted end of a run (the final save cut short, the evaluation after
+// training killed) leaves checkpoint-N at the last step; the same command finishes the job: the
+// final model and the evaluations asked for.
+static void continuity(void) {
+    const char *flags = "--save_steps 2 --do_eval";
+    if (!ran_ok("finish (first run)", train("", "finish", 4, flags), "finish")) return;
+    // the final save "killed": the final model and the results gone, checkpoint-4 whole
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cd %s/finish && rm -f model.safetensors train_results.json eval_results.json "
+             "all_results.json && : > model.safetensors.tmp", tmp);
+    if (system(cmd) != 0) t5_fail("cannot damage the run");
+    int rc = train("", "finish", 4, flags);
+    test_check(rc == 0 && log_has("finish", "is the run's last step (4 of 4)") && out_has("finish", "model.safetensors") &&
+                   out_has("finish", "eval_results.json") && out_has("finish", "train_results.json"),
+               "finish: the final save cut short at the last step: the same command writes the final model and runs "
+               "the evaluation (exit 0)");
+    // killed in the evaluation after training: the final model there, no eval results; the same
+    // command evaluates
+    snprintf(cmd, sizeof cmd, "rm -f %s/finish/eval_results.json %s/finish/all_results.json", tmp, tmp);
+    if (system(cmd) != 0) t5_fail("rm");
+    rc = train("", "finish", 4, flags);
+    test_check(rc == 0 && out_has("finish", "eval_results.json"),
+               "finish: killed in the evaluation after training, then the same command: the evaluation happens");
+    // --overwrite_output_dir --save_total_limit 1 over an older run's folder: only the new run's
+    // checkpoints rotate, and a later run without the flag resumes the new run, not the old one
+    if (!ran_ok("overwrite (an older run, 4 steps)", train("", "ow", 4, "--save_steps 1"), "ow")) return;
+    if (!ran_ok("overwrite (the new run)", train("", "ow", 2, "--save_steps 1 --overwrite_output_dir --save_total_limit 1"),
+                "ow"))
+        return;
+    test_check(out_has("ow", "checkpoint-2") && !out_has("ow", "checkpoint-4") && !out_has("ow", "checkpoint-1"),
+               "overwrite: --overwrite_output_dir --save_total_limit 1 keeps the new run's checkpoint-2, not the old "
+               "run's checkpoint-4");
+    rc = train("", "ow", 3, "--save_steps 1");
+    char want[900];
+    snprintf(want, sizeof want, "resuming training at %s/ow/checkpoint-2.", tmp);
+    test_check(rc == 0 && log_has("ow", want), "overwrite: a later run without the flag resumes the new run's "
+                                               "checkpoint-2");
 }
 
 int main(void) {
@@ -354,6 +402,7 @@ int main(void) {
     unknown_metric();
     only_model();
     auto_resume();
+    continuity();
     rm_rf(tmp);
     return test_summary();
 }

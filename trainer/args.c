@@ -923,6 +923,41 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
     // the device checks need --deepspeed's precision: train_args_check_device, after the config loads
 }
 
+// Flags whose values may differ between the ranks of one job: the launcher gives each rank its
+// own --local_rank, and paths may name a host's own disk (node-local checkpoints, scratch caches).
+static const char *const PER_RANK_FLAGS[] = {"local_rank", "output_dir", "logging_dir", "cache_dir"};
+
+char *train_args_fingerprint(const TrainArgs *a) {
+    int n;
+    TrainArgs copy = *a;  // the table points into its argument: read the values from a copy
+    TrainFlag *t = flag_table(&copy, &n);
+    size_t cap = 4096, len = 0;
+    char *out = mallocCheck(cap);
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (t[i].role != ARG_IMPLEMENTED || !t[i].f.dst) continue;
+        int skip = 0;
+        for (size_t k = 0; k < sizeof PER_RANK_FLAGS / sizeof PER_RANK_FLAGS[0]; k++)
+            skip |= !strcmp(t[i].f.name, PER_RANK_FLAGS[k]);
+        if (skip) continue;
+        char val[1024];
+        switch (t[i].f.type) {
+        case FLAG_STRING: {
+            const char *v = *(const char **)t[i].f.dst;
+            snprintf(val, sizeof val, "%s", v ? v : "(none)");
+            break;
+        }
+        case FLAG_FLOAT: snprintf(val, sizeof val, "%.17g", *(double *)t[i].f.dst); break;
+        default: snprintf(val, sizeof val, "%d", *(int *)t[i].f.dst); break;  // FLAG_INT, FLAG_BOOL
+        }
+        size_t need = strlen(t[i].f.name) + strlen(val) + 4;
+        while (len + need >= cap) out = reallocCheck(out, cap *= 2);
+        len += (size_t)snprintf(out + len, cap - len, "--%s %s\n", t[i].f.name, val);
+    }
+    free(t);
+    return out;
+}
+
 int train_args_label_length(const TrainArgs *a, int is_test) {
     if (is_test && a->test_max_target_length != -1) return a->test_max_target_length;
     if (a->val_max_target_length != -1) return a->val_max_target_length;

@@ -254,15 +254,15 @@ int trainer_load_state(Run *r, const char *dir) {
     r->log_history = cJSON_Duplicate(lh, 1);
     cJSON_Delete(st);
     free(path);
-    if (step < 0 || step >= r->total_steps) {
-        if (r->resume_owned)  // found in --output_dir: most likely the same command run again after it finished
-            t5_fail("%s (the last checkpoint in --output_dir, resumed automatically): global_step %d, but this run has "
-                    "%d steps, so there is nothing left to train; HINT: add --overwrite_output_dir to train again from "
-                    "scratch, or raise --max_steps/--num_train_epochs to go past the checkpoint", dir, step,
-                    r->total_steps);
+    if (step < 0 || step > r->total_steps)
         t5_fail("%s: global_step %d, but this run has %d steps; HINT: raise --max_steps/--num_train_epochs to go "
-                "past the checkpoint", dir, step, r->total_steps);
-    }
+                "past the checkpoint, or add --overwrite_output_dir to train again from scratch", dir, step,
+                r->total_steps);
+    // the run's last step (a stop signal in it, or the final save cut short): no step is left, and the
+    // same command finishes the run -- the final model, then --do_eval / --do_predict -- as HF's does
+    if (step == r->total_steps && is_main(r))
+        printf("%s is the run's last step (%d of %d): nothing is left to train; the run finishes from it (the final "
+               "model, then the evaluations asked for)\n", dir, step, r->total_steps);
     return step;
 }
 

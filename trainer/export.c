@@ -7,6 +7,7 @@
 // (checkpoints written before the shards). One tensor at a time: the peak host memory is
 // the largest tensor plus a conversion buffer. Every input is checked before OUT is touched.
 #include "export.h"
+#include "output_dir.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -93,8 +94,9 @@ static int plan_files(const ParamLayout *lay, StDtype dtype, double max_bytes, i
     return nf;
 }
 
+// done: the line to print once every file of the export is in place (done_n bytes).
 static void export_write(const char *ckpt, const char *out, const T5Config *cfg, const ParamLayout *lay, Source *src,
-                         StDtype dtype, double max_bytes) {
+                         StDtype dtype, double max_bytes, char *done, size_t done_n) {
     int *first = mallocCheck(((size_t)lay->count + 1) * sizeof(int));
     int nf = plan_files(lay, dtype, max_bytes, first);
     size_t big = params_largest_numel(lay);
@@ -138,8 +140,8 @@ static void export_write(const char *ckpt, const char *out, const T5Config *cfg,
     }
     freeCheck(buf);
     free(first);
-    printf("exported %s to %s: %d tensors, %s, %d file%s (%.0f bytes of weights)\n", ckpt, out, lay->count,
-           st_dtype_name(dtype), nf, nf > 1 ? "s + " INDEX_NAME : "", total_bytes);
+    snprintf(done, done_n, "exported %s to %s: %d tensors, %s, %d file%s (%.0f bytes of weights)", ckpt, out,
+             lay->count, st_dtype_name(dtype), nf, nf > 1 ? "s + " INDEX_NAME : "", total_bytes);
 }
 
 // --overwrite: the model files an earlier export left (a single file where shards come now,
@@ -218,10 +220,12 @@ int export_main(int argc, char **argv, int start) {
     free(single);
 
     int fresh = !dir_is_nonempty(out);
-    if (!fresh) remove_stale(out);
     mkdir_p(out);
     if (fresh) fileio_remove_at_exit(out);  // a failure leaves no half-exported directory
-    export_write(ckpt, out, &cfg, &lay, &src, dtype, max_bytes);
+    output_dir_lock_as(out, "export: OUT");  // never into a directory a live run holds
+    if (!fresh) remove_stale(out);
+    char done[1024];
+    export_write(ckpt, out, &cfg, &lay, &src, dtype, max_bytes, done, sizeof done);
     for (int i = 0; i < N_COPIED; i++) {
         char *a = path_join(ckpt, COPIED[i]), *b = path_join(out, COPIED[i]);
         if (path_is_file(a)) file_copy_atomic(a, b);
@@ -229,6 +233,7 @@ int export_main(int argc, char **argv, int start) {
         free(b);
     }
     if (fresh) fileio_keep(out);
+    printf("%s\n", done);  // only now: every file is written
     zero_shards_close(src.shards);
     if (src.has_file) st_close(&src.file);
     params_free_layout(&lay);

@@ -68,14 +68,14 @@ static char *existing_ancestor(const char *path) {
 // One flock'ed file in the directory: a second run on the same --output_dir is refused,
 // naming the first one's pid. The lock goes with the process however it ends; the file is
 // unlinked at exit, so a run that takes it checks it still holds the file at that path.
-static void output_dir_lock(const char *dir) {
+void output_dir_lock_as(const char *dir, const char *what) {
     if (g_lock_fd >= 0) return;
     char *path = path_join(dir, LOCK_NAME);
     for (;;) {
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0)
-            t5_fail("--output_dir %s: cannot create %s (%s); HINT: --output_dir must be a writable directory", dir,
-                    path, strerror(errno));
+            t5_fail("%s %s: cannot create %s (%s); HINT: it must be a writable directory", what, dir, path,
+                    strerror(errno));
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
             int err = errno;
             char who[128] = "";
@@ -83,10 +83,10 @@ static void output_dir_lock(const char *dir) {
             who[k > 0 ? k : 0] = '\0';
             who[strcspn(who, "\n")] = '\0';
             if (err == EWOULDBLOCK)
-                t5_fail("--output_dir %s is in use by another train_t5 run (%s; it holds %s); HINT: wait for it to end, "
-                        "or give this run another --output_dir", dir, who[0] ? who : "its pid is not written yet",
+                t5_fail("%s %s is in use by another train_t5 run (%s; it holds %s); HINT: wait for it to end, "
+                        "or give this command another directory", what, dir, who[0] ? who : "its pid is not written yet",
                         path);
-            t5_fail("--output_dir %s: cannot lock %s (%s)", dir, path, strerror(err));
+            t5_fail("%s %s: cannot lock %s (%s)", what, dir, path, strerror(err));
         }
         struct stat held, now;
         if (fstat(fd, &held) == 0 && stat(path, &now) == 0 && held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
@@ -101,10 +101,12 @@ static void output_dir_lock(const char *dir) {
     char text[160];
     int len = snprintf(text, sizeof text, "pid %d on host %s\n", (int)getpid(), host);
     if (ftruncate(g_lock_fd, 0) != 0 || pwrite(g_lock_fd, text, (size_t)len, 0) != len)
-        t5_fail("--output_dir %s: cannot write %s (%s); HINT: free disk space", dir, path, strerror(errno));
+        t5_fail("%s %s: cannot write %s (%s); HINT: free disk space", what, dir, path, strerror(errno));
     g_lock_path = path;
     register_at_exit();
 }
+
+static void output_dir_lock(const char *dir) { output_dir_lock_as(dir, "--output_dir"); }
 
 // Anything in dir besides the lock file (a stale one of a run that was killed)?
 static int has_entries(const char *dir) {
@@ -153,6 +155,10 @@ cJSON *output_dir_check(const TrainArgs *a, int node_local) {
         t5_fail("--output_dir %s exists and is not a directory; HINT: give a directory (it is created if missing)", dir);
     // writable now, not at the first save hours later (access() says EROFS even to root)
     char *anc = existing_ancestor(dir);
+    if (!path_is_dir(anc))  // "afile/sub": access() would say "Permission denied" of a plain file
+        t5_fail("--output_dir %s: %s is %s, not a directory, so nothing can be made under it; HINT: give an "
+                "--output_dir whose parents are directories", dir, anc,
+                path_is_file(anc) ? "a file" : "not a regular file");
     if (access(anc, W_OK | X_OK) != 0)
         t5_fail("--output_dir %s: cannot write in %s (%s); HINT: give an --output_dir on a writable file system", dir,
                 anc, strerror(errno));
@@ -179,6 +185,29 @@ cJSON *output_dir_check(const TrainArgs *a, int node_local) {
         free(p);
     }
     return results;
+}
+
+void output_dir_clear_checkpoints(const TrainArgs *a) {
+    if (!a->do_train || !a->overwrite_output_dir || a->resume_from_checkpoint || !path_is_dir(a->output_dir)) return;
+    DIR *d = opendir(a->output_dir);
+    if (!d) t5_fail("--output_dir %s: cannot list it (%s)", a->output_dir, strerror(errno));
+    char removed[1024] = "";
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int step, used = 0;  // checkpoint-N and a half-written checkpoint-N.tmp
+        if (sscanf(e->d_name, "checkpoint-%d%n", &step, &used) != 1) continue;
+        if (e->d_name[used] && strcmp(e->d_name + used, ".tmp") != 0) continue;
+        char *p = path_join(a->output_dir, e->d_name);
+        remove_tree(p);
+        free(p);
+        if (strlen(removed) + strlen(e->d_name) + 3 < sizeof removed)
+            snprintf(removed + strlen(removed), sizeof removed - strlen(removed), "%s%s", n ? ", " : "", e->d_name);
+        n++;
+    }
+    closedir(d);
+    if (n)
+        printf("--overwrite_output_dir: removed the earlier run's %s from %s (their steps would pass for this "
+               "run's at --save_total_limit and at a later resume)\n", removed, a->output_dir);
 }
 
 void output_dir_create(const TrainArgs *a) {

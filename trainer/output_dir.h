@@ -23,3 +23,12 @@
 // node_local: a node-local checkpoint resumed (RunPlan.node_local: trainer_check_resume_dir).
 cJSON *output_dir_check(const TrainArgs *a, int node_local);
 void output_dir_create(const TrainArgs *a);
+// The same lock for another command writing into a directory (`export` OUT): a directory a
+// live run holds is refused, naming it as `what` ("export: OUT"); held until exit.
+void output_dir_lock_as(const char *dir, const char *what);
+// Training with --overwrite_output_dir (not resuming): the checkpoint-N (and checkpoint-N.tmp)
+// directories an earlier run left in --output_dir are removed, with a line naming them, so
+// that no step of another run can pass for this run's (--save_total_limit's rotation, the
+// automatic resume of a later run). HF leaves them, and then rotates and resumes them as its
+// own. With node-local checkpoints every host's lowest rank clears its own disk.
+void output_dir_clear_checkpoints(const TrainArgs *a);

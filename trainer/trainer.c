@@ -807,6 +807,17 @@ static void open_data(Run *r, Dataset sets[SPLIT_COUNT], const Dataset *used[SPL
 
 static void check_data(const Run *r, const Dataset *const used[SPLIT_COUNT]) {
     const int vocab = r->p.model_cfg.vocab_size;
+    static const char *const SPLIT_WORDS[SPLIT_COUNT] = {"training (--do_train)", "validation (--do_eval or an "
+                                                         "evaluation strategy)", "test (--do_predict)"};
+    for (int k = 0; k < SPLIT_COUNT; k++)  // an empty split is not a run: zero steps, or metrics of nothing
+        if (used[k] && used[k]->count == 0) {
+            TextSpec spec;
+            char *storage = NULL;
+            data_split_spec(&r->data, (Split)k, &spec, &storage);  // name what the user gave, not the cache
+            t5_fail("%s: the %s split has no examples (the file is empty, or --n_train/--n_val/--n_test/"
+                    "--max_*_samples is 0); HINT: give it lines, or drop the flag that asks for it",
+                    spec.source_path ? spec.source_path : used[k]->path, SPLIT_WORDS[k]);
+        }
     if (used[SPLIT_TRAIN]) {
         const Dataset *ds = used[SPLIT_TRAIN];
         check_vocab(r, ds, vocab);
@@ -1050,6 +1061,45 @@ static int trainer_explain(Run *r) {
     return 0;
 }
 
+// Every rank was started with the same settings: each rank's resolved flags (but the per-rank
+// ones: --local_rank, paths) go to rank 0, which names the first difference; every rank stops
+// on it. A launcher passes one command line to all, but hand-made launches (mpirun app
+// contexts, per-node scripts) can differ, and ranks with another --learning_rate would train
+// "fine" and exit 0. Collective.
+static void check_ranks_agree(const Run *r) {
+    if (r->comm.world == 1) return;
+    char *mine = train_args_fingerprint(&r->a), *all = NULL;
+    size_t *counts = is_main(r) ? mallocCheck((size_t)r->comm.world * sizeof(size_t)) : NULL;
+    comm_gather_bytes_host(&r->comm, mine, strlen(mine) + 1, &all, counts);
+    char msg[1200] = "";
+    if (is_main(r)) {
+        const char *other = all + counts[0];
+        for (int k = 1; k < r->comm.world && !msg[0]; other += counts[k], k++) {
+            if (!strcmp(mine, other)) continue;
+            const char *a = mine, *b = other;  // the first differing line of each
+            while (*a && *a == *b) {
+                const char *na = strchr(a, '\n'), *nb = strchr(b, '\n');
+                if (!na || !nb || na - a != nb - b || strncmp(a, b, (size_t)(na - a))) break;
+                a = na + 1, b = nb + 1;
+            }
+            char who[96];
+            snprintf(msg, sizeof msg, "%s was started with other settings than rank 0: %.*s (rank 0: %.*s); HINT: start "
+                     "every rank with the same flags (a launcher passes one command line to all; only --local_rank "
+                     "and the paths may differ)", comm_rank_words(&r->comm, k, who, sizeof who),
+                     (int)strcspn(b, "\n"), b, (int)strcspn(a, "\n"), a);
+        }
+    }
+    double bad = msg[0] != 0;
+    comm_allreduce_sum_f64(&r->comm, &bad, 1);
+    free(mine);
+    freeCheck(all);
+    freeCheck(counts);
+    if (bad > 0) {
+        if (msg[0]) t5_fail("%s", msg);
+        exit(1);  // rank 0 says which rank and flag
+    }
+}
+
 // The GPU this rank runs on against what the run asks of it (bf16, TF32), before anything is
 // read: one line naming the GPU. cuda_init has checked the binary's targets already.
 static void check_rank_gpu(const Run *r) {
@@ -1081,6 +1131,7 @@ int trainer_main(int argc, char **argv, int start) {
     if (lo.init_random) r.weights_job = model_weights_begin(a->model, &r.p.model_cfg, 0, lo);
     comm_init(&r.comm);
     comm_attach_device(&r.comm, a->device);  // GPU ranks: this rank's GPU (its targets checked) and NCCL
+    check_ranks_agree(&r);                   // every rank started with the same settings
     check_rank_gpu(&r);                      // what the run asks of that GPU: bf16, TF32
     // node-local checkpoints: every host's copy completed from the others before anything loads
     if (a->resume_from_checkpoint && r.p.node_local && zero_checkpoint_has_shards(a->resume_from_checkpoint))
@@ -1091,6 +1142,7 @@ int trainer_main(int argc, char **argv, int start) {
     run_prepare(&r, sets, used, &plan_B, &plan_S, &plan_T);
     load_model(&r, plan_B, plan_S, plan_T);
     if (is_main(&r)) output_dir_create(a);  // everything that can fail on the input has passed
+    if (r.p.node_local ? comm_is_host_leader(&r.comm) : is_main(&r)) output_dir_clear_checkpoints(a);
     if (is_main(&r) && a->report_tensorboard) open_tensorboard(&r);
     run_tasks(&r, used);
     run_free(&r, used);
