@@ -160,7 +160,9 @@ static void precision_tracks(const char *variant, int bf16, int fp16, int tf32, 
     for (int s = 0; s < n; s++) worst = fmax(worst, fabs(losses[1][s] - losses[0][s]) / fabs(losses[0][s]));
     snprintf(what, sizeof what, "cuda %s %s: 20 updates track fp32 CPU (loss %.4f -> %.4f vs %.4f -> %.4f, worst rel %.2e, tol %.0e, %d skipped)",
              bf16 ? "bf16" : fp16 ? "fp16" : "fp32 with TF32 GEMMs", variant, losses[1][0], losses[1][n - 1], losses[0][0], losses[0][n - 1], worst, tol, skipped);
-    test_check(n == 20 && worst <= tol, what);
+    // TF32 must show: fp32 on the GPU tracks the CPU to ~1e-6, so a run that never left exact fp32
+    // (the compute type not set) would pass the tolerance alone
+    test_check(n == 20 && worst <= tol && (!tf32 || worst >= 1e-5), what);
 }
 
 // HF T5Block's fp16 guard: with an inf present everything is clamped to +-64504,
@@ -250,7 +252,10 @@ int main(void) {
     if (cuda_compute_capability() >= GPU_CC_BF16) {
         precision_tracks("relu_tied", 1, 0, 0, 3e-2);
         precision_tracks("gated_noscale", 1, 0, 0, 3e-2);
-        precision_tracks("relu_tied", 0, 0, 1, 1e-3);
+        // TF32 rounds every GEMM input to 10 mantissa bits; over 20 steps at lr 3e-3 on this tiny model
+        // the loss drifts 1.26e-2 (H200, 2026-12-03), as fp16's does; on t5-large 20 steps stay
+        // within 1.1e-4 (bench/gpu_targets.sh)
+        precision_tracks("relu_tied", 0, 0, 1, 3e-2);
     } else {
         printf("NOTICE: compute capability %d.%d: the bf16 and TF32 runs are skipped (they need 8.0)\n",
                cuda_compute_capability() / 10, cuda_compute_capability() % 10);
