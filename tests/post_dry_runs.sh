@@ -8,10 +8,23 @@
 # by `bash tests/post_dry_runs.sh --write DIR` (the lines that name the machine -- "device:" and
 # "--explain: planned for ...", "--explain: host check on this machine: ..." -- are left out of
 # the comparison; temporary paths read TMP).
-# The other ranks of a launch exit 0 without printing (checked once).
+# The other ranks of a launch exit 0 without printing (checked once). Runs with ./train_t5 (a
+# CUDA build wherever nvcc exists) and again with build-asan/train_t5, the CPU-only build
+# `make test` makes (HAVE_NVCC=0), when it is there; TRAIN_T5=path runs that binary alone.
 # Prints OK / NOT OK per line and "N passed, M failed"; exits non-zero on a failure.
 set -u
 cd "$(dirname "$0")/.." || exit 2
+if [ -z "${TRAIN_T5:-}" ] && [ -z "${POST_DRY_INNER:-}" ] && [ -x build-asan/train_t5 ]; then
+    # both builds, one summary line
+    out1=$(POST_DRY_INNER=1 TRAIN_T5=./train_t5 bash "$0" "$@"); rc1=$?
+    out2=$(POST_DRY_INNER=1 TRAIN_T5=./build-asan/train_t5 bash "$0" "$@"); rc2=$?
+    printf '%s\n' "$out1" | sed '$d' | sed 's/^\(OK\|NOT OK\) /&[cuda build] /'
+    printf '%s\n' "$out2" | sed '$d' | sed 's/^\(OK\|NOT OK\) /&[cpu-only build] /'
+    p=$(( $(tail -n 1 <<< "$out1" | cut -d' ' -f1) + $(tail -n 1 <<< "$out2" | cut -d' ' -f1) ))
+    f=$(( $(tail -n 1 <<< "$out1" | cut -d' ' -f3) + $(tail -n 1 <<< "$out2" | cut -d' ' -f3) ))
+    echo "$p passed, $f failed"
+    [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]; exit $?
+fi
 BIN=${TRAIN_T5:-./train_t5}
 FIX=tests/fixtures/post_dry_runs
 WRITE=""
