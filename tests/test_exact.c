@@ -29,7 +29,8 @@
 #include "test.h"
 
 static const char *CASES[] = {"relu_3dec", "relu_3dec_ls", "relu_3enc", "gated_noscale_ls", "gated_noscale",
-                              "gated_scaled_3dec_ls"};
+                              "gated_scaled_3dec_ls", "inner32_d24_ls", "inner32_d24_ls_ga2", "inner32_d24_ls_b8",
+                              "inner40_d24_relu_ls", "inner16_d32_ls", "inner32_d24_3dec_ls"};
 
 static double rel(double got, double want) { return fabs(got - want) / fmax(fabs(want), 1e-30); }
 

@@ -24,6 +24,14 @@
 #include "test_files.h"
 #include "test.h"
 
+// The fixtures are made on a CPU whose torch kernels are AVX2's (tools/make_trainer_fixture.py
+// records torch's cpu_capability), the reduction orders train_t5's CPU backend follows: then loss
+// and grad_norm agree to ~1e-7 and 1.3e-6 (the embedding's gradient of this d_model-8 model, a sum
+// over the whole 32128-row vocabulary). Fixtures made under torch's AVX512 kernels (the GPU
+// machine's host) were 1.7e-6 to 1.8e-5 away from AVX2's own: the 1e-5-level "drift" issue 35 saw.
+#define LOSS_TOL 1e-6
+#define GRAD_NORM_TOL 2e-6
+
 static int rel_ok(const char *what, double got, double want, double tol) {
     double rel = fabs(got - want) / fmax(fabs(want), 1e-12);
     if (want == 0) rel = fabs(got);
@@ -69,10 +77,10 @@ static void check_log_history(const char *run, const char *out, int nosmooth) {
         snprintf(what, sizeof what, "%s: step %d step number", run, i + 1);
         test_check(test_json_num(got, "step") == test_json_num(want, "step"), what);
         snprintf(what, sizeof what, "%s: step %d loss%s", run, i + 1, nosmooth ? " (vs token mean)" : "");
-        rel_ok(what, test_json_num(got, "loss"), test_json_num(want, nosmooth ? "ce_token_mean" : "loss"), 1e-4);
+        rel_ok(what, test_json_num(got, "loss"), test_json_num(want, nosmooth ? "ce_token_mean" : "loss"), LOSS_TOL);
         if (!nosmooth) {
             snprintf(what, sizeof what, "%s: step %d grad_norm", run, i + 1);
-            rel_ok(what, test_json_num(got, "grad_norm"), test_json_num(want, "grad_norm"), 1e-4);
+            rel_ok(what, test_json_num(got, "grad_norm"), test_json_num(want, "grad_norm"), GRAD_NORM_TOL);
         }
         snprintf(what, sizeof what, "%s: step %d learning_rate", run, i + 1);
         rel_ok(what, test_json_num(got, "learning_rate"), test_json_num(want, "learning_rate"), 1e-9);
@@ -103,7 +111,7 @@ static void check_results_files(const char *run, const char *out, int nosmooth) 
     cJSON_Delete(hf_state);
     if (!nosmooth) {
         snprintf(what, sizeof what, "%s: train_loss", run);
-        rel_ok(what, test_json_num(res, "train_loss"), test_json_num(hf_res, "train_loss"), 1e-4);
+        rel_ok(what, test_json_num(res, "train_loss"), test_json_num(hf_res, "train_loss"), LOSS_TOL);
     }
     const char *files[] = {"all_results.json", "config.json", "model.safetensors", "spiece.model"};
     for (int k = 0; k < 4; k++) {

@@ -68,6 +68,10 @@ BASE = dict(M.BASE, max_source_length=32, max_target_length=32, per_device_train
             max_grad_norm=1.0, lr_scheduler_type="constant", warmup_steps=0, label_smoothing_factor=0.0)
 GATED_H = dict(BASE, weight_decay=0.01, max_grad_norm=0.5, lr_scheduler_type="linear", warmup_steps=1,
                label_smoothing_factor=0.1)
+INNER32_D24 = dict(d_model=24, d_kv=8, num_heads=4, d_ff=40, num_layers=2, num_decoder_layers=2,
+                   feed_forward_proj="gated-gelu", relative_attention_num_buckets=8, relative_attention_max_distance=20,
+                   tie_word_embeddings=False)
+H_24_20 = dict(GATED_H, max_source_length=24, max_target_length=20)
 CASES = {
     "relu_3dec": dict(config=RELU_24, seed=1234, h=BASE),
     "relu_3dec_ls": dict(config=RELU_24, seed=1234, h=dict(BASE, label_smoothing_factor=0.1)),
@@ -84,6 +88,18 @@ CASES = {
     "gated_scaled_3dec_ls": dict(config=dict(RELU_24, feed_forward_proj="gated-gelu", relative_attention_num_buckets=8,
                                              relative_attention_max_distance=20),
                                  seed=7, h=dict(BASE, weight_decay=0.01, label_smoothing_factor=0.1)),
+    # issue 35's exactness family: inner size (heads x d_kv) unlike d_model, unscaled tied head,
+    # gated-gelu, 8/20 buckets, label smoothing, lengths 24/20 (truncation inside the batch), and
+    # its neighbours: accumulation, a larger batch, relu with a scaled head, an inner size below
+    # d_model, a third decoder layer
+    "inner32_d24_ls": dict(config=INNER32_D24, seed=3, h=H_24_20),
+    "inner32_d24_ls_ga2": dict(config=INNER32_D24, seed=3,
+                               h=dict(H_24_20, per_device_train_batch_size=2, gradient_accumulation_steps=2)),
+    "inner32_d24_ls_b8": dict(config=INNER32_D24, seed=3, h=dict(H_24_20, per_device_train_batch_size=8, max_steps=2)),
+    "inner40_d24_relu_ls": dict(config=dict(INNER32_D24, num_heads=5, feed_forward_proj="relu",
+                                            tie_word_embeddings=True), seed=4, h=H_24_20),
+    "inner16_d32_ls": dict(config=dict(INNER32_D24, d_model=32, num_heads=2), seed=5, h=H_24_20),
+    "inner32_d24_3dec_ls": dict(config=dict(INNER32_D24, num_decoder_layers=3), seed=6, h=H_24_20),
 }
 # early steps tight, later ones loose: AdamW's first steps turn ulp-level differences of
 # near-zero gradients (|g| ~ eps) into lr-sized ones, and transformers drifts from itself (other

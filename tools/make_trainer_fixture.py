@@ -436,6 +436,8 @@ def do_run(name, h, out_root, data_dir, check, tmp_root):
     args_json = {
         "run": name,
         "torch_version": torch.__version__, "transformers_version": transformers.__version__,
+        # train_t5's CPU backend follows torch's AVX2 kernels: make the fixtures where this says AVX2
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "model_dir": MODEL_DIR, "data_dir": DATA_DIR, "tokenizer": SPIECE, "num_examples": len(data),
         "hyperparameters": hyper,
         "train_t5_flags": flags,
