@@ -10,6 +10,9 @@
 //   - `export --overwrite` into a directory a live run holds (its lock taken here as a run takes
 //     it): refused naming the run; an export into a free directory prints its "exported" line only
 //     once every file is written;
+//   - start-up lines: the CPU backend's plan against the host's memory before anything is allocated
+//     (t5-11b at batch 16: refused at once, not after minutes of random init); gradient
+//     checkpointing said as such; an evaluation-only DeepSpeed run claims no training scheduler;
 //   - CPU ranks started with different settings (two app contexts of one mpirun): --learning_rate,
 //     --seed, --max_steps, --label_smoothing, --per_device_train_batch_size, --sampler each refused
 //     in one line by rank 0 naming the rank and the flag; --output_dir and --local_rank may differ.
@@ -217,6 +220,44 @@ static void ranks_agree(void) {
     test_check(sh(cmd) == 0, "ranks with different --output_dir and --cache_dir (per-host paths) train: exit 0");
 }
 
+// Start-up lines that tell the truth, and a plan that refuses before anything is allocated.
+static void startup_lines(void) {
+    char args[2048];
+    // the CPU backend's plan against this machine's memory: t5-11b at batch 16 is hundreds of GiB
+    snprintf(args, sizeof args, "--device cpu --model t5-11b --init random --tokenizer_name data/sample/spiece.model "
+             "--data_dir tests/fixtures/trainer_data --do_train --per_device_train_batch_size 16 --output_dir %s/big "
+             "--cache_dir %s/cache", tmp, tmp);
+    double t0 = now_seconds();
+    int rc = run("big", args);
+    double dt = now_seconds() - t0;
+    char what[200];
+    snprintf(what, sizeof what, "t5-11b at batch 16 on the CPU: refused by the plan before any allocation (%.1f s)", dt);
+    expect_refusal(what, "big", rc, "of host memory on the CPU backend", "is available; HINT: lower");
+    test_check(dt < 10, "... and at once (under 10 s: no random init first)");
+    // gradient checkpointing said as such
+    snprintf(args, sizeof args, MODEL "--data_dir tests/fixtures/trainer_data --do_train --max_steps 1 "
+             "--gradient_checkpointing --output_dir %s/gc --cache_dir %s/cache", tmp, tmp);
+    rc = run("gc", args);
+    char *t = log_of("gc");
+    test_check(rc == 0 && strstr(t, "gradient checkpointing: each block keeps its input only, and backward "
+                                    "recomputes the block") && !strstr(t, "backward does not recompute them"),
+               "--gradient_checkpointing: the start-up line says blocks are recomputed (not that nothing is)");
+    free(t);
+    // an evaluation-only run with a WarmupLR config: no training scheduler claimed
+    char cfg[300];
+    snprintf(cfg, sizeof cfg, "%s/warmup.json", tmp);
+    write_text(cfg, "{\"train_micro_batch_size_per_gpu\": \"auto\", \"scheduler\": {\"type\": \"WarmupLR\", "
+                    "\"params\": {\"warmup_num_steps\": \"auto\"}}, \"zero_optimization\": {\"stage\": 2}}\n");
+    snprintf(args, sizeof args, MODEL "--data_dir data/sample --do_eval --n_val 4 --deepspeed %s "
+             "--output_dir %s/evalonly --cache_dir %s/cache", cfg, tmp, tmp);
+    snprintf(args + strlen(args), sizeof args - strlen(args), " --explain");
+    rc = run("evalonly", args);
+    t = log_of("evalonly");
+    test_check(rc == 0 && strstr(t, "evaluation only, fp32, zero stage 2") && !strstr(t, "scheduler linear"),
+               "an evaluation-only run with a WarmupLR config: the config line says evaluation only, no scheduler");
+    free(t);
+}
+
 int main(void) {
     if (access("./train_t5", X_OK) != 0) t5_fail("./train_t5 not built; run make first");
     snprintf(tmp, sizeof tmp, "/tmp/t5_test_guards.XXXXXX");
@@ -226,6 +267,7 @@ int main(void) {
     ignored_labels();
     export_guards();
     ranks_agree();
+    startup_lines();
     if (!test_failed_count) rm_rf(tmp);
     else printf("logs kept in %s\n", tmp);
     return test_summary();

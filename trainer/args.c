@@ -925,7 +925,8 @@ void train_args_parse(TrainArgs *a, int argc, char **argv, int start) {
 
 // Flags whose values may differ between the ranks of one job: the launcher gives each rank its
 // own --local_rank, and paths may name a host's own disk (node-local checkpoints, scratch caches).
-static const char *const PER_RANK_FLAGS[] = {"local_rank", "output_dir", "logging_dir", "cache_dir"};
+static const char *const PER_RANK_FLAGS[] = {"local_rank", "output_dir", "logging_dir", "cache_dir",
+                                             "resume_from_checkpoint"};
 
 char *train_args_fingerprint(const TrainArgs *a) {
     int n;

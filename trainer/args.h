@@ -148,7 +148,8 @@ void train_args_check_device(const TrainArgs *a);
 void train_args_resolve_dry_run_device(TrainArgs *a);
 // Every implemented flag's resolved value, one "--name value" line each (malloc'd), but the
 // ones that may differ between ranks (--local_rank, and paths: --output_dir, --logging_dir,
-// --cache_dir): the ranks of one job compare it at start (trainer.c check_ranks_agree).
+// --cache_dir, --resume_from_checkpoint, which a node-local run finds on each host's own disk):
+// the ranks of one job compare it at start (trainer.c check_ranks_agree).
 char *train_args_fingerprint(const TrainArgs *a);
 // What the run asks of its GPU (bf16, TF32) against that GPU: one-line refusals naming the
 // setting's source and the GPU's compute capability (kernels/gpu_arch.h).

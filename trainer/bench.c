@@ -340,7 +340,8 @@ int bench_main(int argc, char **argv, int start) {
                                                                              a.checkpoint_sub_batch);
     m.keep_sublayer_acts = !a.recompute && planner_keep_sublayer_acts(be, plan_total, keep);
     if (main_rank && a.recompute) printf("activations: --recompute: the sublayer norms and FFN hidden states are recomputed in backward\n");
-    else if (main_rank) planner_print_keep(be, m.keep_sublayer_acts, plan_total, keep);
+    else if (main_rank)
+        planner_print_keep(be, m.keep_sublayer_acts, plan_total, keep, a.gradient_checkpointing, a.checkpoint_sub_batch);
     t5_plan_activations(&m, B, a.seq, a.seq);
     double t_ready = now_seconds(), t_first = 0, comm_ms, loss;
     int skipped;

@@ -89,12 +89,17 @@ static void take_scheduler(RunPlan *p, const DsConfig *c, long n_train, int worl
 
 // The config as taken, and what it asks that this build does differently, said instead of ignored.
 static void print_applied(const RunPlan *p, const TrainArgs *a, const DsConfig *c, int world) {
-    printf("DeepSpeed config %s: micro-batch %d, accumulation %d, train_batch_size %lld, %s%s, clip %g, "
-           "scheduler %s, zero stage %d%s\n", a->deepspeed, p->micro_batch, p->grad_accum,
-           (long long)c->train_batch_size.v, run_plan_precision_name(p->precision),
-           c->optimizer.present ? ", optimizer from the config" : "", p->max_grad_norm,
-           p->has_ds_sched ? lr_schedule_name(p->ds_sched.type) : a->lr_scheduler_type, (int)c->zero.stage,
-           world == 1 && c->zero.stage >= 1 ? " (one rank: its partition is the whole model)" : "");
+    if (a->do_train)
+        printf("DeepSpeed config %s: micro-batch %d, accumulation %d, train_batch_size %lld, %s%s, clip %g, "
+               "scheduler %s, zero stage %d%s\n", a->deepspeed, p->micro_batch, p->grad_accum,
+               (long long)c->train_batch_size.v, run_plan_precision_name(p->precision),
+               c->optimizer.present ? ", optimizer from the config" : "", p->max_grad_norm,
+               p->has_ds_sched ? lr_schedule_name(p->ds_sched.type) : a->lr_scheduler_type, (int)c->zero.stage,
+               world == 1 && c->zero.stage >= 1 ? " (one rank: its partition is the whole model)" : "");
+    else  // evaluation only: no batch of training, no optimizer, no schedule to speak of
+        printf("DeepSpeed config %s: evaluation only, %s, zero stage %d%s\n", a->deepspeed,
+               run_plan_precision_name(p->precision), (int)c->zero.stage,
+               world == 1 && c->zero.stage >= 1 ? " (one rank: its partition is the whole model)" : "");
     if (c->zero.stage >= 2 && (c->zero.overlap_comm.v || c->zero.stage3_prefetch_bucket_size.v > 0) &&
         p->device != DEVICE_CUDA && world > 1)
         printf("NOTICE: %s: overlap_comm / prefetch: CPU ranks (MPI) finish each collective before going on; "

@@ -255,6 +255,18 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
         planner_print(&plan, a->max_gpu_memory);
     }
     const double G = 1073741824.0, cap = a->max_gpu_memory * G;
+    if (r->p.device == DEVICE_CPU) {  // the CPU backend allocates the same plan in host memory: check it now
+        double have = planner_host_available();
+        if (have < 0 || (double)plan.total <= have) return;
+        char why[512];
+        snprintf(why, sizeof why, "the run needs %.2f GiB of host memory on the CPU backend (activations %.2f GiB for "
+                 "batch %d) but %.2f GiB is available; HINT: lower --per_device_train_batch_size / "
+                 "--per_device_eval_batch_size, add --gradient_checkpointing, or train on a GPU (--device cuda)",
+                 plan.total / G, plan.activations / G, B, have / G);
+        if (!a->explain) t5_fail("%s", why);
+        if (is_main(r)) printf("--explain: host check on this machine: does NOT fit here: %s\n", why);
+        return;
+    }
     if (a->max_gpu_memory <= 0 || r->p.device != DEVICE_CUDA) return;  // nothing to check against
     if ((double)plan.total <= cap) {
         if (a->explain && is_main(r))
@@ -917,7 +929,9 @@ static void load_model_from(Run *r, const char *dir, const Backend *be) {
     if (!r->m.inference) {  // keep what backward would recompute when the plan has room (zero/planner.h)
         size_t keep = t5_keep_bytes(&r->m.cfg, be->act_dtype, B, S, T, a->gradient_checkpointing, a->checkpoint_sub_batch);
         r->m.keep_sublayer_acts = planner_keep_sublayer_acts(be, r->plan_total, keep);
-        if (is_main(r)) planner_print_keep(be, r->m.keep_sublayer_acts, r->plan_total, keep);
+        if (is_main(r))
+            planner_print_keep(be, r->m.keep_sublayer_acts, r->plan_total, keep, a->gradient_checkpointing,
+                               a->checkpoint_sub_batch);
     }
     t5_plan_activations(&r->m, B, S, T);
 }

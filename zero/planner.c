@@ -136,6 +136,8 @@ static double host_available_bytes(void) {
     return kb < 0 ? -1 : kb * 1024.0;
 }
 
+double planner_host_available(void) { return host_available_bytes(); }
+
 // "12.34 GiB", or MiB / KiB below them, into buf.
 static const char *size_text(char *buf, size_t cap, double bytes) {
     if (bytes >= 1073741824.0) snprintf(buf, cap, "%.2f GiB", bytes / 1073741824.0);
@@ -210,9 +212,24 @@ int planner_keep_sublayer_acts(const Backend *be, size_t plan_total, size_t keep
     return plan_total + keep_bytes <= keep_budget(be);
 }
 
-void planner_print_keep(const Backend *be, int kept, size_t plan_total, size_t keep_bytes) {
+void planner_print_keep(const Backend *be, int kept, size_t plan_total, size_t keep_bytes, int checkpointing,
+                        int sub_batch) {
     const double G = 1073741824.0;
     const char *of = be->mem_cap() ? "the --max_gpu_memory cap" : "90% of the device's memory";
+    if (checkpointing) {  // what checkpointing keeps, then what a block's recompute keeps
+        if (sub_batch > 0)
+            printf("activations: gradient checkpointing: each block keeps its input only, and backward recomputes the "
+                   "block, %d rows of the micro-batch at a time (--checkpoint_sub_batch)\n", sub_batch);
+        else
+            printf("activations: gradient checkpointing: each block keeps its input only, and backward recomputes the "
+                   "block\n");
+        printf("activations: within a block's recompute the sublayer norms and FFN hidden states are %s (%s%.2f GiB, "
+               "plan %.2f GiB %s %.2f, %s)\n", kept ? "kept" : "recomputed once more",
+               kept ? "+" : "keeping them needs ", keep_bytes / G, (plan_total + keep_bytes) / G,
+               kept ? "within" : "over", keep_budget(be) / G, of);
+        fflush(stdout);
+        return;
+    }
     if (kept)
         printf("activations: the sublayer norms and FFN hidden states are kept (+%.2f GiB, plan %.2f GiB within %.2f, "
                "%s): backward does not recompute them\n", keep_bytes / G, (plan_total + keep_bytes) / G,

@@ -71,8 +71,13 @@ void planner_check_offload(const ZeroPlan *z, const void *zero_options, int rank
 // backward (the RMS norms and the FFN activation: about 3.5% of a t5-large step) and
 // changes no result: the recompute gives the same bits.
 int planner_keep_sublayer_acts(const Backend *be, size_t plan_total, size_t keep_bytes);
-// One line saying what was chosen and why (GiB).
-void planner_print_keep(const Backend *be, int kept, size_t plan_total, size_t keep_bytes);
+// Bytes of host memory available now (/proc/meminfo MemAvailable), -1 when unknown: what a CPU
+// run's plan is checked against (T5_TEST_HOST_AVAILABLE stands in for it in the offload check only).
+double planner_host_available(void);
+// What was chosen and why (GiB): one line; with gradient checkpointing two (what checkpointing
+// keeps, then what a block's recompute keeps).
+void planner_print_keep(const Backend *be, int kept, size_t plan_total, size_t keep_bytes, int checkpointing,
+                        int sub_batch);
 
 // Print the plan as a table (GiB), with the cap if any.
 void planner_print(const MemPlan *p, double cap_gib);
