@@ -339,6 +339,7 @@ static int greedy_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *
             any |= unfinished[b];
         }
         cur_len++;
+        if (gc->progress) __atomic_store_n(gc->progress, cur_len, __ATOMIC_RELAXED);  // a ticker reads it
         done = !any;
         if (t5_all_finished(d->m, done)) break;
     }
@@ -568,6 +569,7 @@ static int beam_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *ou
         }
         int all_hit = beam_step(&st, cur_len);
         cur_len++;
+        if (gc->progress) __atomic_store_n(gc->progress, cur_len, __ATOMIC_RELAXED);  // a ticker reads it
         done = beam_check_done(&st, cur_len, all_hit);
         if (t5_all_finished(d->m, done)) break;
         if (!done) t5_decoder_reorder(d, st.src_rows);  // HF reorders the cache with the running beams' sources

@@ -25,6 +25,8 @@ typedef struct {
     int encoder_ready;     // 1: the model's encoder output (m->enc_final) is that of exactly these
                            // input_ids / attention_mask with dropout off (a t5_forward on the same
                            // batch just ran): generation does not run the encoder again
+    int *progress;         // when set: the decode position after every step (a progress line reads it
+                           // from another thread: common/ticker.h)
 } GenerateConfig;
 
 // input_ids / attention_mask (B,S): host int arrays (a padded batch). out (B, max_length)

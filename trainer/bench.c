@@ -34,6 +34,7 @@
 #include "../zero/step.h"
 #include "device.h"
 #include "progress.h"
+#include "../common/ticker.h"
 
 typedef struct {
     const char *model, *init, *device, *deepspeed;
@@ -132,12 +133,12 @@ static void synthetic_batch(int B, int S, int V, uint64_t seed, int *ids, int *m
 
 // The flags; 0 for --help (printed).
 static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
-    *a = (BenchArgs){.model = "t5-large", .init = "random", .device = "cuda", .batch = 16, .seq = 128, .steps = 20,
+    *a = (BenchArgs){.model = "t5-large", .init = "random", .device = NULL, .batch = 16, .seq = 128, .steps = 20,
                      .warmup = 5, .seed = 42, .local_rank = -1};
     FlagSpec specs[] = {
         {"model", FLAG_STRING, &a->model, "preset or model directory (t5-large)"},
         {"init", FLAG_STRING, &a->init, "random (default) or pretrained"},
-        {"device", FLAG_STRING, &a->device, "cuda (default) or cpu"},
+        {"device", FLAG_STRING, &a->device, "cuda or cpu (default: cuda when a GPU is visible, else cpu, as training)"},
         {"batch", FLAG_INT, &a->batch, "micro-batch per rank (16)"},
         {"seq", FLAG_INT, &a->seq, "source = target tokens (128)"},
         {"steps", FLAG_INT, &a->steps, "timed steps (20)"},
@@ -166,7 +167,13 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
         flags_print_help(specs, (int)(sizeof specs / sizeof specs[0]));
         return 0;
     }
+    if (!a->device) a->device = device_gpu_count() > 0 ? "cuda" : "cpu";  // as the trainer picks it
+    if (strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
+        t5_fail("bench: --device \"%s\": expected cpu or cuda", a->device);
     if (a->bf16 && a->fp16) t5_fail("bench: --fp16 and --bf16 contradict each other: pick one");
+    if ((a->bf16 || a->fp16) && !strcmp(a->device, "cpu"))
+        t5_fail("bench: --%s needs a GPU (--device cuda): the CPU backend is the fp32 reference%s", a->bf16 ? "bf16" : "fp16",
+                device_gpu_count() > 0 ? "" : " (no GPU is visible here)");
     if (a->tf32 && (a->bf16 || a->fp16))
         t5_fail("bench: --tf32 with --%s: TF32 is for fp32 GEMMs, and a 16-bit run has none; HINT: drop one",
                 a->bf16 ? "bf16" : "fp16");
@@ -225,7 +232,12 @@ static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroS
     *loss = 0;
     *skipped = 0;
     comm_timing(comm, 1);
+    // a person waits on the steps (minutes on the CPU): a line that moves, from rank 0
+    Ticker *tick = comm->rank != 0 ? NULL
+                   : a->warmup > 0 ? ticker_start("bench: warm-up", "step", a->warmup)
+                                   : ticker_start("bench: timed steps", "step", a->steps);
     for (int s = 0; s < a->warmup + a->steps; s++) {
+        if (s == a->warmup && s > 0) ticker_phase(tick, "bench: timed steps", a->steps);
         if (s == a->warmup) {
             zero_sync(z);  // stages 1-2: the last step's weight gathers (and offloaded update) are part of the step
             be->synchronize();
@@ -242,10 +254,12 @@ static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroS
             be->synchronize();
             *first_done = now_seconds();
         }
+        ticker_set(tick, s < a->warmup ? s + 1 : s - a->warmup + 1);
     }
     zero_sync(z);
     be->synchronize();
     double elapsed = now_seconds() - t0;
+    ticker_stop(tick);
     *comm_ms = comm_busy_ms(comm);
     comm_timing(comm, 0);
     free(ids);
@@ -305,7 +319,6 @@ int bench_main(int argc, char **argv, int start) {
     a.world = comm.world;
     a.rank = comm.rank;
     Dtype dt = a.bf16 ? DTYPE_BF16 : a.fp16 ? DTYPE_F16 : DTYPE_F32;
-    if (!strcmp(a.device, "cpu")) dt = DTYPE_F32;
 
     AdamWConfig oc = adamw_default_config();
     oc.lr = 1e-4f;
@@ -334,8 +347,14 @@ int bench_main(int argc, char **argv, int start) {
     m.sub_batch = a.checkpoint_sub_batch;
     double t_weights = now_seconds();
     ZeroState z;
+    // the weights and the ZeRO state (a random t5-large on the CPU: half a minute): said while it runs
+    Ticker *setup = main_rank ? ticker_start(lo.device_init ? "bench: random init and the ZeRO state"
+                                                            : "bench: the weights into the ZeRO state",
+                                             NULL, 0)
+                              : NULL;
     if (lo.device_init) zero_init_random(&z, &m, &comm, &a.zo, &oc, lo.seed);
     else zero_init(&z, &m, &comm, &a.zo, &oc, host_weights);
+    ticker_stop(setup);
     size_t plan_total = plan_of(&a, &cfg, dt, B).total, keep = t5_keep_bytes(&cfg, dt, B, a.seq, a.seq, a.gradient_checkpointing,
                                                                              a.checkpoint_sub_batch);
     m.keep_sublayer_acts = !a.recompute && planner_keep_sublayer_acts(be, plan_total, keep);

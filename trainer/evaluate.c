@@ -32,6 +32,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
+#include "../common/ticker.h"
 #include "../eval/bleu.h"
 #include "../data/collate.h"
 #include "../model/generate.h"
@@ -131,9 +132,10 @@ static char *decode_row(const Spm *spm, const int *row, int len) {
 //   int64 k, int32 nb, double mean token loss, then per example (generation only):
 //   double generated tokens, string prediction, string reference.
 // label_len: the split's target length (val/test_max_target_length, trainer/args.h).
-// times: seconds added to [0] the loss pass, [1] generation, [2] decoding the predictions.
+// times: seconds added to [0] the loss pass, [1] generation, [2] decoding the predictions;
+// decoded: where generation writes its decode position (a progress line reads it).
 static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_len, Collated *c, int *out, int *out_len,
-                       Bytes *rec, double times[3]) {
+                       Bytes *rec, double times[3], int *decoded) {
     const TrainArgs *a = &r->a;
     T5Model *m = &r->m;
     int B = a->per_device_eval_batch_size, L = a->generation_max_length;
@@ -156,7 +158,7 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
         // starts from its output (HF runs the encoder twice; the numbers are the same)
         GenerateConfig gc = {.num_beams = a->generation_num_beams, .max_length = L,
                              .length_penalty = (float)a->length_penalty, .early_stopping = a->early_stopping,
-                             .encoder_ready = 1};
+                             .encoder_ready = 1, .progress = decoded};
         width = t5_generate(m, c->batch.input_ids, c->batch.attention_mask, nb, c->batch.S, &gc, out, out_len);
     }
     double t2 = now_seconds();
@@ -270,11 +272,20 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     Collated c = {0};
     Bytes rec = {0};
     double times[3] = {0};
+    // what a person waits on: rank 0's batches, and the decode position inside the current one
+    char what[64];
+    snprintf(what, sizeof what, "%s%s", prefix, world > 1 ? " (rank 0's batches)" : "");
+    Ticker *tick = is_main(r) ? ticker_start(what, "batch", rounds) : NULL;
+    int decoded = 0;
+    if (a->predict_with_generate) ticker_detail(tick, &decoded, "tokens generated in it");
     for (long i = 0; i < rounds; i++) {
         long k = i * world + rank;
         int keep = k < n_batches;
-        eval_batch(r, ds, keep ? k : 0, keep, label_len, &c, out, out_len, &rec, times);
+        __atomic_store_n(&decoded, 0, __ATOMIC_RELAXED);
+        eval_batch(r, ds, keep ? k : 0, keep, label_len, &c, out, out_len, &rec, times, &decoded);
+        ticker_set(tick, i + 1);
     }
+    ticker_stop(tick);
     if (is_main(r))  // where the time went (rank 0's batches); the runtime adds the metrics
         printf("%s time (rank 0, %ld batches): loss pass %.2f s, generation %.2f s, decoding predictions %.2f s\n",
                prefix, mine, times[0], times[1], times[2]);
