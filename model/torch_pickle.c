@@ -252,7 +252,9 @@ static PkValue *vm_tuple(Vm *vm, PkValue **items, size_t n) {
     t->depth = 1;
     for (size_t i = 0; i < n; i++) {
         vm_add(vm, t, items[i]);
-        if (items[i]->kind == PK_TUPLE && items[i]->depth >= t->depth) t->depth = items[i]->depth + 1;
+        // saturated: a pickle of 2^31 TUPLE1s must not overflow an int (keys stop at 100 anyway)
+        if (items[i]->kind == PK_TUPLE && items[i]->depth >= t->depth)
+            t->depth = items[i]->depth < (1 << 30) ? items[i]->depth + 1 : items[i]->depth;
     }
     return t;
 }
