@@ -191,18 +191,22 @@ deps:
 	else echo "make deps: all present (libcjson-dev libsentencepiece-dev openmpi protobuf-c cairo)"; fi
 
 # ---- tests ------------------------------------------------------------------------
+# The script tests (each prints OK / NOT OK lines and "N passed, M failed"); ASAN_SCRIPTS run
+# the AddressSanitizer build (build-asan/train_t5) on hostile input, make test-asan alone.
+ASAN_SCRIPTS := tests/bad_input.sh tests/bad_input_pickle.sh
+TEST_SCRIPTS := $(ASAN_SCRIPTS) tests/check_links.sh tests/post_commands.sh tests/post_dry_runs.sh \
+                tests/tensorboard_events.sh tests/plot_png.sh bench/test_zero_scaling.sh bench/test_blog_table.sh
+
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(BUILD)/bench/blog_chart
 	@if nvidia-smi -L >/dev/null 2>&1; then echo "NOTICE: a GPU is present: make test-gpu runs the CUDA tests"; \
 	 else echo "NOTICE: no GPU here: the CUDA tests (make test-gpu) are skipped"; fi
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
-	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh tests/check_links.sh tests/post_commands.sh tests/post_dry_runs.sh \
-	  tests/tensorboard_events.sh \
-	  tests/plot_png.sh bench/test_zero_scaling.sh bench/test_blog_table.sh
+	@tests/run_tests.sh $(TEST_BIN) $(TEST_SCRIPTS)
 
 test-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
-	@tests/run_tests.sh tests/bad_input.sh
+	@tests/run_tests.sh $(ASAN_SCRIPTS)
 
 build-asan/train_t5: $(BUILD)/obj/train_t5.o $(BUILD)/libt5.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

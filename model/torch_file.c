@@ -10,11 +10,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include "../common/check.h"
 #include "../common/half.h"
+#include "../common/hash_index.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "model/torch_file.c: big-endian hosts are not supported (torch writes little-endian storages)"
@@ -36,7 +38,6 @@
 #define ZIP_METHOD_STORED 0
 #define ZIP_U16_MAX 0xffffu
 #define ZIP_U32_MAX 0xffffffffu
-#define ZIP_MAX_NAME 4096
 
 // ---- legacy format (torch/serialization.py) ----------------------------------------------
 // pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2): PROTO 2, LONG1 of 10 bytes, STOP
@@ -82,7 +83,19 @@ typedef struct {
 typedef struct {
     ZipEntry *e;
     uint64_t n;
+    HashIndex index;  // entries by the hash of their lower-cased name
 } ZipDir;
+
+// miniz (torch's zip reader) finds names without regard to ASCII case: the index is by the
+// lower-cased name, so that two names that differ only in case are found to collide.
+static uint64_t zip_name_hash(const char *name) {
+    size_t n = strlen(name);
+    char *low = mallocCheck(n + 1);
+    for (size_t i = 0; i < n; i++) low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+    uint64_t h = hash_bytes(low, n);
+    free(low);
+    return h;
+}
 
 // The central directory: its offset, size and entry count, from the end record (ZIP64 when
 // the classic fields are saturated or a ZIP64 locator precedes it).
@@ -113,7 +126,7 @@ static void zip_find_directory(const TorchFile *tf, uint64_t fsize, uint64_t *cd
             t5_fail("%s: ZIP64 sizes without a ZIP64 locator: a damaged zip; %s", tf->path, HINT_TORCH);
         uint64_t off = rd64(loc + 8);
         unsigned char r[ZIP64_EOCD_SIZE];
-        if (off > fsize - ZIP64_EOCD_SIZE)
+        if (fsize < ZIP64_EOCD_SIZE || off > fsize - ZIP64_EOCD_SIZE)
             t5_fail("%s: the ZIP64 end record offset %llu is outside the file: a damaged zip; %s", tf->path,
                     (unsigned long long)off, HINT_TORCH);
         read_at(tf, off, r, sizeof r, "the ZIP64 end record");
@@ -151,9 +164,19 @@ static void zip_read_directory(const TorchFile *tf, uint64_t fsize, ZipDir *zd) 
         z->local_off = rd32(h + 42);
         if (p + ZIP_CENTRAL_SIZE + nlen + xlen + clen > cd_size)
             t5_fail("%s: central directory entry %llu runs past the directory; %s", tf->path, (unsigned long long)i, HINT_TORCH);
+        if (memchr(h + ZIP_CENTRAL_SIZE, '\0', nlen))
+            t5_fail("%s: central directory entry %llu has a NUL byte in its name: a damaged zip; %s", tf->path,
+                    (unsigned long long)i, HINT_TORCH);
         z->name = mallocCheck(nlen + 1u);
         memcpy(z->name, h + ZIP_CENTRAL_SIZE, nlen);
         z->name[nlen] = '\0';
+        uint64_t nh = zip_name_hash(z->name);
+        HashProbe probe;
+        for (size_t k = hidx_first(&zd->index, nh, &probe); k != SIZE_MAX; k = hidx_next(&probe))
+            if (!strcasecmp(zd->e[k].name, z->name))
+                t5_fail("%s: two zip entries are named \"%s\" and \"%s\" (torch's zip reader ignores case): which one "
+                        "it reads is not defined; %s", tf->path, zd->e[k].name, z->name, HINT_TORCH);
+        hidx_add(&zd->index, nh, (size_t)i);
         // ZIP64 extra: the saturated fields, in the order usize, csize, local offset
         const unsigned char *x = h + ZIP_CENTRAL_SIZE + nlen, *xe = x + xlen;
         while (x + 4 <= xe) {
@@ -179,9 +202,19 @@ static void zip_read_directory(const TorchFile *tf, uint64_t fsize, ZipDir *zd) 
 }
 
 static const ZipEntry *zip_find(const ZipDir *zd, const char *name) {
-    for (uint64_t i = 0; i < zd->n; i++)
-        if (!strcmp(zd->e[i].name, name)) return &zd->e[i];
+    HashProbe probe;
+    for (size_t k = hidx_first(&zd->index, zip_name_hash(name), &probe); k != SIZE_MAX; k = hidx_next(&probe))
+        if (!strcmp(zd->e[k].name, name)) return &zd->e[k];
     return NULL;
+}
+
+// prefix (plen bytes, with its '/') + rest, malloc'd: a storage key of any length.
+static char *zip_member(const char *prefix, size_t plen, const char *rest) {
+    size_t n = strlen(rest);
+    char *s = mallocCheck(plen + n + 1);
+    memcpy(s, prefix, plen);
+    memcpy(s + plen, rest, n + 1);
+    return s;
 }
 
 // The file offset of an entry's bytes (after its local header), checked to be inside the file.
@@ -204,36 +237,71 @@ static uint64_t zip_data_offset(const TorchFile *tf, const ZipEntry *z, uint64_t
     return off;
 }
 
-static void storage_add(TorchFile *tf, const char *key, uint64_t offset, uint64_t bytes) {
-    tf->storages = reallocCheck(tf->storages, (size_t)(tf->nstorages + 1) * sizeof *tf->storages);
-    TorchStorageRec *r = &tf->storages[tf->nstorages++];
-    r->key = strdup(key);
-    if (!r->key) t5_die(__FILE__, __LINE__, "out of host memory", NULL);
-    r->offset = offset;
-    r->bytes = bytes;
+static TorchStorageRec *storage_find(const TorchFile *tf, const char *key) {
+    HashProbe probe;
+    for (size_t k = hidx_first(&tf->storage_index, hash_bytes(key, strlen(key)), &probe); k != SIZE_MAX;
+         k = hidx_next(&probe))
+        if (!strcmp(tf->storages[k].key, key)) return &tf->storages[k];
+    return NULL;
+}
+
+// One record per storage key the pickle names. torch keeps the first storage of a key and
+// builds every later tensor of that key over it: ids of one key that disagree on the type or
+// the size would be read differently here, so they are refused (torch.save never writes them).
+static void storages_collect(TorchFile *tf, const char *where) {
+    int cap = 0;
+    for (size_t i = 0; i < tf->arena.n; i++) {
+        const PkValue *s = tf->arena.all[i];
+        if (s->kind != PK_STORAGE) continue;
+        if (!tf->legacy && s->legacy_id)
+            t5_fail("%s: %s names storage \"%s\" with a 6-item persistent id (the legacy format's): torch's zip "
+                    "loader refuses it; %s", tf->path, where, s->s, HINT_TORCH);
+        TorchStorageRec *r = storage_find(tf, s->s);
+        if (r) {
+            if (r->dtype != s->dtype || r->numel != s->root_numel)
+                t5_fail("%s: %s names storage \"%s\" as %llu %s elements and as %llu %s elements: torch reads one "
+                        "storage per key; %s", tf->path, where, s->s, (unsigned long long)r->numel,
+                        torch_dtype_name(r->dtype), (unsigned long long)s->root_numel, torch_dtype_name(s->dtype),
+                        HINT_TORCH);
+            continue;
+        }
+        if (tf->nstorages == cap) {
+            cap = cap ? 2 * cap : 64;
+            tf->storages = reallocCheck(tf->storages, (size_t)cap * sizeof *tf->storages);
+        }
+        r = &tf->storages[tf->nstorages];
+        memset(r, 0, sizeof *r);
+        r->key = strdup(s->s);
+        if (!r->key) t5_die(__FILE__, __LINE__, "out of host memory", NULL);
+        r->dtype = s->dtype;
+        r->numel = s->root_numel;
+        r->bytes = s->root_numel * (uint64_t)torch_dtype_size(s->dtype);  // no overflow: the VM checked
+        hidx_add(&tf->storage_index, hash_bytes(s->s, strlen(s->s)), (size_t)tf->nstorages++);
+    }
 }
 
 static void zip_open(TorchFile *tf, uint64_t fsize) {
     ZipDir zd = {0};
     zip_read_directory(tf, fsize, &zd);
-    // PREFIX/data.pkl: the archive's one top-level folder (torch names it after the file)
-    const ZipEntry *pkl = NULL;
-    for (uint64_t i = 0; i < zd.n && !pkl; i++) {
-        const char *slash = strchr(zd.e[i].name, '/');
-        if (slash && !strcmp(slash, "/data.pkl")) pkl = &zd.e[i];
-    }
-    if (!pkl) t5_fail("%s: a zip without a PREFIX/data.pkl entry: not a torch.save file; %s", tf->path, HINT_TORCH);
-    size_t plen = (size_t)(strchr(pkl->name, '/') - pkl->name) + 1;
-    char *name = mallocCheck(plen + ZIP_MAX_NAME);
-    memcpy(name, pkl->name, plen);
-    snprintf(name + plen, ZIP_MAX_NAME, "byteorder");
-    const ZipEntry *bo = zip_find(&zd, name);
+    // PREFIX: the folder of the zip's first entry, as torch's PyTorchStreamReader takes it
+    if (!zd.n) t5_fail("%s: a zip without entries: not a torch.save file; %s", tf->path, HINT_TORCH);
+    const char *slash = strchr(zd.e[0].name, '/');
+    if (!slash)
+        t5_fail("%s: the zip's first entry \"%s\" is not in a folder (torch reads PREFIX/data.pkl, PREFIX being the "
+                "first entry's folder): not a torch.save file; %s", tf->path, zd.e[0].name, HINT_TORCH);
+    size_t plen = (size_t)(slash - zd.e[0].name) + 1;
+    char *pkl_name = zip_member(zd.e[0].name, plen, "data.pkl"), *bo_name = zip_member(zd.e[0].name, plen, "byteorder");
+    const ZipEntry *pkl = zip_find(&zd, pkl_name);
+    if (!pkl)
+        t5_fail("%s: a zip without %s (PREFIX/data.pkl, PREFIX being the first entry's folder): not a torch.save "
+                "file; %s", tf->path, pkl_name, HINT_TORCH);
+    const ZipEntry *bo = zip_find(&zd, bo_name);
     if (bo) {  // torch >= 2.1 records the byte order; older files are little-endian
         char order[8] = "";
-        if (bo->size >= sizeof order) t5_fail("%s: %s is not \"little\" or \"big\"", tf->path, name);
-        read_at(tf, zip_data_offset(tf, bo, fsize), order, (size_t)bo->size, name);
+        if (bo->size >= sizeof order) t5_fail("%s: %s is not \"little\" or \"big\"", tf->path, bo_name);
+        read_at(tf, zip_data_offset(tf, bo, fsize), order, (size_t)bo->size, bo_name);
         if (strcmp(order, "little") != 0)
-            t5_fail("%s: %s says \"%s\": only little-endian storages are supported", tf->path, name, order);
+            t5_fail("%s: %s says \"%s\": only little-endian storages are supported", tf->path, bo_name, order);
     }
     // data.pkl: checksum, then the pickle
     uint64_t at = zip_data_offset(tf, pkl, fsize);
@@ -251,32 +319,33 @@ static void zip_open(TorchFile *tf, uint64_t fsize) {
                 pkl->name, crc, pkl->crc, HINT_TORCH);
     uint64_t stop;
     tf->root = pk_load(&tf->arena, tf->f, tf->path, pkl->name, at, at + pkl->size, &stop);
-    // every storage the pickle names: PREFIX/data/KEY
-    for (size_t i = 0; i < tf->arena.n; i++) {
-        const PkValue *s = tf->arena.all[i];
-        if (s->kind != PK_STORAGE) continue;
-        int seen = 0;
-        for (int k = 0; k < tf->nstorages && !seen; k++) seen = !strcmp(tf->storages[k].key, s->s);
-        if (seen) continue;
-        snprintf(name + plen, ZIP_MAX_NAME, "data/%s", s->s);
+    // every storage the pickle names: PREFIX/data/KEY, holding exactly its bytes (torch's
+    // getRecord checks the record's size against numel * element size)
+    storages_collect(tf, pkl->name);
+    for (int i = 0; i < tf->nstorages; i++) {
+        TorchStorageRec *r = &tf->storages[i];
+        char *rest = zip_member("data/", 5, r->key), *name = zip_member(zd.e[0].name, plen, rest);
         const ZipEntry *z = zip_find(&zd, name);
         if (!z)
             t5_fail("%s: storage \"%s\" named by %s is missing (no entry \"%s\"): the file is damaged; %s", tf->path,
-                    s->s, pkl->name, name, HINT_TORCH);
-        storage_add(tf, s->s, zip_data_offset(tf, z, fsize), z->size);
+                    r->key, pkl->name, name, HINT_TORCH);
+        if (z->size != r->bytes)
+            t5_fail("%s: storage \"%s\": entry \"%s\" holds %llu bytes, %s says %llu %s elements (%llu bytes): the "
+                    "file is damaged; %s", tf->path, r->key, name, (unsigned long long)z->size, pkl->name,
+                    (unsigned long long)r->numel, torch_dtype_name(r->dtype), (unsigned long long)r->bytes, HINT_TORCH);
+        r->offset = zip_data_offset(tf, z, fsize);
+        r->found = 1;
+        free(rest);
+        free(name);
     }
-    free(name);
+    free(pkl_name);
+    free(bo_name);
     for (uint64_t i = 0; i < zd.n; i++) free(zd.e[i].name);
     free(zd.e);
+    hidx_free(&zd.index);
 }
 
 // ---- legacy ----------------------------------------------------------------------------
-
-static const PkValue *find_storage_value(const TorchFile *tf, const char *key) {
-    for (size_t i = 0; i < tf->arena.n; i++)
-        if (tf->arena.all[i]->kind == PK_STORAGE && !strcmp(tf->arena.all[i]->s, key)) return tf->arena.all[i];
-    return NULL;
-}
 
 static void legacy_open(TorchFile *tf, uint64_t fsize) {
     uint64_t pos = sizeof LEGACY_MAGIC, next;
@@ -292,38 +361,43 @@ static void legacy_open(TorchFile *tf, uint64_t fsize) {
                 "supported", tf->path);
     pos = next;
     tf->root = pk_load(&tf->arena, tf->f, tf->path, "(main)", pos, fsize, &next);
+    storages_collect(tf, "pickle (main)");
     pos = next;
     const PkValue *keys = pk_load(&tf->arena, tf->f, tf->path, "(storage keys)", pos, fsize, &next);
     if (keys->kind != PK_LIST) t5_fail("%s: the storage key list is a %s, not a list; %s", tf->path, pk_kind_name(keys->kind), HINT_TORCH);
     pos = next;
+    // each storage: its int64 element count, which must be the pickled one (torch's
+    // _set_from_file: "storage has wrong byte size"), then its bytes
     for (int i = 0; i < keys->n; i++) {
         const PkValue *k = keys->items[i];
         if (k->kind != PK_STR) t5_fail("%s: storage key %d is a %s, not a str; %s", tf->path, i, pk_kind_name(k->kind), HINT_TORCH);
-        const PkValue *s = find_storage_value(tf, k->s);
-        if (!s) t5_fail("%s: storage \"%s\" is listed but no tensor uses it: the file is damaged; %s", tf->path, k->s, HINT_TORCH);
+        TorchStorageRec *r = storage_find(tf, k->s);
+        if (!r) t5_fail("%s: storage \"%s\" is listed but no tensor uses it: the file is damaged; %s", tf->path, k->s, HINT_TORCH);
+        if (r->found)
+            t5_fail("%s: storage \"%s\" is listed twice (torch would read the second copy over the first): the file "
+                    "is damaged; %s", tf->path, k->s, HINT_TORCH);
         unsigned char nb[LEGACY_NUMEL_BYTES];
-        if (pos > fsize - LEGACY_NUMEL_BYTES || fsize < LEGACY_NUMEL_BYTES)
+        if (pos > fsize || fsize - pos < LEGACY_NUMEL_BYTES)
             t5_fail("%s: storage \"%s\" (%d of %d) starts past the end of the file (%llu bytes): truncated; %s",
                     tf->path, k->s, i + 1, keys->n, (unsigned long long)fsize, HINT_TORCH);
         read_at(tf, pos, nb, sizeof nb, "a storage's element count");
-        uint64_t numel = rd64(nb), bytes;
-        if (__builtin_mul_overflow(numel, (uint64_t)torch_dtype_size(s->dtype), &bytes) ||
-            pos + LEGACY_NUMEL_BYTES + bytes > fsize || pos + LEGACY_NUMEL_BYTES + bytes < pos)
+        uint64_t numel = rd64(nb);
+        if (numel != r->numel)
+            t5_fail("%s: storage \"%s\" (%d of %d) holds %llu elements, the pickle says %llu: the file is damaged; %s",
+                    tf->path, k->s, i + 1, keys->n, (unsigned long long)numel, (unsigned long long)r->numel, HINT_TORCH);
+        pos += LEGACY_NUMEL_BYTES;
+        if (r->bytes > fsize - pos)
             t5_fail("%s: storage \"%s\" (%d of %d, %llu %s elements at offset %llu) runs past the end of the file "
                     "(%llu bytes): truncated; %s", tf->path, k->s, i + 1, keys->n, (unsigned long long)numel,
-                    torch_dtype_name(s->dtype), (unsigned long long)pos, (unsigned long long)fsize, HINT_TORCH);
-        storage_add(tf, k->s, pos + LEGACY_NUMEL_BYTES, bytes);
-        pos += LEGACY_NUMEL_BYTES + bytes;
+                    torch_dtype_name(r->dtype), (unsigned long long)pos, (unsigned long long)fsize, HINT_TORCH);
+        r->offset = pos;
+        r->found = 1;
+        pos += r->bytes;
     }
-    for (size_t i = 0; i < tf->arena.n; i++) {  // every storage the pickle names is there
-        const PkValue *s = tf->arena.all[i];
-        if (s->kind != PK_STORAGE) continue;
-        int seen = 0;
-        for (int k = 0; k < tf->nstorages && !seen; k++) seen = !strcmp(tf->storages[k].key, s->s);
-        if (!seen)
+    for (int i = 0; i < tf->nstorages; i++)  // every storage the pickle names is there
+        if (!tf->storages[i].found)
             t5_fail("%s: storage \"%s\" is used by a tensor but missing from the storage list: the file is damaged; %s",
-                    tf->path, s->s, HINT_TORCH);
-    }
+                    tf->path, tf->storages[i].key, HINT_TORCH);
 }
 
 // ---- public ----------------------------------------------------------------------------
@@ -357,6 +431,7 @@ void torch_file_close(TorchFile *tf) {
     pk_arena_free(&tf->arena);
     for (int i = 0; i < tf->nstorages; i++) free(tf->storages[i].key);
     free(tf->storages);
+    hidx_free(&tf->storage_index);
     free(tf->path);
     memset(tf, 0, sizeof *tf);
 }
@@ -371,10 +446,8 @@ void torch_file_tensor(const TorchFile *tf, const PkValue *v, const char *name, 
     if (!v || v->kind != PK_TENSOR)
         t5_fail("%s: \"%s\" is a %s, not a tensor; %s", tf->path, name, v ? pk_kind_name(v->kind) : "missing value", HINT_TORCH);
     const PkValue *s = v->storage;
-    const TorchStorageRec *rec = NULL;
-    for (int k = 0; k < tf->nstorages && !rec; k++)
-        if (!strcmp(tf->storages[k].key, s->s)) rec = &tf->storages[k];
-    if (!rec) t5_fail("%s: tensor \"%s\": storage \"%s\" is missing; %s", tf->path, name, s->s, HINT_TORCH);
+    const TorchStorageRec *rec = storage_find(tf, s->s);
+    if (!rec || !rec->found) t5_fail("%s: tensor \"%s\": storage \"%s\" is missing; %s", tf->path, name, s->s, HINT_TORCH);
     memset(out, 0, sizeof *out);
     out->dtype = s->dtype;
     out->ndim = v->ndim;
@@ -394,16 +467,21 @@ void torch_file_tensor(const TorchFile *tf, const PkValue *v, const char *name, 
             t5_fail("%s: tensor \"%s\" is a non-contiguous view (size %s, stride %s): not supported; HINT: save "
                     "contiguous tensors (tensor.contiguous()) or use safetensors", tf->path, name, sz, st);
         }
-        want *= (uint64_t)v->shape[d];
+        want *= (uint64_t)v->shape[d];  // at most numel: no overflow
     }
-    uint64_t esize = (uint64_t)torch_dtype_size(s->dtype), first = s->view_offset + v->storage_offset;
-    if (v->storage_offset + out->numel > s->numel || v->storage_offset + out->numel < v->storage_offset)
-        t5_fail("%s: tensor \"%s\": elements [%llu, %llu) are outside its storage \"%s\" of %llu elements; %s",
-                tf->path, name, (unsigned long long)v->storage_offset,
-                (unsigned long long)(v->storage_offset + out->numel), s->s, (unsigned long long)s->numel, HINT_TORCH);
-    if ((first + out->numel) * esize > rec->bytes)
-        t5_fail("%s: tensor \"%s\" needs %llu bytes of storage \"%s\", the file holds %llu: truncated; %s", tf->path,
-                name, (unsigned long long)((first + out->numel) * esize), s->s, (unsigned long long)rec->bytes, HINT_TORCH);
+    // elements [storage_offset, +numel) of the storage (of the view, for a view), then bytes of
+    // the root storage's record: every sum and product checked
+    uint64_t esize = (uint64_t)torch_dtype_size(s->dtype), end, first, end_root, end_bytes;
+    if (__builtin_add_overflow(v->storage_offset, out->numel, &end) || end > s->numel)
+        t5_fail("%s: tensor \"%s\": elements [%llu, +%llu) are outside its storage \"%s\" of %llu elements; %s",
+                tf->path, name, (unsigned long long)v->storage_offset, (unsigned long long)out->numel, s->s,
+                (unsigned long long)s->numel, HINT_TORCH);
+    if (__builtin_add_overflow(s->view_offset, v->storage_offset, &first) ||
+        __builtin_add_overflow(first, out->numel, &end_root) || __builtin_mul_overflow(end_root, esize, &end_bytes) ||
+        end_bytes > rec->bytes)
+        t5_fail("%s: tensor \"%s\": elements [%llu, +%llu) of storage \"%s\" are outside the %llu bytes the file "
+                "holds for it: truncated; %s", tf->path, name, (unsigned long long)first, (unsigned long long)out->numel,
+                s->s, (unsigned long long)rec->bytes, HINT_TORCH);
     out->offset = rec->offset + first * esize;
 }
 

@@ -5,17 +5,24 @@
 // list of storage keys, then each storage as an int64 element count and its raw bytes).
 // The main pickle becomes a value tree (model/torch_pickle.h); tensors stay in the file and
 // are read on demand, converted to fp32. Any problem is a one-line error naming the file.
+// Names (zip entries, storage keys) are looked up by hash; every offset and size from the
+// file is checked without overflow against the file's size, and each storage must hold
+// exactly the bytes its pickled type and element count say (as torch checks on load).
 #pragma once
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../common/hash_index.h"
 #include "safetensors.h"
 #include "torch_pickle.h"
 
 typedef struct {
     char *key;
-    uint64_t offset;  // file offset of the storage's first byte
-    uint64_t bytes;   // bytes the file holds for it
+    TorchDtype dtype;   // as the pickle names it (every id of one key agrees)
+    uint64_t numel;     // elements of the root storage as pickled
+    uint64_t offset;    // file offset of the storage's first byte
+    uint64_t bytes;     // bytes the file holds for it: numel * the dtype's size
+    int found;          // its bytes were located in the file
 } TorchStorageRec;
 
 typedef struct {
@@ -26,6 +33,7 @@ typedef struct {
     PkValue *root;     // the value of the main pickle
     TorchStorageRec *storages;
     int nstorages;
+    HashIndex storage_index;  // storages by key
 } TorchFile;
 
 // A contiguous tensor inside the file.

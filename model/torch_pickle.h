@@ -5,7 +5,10 @@
 // storage) and an opaque object (any other class: its name, constructor args and BUILD
 // state are kept, nothing is run). Only the opcodes these files use are implemented; any
 // other opcode is refused by name, with the file and byte offset.
-// Bytes are read from a FILE range, so a pickle is never held whole in memory.
+// Bytes are read from a FILE range, so a pickle is never held whole in memory. The file is
+// untrusted: every length, count and index in it is checked, dict keys and the memo are
+// hashed (time linear in the pickle's size; memory too, whatever index a memo PUT names),
+// and nothing recurses deeper than a fixed bound.
 #pragma once
 #include <stdint.h>
 #include <stdio.h>
@@ -46,28 +49,43 @@ typedef enum {
 } PkKind;
 
 typedef struct PkValue PkValue;
+struct HashIndex;
 struct PkValue {
     PkKind kind;
-    int64_t i;        // PK_INT, PK_BOOL
-    double f;         // PK_FLOAT
-    char *s;          // PK_STR (NUL-terminated UTF-8), PK_GLOBAL, PK_OBJECT, PK_STORAGE key
+    int n, cap;       // items
+    int depth;        // PK_TUPLE: 1 + the deepest tuple among its items (keys nest to a bound)
+    char *s;          // PK_STR (NUL-terminated UTF-8, no NUL inside), PK_GLOBAL, PK_OBJECT, PK_STORAGE key
     PkValue **items;  // PK_TUPLE, PK_LIST, PK_DICT, PK_OBJECT
-    int n, cap;
-    // PK_STORAGE
-    TorchDtype dtype;
-    uint64_t numel;        // elements of the storage as pickled
-    uint64_t view_offset;  // legacy storage views: first element of the view in the root storage
-    // PK_TENSOR
-    PkValue *storage;
-    uint64_t storage_offset;  // in elements
-    int ndim;
-    int64_t shape[PK_MAX_DIMS], stride[PK_MAX_DIMS];
+    union {
+        int64_t i;  // PK_INT, PK_BOOL
+        double f;   // PK_FLOAT
+        struct {    // PK_STORAGE
+            TorchDtype dtype;
+            int legacy_id;         // the persistent id had a 6th item (view metadata: the legacy format's)
+            uint64_t numel;        // elements of the storage (of the view, for a view) as pickled
+            uint64_t root_numel;   // elements of the root storage as pickled
+            uint64_t view_offset;  // legacy storage views: first element of the view in the root storage
+        };
+        struct {  // PK_TENSOR
+            PkValue *storage;
+            uint64_t storage_offset;  // in elements
+            int ndim;
+            int64_t *shape, *stride;  // ndim each
+        };
+    };
+    // As a dict key (model/torch_pickle_key.c): the first value seen equal to this one as
+    // Python's == says (1 == 1.0 == True), and the hash of that value.
+    PkValue *canon;
+    uint64_t hash;
+    struct HashIndex *index;  // PK_DICT: pair k under its key's hash
 };
 
-// Every value of one or more pickles of a file; freed together.
+// Every value of one or more pickles of a file; freed together. None, True, False and the
+// empty tuple are one value each (as in Python), made on first use.
 typedef struct {
     PkValue **all;
     size_t n, cap;
+    PkValue *none, *truth[2], *empty_tuple;
 } PkArena;
 
 // Runs the pickle at file offset [begin, end) of f until STOP; returns its value (owned by
@@ -78,7 +96,8 @@ PkValue *pk_load(PkArena *a, FILE *f, const char *path, const char *where, uint6
                  uint64_t *stop_end);
 void pk_arena_free(PkArena *a);
 
-// Look-ups for callers. NULL when absent or of another kind.
+// Look-ups for callers, by hash. NULL when absent or of another kind. A key stored more
+// than once holds its last value, as a Python dict does.
 const PkValue *pk_dict_get(const PkValue *dict, const char *key);       // str keys
-const PkValue *pk_dict_get_int(const PkValue *dict, int64_t key);       // int keys
+const PkValue *pk_dict_get_int(const PkValue *dict, int64_t key);       // int keys (and equal bools, floats)
 const char *pk_kind_name(PkKind k);
