@@ -102,7 +102,7 @@ GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
 GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests-gpu/%)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test test-asan test-gpu clean features demo blog-table
+.PHONY: all deps test test-asan test-gpu clean features demo demo-flags blog-table
 all: features train_t5
 
 features:
@@ -240,6 +240,10 @@ DEMO_FLAGS := --model data/sample/t5-demo --init random --tokenizer_name data/sa
 # this CPU (-O3 -march=native: twice as fast on the dev machine's AVX2, and bit-identical, since
 # -std=c11 forbids contracting a*b+c and nothing reassociates sums).
 NPROC = $(shell nproc 2>/dev/null || echo 2)
+# the demo's flags, for tests/readme_demo.sh (which checks README's demo block against a run)
+demo-flags:
+	@echo '$(DEMO_FLAGS)'
+
 demo: deps
 	@if [ "$(CUDA)" = 1 ] || { [ -z "$(CUDA)" ] && nvidia-smi -L >/dev/null 2>&1; }; then \
 	  $(MAKE) --no-print-directory -j$(NPROC) all; \
