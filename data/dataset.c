@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,10 +61,55 @@ static uint64_t get_u64(const unsigned char *p) {
 
 // ---- prepare ------------------------------------------------------------------------
 
-// The temp file being written, removed if an error exits the process half-way.
-static char *g_tmp_path;
+// The temp file being written, removed if an error exits the process half-way (atexit), or
+// a signal ends it (below).
+static char *volatile g_tmp_path;
 static void remove_tmp(void) {
     if (g_tmp_path) unlink(g_tmp_path);
+}
+
+// A signal whose action ends the process skips atexit: SIGTERM from a scheduler or
+// `timeout`, Ctrl-C, SIGPIPE from `prepare | head`, the CPU-time limit, a crash in a
+// library. While the temp file exists, each such signal removes it first (unlink is
+// async-signal-safe) and then takes its default action. A signal the program already
+// handles (the trainer's stop signals, AddressSanitizer's SIGSEGV) or ignores is left as it is.
+static const int TMP_SIGS[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGABRT, SIGFPE,  SIGSEGV,
+                               SIGBUS,  SIGPIPE, SIGALRM, SIGTERM, SIGUSR1, SIGUSR2, SIGXCPU};
+enum { TMP_NSIGS = (int)(sizeof TMP_SIGS / sizeof TMP_SIGS[0]) };
+static struct sigaction g_tmp_old[TMP_NSIGS];
+static int g_tmp_hooked[TMP_NSIGS];
+
+static void tmp_on_signal(int sig) {
+    remove_tmp();
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig);  // pending until this handler returns, then the default action
+}
+
+static void tmp_signals_on(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = tmp_on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < TMP_NSIGS; i++) sigaddset(&sa.sa_mask, TMP_SIGS[i]);
+    for (int i = 0; i < TMP_NSIGS; i++) {
+        struct sigaction old;
+        g_tmp_hooked[i] = 0;
+        if (sigaction(TMP_SIGS[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+            continue;
+        if (sigaction(TMP_SIGS[i], &sa, &g_tmp_old[i]) == 0) g_tmp_hooked[i] = 1;
+    }
+}
+
+static void tmp_signals_off(void) {
+    for (int i = 0; i < TMP_NSIGS; i++)
+        if (g_tmp_hooked[i]) {
+            sigaction(TMP_SIGS[i], &g_tmp_old[i], NULL);
+            g_tmp_hooked[i] = 0;
+        }
 }
 
 static void check_tokens(const int32_t *ids, int n, uint32_t vocab, const char *path, long line, const char *side) {
@@ -139,9 +185,10 @@ void dataset_prepare(const TextSpec *spec, const Spm *spm, const char *out_path)
     size_t tmp_cap = strlen(out_path) + 32;
     char *tmp = mallocCheck(tmp_cap);
     snprintf(tmp, tmp_cap, "%s.%ld.tmp", out_path, (long)getpid());
+    g_tmp_path = tmp;  // before the file exists: no moment where it exists unregistered
+    tmp_signals_on();
     FILE *f = fopen(tmp, "w+b");
     if (!f) t5_fail("%s: cannot create: %s; check that the directory exists and is writable", tmp, strerror(errno));
-    g_tmp_path = tmp;
 
     uint64_t n_off = 2 * count + 1;
     long tok_start = DS_HEADER_BYTES + (long)(n_off * sizeof(uint64_t));
@@ -166,6 +213,7 @@ void dataset_prepare(const TextSpec *spec, const Spm *spm, const char *out_path)
     fcloseCheck(f, tmp);
     if (rename(tmp, out_path) != 0) t5_fail("cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
     g_tmp_path = NULL;
+    tmp_signals_off();
     free(tmp);
     // Make the rename itself durable.
     char *slash = strrchr(out_path, '/');

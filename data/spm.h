@@ -9,7 +9,9 @@
 
 typedef struct Spm Spm;
 
-// Load a spiece.model file. Any problem is a one-line error naming the file; exits.
+// Load a spiece.model file, checked first for what libsentencepiece trusts (data/spm_check.h).
+// Any problem is a one-line error naming the file; exits. No function here lets a C++
+// exception out (std::bad_alloc and the rest become one-line errors).
 Spm *spm_load(const char *path);
 void spm_free(Spm *spm);
 // Number of sentencepiece pieces (32000 for T5), not counting the extra ids.

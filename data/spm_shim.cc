@@ -1,8 +1,16 @@
 // data/spm_shim.cc: the C API of data/spm.h over libsentencepiece's C++
 // SentencePieceProcessor. The only C++ file of the project; everything it exports is
-// extern "C". The model file is read once: its bytes feed both the hash (dataset cache
-// keys) and LoadFromSerializedProto.
+// extern "C". The model file is read once: its bytes feed the hash (dataset cache keys),
+// the check of what the library trusts unchecked (data/spm_check.c: a damaged normalizer
+// trie crashes it) and LoadFromSerializedProto. No C++ exception leaves this file: every
+// entry point catches them all (std::bad_alloc under `ulimit -v`, darts-clone's) and
+// reports one line through t5_fail, as C callers expect.
 #include <sentencepiece_processor.h>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
@@ -10,13 +18,26 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
 extern "C" {
 #include "../common/check.h"
 #include "spm.h"
+#include "spm_check.h"
 }
+
+// libsentencepiece's own log threshold (0 INFO .. 3 FATAL; 0.1.9x and 0.2 export it, only
+// 0.2's header declares it). A failed self-test logs its samples at INFO and WARNING before
+// Load returns the status this file reports in one line: those lines are kept off stderr.
+namespace sentencepiece {
+namespace logging {
+void SetMinLogLevel(int v);
+}  // namespace logging
+}  // namespace sentencepiece
+static const int kSpmLogErrorsOnly = 2;
 
 // HF's T5 tokenizers add 100 <extra_id_N> sentinels after the pieces, and T5 checkpoints
 // pad the embedding to a multiple of 128 (32000 + 100 -> 32128). Ids in [pieces, vocab)
@@ -49,55 +70,114 @@ static std::string one_line(std::string s) {
     return s;
 }
 
-static bool read_file(const char *path, std::string *out, int *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *err = errno;
-        return false;
-    }
-    char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, n);
-    bool ok = !ferror(f);
-    *err = ok ? 0 : errno;
-    fclose(f);
-    return ok;
+static const char *file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a named pipe (FIFO)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
 }
 
-extern "C" Spm *spm_load(const char *path) {
+// The whole model file. O_NONBLOCK: a FIFO named as the model must not block the open; it
+// is refused by fstat before any read.
+static void read_model(const char *path, std::string *out) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        t5_fail("%s: cannot read the sentencepiece model: %s; HINT: pass the spiece.model of a T5 checkpoint", path,
+                strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) t5_fail("%s: cannot stat the sentencepiece model: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        t5_fail("%s: is %s, not a sentencepiece model file; HINT: pass the spiece.model file itself", path,
+                file_kind(st.st_mode));
+    // protobuf parses at most INT_MAX bytes; spiece.model files are a few MB
+    if (st.st_size > INT_MAX)
+        t5_fail("%s: %lld bytes, more than a sentencepiece model can be (2 GiB); HINT: pass the spiece.model of a T5 "
+                "checkpoint", path, (long long)st.st_size);
+    out->reserve((size_t)st.st_size);
+    char buf[1 << 16];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) t5_fail("%s: read error: %s", path, strerror(errno));
+        if (n == 0) break;
+        out->append(buf, (size_t)n);
+        if (out->size() > (size_t)INT_MAX) t5_fail("%s: grew past 2 GiB while being read", path);
+    }
+    close(fd);
+}
+
+// Runs body; any C++ exception out of it (libsentencepiece, protobuf, darts-clone, the
+// standard library) becomes one error line naming the model and what was being done.
+template <typename F>
+static auto shim_guard(const char *path, const char *doing, F body) -> decltype(body()) {
+    try {
+        return body();
+    } catch (const std::bad_alloc &) {
+        struct rlimit rl;
+        char limit[96] = "";
+        if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            snprintf(limit, sizeof limit, "; the address-space limit, ulimit -v, is %llu KiB",
+                     (unsigned long long)(rl.rlim_cur / 1024));
+        t5_fail("%s: out of memory %s (std::bad_alloc%s); HINT: raise the memory limit or free memory, then run again",
+                path, doing, limit);
+    } catch (const std::exception &e) {
+        t5_fail("%s: sentencepiece failed %s: %s; HINT: check that the file is the spiece.model of a T5 checkpoint",
+                path, doing, one_line(e.what()).c_str());
+    } catch (...) {
+        t5_fail("%s: sentencepiece failed %s (an unknown C++ exception); HINT: check that the file is the spiece.model "
+                "of a T5 checkpoint", path, doing);
+    }
+}
+
+static Spm *load_model(const char *path) {
     std::string bytes;
-    int err = 0;
-    if (!read_file(path, &bytes, &err))
-        t5_fail("cannot read sentencepiece model '%s': %s (pass the spiece.model of a T5 checkpoint)", path,
-                strerror(err));
-    if (bytes.empty()) t5_fail("sentencepiece model '%s' is empty", path);
+    read_model(path, &bytes);
+    if (bytes.empty())
+        t5_fail("%s: an empty file, not a sentencepiece model; HINT: pass the spiece.model of a T5 checkpoint", path);
+    char why[512];
+    if (spm_check_model(reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size(), why, sizeof why) != 0)
+        t5_fail("%s: not a usable sentencepiece model: %s; HINT: the file is damaged: use the spiece.model of the "
+                "original checkpoint (download it again)", path, why);
     Spm *spm = new Spm();
+    sentencepiece::logging::SetMinLogLevel(kSpmLogErrorsOnly);
     sentencepiece::util::Status st = spm->proc.LoadFromSerializedProto(bytes);
-    if (!st.ok())
-        t5_fail("'%s' is not a sentencepiece model (pass the spiece.model of a T5 checkpoint; sentencepiece says: %s)",
-                path, one_line(st.ToString()).c_str());
+    if (!st.ok()) {
+        std::string said = one_line(st.ToString());
+        if (said.find("Self-test") != std::string::npos)  // its "See LOG(INFO)" points at lines kept off stderr
+            said = "its self_test_data samples do not encode to the pieces the file says they should";
+        t5_fail("%s: not a sentencepiece model (sentencepiece says: %s); HINT: pass the spiece.model of a T5 checkpoint",
+                path, said.c_str());
+    }
     spm->path = path;
     spm->hash = fnv1a64(bytes.data(), bytes.size());
     spm->pieces = spm->proc.GetPieceSize();
     // tokenize.c appends </s> as id 1 and collation pads with 0: the T5 layout.
     if (spm->proc.pad_id() != 0 || spm->proc.eos_id() != 1 || spm->proc.unk_id() != 2)
-        t5_fail("sentencepiece model '%s' has pad/eos/unk ids %d/%d/%d, expected T5's 0/1/2", path,
-                spm->proc.pad_id(), spm->proc.eos_id(), spm->proc.unk_id());
+        t5_fail("%s: the sentencepiece model has pad/eos/unk ids %d/%d/%d, expected T5's 0/1/2; HINT: pass the "
+                "spiece.model of a T5 checkpoint", path, spm->proc.pad_id(), spm->proc.eos_id(), spm->proc.unk_id());
     spm->vocab = (spm->pieces + kExtraIds + 127) / 128 * 128;
     return spm;
 }
 
-extern "C" void spm_free(Spm *spm) { delete spm; }
+extern "C" Spm *spm_load(const char *path) {
+    return shim_guard(path, "loading the sentencepiece model", [&] { return load_model(path); });
+}
+
+extern "C" void spm_free(Spm *spm) {
+    if (spm) shim_guard(spm->path.c_str(), "freeing the sentencepiece model", [&] { delete spm; });
+}
 
 extern "C" int spm_piece_count(const Spm *spm) { return spm->pieces; }
 
 extern "C" uint64_t spm_model_hash(const Spm *spm) { return spm->hash; }
 
-extern "C" int spm_encode(const Spm *spm, const char *text, size_t len, int32_t **ids, size_t *cap) {
+static int encode_text(const Spm *spm, const char *text, size_t len, int32_t **ids, size_t *cap) {
     std::vector<int> out;
     sentencepiece::util::Status st = spm->proc.Encode(absl::string_view(text, len), &out);
     if (!st.ok())
-        t5_fail("sentencepiece ('%s') cannot encode a %zu-byte text: %s", spm->path.c_str(), len,
+        t5_fail("%s: sentencepiece cannot encode a %zu-byte text: %s", spm->path.c_str(), len,
                 one_line(st.ToString()).c_str());
     size_t n = out.size();
     if (n > (size_t)INT_MAX - 1) t5_fail("text of %zu bytes gives too many tokens (%zu)", len, n);
@@ -114,7 +194,11 @@ extern "C" int spm_encode(const Spm *spm, const char *text, size_t len, int32_t 
     return (int)n;
 }
 
-extern "C" char *spm_decode(const Spm *spm, const int32_t *ids, int n) {
+extern "C" int spm_encode(const Spm *spm, const char *text, size_t len, int32_t **ids, size_t *cap) {
+    return shim_guard(spm->path.c_str(), "encoding a text", [&] { return encode_text(spm, text, len, ids, cap); });
+}
+
+static char *decode_ids(const Spm *spm, const int32_t *ids, int n) {
     std::vector<int> keep;
     keep.reserve(n > 0 ? n : 0);
     for (int i = 0; i < n; i++) {
@@ -135,4 +219,8 @@ extern "C" char *spm_decode(const Spm *spm, const int32_t *ids, int n) {
     memcpy(s, text.data(), text.size());
     s[text.size()] = '\0';
     return s;
+}
+
+extern "C" char *spm_decode(const Spm *spm, const int32_t *ids, int n) {
+    return shim_guard(spm->path.c_str(), "decoding token ids", [&] { return decode_ids(spm, ids, n); });
 }

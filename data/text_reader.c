@@ -3,10 +3,12 @@
 #include "text_reader.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -16,7 +18,7 @@
 struct TextReader {
     TextSpec spec;
     FILE *fs, *ft;         // source / target (ft NULL for JSON lines)
-    char *ls, *lt;         // getline buffers
+    char *ls, *lt;         // line buffers
     size_t caps, capt;
     char *js, *jt;         // JSON lines: copies of the two strings
     size_t capjs, capjt;
@@ -24,21 +26,48 @@ struct TextReader {
     long count;            // examples to yield
 };
 
+static const char *file_kind(mode_t m) {
+    if (S_ISFIFO(m)) return "a pipe (FIFO)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+// O_NONBLOCK: opening a FIFO must not wait for a writer. A split is read twice (its lines
+// counted first, then read), so only a regular file will do: a pipe (--train_file
+// /dev/stdin) or a device is refused here, not half-read.
 static FILE *open_text(const char *path, const char *what) {
-    FILE *f = fopen(path, "rb");
+    static const char layout[] = "--data_dir holds train/val/test .source and .target files; --train_file etc. name "
+                                 "JSON lines files";
     struct stat st;
-    if (f && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
-        t5_fail("%s: is a directory, where the %s file is expected; HINT: --data_dir holds train/val/test .source and "
-                ".target files; --train_file etc. name JSON lines files", path, what);
-    if (!f)
-        t5_fail("%s: cannot open the %s file: %s; check the path (--data_dir holds train/val/test .source and "
-                ".target; --train_file etc. name JSON lines files)",
-                path, what, strerror(errno));
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+            t5_fail("%s: is %s, where the %s file is expected; HINT: write the data to a regular file first (%s)",
+                    path, file_kind(st.st_mode), what, layout);
+        t5_fail("%s: cannot open the %s file: %s; check the path (%s)", path, what, strerror(err), layout);
+    }
+    if (fstat(fd, &st) != 0) t5_fail("%s: cannot stat the %s file: %s", path, what, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        t5_fail("%s: is a directory, where the %s file is expected; HINT: %s", path, what, layout);
+    if (!S_ISREG(st.st_mode))
+        t5_fail("%s: is %s, where the %s file is expected (it is read twice: counted, then read); HINT: write the "
+                "data to a regular file first (%s)",
+                path, file_kind(st.st_mode), what, layout);
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        t5_fail("%s: cannot set the %s file to blocking reads: %s", path, what, strerror(errno));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) t5_fail("%s: cannot open the %s file: %s", path, what, strerror(errno));
     return f;
 }
 
-// Lines in f (a last line without "\n" counts), then rewind. Reads in blocks: cheap
-// next to tokenizing, and it lets a pair mismatch be reported before any work.
+// Line ends as Python's universal newlines (open() in text mode, which HF's readers use):
+// "\n", "\r\n" and a lone "\r" each end a line, so "a\r\r\nb" is "a", "", "b".
+// Lines in f (a last line without an end counts), then rewind. Reads in blocks: cheap next
+// to tokenizing, and it lets a pair mismatch be reported before any work.
 static long count_lines(FILE *f, const char *path) {
     enum { BLOCK = 1 << 16 };
     char *buf = mallocCheck(BLOCK);
@@ -46,12 +75,15 @@ static long count_lines(FILE *f, const char *path) {
     size_t n;
     char last = '\n';
     while ((n = fread(buf, 1, BLOCK, f)) > 0) {
-        for (const char *p = buf, *end = buf + n; (p = memchr(p, '\n', (size_t)(end - p))); p++) lines++;
-        last = buf[n - 1];
+        for (size_t i = 0; i < n; i++) {
+            char c = buf[i];
+            if (c == '\r' || (c == '\n' && last != '\r')) lines++;
+            last = c;
+        }
     }
     if (ferror(f)) t5_fail("%s: read error: %s", path, strerror(errno));
     free(buf);
-    if (last != '\n') lines++;
+    if (last != '\n' && last != '\r') lines++;
     rewind(f);
     return lines;
 }
@@ -83,19 +115,40 @@ TextReader *text_reader_open(const TextSpec *spec) {
 
 long text_reader_count(const TextReader *r) { return r->count; }
 
-// Read line number r->line (already incremented) of f into *buf: strip "\n" and "\r",
-// check it is not empty and is valid UTF-8. Returns its length.
+// The next line of f into *buf (NUL-terminated, its end taken off; see count_lines for
+// what ends a line). Its length, or -1 at the end of the file.
+static ssize_t get_line(FILE *f, char **buf, size_t *cap) {
+    size_t n = 0;
+    int c;
+    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+        if (c == '\r') {
+            int d = getc_unlocked(f);
+            if (d != '\n' && d != EOF) ungetc(d, f);
+            break;
+        }
+        if (n + 1 >= *cap) {
+            *cap = *cap ? 2 * *cap : 256;
+            *buf = reallocCheck(*buf, *cap);
+        }
+        (*buf)[n++] = (char)c;
+    }
+    if (c == EOF && n == 0) return -1;
+    if (!*buf) {
+        *cap = 256;
+        *buf = mallocCheck(*cap);
+    }
+    (*buf)[n] = '\0';
+    return (ssize_t)n;
+}
+
+// Read line number r->line (already incremented) of f into *buf: check it is not empty and
+// is valid UTF-8. Returns its length.
 static size_t read_line(TextReader *r, FILE *f, const char *path, char **buf, size_t *cap, const char *empty_hint) {
     errno = 0;
-    ssize_t n = getline(buf, cap, f);
-    if (n < 0) {
-        if (ferror(f)) t5_fail("%s:%ld: read error: %s", path, r->line, strerror(errno));
-        t5_fail("%s:%ld: the file ended early (it changed while being read?); run again", path, r->line);
-    }
+    ssize_t n = get_line(f, buf, cap);
+    if (ferror(f)) t5_fail("%s:%ld: read error: %s", path, r->line, strerror(errno));
+    if (n < 0) t5_fail("%s:%ld: the file ended early (it changed while being read?); run again", path, r->line);
     size_t len = (size_t)n;
-    if (len && (*buf)[len - 1] == '\n') len--;
-    if (len && (*buf)[len - 1] == '\r') len--;
-    (*buf)[len] = '\0';
     if (len == 0) t5_fail("%s:%ld: empty line; %s", path, r->line, empty_hint);
     size_t bad = 0;
     if (!utf8_valid(*buf, len, &bad))

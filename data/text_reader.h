@@ -4,14 +4,16 @@
 //               other (examples/legacy/seq2seq/finetune_trainer.py's data_dir layout);
 //   TEXT_JSONL  one JSON object per line, {"translation": {"en": "...", "ro": "..."}}
 //               (examples/pytorch/translation/run_translation.py's --train_file).
-// Line by line (getline), never a whole file in memory. A trailing "\r" is stripped
-// from every line (CRLF files read as Python's text mode reads them); a last line
-// without a newline is an ordinary line. max_examples takes the first N examples, as
-// HF's --max_train_samples / --n_train do.
+// Line by line, never a whole file in memory, from regular files only (a pipe, FIFO or
+// device is refused: each file is read twice, counted then read). Lines end as Python's
+// universal newlines end them: "\n", "\r\n" and a lone "\r" (CR-only files read line by
+// line; "a\r\r\nb" is "a", "", "b"); a last line without an end is an ordinary line.
+// max_examples takes the first N examples, as HF's --max_train_samples / --n_train do.
 //
 // Every problem is a one-line error naming the file and line and saying what to fix
-// (t5_fail, exits): a missing file; .source and .target with different line counts
-// (checked over the whole files when the reader opens, before any example is read);
+// (t5_fail, exits): a missing file or one that is not a regular file; .source and
+// .target with different line counts (checked over the whole files when the reader opens,
+// before any example is read);
 // an empty line or an empty text (almost always a misaligned parallel corpus);
 // invalid UTF-8 (with the byte offset in the line); a malformed JSON line; a JSON line
 // without "translation" or without a language key (listing the keys it has).

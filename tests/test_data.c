@@ -8,7 +8,9 @@
 #include <dirent.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -145,6 +147,88 @@ static void test_reader_crlf(void) {
     test_check(ok, "pairs: CRLF stripped, a last line without newline is read");
     free(s);
     free(t);
+}
+
+// Every example of a pair of texts as "src|tgt;" (or "ERR" if the count differs from
+// want_count), read with the reader.
+static char *read_all_pairs(const char *src, size_t src_len, const char *tgt, size_t tgt_len, long *count) {
+    char *s = tmp_path("un.source"), *t = tmp_path("un.target");
+    write_bytes(s, src, src_len);
+    write_bytes(t, tgt, tgt_len);
+    TextSpec spec = {.format = TEXT_PAIRS, .source_path = s, .target_path = t, .max_examples = -1};
+    TextReader *r = text_reader_open(&spec);
+    *count = text_reader_count(r);
+    size_t cap = 4096, n = 0;
+    char *out = mallocCheck(cap);
+    out[0] = '\0';
+    TextExample ex;
+    while (text_reader_next(r, &ex)) {
+        size_t need = n + ex.src_len + ex.tgt_len + 3;
+        if (need > cap) {
+            cap = 2 * need;
+            out = reallocCheck(out, cap);
+        }
+        n += (size_t)sprintf(out + n, "%s|%s;", ex.src, ex.tgt);
+    }
+    text_reader_close(r);
+    free(s);
+    free(t);
+    return out;
+}
+
+// Line ends as Python's universal newlines: "\n", "\r\n" and a lone "\r" (python3:
+// open(f).read().split("\n") after the translation; the wants below are what it gives).
+static void test_reader_universal_newlines(void) {
+    struct {
+        const char *what, *src, *tgt, *want;
+        long count;
+    } cases[] = {
+        // the example: 8 pairs with CR-only ends read as 1 example
+        {"CR-only ends (8 pairs)", "s1\rs2\rs3\rs4\rs5\rs6\rs7\rs8\r", "t1\rt2\rt3\rt4\rt5\rt6\rt7\rt8\r",
+         "s1|t1;s2|t2;s3|t3;s4|t4;s5|t5;s6|t6;s7|t7;s8|t8;", 8},
+        {"CR-only, last line without an end", "a\rb", "x\ry", "a|x;b|y;", 2},
+        {"mixed \\n, \\r, \\r\\n in one file", "a\nb\rc\r\nd", "w\r\nx\ny\rz\n", "a|w;b|x;c|y;d|z;", 4},
+        {"\\r\\n in one file, \\r in the other", "a\r\nb\r\n", "x\ry\r", "a|x;b|y;", 2},
+        {"a lone \\r at the end of the file", "a\rb\r", "x\ny\n", "a|x;b|y;", 2},
+        {"\\r inside a line is an end", "one\rtwo three\n", "unu\ndoi trei\n", "one|unu;two three|doi trei;", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        long count = 0;
+        char *got = read_all_pairs(cases[i].src, strlen(cases[i].src), cases[i].tgt, strlen(cases[i].tgt), &count);
+        char msg[512];
+        snprintf(msg, sizeof msg, "newlines: %-36s %ld examples \"%.120s\"", cases[i].what, count, got);
+        test_check(count == cases[i].count && !strcmp(got, cases[i].want), msg);
+        if (count != cases[i].count || strcmp(got, cases[i].want))
+            printf("       (wanted %ld: \"%s\")\n", cases[i].count, cases[i].want);
+        free(got);
+    }
+    // "\r" closing the reader's 64 KiB count block and "\n" opening the next: one line end.
+    size_t big = 65535;
+    char *src = mallocCheck(big + 4);
+    memset(src, 'x', big);
+    memcpy(src + big, "\r\nb", 3);
+    long count = 0;
+    char *got = read_all_pairs(src, big + 3, "t\nu", 3, &count);
+    int ok = count == 2 && strlen(got) == big + 7 && !strcmp(got + big, "|t;b|u;");
+    test_check(ok, "newlines: \\r\\n split across the 64 KiB count block is one line end (a 65535-byte line)");
+    free(got);
+    free(src);
+    // JSON lines with CR-only ends
+    char *j = tmp_path("cr.jsonl");
+    write_text(j, "{\"translation\": {\"en\": \"a\", \"ro\": \"b\"}}\r{\"translation\": {\"en\": \"c\", \"ro\": \"d\"}}\r"
+                  "{\"translation\": {\"en\": \"e\", \"ro\": \"f\"}}");
+    TextSpec jl = {.format = TEXT_JSONL, .source_path = j, .src_lang = "en", .tgt_lang = "ro", .max_examples = -1};
+    TextReader *r = text_reader_open(&jl);
+    TextExample ex;
+    int n = 0, texts_ok = 1;
+    while (text_reader_next(r, &ex)) {
+        char want_src[2] = {(char)('a' + 2 * n), 0}, want_tgt[2] = {(char)('b' + 2 * n), 0};
+        texts_ok &= !strcmp(ex.src, want_src) && !strcmp(ex.tgt, want_tgt);
+        n++;
+    }
+    test_check(n == 3 && texts_ok && text_reader_count(r) == 3, "newlines: JSON lines with CR-only ends: 3 examples");
+    text_reader_close(r);
+    free(j);
 }
 
 // ---- prepare + open -----------------------------------------------------------------
@@ -590,6 +674,29 @@ static void fail_prepare(const void *arg) {
     dataset_prepare((const TextSpec *)arg, g_spm, out);
 }
 
+// A child that blocks (a FIFO opened for reading waits for a writer) ends by SIGALRM: a
+// failure, not a hang of the test.
+static void fail_prepare_10s(const void *arg) {
+    alarm(10);
+    fail_prepare(arg);
+}
+
+// 1 if dir holds a file whose name ends in ".tmp" (its name copied to name).
+static int tmp_files_in(const char *dir, char *name, size_t cap) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+    while (d && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) {
+            snprintf(name, cap, "%s", e->d_name);
+            found = 1;
+        }
+    }
+    if (d) closedir(d);
+    return found;
+}
+
 static void fail_prepare_cmd(const void *arg) {
     char **argv = (char **)arg;
     int argc = 0;
@@ -711,14 +818,61 @@ static void test_text_errors(void) {
     write_text(t, "a\nb\nc\n");
     snprintf(needle, sizeof needle, "%s:2: empty line", s);
     expect_error("text: empty source line 2", fail_prepare, &pairs, needle, "misaligned");
-    char *leftover = tmp_path("fail.t5ds.tmp");
-    test_check(access(leftover, F_OK) != 0, "a failed prepare leaves no .tmp file");
-    free(leftover);
+    char left[256];
+    test_check(!tmp_files_in(g_tmp, left, sizeof left), "a failed prepare leaves no .tmp file (fail.t5ds.<pid>.tmp)");
 
     write_text(s, "a\nb\nc");
     write_text(t, "a\r\n\r\nc");
     snprintf(needle, sizeof needle, "%s:2: empty line", t);
     expect_error("text: CRLF-only target line 2", fail_prepare, &pairs, needle, NULL);
+    // universal newlines: "\r\r\n" is two ends (an empty line 2), "\n\r" too, and a CR-only
+    // file against an LF file of another line count is a count mismatch
+    write_text(s, "a\r\r\nc\r\n");
+    write_text(t, "a\nb\nc\n");
+    snprintf(needle, sizeof needle, "%s:2: empty line", s);
+    expect_error("text: \\r\\r\\n is two line ends", fail_prepare, &pairs, needle, NULL);
+    write_text(s, "a\n\rc");
+    snprintf(needle, sizeof needle, "%s:2: empty line", s);
+    expect_error("text: \\n\\r is two line ends", fail_prepare, &pairs, needle, NULL);
+    write_text(s, "a\rb\rc\rd");
+    expect_error("text: CR-only 4 lines vs 3", fail_prepare, &pairs, "has 4 lines", "has 3");
+    write_text(t, "x\ry\r\rz");
+    snprintf(needle, sizeof needle, "%s:3: empty line", t);
+    expect_error("text: CR-only empty line 3", fail_prepare, &pairs, needle, NULL);
+
+    // Not a regular file: a FIFO (no writer: the old open blocked), a character device, a
+    // socket; refused in one line saying what the path is, before anything is read.
+    write_text(t, "a\nb\n");
+    unlink(s);
+    if (mkfifo(s, 0600) == 0) {
+        expect_error("text: .source a FIFO", fail_prepare_10s, &pairs, s, "is a pipe (FIFO)");
+        unlink(s);
+    } else {
+        test_check(0, "mkfifo for the FIFO case");
+    }
+    TextSpec dev = pairs;
+    dev.source_path = "/dev/null";
+    expect_error("text: .source /dev/null", fail_prepare_10s, &dev, "/dev/null", "is a character device");
+    dev.source_path = "/dev/zero";  // would never end
+    expect_error("text: .source /dev/zero", fail_prepare_10s, &dev, "/dev/zero", "is a character device");
+    int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", s);
+    if (sock >= 0 && bind(sock, (struct sockaddr *)&sa, sizeof sa) == 0) {
+        expect_error("text: .source a socket", fail_prepare_10s, &pairs, s, "is a socket");
+        unlink(s);
+    } else {
+        test_check(0, "a UNIX socket for the socket case");
+    }
+    if (sock >= 0) close(sock);
+    char *j = tmp_path("fifo.jsonl");
+    TextSpec jf = {.format = TEXT_JSONL, .source_path = j, .src_lang = "en", .tgt_lang = "ro", .source_prefix = "",
+                   .max_examples = -1};
+    if (mkfifo(j, 0600) == 0) {
+        expect_error("jsonl: a FIFO", fail_prepare_10s, &jf, j, "is a pipe (FIFO)");
+        unlink(j);
+    }
+    free(j);
 
     write_text(s, "good\nab\xff" "cd\n");
     write_text(t, "bun\nab\n");
@@ -757,6 +911,7 @@ int main(void) {
     test_reader_pairs();
     test_reader_jsonl();
     test_reader_crlf();
+    test_reader_universal_newlines();
     test_prepare_roundtrip();
     test_cache_path();
     test_collate();
