@@ -195,8 +195,8 @@ deps:
 # the AddressSanitizer build (build-asan/train_t5) on hostile input, make test-asan alone.
 ASAN_SCRIPTS := tests/bad_input.sh tests/bad_input_pickle.sh tests/bad_input_tokenizer.sh
 TEST_SCRIPTS := $(ASAN_SCRIPTS) tests/check_links.sh tests/post_commands.sh tests/post_dry_runs.sh \
-                tests/tensorboard_events.sh tests/plot_png.sh tests/progress_tty.sh bench/test_zero_scaling.sh \
-                bench/test_blog_table.sh
+                tests/tensorboard_events.sh tests/plot_png.sh tests/progress_tty.sh tests/readme_demo.sh \
+                bench/test_zero_scaling.sh bench/test_blog_table.sh
 
 test: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(BUILD)/bench/blog_chart

@@ -87,7 +87,7 @@ typedef struct {
 #define DDP_KNOB "changes nothing: a PyTorch DDP setting; train_t5's data parallel all-reduces each unit's gradients as backward goes (NCCL on GPUs, MPI on CPU ranks)"
 #define EVAL_STREAM "changes nothing: evaluation sends each batch's results to rank 0's host memory as it goes"
 #define NO_FSDP "FSDP is not built; HINT: --deepspeed with ZeRO stage 3 partitions the weights the same way (configs/ds_config_zero3.json)"
-#define NO_DATASETS "datasets from the hub are not built (nothing is downloaded); HINT: give --train_file/--validation_file/--test_file (JSON lines) or --data_dir"
+#define NO_DATASETS "datasets from the hub are not built (nothing is downloaded); HINT: write the dataset you have as JSON lines (python3 -c \"import datasets; d = datasets.load_dataset('wmt16', 'ro-en'); [d[s].to_json(f'{s}.json') for s in d]\") and give --train_file train.json --validation_file validation.json --source_lang en --target_lang ro (README.md, \"Your data\")"
 
 #define TRAIN_FLAGS(a)                                                                                               \
     /* ---- model ---- */                                                                                           \
@@ -125,8 +125,8 @@ typedef struct {
     NOOP("preprocessing_num_workers", FLAG_INT, "changes nothing: tokenization runs once, into the dataset cache"),  \
     NOOP("pad_to_max_length", FLAG_BOOL, "changes nothing in the results: padding is masked out; batches are padded to their longest example"), \
     REFUSE("dataset_name", FLAG_STRING, NULL, NO_DATASETS),                                                          \
-    REFUSE("dataset_config_name", FLAG_STRING, NULL, NO_DATASETS),                                                   \
-    REFUSE("dataset_config", FLAG_STRING, NULL, NO_DATASETS),                                                        \
+    REFUSE("dataset_config_name", FLAG_STRING, NULL, "goes with --dataset_name, which is not built either"),         \
+    REFUSE("dataset_config", FLAG_STRING, NULL, "goes with --dataset_name, which is not built either"),              \
     USE("max_source_length", FLAG_INT, max_source_length, "source tokens incl. </s> (default 1024)"),            \
     USE("max_target_length", FLAG_INT, max_target_length, "target tokens incl. </s> (default 128)"),             \
     USE("val_max_target_length", FLAG_INT, val_max_target_length,                                                  \
