@@ -16,6 +16,7 @@
 #include "../common/check.h"
 #include "text_reader.h"
 #include "tokenize.h"
+#include "../common/ticker.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the .t5ds format is little-endian; offsets and tokens are written and mapped as host integers"
@@ -131,7 +132,13 @@ static uint64_t prepare_write_tokens(const TextSpec *spec, const Spm *spm, TextR
     uint64_t pos = 0, k = 0;
     TextExample ex;
     off[0] = 0;
+    // a large file takes minutes: a line that moves (nothing for a small one: common/ticker.h)
+    char what[512];
+    const char *base = strrchr(spec->source_path, '/');
+    snprintf(what, sizeof what, "tokenizing %s", base ? base + 1 : spec->source_path);
+    Ticker *tick = ticker_start(what, "example", (long)count);
     while (text_reader_next(r, &ex)) {
+        if ((k & 1023) == 0) ticker_set(tick, (long)(k / 2));
         for (int side = 0; side < 2; side++) {
             const char *path = side == 0 ? spec->source_path : (spec->target_path ? spec->target_path : spec->source_path);
             int n = side == 0 ? tokenize_t5(spm, prefix, ex.src, ex.src_len, &ids, &cap)
@@ -143,6 +150,7 @@ static uint64_t prepare_write_tokens(const TextSpec *spec, const Spm *spm, TextR
             off[++k] = pos;
         }
     }
+    ticker_stop(tick);
     text_reader_close(r);
     free(ids);
     if (k != 2 * count) t5_fail("%s: read %llu examples, expected %llu", spec->source_path,
