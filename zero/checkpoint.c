@@ -545,30 +545,83 @@ static void shard_verify(const ShardIndex *x, int r, size_t chunk, Verdict *v) {
     free(path);
 }
 
+// ---- the counters a checkpoint resumes with (checkpoint.h) --------------------------------
+const char *const ZERO_COUNTER_NAMES[ZC_COUNT] = {
+    [ZC_GLOBAL_STEP] = "global_step",
+    [ZC_OPTIMIZER_STEP] = "optimizer_step",
+    [ZC_SKIPPED_STEPS] = "loss_scaler.skipped_steps",
+    [ZC_DYNAMIC] = "loss_scaler.dynamic",
+    [ZC_CUR_SCALE] = "loss_scaler.cur_scale",
+    [ZC_CUR_ITER] = "loss_scaler.cur_iter",
+    [ZC_LAST_OVERFLOW_ITER] = "loss_scaler.last_overflow_iter",
+    [ZC_CUR_HYSTERESIS] = "loss_scaler.cur_hysteresis",
+};
+
+static const struct {
+    double lo, hi;
+    int whole, positive;  // positive: > lo, not >= lo
+} COUNTER_RULES[ZC_COUNT] = {
+    [ZC_GLOBAL_STEP] = {0, INT_MAX, 1, 0},
+    [ZC_OPTIMIZER_STEP] = {0, INT_MAX, 1, 0},
+    [ZC_SKIPPED_STEPS] = {0, JSON_WHOLE_MAX, 1, 0},
+    [ZC_DYNAMIC] = {0, 1, 1, 0},
+    [ZC_CUR_SCALE] = {0, 1e300, 0, 1},
+    [ZC_CUR_ITER] = {0, JSON_WHOLE_MAX, 1, 0},
+    [ZC_LAST_OVERFLOW_ITER] = {-1, JSON_WHOLE_MAX, 1, 0},
+    [ZC_CUR_HYSTERESIS] = {0, INT_MAX, 1, 0},
+};
+
+int zero_counters_ok(const double v[ZC_COUNT], int *bad, char *why, size_t n) {
+    for (int k = 0; k < ZC_COUNT; k++) {
+        double x = v[k], lo = COUNTER_RULES[k].lo, hi = COUNTER_RULES[k].hi;
+        int in = isfinite(x) && (COUNTER_RULES[k].positive ? x > lo : x >= lo) && x <= hi &&
+                 (!COUNTER_RULES[k].whole || x == floor(x));
+        if (in) continue;
+        *bad = k;
+        if (COUNTER_RULES[k].whole) snprintf(why, n, "is %g, expected a whole number in [%g, %g]", x, lo, hi);
+        else snprintf(why, n, "is %g, expected a finite number > %g, at most %g", x, lo, hi);
+        return 0;
+    }
+    // every step the checkpoint took either updated (optimizer_step) or was skipped on an
+    // overflow: a step count that disagrees would resume the lr schedule at the wrong place
+    if (v[ZC_OPTIMIZER_STEP] + v[ZC_SKIPPED_STEPS] != v[ZC_GLOBAL_STEP]) {
+        *bad = ZC_STEP_SUM;
+        snprintf(why, n, "optimizer_step %.0f + skipped_steps %.0f != the checkpoint's global_step %.0f",
+                 v[ZC_OPTIMIZER_STEP], v[ZC_SKIPPED_STEPS], v[ZC_GLOBAL_STEP]);
+        return 0;
+    }
+    return 1;
+}
+
 static void scaler_from_json(const cJSON *root, const char *path, LossScaler *scaler, int opt_step, int global_step,
                              int *opt_step_out) {
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(root, "loss_scaler");
     if (!cJSON_IsObject(ls)) t5_fail("%s: \"loss_scaler\" is missing; HINT: a checkpoint written by train_t5", path);
-    int dynamic = (int)json_number(ls, "dynamic", path, 0, 1, 1);
-    double cur_scale = json_number(ls, "cur_scale", path, 0, 1e300, 0);
-    long cur_iter = (long)json_number(ls, "cur_iter", path, 0, JSON_WHOLE_MAX, 1);
-    long last_overflow = (long)json_number(ls, "last_overflow_iter", path, -1, JSON_WHOLE_MAX, 1);
-    int hysteresis = (int)json_number(ls, "cur_hysteresis", path, 0, INT_MAX, 1);
-    long skipped = (long)json_number(ls, "skipped_steps", path, 0, JSON_WHOLE_MAX, 1);
-    if (!(cur_scale > 0)) t5_fail("%s: \"loss_scaler.cur_scale\" is 0, expected a scale > 0", path);
-    // every step the checkpoint took either updated (optimizer_step) or was skipped on an
-    // overflow: a step count that disagrees would resume the lr schedule at the wrong place
-    if ((long)opt_step + skipped != (long)global_step)
-        t5_fail("%s: optimizer_step %d + skipped_steps %ld != the checkpoint's global_step %d (trainer_state.json): "
-                "the optimizer state is not this checkpoint's; HINT: resume from a checkpoint-N directory as train_t5 "
-                "wrote it", path, opt_step, skipped, global_step);
+    double v[ZC_COUNT] = {[ZC_GLOBAL_STEP] = global_step, [ZC_OPTIMIZER_STEP] = opt_step};
+    for (int k = ZC_SKIPPED_STEPS; k < ZC_COUNT; k++) {  // the loss_scaler object's
+        const char *key = ZERO_COUNTER_NAMES[k] + strlen("loss_scaler.");
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(ls, key);
+        if (!cJSON_IsNumber(x))
+            t5_fail("%s: \"%s\" is missing or not a number; HINT: a checkpoint written by train_t5, or resume from an "
+                    "earlier one", path, ZERO_COUNTER_NAMES[k]);
+        v[k] = x->valuedouble;
+    }
+    int bad;
+    char why[256];
+    if (!zero_counters_ok(v, &bad, why, sizeof why)) {
+        if (bad == ZC_STEP_SUM)
+            t5_fail("%s: %s (trainer_state.json): the optimizer state is not this checkpoint's; HINT: resume from a "
+                    "checkpoint-N directory as train_t5 wrote it", path, why);
+        t5_fail("%s: \"%s\" %s; HINT: a checkpoint written by train_t5, or resume from an earlier one", path,
+                ZERO_COUNTER_NAMES[bad], why);
+    }
     *opt_step_out = opt_step;
-    scaler->skipped_steps = skipped;  // the run's count, whatever the scaler: the sum above holds on
-    if (dynamic == scaler->dynamic) {  // the same scaler kind: its state goes on
-        scaler->cur_scale = cur_scale;
-        scaler->cur_iter = cur_iter;
-        scaler->last_overflow_iter = last_overflow;
-        scaler->cur_hysteresis = hysteresis;
+    scaler->skipped_steps = (long)v[ZC_SKIPPED_STEPS];  // the run's count, whatever the scaler: the sum holds on
+    if ((int)v[ZC_DYNAMIC] == scaler->dynamic) {  // the same scaler kind: its state goes on
+        scaler->cur_scale = v[ZC_CUR_SCALE];
+        scaler->cur_iter = (long)v[ZC_CUR_ITER];
+        scaler->last_overflow_iter = (long)v[ZC_LAST_OVERFLOW_ITER];
+        scaler->cur_hysteresis = (int)v[ZC_CUR_HYSTERESIS];
     }
 }
 

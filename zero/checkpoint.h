@@ -58,6 +58,28 @@ void zero_check_checkpoint(const char *dir, int node_local);
 // trainer_state.json).
 void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int global_step);
 
+// The step counters and loss scaler a checkpoint resumes with (the index's or zero_state.json's,
+// with trainer_state.json's global_step), as read, and the one set of rules a resume holds
+// them to (zero_load_optimizer); `train_t5 import-deepspeed` checks what it writes with it.
+typedef enum {
+    ZC_GLOBAL_STEP,
+    ZC_OPTIMIZER_STEP,
+    ZC_SKIPPED_STEPS,
+    ZC_DYNAMIC,
+    ZC_CUR_SCALE,
+    ZC_CUR_ITER,
+    ZC_LAST_OVERFLOW_ITER,
+    ZC_CUR_HYSTERESIS,
+    ZC_COUNT
+} ZeroCounter;
+#define ZC_STEP_SUM ZC_COUNT  // zero_counters_ok's *bad for the rule optimizer_step + skipped_steps = global_step
+extern const char *const ZERO_COUNTER_NAMES[ZC_COUNT];  // their keys in the index ("loss_scaler.cur_scale")
+// 1 when every value is in its range (a whole number where a count is; cur_scale finite and
+// > 0) and optimizer_step + skipped_steps = global_step; else 0, with *bad the counter out of
+// range (or ZC_STEP_SUM) and why (n bytes) what was found and what is expected ("is nan,
+// expected a finite number > 0, at most 1e+300").
+int zero_counters_ok(const double v[ZC_COUNT], int *bad, char *why, size_t n);
+
 // Node-local storage at resume (collective, after the ranks' transport is up, before anything
 // loads): every host's copy of dir must hold every shard (stages 0-2 read every shard's master
 // weights). Each rank reads its host's `latest` and index; every host must hold the same
