@@ -815,7 +815,10 @@ void zero_checkpoint_fetch_missing(const char *dir, const Comm *c) {
         long long step, world;
         char save_id[SAVE_ID_HEX + 1];
     } Which;
-    Which mine = {x.global_step, x.world, ""}, *all = mallocCheck((size_t)c->world * sizeof mine);
+    Which mine, *all = mallocCheck((size_t)c->world * sizeof mine);
+    memset(&mine, 0, sizeof mine);  // padding too: the bytes travel
+    mine.step = x.global_step;
+    mine.world = x.world;
     memcpy(mine.save_id, x.save_id, sizeof mine.save_id);
     comm_allgather_bytes_host(c, &mine, sizeof mine, all);
     for (int r = 1; r < c->world; r++) {
