@@ -128,18 +128,32 @@ static char **list_files(const char *dir, const char *suffix, int *n) {
     return names;
 }
 
+// A tag names a folder of DIR: one path component, not DIR itself or its parent (DeepSpeed
+// would join "..", or an absolute path, and read another checkpoint). `from` says where it came
+// from ("DIR/latest", "--tag").
+static void check_tag(const char *tag, size_t len, const char *from, const char *dir) {
+    const char *why = !len                                    ? "is empty"
+                      : strlen(tag) != len                    ? "holds a NUL byte"
+                      : !strcmp(tag, ".") || !strcmp(tag, "..") ? "names the checkpoint folder itself or its parent"
+                      : strchr(tag, '/')                      ? "is a path, not a folder name"
+                                                              : NULL;
+    if (why)
+        t5_fail("%s: the tag \"%.60s\" %s; HINT: the tag is a folder of %s (global_stepN, as DeepSpeed's "
+                "save_checkpoint writes it): fix %s or pass --tag", from, tag, why, dir, from);
+}
+
 // DIR/latest holds the tag (zero_to_fp32: open(latest).read().strip()).
 static char *read_tag(const char *dir) {
     char *latest = path_join(dir, "latest");
-    char *text = read_text_file(latest, NULL);
+    size_t len = 0;
+    char *text = read_text_file(latest, &len);
     if (!text)
         t5_fail("%s: cannot read it (%s), so the tag is unknown; HINT: pass --tag global_stepN (a folder in %s)",
                 latest, strerror(errno), dir);
-    char *s = text, *end;
-    while (isspace((unsigned char)*s)) s++;
-    end = s + strlen(s);
+    char *s = text, *end = text + len;
+    while (s < end && isspace((unsigned char)*s)) s++;
     while (end > s && isspace((unsigned char)end[-1])) *--end = '\0';
-    if (!*s || strchr(s, '/')) t5_fail("%s: \"%s\" is not a tag (a folder name); HINT: pass --tag", latest, s);
+    check_tag(s, (size_t)(end - s), latest, dir);
     char *tag = dup_str(s);
     free(text);
     free(latest);
@@ -228,25 +242,34 @@ static int read_moments(DsCheckpoint *c, int r, const PkValue *osd) {
     return have;
 }
 
+// A loss-scaler attribute: absent, 0 (the default stays); present, it must be an integer
+// (as_double: or a float), else one line naming the file and attribute (never a silent default).
+static int scaler_attr(const DsCheckpoint *c, const PkValue *state, const char *key, long *l, double *d) {
+    const PkValue *v = pk_dict_get(state, key);
+    if (!v) return 0;
+    if (l ? pk_as_int(v, l) : pk_as_double(v, d)) return 1;
+    t5_fail("%s: optimizer_state_dict.loss_scaler.%s is %s, expected %s; %s", c->optim_files[0].path, key,
+            pk_kind_name(v->kind), l ? "an integer" : "a number", HINT_DS);
+}
+
 static void read_loss_scaler(DsCheckpoint *c, const PkValue *osd) {
     c->scaler_dynamic = 0;
     c->scaler_cur_scale = 1.0;
     c->scaler_cur_iter = 0;
     c->scaler_last_overflow_iter = -1;
-    c->scaler_cur_hysteresis = -1;
+    c->has_hysteresis = 0;
+    c->scaler_cur_hysteresis = 0;
     const PkValue *ls = pk_dict_get(osd, "loss_scaler");
     if (!ls || ls->kind == PK_NONE) return;
     const PkValue *state = ls->kind == PK_OBJECT ? ls->items[1] : ls;  // BUILD's state: the __dict__
     if (!state || state->kind != PK_DICT)
         t5_fail("%s: the loss scaler (%s) has no attribute dict; %s", c->optim_files[0].path,
                 ls->kind == PK_OBJECT ? ls->s : pk_kind_name(ls->kind), HINT_DS);
-    long x;
-    double d;
-    if (pk_as_int(pk_dict_get(state, "dynamic"), &x)) c->scaler_dynamic = x != 0;
-    if (pk_as_double(pk_dict_get(state, "cur_scale"), &d)) c->scaler_cur_scale = d;
-    if (pk_as_int(pk_dict_get(state, "cur_iter"), &x)) c->scaler_cur_iter = x;
-    if (pk_as_int(pk_dict_get(state, "last_overflow_iter"), &x)) c->scaler_last_overflow_iter = x;
-    if (pk_as_int(pk_dict_get(state, "cur_hysteresis"), &x)) c->scaler_cur_hysteresis = (int)x;
+    scaler_attr(c, state, "dynamic", &c->scaler_dynamic, NULL);
+    scaler_attr(c, state, "cur_scale", NULL, &c->scaler_cur_scale);
+    scaler_attr(c, state, "cur_iter", &c->scaler_cur_iter, NULL);
+    scaler_attr(c, state, "last_overflow_iter", &c->scaler_last_overflow_iter, NULL);
+    c->has_hysteresis = scaler_attr(c, state, "cur_hysteresis", &c->scaler_cur_hysteresis, NULL);
 }
 
 // ---- the tensor table --------------------------------------------------------------------
@@ -398,6 +421,7 @@ static void build_table(DsCheckpoint *c) {
 void ds_checkpoint_open(DsCheckpoint *c, const char *dir, const char *tag_arg) {
     memset(c, 0, sizeof *c);
     if (!path_is_dir(dir)) t5_fail("%s: %s; %s", dir, path_exists(dir) ? "not a directory" : "not found", HINT_DS);
+    if (tag_arg) check_tag(tag_arg, strlen(tag_arg), "--tag", dir);
     char *tag = tag_arg ? dup_str(tag_arg) : read_tag(dir);
     c->dir = path_join(dir, tag);
     if (!path_is_dir(c->dir))
@@ -450,7 +474,8 @@ void ds_checkpoint_open(DsCheckpoint *c, const char *dir, const char *tag_arg) {
         c->has_moments &= read_moments(c, r, pk_dict_get(c->optim_files[r].root, "optimizer_state_dict"));
     read_loss_scaler(c, osd0);
     const TorchFile *mf = &c->model_files[0];
-    c->global_steps = pk_dict_get(mf->root, "global_steps") ? need_int(mf, mf->root, "global_steps", "") : -1;
+    c->has_global_steps = pk_dict_get(mf->root, "global_steps") != NULL;
+    c->global_steps = c->has_global_steps ? need_int(mf, mf->root, "global_steps", "") : 0;
     c->skipped_steps = pk_dict_get(mf->root, "skipped_steps") ? need_int(mf, mf->root, "skipped_steps", "") : 0;
     const PkValue *ver = pk_dict_get(mf->root, "ds_version");
     snprintf(c->ds_version, sizeof c->ds_version, "%s", ver && ver->kind == PK_STR ? ver->s : "unknown");

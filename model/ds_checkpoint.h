@@ -43,19 +43,22 @@ typedef struct {
     uint64_t *group_offset;  // ZeRO-3: (n_groups + 1) offsets of the sub-groups in a rank's flat space
     DsTensor *tensors;
     int count;
-    // counters and the loss scaler
+    // counters and the loss scaler, as the files hold them (each a number of the right kind;
+    // their ranges are what import-deepspeed checks, against the rules of a resume)
+    int has_global_steps;    // the model states' "global_steps" is there
     long global_steps, skipped_steps;
     long optimizer_step;     // the base optimizer's "step" (-1 when it has none)
-    int scaler_dynamic;
-    double scaler_cur_scale;
+    long scaler_dynamic;     // the scaler's "dynamic" (0 when it has none)
+    double scaler_cur_scale; // 1 when the checkpoint has no scaler
     long scaler_cur_iter, scaler_last_overflow_iter;
-    int scaler_cur_hysteresis;  // -1: the scaler has none (a static scaler)
+    int has_hysteresis;      // a static scaler has no "cur_hysteresis"
+    long scaler_cur_hysteresis;
     char ds_version[32];
 } DsCheckpoint;
 
 // Opens DIR/TAG (tag NULL: the one DIR/latest names) and checks it as zero_to_fp32 does
-// (one optim file per rank, every element of the flat groups consumed). Errors are one line
-// naming the file.
+// (one optim file per rank, every element of the flat groups consumed). The tag is a folder
+// name of DIR (not "", ".", "..", nor a path). Errors are one line naming the file.
 void ds_checkpoint_open(DsCheckpoint *c, const char *dir, const char *tag);
 void ds_checkpoint_close(DsCheckpoint *c);
 const DsTensor *ds_checkpoint_find(const DsCheckpoint *c, const char *name);

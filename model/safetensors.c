@@ -143,6 +143,8 @@ static void st_read_entries(StFile *st, const char *path, const cJSON *root) {
             if (!cJSON_IsObject(e)) t5_fail("%s: \"__metadata__\" must be an object of strings", path);
             cJSON_ArrayForEach(m, e) if (!cJSON_IsString(m))
                 t5_fail("%s: \"__metadata__\" key \"%s\" must be a string", path, m->string);
+            cJSON_Delete(st->metadata);  // kept for st_metadata (a second "__metadata__": the last, as Python's json)
+            st->metadata = cJSON_Duplicate(e, 1);
             continue;
         }
         count++;
@@ -237,6 +239,7 @@ void st_close(StFile *st) {
     for (int i = 0; i < st->count; i++) free(st->tensors[i].name);
     freeCheck(st->tensors);
     free(st->path);
+    cJSON_Delete(st->metadata);
     memset(st, 0, sizeof *st);
 }
 
@@ -244,6 +247,11 @@ const StTensor *st_find(const StFile *st, const char *name) {
     for (int i = 0; i < st->count; i++)
         if (strcmp(st->tensors[i].name, name) == 0) return &st->tensors[i];
     return NULL;
+}
+
+const char *st_metadata(const StFile *st, const char *key) {
+    const cJSON *v = st->metadata ? cJSON_GetObjectItemCaseSensitive(st->metadata, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static void seek_tensor(const StFile *st, const StTensor *t) {

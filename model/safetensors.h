@@ -24,12 +24,15 @@ typedef struct {
     uint64_t begin, end;  // byte range relative to the data section
 } StTensor;
 
+struct cJSON;
+
 typedef struct {
     char *path;
     FILE *f;
     uint64_t data_start;  // file offset of the data section
     StTensor *tensors;
     int count;
+    struct cJSON *metadata;  // "__metadata__" (an object of strings), or NULL: st_metadata reads it
 } StFile;
 
 // Open and validate. Any problem is a one-line error naming the file; exits non-zero.
@@ -37,6 +40,8 @@ void st_open(StFile *st, const char *path);
 void st_close(StFile *st);
 // Tensor by name, or NULL.
 const StTensor *st_find(const StFile *st, const char *name);
+// The "__metadata__" string under key, or NULL (no such key, or no metadata).
+const char *st_metadata(const StFile *st, const char *key);
 // Read a float tensor (F32/F16/BF16) converting to fp32 into dst (numel floats).
 void st_read_f32(const StFile *st, const StTensor *t, float *dst);
 // Read elements [first, first + n) of a float tensor (F32/F16/BF16) as fp32 into dst (n

@@ -18,6 +18,7 @@
 //         resumed at another layout (host a 2 ranks, host b 1): each host is sent the shard it
 //         lacks, said per host and file, and the losses follow the uninterrupted run's; a shard
 //         no host holds: one error naming it; the hosts at different checkpoints: one error;
+//         the hosts at the same step of two runs (zero_index.json's save_id): one error, nothing sent;
 //       * a rank on the other host stopped or killed mid-run: the job ends naming the rank and
 //         its host.
 #include <cjson/cJSON.h>
@@ -326,6 +327,21 @@ static void test_node_local(void) {
     snprintf(what, sizeof what, "the hosts hold different checkpoints (3 on host a, 6 on host b): exit %d, one error "
              "naming both", rc);
     test_check(rc != 0 && log_count("nl_split", "error: ") == 1 && log_has("nl_split", "(host b) has global_step6"),
+               what);
+
+    // the hosts hold the same step of two runs (host b's copy of checkpoint-3 from another run of the
+    // same world size): each host would send the other its shard, mixing two runs' halves; refused
+    // in one line naming both saves (zero_index.json's save_id)
+    char nl2[600];
+    snprintf(nl2, sizeof nl2, "%s --weight_decay 0.1", nl);
+    rc = job("nl_save2", "ref2", two, nl2, "T5_HEARTBEAT_TIMEOUT=15");
+    seed_dir("ref_a", "mix_a", "checkpoint-3");
+    seed_dir("ref2_b", "mix_b", "checkpoint-3");
+    int rc2 = job("nl_mix", "mix", two, nl, "T5_HEARTBEAT_TIMEOUT=15");
+    snprintf(what, sizeof what, "the hosts hold checkpoint-3 of two runs (host b's from another run): exit %d, one error "
+             "naming both saves, nothing sent", rc2);
+    test_check(rc == 0 && rc2 != 0 && log_count("nl_mix", "error: ") == 1 &&
+                   log_has("nl_mix", "the hosts hold checkpoints of different saves") && !log_has("nl_mix", " lacks "),
                what);
 }
 

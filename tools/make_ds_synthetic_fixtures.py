@@ -101,7 +101,13 @@ def groups_of(weights, frozen):
 ALIASES = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
 
 
-def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False, elastic=False):
+def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False, elastic=False, scaler_state=None,
+         model_state=None, poison=None):
+    """One checkpoint in OUT/checkpoint (+ the oracles). Hostile variants for the import's tests
+    (tests/bad_input_ckpt.sh): trainer_state a dict updates HF's trainer_state.json, scaler_state
+    the loss scaler's attributes, model_state the model-states dict (global_steps, ...), and
+    poison(weights, exp_avg, exp_avg_sq) edits the values (dicts name -> list) before they are
+    partitioned."""
     w = tb.read_safetensors(os.path.join(src, "model.safetensors"))
     vals = {n: list(tb.f32_values(b)) for n, (s, b) in w.items()}
     shapes = {n: s for n, (s, b) in w.items()}
@@ -112,6 +118,8 @@ def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False, e
     for d in (m1, m2):
         for n in d:
             d[n] = list(tb.f32_values(f32(d[n])))
+    if poison:
+        poison(vals, m1, m2)
     groups = groups_of(w, frozen)
     tag = f"global_step{STEPS}"
     ck = os.path.join(out, "checkpoint")
@@ -122,13 +130,16 @@ def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False, e
         g.write(f.read())
     if trainer_state:
         with open(os.path.join(ck, "trainer_state.json"), "w") as f:
-            json.dump({"global_step": STEPS, "log_history": [{"loss": 2.5, "step": STEPS}], "max_steps": 10}, f)
+            st = {"global_step": STEPS, "log_history": [{"loss": 2.5, "step": STEPS}], "max_steps": 10}
+            st.update(trainer_state if isinstance(trainer_state, dict) else {})
+            json.dump(st, f)
     ds_config = {"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True},
                  "zero_optimization": {"stage": stage}, "gradient_clipping": 1.0}
     param_shapes = [collections.OrderedDict((n, Size(shapes[n])) for n in g) for g in groups]
     shared = collections.OrderedDict((a, "shared.weight") for a in ALIASES)
     scaler = DynamicLossScaler()
     scaler.__dict__.update(cur_scale=1.0, dynamic=False, cur_iter=STEPS, last_overflow_iter=-1)
+    scaler.__dict__.update(scaler_state or {})
     keys = Keys()
 
     def step_tensor():
@@ -178,7 +189,7 @@ def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False, e
         keys.n = 0
         module = collections.OrderedDict((n, keys.tensor(vals[n], shapes[n], "BF16")) for n in w)
         frags = collections.OrderedDict((n, keys.tensor(vals[n], shapes[n])) for n in frozen)
-        ms = model_states(module, param_shapes, frozen, shapes, frags, shared, ds_config, ws)
+        ms = model_states(module, param_shapes, frozen, shapes, frags, shared, ds_config, ws, model_state or {})
         tb.write_zip(os.path.join(ck, tag, "mp_rank_00_model_states.pt"), ms)
     else:
         names = [n for g in groups for n in g]
@@ -215,7 +226,8 @@ def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False, e
                 pn = -(-len(vals[n]) // ws)
                 p = vals[n][r * pn:(r + 1) * pn]
                 frags[n] = keys.tensor(p + [0.0] * (pn - len(p)))
-            ms = model_states(collections.OrderedDict(), param_shapes, frozen, shapes, frags, shared, ds_config, ws)
+            ms = model_states(collections.OrderedDict(), param_shapes, frozen, shapes, frags, shared, ds_config, ws,
+                              model_state or {})
             tb.write_zip(os.path.join(ck, tag, f"zero_pp_rank_{r}_mp_rank_00_model_states.pt"), ms)
 
     # the oracles: every state-dict name (aliases included) and the trainable moments
@@ -230,13 +242,13 @@ def make(src, out, stage, ws, frozen, sub_group_params=5, trainer_state=False, e
     write_st(os.path.join(out, "moments.safetensors"), mom)
 
 
-def model_states(module, param_shapes, frozen, shapes, frags, shared, ds_config, ws):
-    return {"module": module, "buffer_names": [], "optimizer": None, "param_shapes": param_shapes,
-            "frozen_param_shapes": collections.OrderedDict((n, Size(shapes[n])) for n in frozen) if frozen else None,
-            "shared_params": shared, "frozen_param_fragments": frags if frozen else None, "lr_scheduler": None,
-            "data_sampler": None, "random_ltd": None, "sparse_tensor_module_names": set(), "skipped_steps": 0,
-            "global_steps": STEPS, "global_samples": STEPS * 2 * ws, "dp_world_size": ws, "mp_world_size": 1,
-            "ds_config": ds_config, "ds_version": "0.19.8"}
+def model_states(module, param_shapes, frozen, shapes, frags, shared, ds_config, ws, edit):
+    return dict({"module": module, "buffer_names": [], "optimizer": None, "param_shapes": param_shapes,
+                 "frozen_param_shapes": collections.OrderedDict((n, Size(shapes[n])) for n in frozen) if frozen else None,
+                 "shared_params": shared, "frozen_param_fragments": frags if frozen else None, "lr_scheduler": None,
+                 "data_sampler": None, "random_ltd": None, "sparse_tensor_module_names": set(), "skipped_steps": 0,
+                 "global_steps": STEPS, "global_samples": STEPS * 2 * ws, "dp_world_size": ws, "mp_world_size": 1,
+                 "ds_config": ds_config, "ds_version": "0.19.8"}, **edit)
 
 
 def write_st(path, tensors):

@@ -225,33 +225,43 @@ void trainer_save_final(Run *r, const LossScaler *scaler) {
            r->a.deepspeed, out, r->global_step, out, out);
 }
 
-// --resume_from_checkpoint: the trainer's side (step, epoch, flos, log history); the
-// optimizer's is zero_load_optimizer. Returns the step to resume at.
-int trainer_load_state(Run *r, const char *dir) {
-    char *path = path_join(dir, "trainer_state.json");
+// run.h: a resume's rules for trainer_state.json, shared with import-deepspeed.
+#define HINT_STATE "HINT: a checkpoint-N directory as train_t5 or HF Trainer wrote it"
+cJSON *trainer_state_read(const char *path, int *step) {
     char *text = read_text_file(path, NULL);
-    if (!text) t5_fail("%s: cannot read it; HINT: --resume_from_checkpoint takes a checkpoint-N directory", path);
+    if (!text) t5_fail("%s: cannot read it; " HINT_STATE, path);
     cJSON *st = cJSON_Parse(text);
     free(text);
     const cJSON *gs = st ? cJSON_GetObjectItemCaseSensitive(st, "global_step") : NULL;
     const cJSON *lh = st ? cJSON_GetObjectItemCaseSensitive(st, "log_history") : NULL;
     if (!cJSON_IsNumber(gs) || !cJSON_IsArray(lh))
-        t5_fail("%s: malformed (global_step and log_history are needed)", path);
+        t5_fail("%s: malformed (global_step and log_history are needed); " HINT_STATE, path);
     double g = gs->valuedouble;
     if (!(g >= 0 && g <= INT_MAX && g == floor(g)))
-        t5_fail("%s: \"global_step\" is %g, expected a whole number of steps in [0, %d]; HINT: a checkpoint written by "
-                "train_t5", path, g, INT_MAX);
-    int step = (int)g;
+        t5_fail("%s: \"global_step\" is %g, expected a whole number of steps in [0, %d]; " HINT_STATE, path, g,
+                INT_MAX);
+    const char *counts[] = {"total_flos", "num_input_tokens_seen"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, counts[i]);
+        if (v && !(cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0))
+            t5_fail("%s: \"%s\" must be a finite number >= 0; " HINT_STATE, path, counts[i]);
+    }
+    *step = (int)g;
+    return st;
+}
+
+// --resume_from_checkpoint: the trainer's side (step, epoch, flos, log history); the
+// optimizer's is zero_load_optimizer. Returns the step to resume at.
+int trainer_load_state(Run *r, const char *dir) {
+    char *path = path_join(dir, "trainer_state.json");
+    int step;
+    cJSON *st = trainer_state_read(path, &step);
     const cJSON *fl = cJSON_GetObjectItemCaseSensitive(st, "total_flos");
-    if (fl && !(cJSON_IsNumber(fl) && isfinite(fl->valuedouble) && fl->valuedouble >= 0))
-        t5_fail("%s: \"total_flos\" must be a finite number >= 0; HINT: a checkpoint written by train_t5", path);
     r->total_flos = fl ? fl->valuedouble : 0;
     const cJSON *seen = cJSON_GetObjectItemCaseSensitive(st, "num_input_tokens_seen");
-    if (seen && !(cJSON_IsNumber(seen) && isfinite(seen->valuedouble) && seen->valuedouble >= 0))
-        t5_fail("%s: \"num_input_tokens_seen\" must be a finite number >= 0; HINT: a checkpoint written by train_t5", path);
     r->input_tokens_seen = seen ? seen->valuedouble : 0;
     cJSON_Delete(r->log_history);
-    r->log_history = cJSON_Duplicate(lh, 1);
+    r->log_history = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(st, "log_history"), 1);
     cJSON_Delete(st);
     free(path);
     if (step < 0 || step > r->total_steps)

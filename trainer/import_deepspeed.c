@@ -8,11 +8,15 @@
 //                                      layout order (frozen parameters: zeros)
 //   zero_state.json                    optimizer_step, parameters, loss_scaler{...}
 //   trainer_state.json                 CKPT_DIR's own (HF Trainer's) or {global_step, log_history: []}
-// the last three as zero/checkpoint.c's zero_save_optimizer and trainer/checkpoint.c write
-// them, so OUT is a checkpoint-N folder that --resume_from_checkpoint accepts.
+// the last three as zero/checkpoint.c and trainer/checkpoint.c read them, so OUT is a
+// checkpoint-N folder that --resume_from_checkpoint accepts: everything written is first held
+// to the rules that resume applies (zero_counters_ok, trainer_state_read; finite weights and
+// moments), and a value it would refuse, or one that misleads (a negative step count, a loss
+// scale of nan), is refused here naming the DeepSpeed file and field.
 #include "import_deepspeed.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,12 +29,16 @@
 #include "../model/hf_dir.h"
 #include "../model/params.h"
 #include "../optim/loss_scaler.h"
+#include "../zero/checkpoint.h"
+#include "run.h"
 
 #define USAGE "train_t5 import-deepspeed CKPT_DIR OUT [--tag TAG] [--model M]"
 #define STRAY_CROSS_BIAS "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight"
 #define OPT_FILE "optimizer.safetensors"   // zero/checkpoint.c's names
 #define STATE_FILE "zero_state.json"
 #define TRAINER_STATE "trainer_state.json"
+#define HINT_DAMAGED "HINT: the DeepSpeed checkpoint is damaged or not one that DeepSpeed wrote: import another " \
+                     "(--tag global_stepN of an earlier save)"
 
 static const char *const EMBED_ALIASES[] = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"};
 
@@ -83,13 +91,75 @@ static void write_optimizer(const char *out, const ParamLayout *lay, const float
     free(path);
 }
 
-static void write_zero_state(const char *out, const DsCheckpoint *c, const ParamLayout *lay, long global_step) {
-    LossScaler s = loss_scaler_static(c->scaler_cur_scale);  // train_t5's fields, from DeepSpeed's where it has them
-    s.dynamic = c->scaler_dynamic;
-    s.cur_iter = c->scaler_cur_iter ? c->scaler_cur_iter : global_step;  // a static DeepSpeed scaler counts none
+// train_t5's loss scaler from DeepSpeed's fields (a static DeepSpeed scaler counts no
+// iterations: the step stands for them), after check_counters.
+static LossScaler import_scaler(const DsCheckpoint *c, long global_step) {
+    LossScaler s = loss_scaler_static(c->scaler_cur_scale);
+    s.dynamic = (int)c->scaler_dynamic;
+    s.cur_iter = c->scaler_cur_iter ? c->scaler_cur_iter : global_step;
     s.last_overflow_iter = c->scaler_last_overflow_iter;
-    s.cur_hysteresis = c->scaler_cur_hysteresis >= 0 ? c->scaler_cur_hysteresis : 0;
+    s.cur_hysteresis = c->has_hysteresis ? (int)c->scaler_cur_hysteresis : 0;
     s.skipped_steps = c->skipped_steps;
+    return s;
+}
+
+// The counters OUT gets (zero_state.json and trainer_state.json's global_step) against the
+// rules of a resume, each named by the DeepSpeed file and field it comes from (step_file,
+// step_key: where the step was read).
+static void check_counters(const DsCheckpoint *c, long step, const char *step_file, const char *step_key) {
+    double v[ZC_COUNT] = {
+        [ZC_GLOBAL_STEP] = (double)step,
+        [ZC_OPTIMIZER_STEP] = (double)c->optimizer_step,
+        [ZC_SKIPPED_STEPS] = (double)c->skipped_steps,
+        [ZC_DYNAMIC] = (double)c->scaler_dynamic,
+        [ZC_CUR_SCALE] = c->scaler_cur_scale,
+        [ZC_CUR_ITER] = (double)(c->scaler_cur_iter ? c->scaler_cur_iter : step),
+        [ZC_LAST_OVERFLOW_ITER] = (double)c->scaler_last_overflow_iter,
+        [ZC_CUR_HYSTERESIS] = c->has_hysteresis ? (double)c->scaler_cur_hysteresis : 0,
+    };
+    int bad;
+    char why[256];
+    if (zero_counters_ok(v, &bad, why, sizeof why)) return;
+    if (bad == ZC_STEP_SUM)
+        t5_fail("%s: the optimizer took %ld steps and skipped %ld, but the checkpoint is at step %ld (%s's %s): the "
+                "moments cannot resume it; %s", c->dir, c->optimizer_step, c->skipped_steps, step, step_file, step_key,
+                HINT_DAMAGED);
+    const char *file = c->optim_files[0].path, *field = NULL;
+    char scaler_field[96];
+    snprintf(scaler_field, sizeof scaler_field, "optimizer_state_dict.%s", ZERO_COUNTER_NAMES[bad]);
+    if (bad == ZC_GLOBAL_STEP) file = step_file, field = step_key;
+    else if (bad == ZC_OPTIMIZER_STEP) field = "the base optimizer's \"step\"";
+    else if (bad == ZC_SKIPPED_STEPS) file = c->model_files[0].path, field = "skipped_steps";
+    else field = scaler_field;
+    t5_fail("%s: %s %s (as --resume_from_checkpoint would read it); %s", file, field, why, HINT_DAMAGED);
+}
+
+// The step OUT resumes at: DeepSpeed's global_steps, else the optimizer's steps and the
+// skipped ones; HF Trainer's trainer_state.json beside the tag folder, when there, must be of
+// that step and pass a resume's checks (it is copied). -1: unknown (no counters, no moments).
+static long import_step(const DsCheckpoint *c, const char *ckpt_dir) {
+    const char *mf = c->model_files[0].path;
+    if (c->has_global_steps && !(c->global_steps >= 0 && c->global_steps <= INT_MAX))
+        t5_fail("%s: global_steps is %ld, expected a whole number of steps in [0, %d]; %s", mf, c->global_steps,
+                INT_MAX, HINT_DAMAGED);
+    long step = c->has_global_steps ? c->global_steps : c->has_moments ? c->optimizer_step + c->skipped_steps : -1;
+    if (!c->has_moments) return step;  // OUT is a model: no counters are written
+    char *src = path_join(ckpt_dir, TRAINER_STATE);
+    if (path_is_file(src)) {
+        int hf_step;
+        cJSON_Delete(trainer_state_read(src, &hf_step));
+        if (hf_step != step)
+            t5_fail("%s: global_step %d, but the DeepSpeed checkpoint is at step %ld: they are not one checkpoint; "
+                    "HINT: pass the checkpoint-N folder HF Trainer wrote, or --tag of its step", src, hf_step, step);
+    }
+    check_counters(c, step, c->has_global_steps ? mf : c->optim_files[0].path,
+                   c->has_global_steps ? "global_steps" : "step (the optimizer's, with skipped_steps)");
+    free(src);
+    return step;
+}
+
+static void write_zero_state(const char *out, const DsCheckpoint *c, const ParamLayout *lay, long global_step) {
+    LossScaler s = import_scaler(c, global_step);
     cJSON *st = cJSON_CreateObject(), *ls = cJSON_CreateObject();
     cJSON_AddNumberToObject(st, "optimizer_step", (double)c->optimizer_step);
     cJSON_AddNumberToObject(st, "parameters", (double)lay->total);
@@ -106,23 +176,11 @@ static void write_zero_state(const char *out, const DsCheckpoint *c, const Param
     cJSON_Delete(st);
 }
 
-// CKPT_DIR/trainer_state.json when HF Trainer wrote one (its global_step must be the
-// checkpoint's), else a minimal one.
-static long write_trainer_state(const char *ckpt_dir, const char *out, const DsCheckpoint *c) {
+// CKPT_DIR/trainer_state.json when HF Trainer wrote one (import_step checked it), else a
+// minimal one.
+static void write_trainer_state(const char *ckpt_dir, const char *out, long step) {
     char *src = path_join(ckpt_dir, TRAINER_STATE), *dst = path_join(out, TRAINER_STATE);
-    long step = c->global_steps >= 0 ? c->global_steps : c->optimizer_step + c->skipped_steps;
     if (path_is_file(src)) {
-        char *text = read_text_file(src, NULL);
-        cJSON *st = text ? cJSON_Parse(text) : NULL;
-        const cJSON *gs = st ? cJSON_GetObjectItemCaseSensitive(st, "global_step") : NULL;
-        if (!cJSON_IsNumber(gs) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(st, "log_history")))
-            t5_fail("%s: malformed (global_step and log_history are needed)", src);
-        if ((long)gs->valuedouble != step)
-            t5_fail("%s: global_step %ld, but the DeepSpeed checkpoint is at step %ld: they are not one checkpoint; "
-                    "HINT: pass the checkpoint-N folder HF Trainer wrote, or --tag of its step", src,
-                    (long)gs->valuedouble, step);
-        cJSON_Delete(st);
-        free(text);
         file_copy_atomic(src, dst);
     } else {
         cJSON *st = cJSON_CreateObject();
@@ -133,7 +191,16 @@ static long write_trainer_state(const char *ckpt_dir, const char *out, const DsC
     }
     free(src);
     free(dst);
-    return step;
+}
+
+// Values a resume would refuse (zero/checkpoint.c's place_range, the model loader): a weight or
+// moment that is not finite, a negative second moment. Named by the checkpoint's tensor.
+static void check_values(const DsCheckpoint *c, const char *name, const char *what, const float *x, size_t n,
+                         int second_moment) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || (second_moment && x[i] < 0))
+            t5_fail("%s: \"%s\" (%s) holds %g at element %zu, which --resume_from_checkpoint refuses; %s", c->dir,
+                    name, what, (double)x[i], i, HINT_DAMAGED);
 }
 
 int import_deepspeed_main(int argc, char **argv, int start) {
@@ -189,6 +256,7 @@ int import_deepspeed_main(int argc, char **argv, int start) {
     ParamLayout lay;
     params_build_layout(&cfg, &lay);
     check_no_extra(&c, &lay, untied, find_for(&c, "shared.weight", untied));
+    long step = import_step(&c, ckpt);  // every counter checked before anything is read or written
 
     float *params = mallocCheck(lay.total * sizeof(float));
     float *m = c.has_moments ? callocCheck(lay.total, sizeof(float)) : NULL;
@@ -207,10 +275,13 @@ int import_deepspeed_main(int argc, char **argv, int start) {
                     c.dir, t->name, want, got);
         }
         ds_checkpoint_read(&c, t, params + s->offset);
+        check_values(&c, t->name, "the fp32 weights", params + s->offset, s->numel, 0);
         const DsTensor *data = t->alias_of ? ds_checkpoint_find(&c, t->alias_of) : t;
         if (c.has_moments && data->kind == DS_TRAINABLE) {
             ds_checkpoint_read_moment(&c, data, 0, m + s->offset);
             ds_checkpoint_read_moment(&c, data, 1, v + s->offset);
+            check_values(&c, data->name, "exp_avg", m + s->offset, s->numel, 0);
+            check_values(&c, data->name, "exp_avg_sq", v + s->offset, s->numel, 1);
         }
     }
 
@@ -218,16 +289,15 @@ int import_deepspeed_main(int argc, char **argv, int start) {
     fileio_remove_at_exit(out);  // an error from here on leaves no half-written OUT
     hf_save_model(out, &cfg, &lay, params, ST_F32);
     if (c.has_moments) {
-        long step = write_trainer_state(ckpt, out, &c);
-        if (c.optimizer_step + c.skipped_steps != step)
-            t5_fail("%s: the optimizer took %ld steps and skipped %ld, but the checkpoint is at step %ld: the moments "
-                    "cannot resume it", c.dir, c.optimizer_step, c.skipped_steps, step);
+        write_trainer_state(ckpt, out, step);
         write_optimizer(out, &lay, m, v);
         write_zero_state(out, &c, &lay, step);
     }
     fileio_keep(out);
-    printf("imported %s (DeepSpeed %s, ZeRO-%d, %d rank%s, step %ld): %zu parameters in %d tensors -> %s/model.safetensors%s\n",
-           c.dir, c.ds_version, c.zero_stage, c.world_size, c.world_size == 1 ? "" : "s", c.global_steps, lay.total,
+    char step_text[32] = "step unknown";
+    if (step >= 0) snprintf(step_text, sizeof step_text, "step %ld", step);
+    printf("imported %s (DeepSpeed %s, ZeRO-%d, %d rank%s, %s): %zu parameters in %d tensors -> %s/model.safetensors%s\n",
+           c.dir, c.ds_version, c.zero_stage, c.world_size, c.world_size == 1 ? "" : "s", step_text, lay.total,
            lay.count, out, c.has_moments ? ", optimizer.safetensors, zero_state.json, trainer_state.json" : "");
     if (!c.has_moments)
         printf("NOTICE: the checkpoint holds no Adam moments (exp_avg, exp_avg_sq): OUT is a model, not a checkpoint "

@@ -70,6 +70,11 @@ void trainer_save_checkpoint(Run *r, const LossScaler *scaler);  // collective: 
 void trainer_save_final(Run *r, const LossScaler *scaler);
 void trainer_store_flos(Run *r);                         // collective: the ranks' flos into total_flos
 int trainer_load_state(Run *r, const char *dir);         // --resume_from_checkpoint: returns the step
+// A checkpoint's trainer_state.json (path) parsed and held to what a resume needs: global_step
+// a whole number in [0, INT_MAX] (*step), log_history a list, total_flos and
+// num_input_tokens_seen finite and >= 0 when there; else one line naming the file and key.
+// import-deepspeed checks the HF Trainer's file it copies with it. The caller deletes the result.
+cJSON *trainer_state_read(const char *path, int *step);
 // before anything is written; node_local: a node-local checkpoint (RunPlan.node_local), whose
 // host may lack model.safetensors and some shards (fetched at resume)
 void trainer_check_resume_dir(const TrainArgs *a, int node_local);

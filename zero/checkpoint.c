@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "../common/check.h"
@@ -22,12 +23,16 @@
 #define OLD_STATE_FILE "zero_state.json"
 #define SHARD_FORMAT "rank_%05d.safetensors"
 #define INDEX_FORMAT_NAME "train_t5 zero shards"
-#define INDEX_VERSION 1
+#define INDEX_VERSION 2         // each shard's metadata: its rank, world size, step, save (shard_identity_check)
+#define INDEX_VERSION_RANGES 1  // before: a shard's metadata held its range only (still read, with a NOTICE)
+#define SAVE_ID_HEX 32          // a save's identity: 128 random bits in hex
 #define CHUNK_MAX_ELEMS ((size_t)1 << 18)    // 1 MiB of fp32 per read, write or checksum
 #define JSON_WHOLE_MAX 9007199254740992.0     // whole numbers a double holds exactly
 #define CRC_MAX 4294967295.0
 #define N_STATES 3
 #define HINT_EARLIER "HINT: resume from an earlier checkpoint-N (the files of this one are damaged or incomplete)"
+#define HINT_IDENTITY "HINT: a checkpoint's files must all come from one save: put them back as train_t5 wrote them " \
+                      "(each rank's shard under its own name), or resume from an earlier checkpoint-N"
 static const char *const STATE_NAMES[N_STATES] = {"master", "exp_avg", "exp_avg_sq"};
 
 size_t zero_ckpt_chunk_elems(const ParamLayout *lay) {
@@ -80,6 +85,21 @@ static Range write_range(const ZeroState *z) {
 }
 
 // ---- save ------------------------------------------------------------------------------
+// A save's identity, made by rank 0 and sent to every rank: written into the index and into
+// every shard, so that a shard of another save (of this run or of another run with the same
+// step, world size and model) never passes for one of this save's.
+static void save_id_make(const Comm *c, char id[SAVE_ID_HEX + 1]) {
+    unsigned char raw[SAVE_ID_HEX / 2] = {0};
+    for (size_t got = 0; c->rank == 0 && got < sizeof raw;) {
+        ssize_t k = getrandom(raw + got, sizeof raw - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) t5_die(__FILE__, __LINE__, "getrandom failed: no random save_id for the checkpoint", strerror(errno));
+        got += (size_t)k;
+    }
+    comm_broadcast_bytes_host(c, 0, raw, sizeof raw);
+    for (size_t i = 0; i < sizeof raw; i++) snprintf(id + 2 * i, 3, "%02x", raw[i]);
+}
+
 typedef struct {
     uint64_t begin, end, bytes;
     uint32_t crc;
@@ -97,10 +117,11 @@ static void json_add_scaler(cJSON *st, const LossScaler *scaler) {
 }
 
 static void write_index(const ZeroState *z, const LossScaler *scaler, const char *tagdir, int global_step,
-                        const ShardRecord *recs) {
+                        const ShardRecord *recs, const char *save_id) {
     cJSON *st = cJSON_CreateObject();
     cJSON_AddStringToObject(st, "format", INDEX_FORMAT_NAME);
     cJSON_AddNumberToObject(st, "version", INDEX_VERSION);
+    cJSON_AddStringToObject(st, "save_id", save_id);
     cJSON_AddNumberToObject(st, "global_step", global_step);
     cJSON_AddNumberToObject(st, "optimizer_step", z->opt.step);
     cJSON_AddNumberToObject(st, "parameters", (double)z->m->lay.total);
@@ -139,6 +160,8 @@ void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, i
     char *tagdir = tag_dir(dir, global_step);
     if (writes_index(z, node_local)) mkdir_p(tagdir);
     comm_barrier(z->comm);  // the tag directory exists for every rank
+    char save_id[SAVE_ID_HEX + 1];
+    save_id_make(z->comm, save_id);
 
     Range wr = write_range(z);
     uint64_t n = wr.end - wr.begin;
@@ -146,9 +169,12 @@ void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, i
     StTensorDesc descs[N_STATES];
     for (int k = 0; k < N_STATES; k++)
         descs[k] = (StTensorDesc){.name = STATE_NAMES[k], .dtype = ST_F32, .ndim = 1, .shape = {(int64_t)n}};
-    char meta[160];
-    snprintf(meta, sizeof meta, "{\"format\":\"%s\",\"begin\":\"%zu\",\"end\":\"%zu\"}", INDEX_FORMAT_NAME, wr.begin,
-             wr.end);
+    // the shard's identity, which every reader checks against the index (shard_identity_check)
+    char meta[512];
+    snprintf(meta, sizeof meta, "{\"format\":\"%s\",\"version\":\"%d\",\"rank\":\"%d\",\"world_size\":\"%d\","
+             "\"global_step\":\"%d\",\"parameters\":\"%zu\",\"begin\":\"%zu\",\"end\":\"%zu\",\"save_id\":\"%s\"}",
+             INDEX_FORMAT_NAME, INDEX_VERSION, z->comm->rank, z->comm->world, global_step, z->m->lay.total, wr.begin,
+             wr.end, save_id);
     char *path = shard_path(tagdir, z->comm->rank);
     StWriter w;
     st_writer_open_checksummed(&w, path, descs, N_STATES, meta);
@@ -170,13 +196,13 @@ void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, i
     if (node_local) {  // every host's leader writes the same index
         ShardRecord *all = mallocCheck((size_t)z->comm->world * sizeof rec);
         comm_allgather_bytes_host(z->comm, &rec, sizeof rec, all);
-        if (writes_index(z, 1)) write_index(z, scaler, tagdir, global_step, all);
+        if (writes_index(z, 1)) write_index(z, scaler, tagdir, global_step, all, save_id);
         freeCheck(all);
     } else {
         char *all = NULL;
         size_t *counts = z->comm->rank == 0 ? mallocCheck((size_t)z->comm->world * sizeof(size_t)) : NULL;
         comm_gather_bytes_host(z->comm, &rec, sizeof rec, &all, counts);
-        if (z->comm->rank == 0) write_index(z, scaler, tagdir, global_step, (const ShardRecord *)all);
+        if (z->comm->rank == 0) write_index(z, scaler, tagdir, global_step, (const ShardRecord *)all, save_id);
         freeCheck(all);
         freeCheck(counts);
     }
@@ -218,7 +244,8 @@ typedef struct {
 typedef struct {
     char *tagdir, *index_path;
     double parameters;
-    int global_step, world, stage, optimizer_step;
+    int version, global_step, world, stage, optimizer_step;
+    char save_id[SAVE_ID_HEX + 1];  // version 2 on ("" before)
     cJSON *root;  // the index (loss_scaler is read from it)
     ShardInfo *shards;
     int n_shards;
@@ -232,18 +259,22 @@ static void index_free(ShardIndex *x) {
     memset(x, 0, sizeof *x);
 }
 
-// The tag `latest` names (one line "global_stepN", nothing else): its directory.
-static char *read_latest(const char *dir) {
+// The tag `latest` names (one line "global_stepN", nothing else; N as train_t5 writes it: no
+// sign, no leading zero, so that one step has one tag): its directory, and N in *step_out.
+static char *read_latest(const char *dir, int *step_out) {
     char *path = path_join(dir, ZERO_CKPT_LATEST);
-    char *text = read_text_file(path, NULL);
+    size_t len = 0;
+    char *text = read_text_file(path, &len);
     if (!text)
         t5_fail("%s: missing (%s): the checkpoint was not finished (the marker is written last); HINT: resume from an "
                 "earlier checkpoint-N", path, strerror(errno));
-    size_t len = strlen(text);
     while (len && (text[len - 1] == '\n' || text[len - 1] == ' ')) text[--len] = '\0';
     int step = -1, used = 0;
-    if (sscanf(text, ZERO_CKPT_TAG_PREFIX "%d%n", &step, &used) != 1 || (size_t)used != len || step < 0)
+    char canon[64];
+    if (sscanf(text, ZERO_CKPT_TAG_PREFIX "%d%n", &step, &used) != 1 || (size_t)used != len || step < 0 ||
+        (snprintf(canon, sizeof canon, ZERO_CKPT_TAG_PREFIX "%d", step), strcmp(canon, text) != 0))
         t5_fail("%s: holds \"%.40s\", expected \"%sN\"; %s", path, text, ZERO_CKPT_TAG_PREFIX, HINT_EARLIER);
+    *step_out = step;
     char *tagdir = path_join(dir, text);
     if (!path_is_dir(tagdir)) t5_fail("%s: names %s, which is not a directory; %s", path, tagdir, HINT_EARLIER);
     free(text);
@@ -254,7 +285,8 @@ static char *read_latest(const char *dir) {
 // latest, the index, and the shards' ranges tiling [0, parameters) in order.
 static void index_read(ShardIndex *x, const char *dir) {
     memset(x, 0, sizeof *x);
-    x->tagdir = read_latest(dir);
+    int tag_step;
+    x->tagdir = read_latest(dir, &tag_step);
     x->index_path = path_join(x->tagdir, ZERO_CKPT_INDEX);
     const char *p = x->index_path;
     char *text = read_text_file(p, NULL);
@@ -265,10 +297,22 @@ static void index_read(ShardIndex *x, const char *dir) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(x->root, "format");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, INDEX_FORMAT_NAME) != 0)
         t5_fail("%s: \"format\" is not \"%s\"; HINT: a checkpoint written by train_t5", p, INDEX_FORMAT_NAME);
-    if (json_number(x->root, "version", p, 0, INT_MAX, 1) != INDEX_VERSION)
-        t5_fail("%s: version %g, this build reads version %d; HINT: use the train_t5 that wrote it", p,
-                json_number(x->root, "version", p, 0, INT_MAX, 1), INDEX_VERSION);
+    x->version = (int)json_number(x->root, "version", p, 0, INT_MAX, 1);
+    if (x->version != INDEX_VERSION && x->version != INDEX_VERSION_RANGES)
+        t5_fail("%s: version %d, this build reads versions %d and %d; HINT: use the train_t5 that wrote it", p,
+                x->version, INDEX_VERSION_RANGES, INDEX_VERSION);
+    if (x->version >= INDEX_VERSION) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(x->root, "save_id");
+        int ok = cJSON_IsString(id) && strlen(id->valuestring) == SAVE_ID_HEX;
+        for (int i = 0; ok && i < SAVE_ID_HEX; i++) ok = strchr("0123456789abcdef", id->valuestring[i]) != NULL;
+        if (!ok)
+            t5_fail("%s: \"save_id\" is missing or not %d hex digits; %s", p, SAVE_ID_HEX, HINT_EARLIER);
+        snprintf(x->save_id, sizeof x->save_id, "%s", id->valuestring);
+    }
     x->global_step = (int)json_number(x->root, "global_step", p, 0, INT_MAX, 1);
+    if (x->global_step != tag_step)
+        t5_fail("%s: global_step %d, but it lies in %s%d, the tag that %s/%s names: the index of another checkpoint; "
+                "%s", p, x->global_step, ZERO_CKPT_TAG_PREFIX, tag_step, dir, ZERO_CKPT_LATEST, HINT_IDENTITY);
     x->optimizer_step = (int)json_number(x->root, "optimizer_step", p, 0, INT_MAX, 1);
     x->parameters = json_number(x->root, "parameters", p, 1, JSON_WHOLE_MAX, 1);
     x->world = (int)json_number(x->root, "world_size", p, 1, INT_MAX, 1);
@@ -303,6 +347,100 @@ static void index_read(ShardIndex *x, const char *dir) {
                 HINT_EARLIER);
 }
 
+// Shard r's record of itself (its safetensors __metadata__, written with it by
+// zero_save_shards) against the index: a shard renamed, swapped or copied from another rank,
+// one of another save of this run or of another run, and an index of another checkpoint are
+// refused naming the file and the field. 0 when they agree; else 1 with msg (n bytes) saying
+// which field disagrees. An index of version 1 (shards that carried their range only) has its
+// range and format checked.
+static int shard_identity_check(const ShardIndex *x, int r, const StFile *f, char *msg, size_t n) {
+    const ShardInfo *s = &x->shards[r];
+    char version[16], rank[16], world[16], step[16], params[32], begin[32], end[32];
+    snprintf(version, sizeof version, "%d", x->version);
+    snprintf(rank, sizeof rank, "%d", r);
+    snprintf(world, sizeof world, "%d", x->world);
+    snprintf(step, sizeof step, "%d", x->global_step);
+    snprintf(params, sizeof params, "%.0f", x->parameters);
+    snprintf(begin, sizeof begin, "%llu", (unsigned long long)s->begin);
+    snprintf(end, sizeof end, "%llu", (unsigned long long)s->end);
+    const struct {
+        const char *key, *want, *means;
+        int since;  // the index version that wrote it
+    } fields[] = {
+        {"format", INDEX_FORMAT_NAME, "not a train_t5 checkpoint shard", INDEX_VERSION_RANGES},
+        {"version", version, "the shard and the index were written by different train_t5 versions",
+         INDEX_VERSION_RANGES},
+        {"rank", rank, "the file is another rank's shard (renamed, swapped or copied)", INDEX_VERSION},
+        {"world_size", world, "a shard of a run with another number of ranks", INDEX_VERSION},
+        {"global_step", step, "a shard of another save", INDEX_VERSION},
+        {"parameters", params, "a shard of another model", INDEX_VERSION},
+        {"begin", begin, "the shard holds another part of the parameters", INDEX_VERSION_RANGES},
+        {"end", end, "the shard holds another part of the parameters", INDEX_VERSION_RANGES},
+        {"save_id", x->save_id, "a shard of another save, of this run or of another one", INDEX_VERSION},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (fields[i].since > x->version) continue;
+        const char *got = st_metadata(f, fields[i].key);
+        if (!got && !strcmp(fields[i].key, "version")) got = "1";  // version 1 shards carry none
+        if (got && !strcmp(got, fields[i].want)) continue;
+        if (got)
+            snprintf(msg, n, "%s: __metadata__ \"%s\" is \"%.40s\", the index (%s) records \"%s\" for it: %s; %s",
+                     f->path, fields[i].key, got, x->index_path, fields[i].want, fields[i].means, HINT_IDENTITY);
+        else
+            snprintf(msg, n, "%s: __metadata__ has no \"%s\", the index (%s) records \"%s\" for it: %s; %s", f->path,
+                     fields[i].key, x->index_path, fields[i].want, fields[i].means, HINT_IDENTITY);
+        return 1;
+    }
+    return 0;
+}
+
+static void shard_identity_require(const ShardIndex *x, int r, const StFile *f) {
+    char msg[1024];
+    if (shard_identity_check(x, r, f, msg, sizeof msg)) t5_fail("%s", msg);
+}
+
+// Opens shard r only to check its identity (zero_check_checkpoint, a shard sent from another host).
+static void shard_identity_open(const ShardIndex *x, int r) {
+    char *path = path_join(x->tagdir, x->shards[r].file);
+    StFile f;
+    st_open(&f, path);
+    shard_identity_require(x, r, &f);
+    st_close(&f);
+    free(path);
+}
+
+// The index's step against the checkpoint's (trainer_state.json, state_path).
+static void index_check_step(const ShardIndex *x, int global_step, const char *state_path) {
+    if (x->global_step != global_step)
+        t5_fail("%s: global_step %d, %s says %d: the files are of different saves; %s", x->index_path, x->global_step,
+                state_path, global_step, HINT_IDENTITY);
+}
+
+// dir/trainer_state.json's global_step against the index, when dir has one (a final --output_dir
+// or a copy made by hand may not: trainer_check_resume_dir requires it for a resume).
+static void index_check_state(const ShardIndex *x, const char *dir) {
+    char *path = path_join(dir, "trainer_state.json");
+    if (path_exists(path)) {
+        char *text = read_text_file(path, NULL);
+        if (!text) t5_fail("%s: cannot read it (%s); %s", path, strerror(errno), HINT_EARLIER);
+        cJSON *st = cJSON_Parse(text);
+        free(text);
+        if (!cJSON_IsObject(st)) t5_fail("%s: malformed JSON; %s", path, HINT_EARLIER);
+        index_check_step(x, (int)json_number(st, "global_step", path, 0, INT_MAX, 1), path);
+        cJSON_Delete(st);
+    }
+    free(path);
+}
+
+// An index of version 1 loads (its shards' ranges are checked), said once.
+static void index_notice_version(const ShardIndex *x) {
+    if (x->version != INDEX_VERSION_RANGES) return;
+    printf("NOTICE: %s: version %d, written before each shard carried its rank, step and save: each shard's range is "
+           "checked against the index, not where it comes from (a checkpoint saved by this train_t5 carries all of "
+           "it)\n", x->index_path, x->version);
+    fflush(stdout);
+}
+
 // The size check every rank can make without reading data (zero_check_checkpoint).
 static void shard_check_size(const ShardIndex *x, int r) {
     char *path = path_join(x->tagdir, x->shards[r].file);
@@ -316,6 +454,20 @@ static void shard_check_size(const ShardIndex *x, int r) {
                 (uint64_t)sb.st_size < x->shards[r].bytes ? "truncated" : "the file and the index disagree",
                 HINT_EARLIER);
     free(path);
+}
+
+// Every shard's size and identity (its header only; node_local: those this host holds): each
+// rank reads every header, a few hundred bytes each, so that no rank starts on a checkpoint
+// another would refuse, and a shard of another save is named as one before any checksum.
+static void index_check_shards(const ShardIndex *x, int node_local) {
+    for (int r = 0; r < x->n_shards; r++) {
+        char *path = path_join(x->tagdir, x->shards[r].file);
+        int present = path_exists(path);
+        free(path);
+        if (!present && node_local) continue;
+        shard_check_size(x, r);
+        shard_identity_open(x, r);
+    }
 }
 
 void zero_check_checkpoint(const char *dir, int node_local) {
@@ -337,12 +489,8 @@ void zero_check_checkpoint(const char *dir, int node_local) {
     }
     ShardIndex x;
     index_read(&x, dir);  // a missing latest is refused here, naming it
-    for (int r = 0; r < x.n_shards; r++) {
-        char *path = path_join(x.tagdir, x.shards[r].file);
-        int present = path_exists(path);
-        free(path);
-        if (present || !node_local) shard_check_size(&x, r);
-    }
+    index_check_state(&x, dir);
+    index_check_shards(&x, node_local);
     index_free(&x);
 }
 
@@ -387,33 +535,93 @@ static void shard_verify(const ShardIndex *x, int r, size_t chunk, Verdict *v) {
     else if (crc != s->crc)
         verdict_set(v, "%s: CRC-32C 0x%08x, the index (%s) records 0x%08x: the file is damaged; %s", path, crc,
                     x->index_path, s->crc, HINT_EARLIER);
+    else {  // the bytes are the ones the index recorded: now whether they are the shard it lists
+        StFile f;
+        st_open(&f, path);
+        char msg[1024];
+        if (shard_identity_check(x, r, &f, msg, sizeof msg)) verdict_set(v, "%s", msg);
+        st_close(&f);
+    }
     free(path);
+}
+
+// ---- the counters a checkpoint resumes with (checkpoint.h) --------------------------------
+const char *const ZERO_COUNTER_NAMES[ZC_COUNT] = {
+    [ZC_GLOBAL_STEP] = "global_step",
+    [ZC_OPTIMIZER_STEP] = "optimizer_step",
+    [ZC_SKIPPED_STEPS] = "loss_scaler.skipped_steps",
+    [ZC_DYNAMIC] = "loss_scaler.dynamic",
+    [ZC_CUR_SCALE] = "loss_scaler.cur_scale",
+    [ZC_CUR_ITER] = "loss_scaler.cur_iter",
+    [ZC_LAST_OVERFLOW_ITER] = "loss_scaler.last_overflow_iter",
+    [ZC_CUR_HYSTERESIS] = "loss_scaler.cur_hysteresis",
+};
+
+static const struct {
+    double lo, hi;
+    int whole, positive;  // positive: > lo, not >= lo
+} COUNTER_RULES[ZC_COUNT] = {
+    [ZC_GLOBAL_STEP] = {0, INT_MAX, 1, 0},
+    [ZC_OPTIMIZER_STEP] = {0, INT_MAX, 1, 0},
+    [ZC_SKIPPED_STEPS] = {0, JSON_WHOLE_MAX, 1, 0},
+    [ZC_DYNAMIC] = {0, 1, 1, 0},
+    [ZC_CUR_SCALE] = {0, 1e300, 0, 1},
+    [ZC_CUR_ITER] = {0, JSON_WHOLE_MAX, 1, 0},
+    [ZC_LAST_OVERFLOW_ITER] = {-1, JSON_WHOLE_MAX, 1, 0},
+    [ZC_CUR_HYSTERESIS] = {0, INT_MAX, 1, 0},
+};
+
+int zero_counters_ok(const double v[ZC_COUNT], int *bad, char *why, size_t n) {
+    for (int k = 0; k < ZC_COUNT; k++) {
+        double x = v[k], lo = COUNTER_RULES[k].lo, hi = COUNTER_RULES[k].hi;
+        int in = isfinite(x) && (COUNTER_RULES[k].positive ? x > lo : x >= lo) && x <= hi &&
+                 (!COUNTER_RULES[k].whole || x == floor(x));
+        if (in) continue;
+        *bad = k;
+        if (COUNTER_RULES[k].whole) snprintf(why, n, "is %g, expected a whole number in [%g, %g]", x, lo, hi);
+        else snprintf(why, n, "is %g, expected a finite number > %g, at most %g", x, lo, hi);
+        return 0;
+    }
+    // every step the checkpoint took either updated (optimizer_step) or was skipped on an
+    // overflow: a step count that disagrees would resume the lr schedule at the wrong place
+    if (v[ZC_OPTIMIZER_STEP] + v[ZC_SKIPPED_STEPS] != v[ZC_GLOBAL_STEP]) {
+        *bad = ZC_STEP_SUM;
+        snprintf(why, n, "optimizer_step %.0f + skipped_steps %.0f != the checkpoint's global_step %.0f",
+                 v[ZC_OPTIMIZER_STEP], v[ZC_SKIPPED_STEPS], v[ZC_GLOBAL_STEP]);
+        return 0;
+    }
+    return 1;
 }
 
 static void scaler_from_json(const cJSON *root, const char *path, LossScaler *scaler, int opt_step, int global_step,
                              int *opt_step_out) {
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(root, "loss_scaler");
     if (!cJSON_IsObject(ls)) t5_fail("%s: \"loss_scaler\" is missing; HINT: a checkpoint written by train_t5", path);
-    int dynamic = (int)json_number(ls, "dynamic", path, 0, 1, 1);
-    double cur_scale = json_number(ls, "cur_scale", path, 0, 1e300, 0);
-    long cur_iter = (long)json_number(ls, "cur_iter", path, 0, JSON_WHOLE_MAX, 1);
-    long last_overflow = (long)json_number(ls, "last_overflow_iter", path, -1, JSON_WHOLE_MAX, 1);
-    int hysteresis = (int)json_number(ls, "cur_hysteresis", path, 0, INT_MAX, 1);
-    long skipped = (long)json_number(ls, "skipped_steps", path, 0, JSON_WHOLE_MAX, 1);
-    if (!(cur_scale > 0)) t5_fail("%s: \"loss_scaler.cur_scale\" is 0, expected a scale > 0", path);
-    // every step the checkpoint took either updated (optimizer_step) or was skipped on an
-    // overflow: a step count that disagrees would resume the lr schedule at the wrong place
-    if ((long)opt_step + skipped != (long)global_step)
-        t5_fail("%s: optimizer_step %d + skipped_steps %ld != the checkpoint's global_step %d (trainer_state.json): "
-                "the optimizer state is not this checkpoint's; HINT: resume from a checkpoint-N directory as train_t5 "
-                "wrote it", path, opt_step, skipped, global_step);
+    double v[ZC_COUNT] = {[ZC_GLOBAL_STEP] = global_step, [ZC_OPTIMIZER_STEP] = opt_step};
+    for (int k = ZC_SKIPPED_STEPS; k < ZC_COUNT; k++) {  // the loss_scaler object's
+        const char *key = ZERO_COUNTER_NAMES[k] + strlen("loss_scaler.");
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(ls, key);
+        if (!cJSON_IsNumber(x))
+            t5_fail("%s: \"%s\" is missing or not a number; HINT: a checkpoint written by train_t5, or resume from an "
+                    "earlier one", path, ZERO_COUNTER_NAMES[k]);
+        v[k] = x->valuedouble;
+    }
+    int bad;
+    char why[256];
+    if (!zero_counters_ok(v, &bad, why, sizeof why)) {
+        if (bad == ZC_STEP_SUM)
+            t5_fail("%s: %s (trainer_state.json): the optimizer state is not this checkpoint's; HINT: resume from a "
+                    "checkpoint-N directory as train_t5 wrote it", path, why);
+        t5_fail("%s: \"%s\" %s; HINT: a checkpoint written by train_t5, or resume from an earlier one", path,
+                ZERO_COUNTER_NAMES[bad], why);
+    }
     *opt_step_out = opt_step;
-    scaler->skipped_steps = skipped;  // the run's count, whatever the scaler: the sum above holds on
-    if (dynamic == scaler->dynamic) {  // the same scaler kind: its state goes on
-        scaler->cur_scale = cur_scale;
-        scaler->cur_iter = cur_iter;
-        scaler->last_overflow_iter = last_overflow;
-        scaler->cur_hysteresis = hysteresis;
+    scaler->skipped_steps = (long)v[ZC_SKIPPED_STEPS];  // the run's count, whatever the scaler: the sum holds on
+    if ((int)v[ZC_DYNAMIC] == scaler->dynamic) {  // the same scaler kind: its state goes on
+        scaler->cur_scale = v[ZC_CUR_SCALE];
+        scaler->cur_iter = (long)v[ZC_CUR_ITER];
+        scaler->last_overflow_iter = (long)v[ZC_LAST_OVERFLOW_ITER];
+        scaler->cur_hysteresis = (int)v[ZC_CUR_HYSTERESIS];
     }
 }
 
@@ -450,9 +658,8 @@ static void load_shards(ZeroState *z, LossScaler *scaler, const char *dir, int g
     if (x.parameters != (double)lay->total)
         t5_fail("%s: written for %.0f parameters, this model has %zu; HINT: resume with the same model",
                 x.index_path, x.parameters, lay->total);
-    if (x.global_step != global_step)
-        t5_fail("%s: global_step %d, trainer_state.json says %d: the files are of different saves; %s", x.index_path,
-                x.global_step, global_step, HINT_EARLIER);
+    index_check_step(&x, global_step, "trainer_state.json");
+    if (z->comm->rank == 0) index_notice_version(&x);
     // every shard's checksum, each file by one rank, before any state is set
     size_t chunk = zero_ckpt_chunk_elems(lay);
     Verdict v = {0};
@@ -473,6 +680,7 @@ static void load_shards(ZeroState *z, LossScaler *scaler, const char *dir, int g
         char *path = path_join(x.tagdir, s->file);
         StFile f;
         st_open(&f, path);
+        shard_identity_require(&x, r, &f);  // verified by one rank above; this rank reads it, so checks what it opened
         for (int k = 0; k < N_STATES; k++) {
             const StTensor *t = st_find(&f, STATE_NAMES[k]);
             if (!t || t->numel != s->end - s->begin)
@@ -578,6 +786,7 @@ static void fetch_shard(const Comm *c, const ShardIndex *x, int s, int from, con
             t5_fail("%s: the copy sent from rank %d has CRC-32C 0x%08x, the index (%s) records 0x%08x: the source "
                     "file on that host is damaged; %s", path, from, crc, x->index_path, sh->crc, HINT_EARLIER);
         atomic_commit(&af);
+        shard_identity_open(x, s);  // the bytes the index recorded; and the shard it lists (checked on its host too)
     }
     freeCheck(buf);
     free(path);
@@ -600,19 +809,37 @@ void zero_checkpoint_fetch_missing(const char *dir, const Comm *c) {
         t5_die(__FILE__, __LINE__, "zero_checkpoint_fetch_missing before the hosts are known",
                "a bug in the caller: call it after comm_attach_device");
     char msg[1024];
-    // the same checkpoint on every host: its step and the world it was saved from
-    long long mine[2] = {x.global_step, x.world}, *all = mallocCheck((size_t)c->world * sizeof mine);
-    comm_allgather_bytes_host(c, mine, sizeof mine, all);
-    for (int r = 1; r < c->world; r++)
-        if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) {
-            char a[96], b[96];
+    // the same checkpoint on every host: its step, the world it was saved from, and the save
+    // itself (two runs' checkpoints of one step and world size differ in their save_id only)
+    typedef struct {
+        long long step, world;
+        char save_id[SAVE_ID_HEX + 1];
+    } Which;
+    Which mine, *all = mallocCheck((size_t)c->world * sizeof mine);
+    memset(&mine, 0, sizeof mine);  // padding too: the bytes travel
+    mine.step = x.global_step;
+    mine.world = x.world;
+    memcpy(mine.save_id, x.save_id, sizeof mine.save_id);
+    comm_allgather_bytes_host(c, &mine, sizeof mine, all);
+    for (int r = 1; r < c->world; r++) {
+        const Which *w0 = &all[0], *w = &all[r];
+        if (w->step == w0->step && w->world == w0->world && !memcmp(w->save_id, w0->save_id, sizeof w->save_id))
+            continue;
+        char a[96], b[96];
+        if (w->step != w0->step || w->world != w0->world)
             snprintf(msg, sizeof msg, "%s (node-local storage): %s has global_step%lld of a %lld-rank run, %s has "
                      "global_step%lld of a %lld-rank run: every host must resume the same checkpoint; HINT: pass "
                      "--resume_from_checkpoint OUTPUT_DIR/checkpoint-N with an N every host holds", dir,
-                     comm_rank_words(c, 0, a, sizeof a), all[0], all[1], comm_rank_words(c, r, b, sizeof b),
-                     all[2 * r], all[2 * r + 1]);
-            agreed_failure(c, msg);
-        }
+                     comm_rank_words(c, 0, a, sizeof a), w0->step, w0->world, comm_rank_words(c, r, b, sizeof b),
+                     w->step, w->world);
+        else
+            snprintf(msg, sizeof msg, "%s/%s (node-local storage): %s has the global_step%lld of save %s, %s that of "
+                     "save %s: the hosts hold checkpoints of different saves (another run's, or an earlier one's); "
+                     "HINT: give every host its copy of the one checkpoint to resume", x.tagdir, ZERO_CKPT_INDEX,
+                     comm_rank_words(c, 0, a, sizeof a), w0->step, w0->save_id[0] ? w0->save_id : "(none: version 1)",
+                     comm_rank_words(c, r, b, sizeof b), w->save_id[0] ? w->save_id : "(none: version 1)");
+        agreed_failure(c, msg);
+    }
     free(all);
     // which shards each rank's host holds at their recorded size
     const int n = x.n_shards;
@@ -624,30 +851,37 @@ void zero_checkpoint_fetch_missing(const char *dir, const Comm *c) {
         free(path);
     }
     comm_allgather_bytes_host(c, here, (size_t)n, table);
-    unsigned char *to = mallocCheck((size_t)h->n_hosts);
+    // the lowest rank holding each shard; a shard on no host ends the resume before anything is
+    // copied (every rank decides from the same table, so no rank is still copying when another exits)
+    int *from = mallocCheck((size_t)n * sizeof *from);
     for (int s = 0; s < n; s++) {
-        int from = -1, lacking = 0;
-        for (int r = 0; r < c->world && from < 0; r++)
-            if (table[(size_t)r * n + s]) from = r;
-        for (int k = 0; k < h->n_hosts; k++) lacking += (to[k] = !table[(size_t)h->first_rank[k] * n + s]);
-        if (!lacking) continue;
-        if (from < 0) {
+        from[s] = -1;
+        for (int r = 0; r < c->world && from[s] < 0; r++)
+            if (table[(size_t)r * n + s]) from[s] = r;
+        if (from[s] < 0) {
             snprintf(msg, sizeof msg, "%s/%s: no host of this run has it (node-local storage keeps a shard on the "
                      "host whose rank wrote it; %d host%s looked); HINT: copy it from the host where the saving run's "
                      "rank %d ran into that directory on any host of this run, or resume from an earlier checkpoint-N",
                      x.tagdir, x.shards[s].file, h->n_hosts, h->n_hosts > 1 ? "s" : "", s);
             agreed_failure(c, msg);
         }
+    }
+    unsigned char *to = mallocCheck((size_t)h->n_hosts);
+    for (int s = 0; s < n; s++) {
+        int lacking = 0;
+        for (int k = 0; k < h->n_hosts; k++) lacking += (to[k] = !table[(size_t)h->first_rank[k] * n + s]);
+        if (!lacking) continue;
         if (c->rank == 0)
             for (int k = 0; k < h->n_hosts; k++)
                 if (to[k])
                     printf("resume (node-local storage): host %s lacks %s/%s (%.1f MB); rank %d (host %s) sends it "
                            "over the communicator\n", h->names[k], tag_shown(x.tagdir), x.shards[s].file,
-                           x.shards[s].bytes / 1e6, from, h->names[h->host_of[from]]);
+                           x.shards[s].bytes / 1e6, from[s], h->names[h->host_of[from[s]]]);
         fflush(stdout);
-        fetch_shard(c, &x, s, from, to);
+        fetch_shard(c, &x, s, from[s], to);
     }
     comm_barrier(c);  // every host's copy is whole before any rank reads it
+    freeCheck(from);
     free(to);
     free(here);
     free(table);
@@ -675,6 +909,11 @@ ZeroShardReader *zero_shards_open(const char *dir, size_t total, int verify) {
     if (rd->x.parameters != (double)total)
         t5_fail("%s: written for %.0f parameters, the model of %s/config.json has %zu; HINT: the config.json beside "
                 "the shards is the training run's", rd->x.index_path, rd->x.parameters, dir, total);
+    index_check_state(&rd->x, dir);
+    if (verify) {  // export (a resume checked them in zero_check_checkpoint; zero_load_optimizer says the NOTICE)
+        index_check_shards(&rd->x, 0);
+        index_notice_version(&rd->x);
+    }
     Verdict v = {0};
     for (int r = 0; verify && r < rd->x.n_shards; r++) shard_verify(&rd->x, r, CHUNK_MAX_ELEMS, &v);
     if (v.bad) t5_fail("%s", v.msg);
@@ -696,6 +935,7 @@ void zero_shards_read_master(ZeroShardReader *rd, size_t lo, size_t hi, float *d
             if (!t || t->numel != s->end - s->begin)
                 t5_fail("%s: tensor \"%s\" of %llu elements is missing; %s", path, STATE_NAMES[0],
                         (unsigned long long)(s->end - s->begin), HINT_EARLIER);
+            shard_identity_require(&rd->x, r, f);
             rd->master[r] = (int)(t - f->tensors);
             free(path);
         }

@@ -7,12 +7,18 @@
 //                       "exp_avg", "exp_avg_sq" (fp32, 1-D) over that rank's range
 //                       [begin, end) of the flat parameter space (zero/partition.h; at
 //                       stage 0, where every rank holds everything, the same split, so the
-//                       ranks still write in parallel)
+//                       ranks still write in parallel); its __metadata__ says what it is: rank,
+//                       world size, [begin, end), global step, parameter count, save_id
 //   D/global_stepN/zero_index.json           rank 0: world size, stage, the parameter count,
-//                       optimizer step, loss scaler, global step, and per shard its file,
-//                       [begin, end), byte size and CRC-32C (common/crc32c.h)
+//                       optimizer step, loss scaler, global step, the save's random save_id,
+//                       and per shard its file, [begin, end), byte size and CRC-32C
+//                       (common/crc32c.h)
 //   D/latest            "global_stepN", written LAST, after a barrier: a directory without it
 //                       is a half-written checkpoint and is never resumed
+// Every reader checks each shard's identity against the index, and the index's step against
+// the tag directory's and trainer_state.json's: a shard swapped, renamed, or of another save
+// or run is refused naming the file and the field. An index of version 1 (shards that carried
+// their range only) still loads, with a NOTICE.
 // Checkpoints written before the shards (optimizer.safetensors with the moments whole,
 // zero_state.json) still load, each rank reading only its range of the moments.
 // docs/TRAINER.md ("Checkpoint format") walks through it.
@@ -36,19 +42,43 @@ void zero_save_shards(ZeroState *z, const LossScaler *scaler, const char *dir, i
 void zero_save_latest(const ZeroState *z, const char *dir, int global_step, int node_local);
 // The checks that need no model and read no tensor data (before anything is written, on
 // every rank): dir is not a ".tmp" directory, `latest` names a tag directory whose index is
-// well formed, its shards tile the parameter space and every shard file exists with the
-// recorded size; or, without `latest`, the older whole layout's files are there. Each
-// refusal is one line naming the file, with a HINT.
+// well formed, of that tag's step and trainer_state.json's, its shards tile the parameter space
+// and every shard file exists with the recorded size and the identity the index expects (its
+// header); or, without `latest`, the older whole layout's files are there. Each refusal is one
+// line naming the file (and the field), with a HINT.
 // node_local: a node-local checkpoint seen from one host, which holds only some shards: those
 // present are checked, the missing ones come at resume (zero_checkpoint_fetch_missing).
 void zero_check_checkpoint(const char *dir, int node_local);
 // Every rank reads the master weights (new layout) and moments of the range it owns, the
-// step and the scaler from dir, after the shard files' checksums were verified (each file by
-// one rank; a mismatch anywhere stops every rank before any state is set). Refused, naming
+// step and the scaler from dir, after the shard files' checksums and identities were verified
+// (each file by one rank; a mismatch anywhere stops every rank before any state is set; an
+// index of version 1 is said in a NOTICE by rank 0). Refused, naming
 // the file and key or tensor: a number out of range, inf/nan moments, and an optimizer step
 // that with the skipped steps does not make global_step (the checkpoint's, from
 // trainer_state.json).
 void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int global_step);
+
+// The step counters and loss scaler a checkpoint resumes with (the index's or zero_state.json's,
+// with trainer_state.json's global_step), as read, and the one set of rules a resume holds
+// them to (zero_load_optimizer); `train_t5 import-deepspeed` checks what it writes with it.
+typedef enum {
+    ZC_GLOBAL_STEP,
+    ZC_OPTIMIZER_STEP,
+    ZC_SKIPPED_STEPS,
+    ZC_DYNAMIC,
+    ZC_CUR_SCALE,
+    ZC_CUR_ITER,
+    ZC_LAST_OVERFLOW_ITER,
+    ZC_CUR_HYSTERESIS,
+    ZC_COUNT
+} ZeroCounter;
+#define ZC_STEP_SUM ZC_COUNT  // zero_counters_ok's *bad for the rule optimizer_step + skipped_steps = global_step
+extern const char *const ZERO_COUNTER_NAMES[ZC_COUNT];  // their keys in the index ("loss_scaler.cur_scale")
+// 1 when every value is in its range (a whole number where a count is; cur_scale finite and
+// > 0) and optimizer_step + skipped_steps = global_step; else 0, with *bad the counter out of
+// range (or ZC_STEP_SUM) and why (n bytes) what was found and what is expected ("is nan,
+// expected a finite number > 0, at most 1e+300").
+int zero_counters_ok(const double v[ZC_COUNT], int *bad, char *why, size_t n);
 
 // Node-local storage at resume (collective, after the ranks' transport is up, before anything
 // loads): every host's copy of dir must hold every shard (stages 0-2 read every shard's master
@@ -76,8 +106,9 @@ void zero_ckpt_mem_print(const ParamLayout *lay, const Comm *comm, const char *w
 // Reading a checkpoint's master weights by flat ranges: train_t5 export (one process, every
 // shard's checksum verified at open: verify 1), and a resumed run's compute weights
 // (zero_init_checkpoint: verify 0, since zero_load_optimizer verifies every file, each by one
-// rank, before the first step). NULL when dir has no `latest` (the caller then reads
-// model.safetensors); a damaged one is refused.
+// rank, before the first step; every shard's identity is checked when it is opened). NULL when
+// dir has no `latest` (the caller then reads model.safetensors); a damaged one is refused, and
+// one whose trainer_state.json (when dir has one) is of another step.
 typedef struct ZeroShardReader ZeroShardReader;
 ZeroShardReader *zero_shards_open(const char *dir, size_t total, int verify);
 // dir holds the shards' `latest` (a checkpoint written since the shards).
