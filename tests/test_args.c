@@ -222,7 +222,7 @@ static void unknown_and_refused(void) {
         {"--report_to comet_ml", "--report_to comet_ml: not built"},
         {"--fp16_full_eval --device cpu", "--fp16_full_eval after training in fp32: switching precision"},
         {"--attention_dropout 0.1", "--attention_dropout 0.1: T5 has one dropout"},
-        {"--dataset_name wmt16 --dataset_config ro-en", "--dataset_config \"ro-en\": datasets from the hub"},
+        {"--dataset_name wmt16 --dataset_config ro-en", "--dataset_config \"ro-en\": goes with --dataset_name, which is not built either"},
         {"--adafactor --include_for_metrics inputs --tf32", "--adafactor: Adafactor is not built; train_t5's optimizer is "
                                                             "AdamW (drop --adafactor); --include_for_metrics \"inputs\": "
                                                             "metrics are computed in C"},
