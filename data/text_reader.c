@@ -11,7 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "../common/check.h"
-#include "utf8.h"
+#include "../common/utf8.h"
 
 struct TextReader {
     TextSpec spec;

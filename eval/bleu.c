@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "../common/check.h"
-#include "../data/utf8.h"
+#include "../common/utf8.h"
 
 // ---- UTF-8 and Python's whitespace ---------------------------------------------------------
 
