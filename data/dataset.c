@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "text_reader.h"
 #include "tokenize.h"
 
@@ -139,7 +140,7 @@ void dataset_prepare(const TextSpec *spec, const Spm *spm, const char *out_path)
     size_t tmp_cap = strlen(out_path) + 32;
     char *tmp = mallocCheck(tmp_cap);
     snprintf(tmp, tmp_cap, "%s.%ld.tmp", out_path, (long)getpid());
-    FILE *f = fopen(tmp, "w+b");
+    FILE *f = file_open_regular(tmp, "w+b", NULL);
     if (!f) t5_fail("%s: cannot create: %s; check that the directory exists and is writable", tmp, strerror(errno));
     g_tmp_path = tmp;
 
@@ -184,7 +185,7 @@ static const char REDO[] = "delete it and run train_t5 prepare again";
 
 void dataset_open(Dataset *ds, const char *path) {
     memset(ds, 0, sizeof *ds);
-    int fd = open(path, O_RDONLY);
+    int fd = file_open_regular_fd(path, O_RDONLY, 0, "a .t5ds dataset");  // a FIFO: one line, never a wait
     if (fd < 0)
         t5_fail("%s: cannot open the dataset: %s; make it with train_t5 prepare (or check the path)", path,
                 strerror(errno));

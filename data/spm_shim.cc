@@ -15,6 +15,7 @@
 
 extern "C" {
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "spm.h"
 }
 
@@ -50,7 +51,7 @@ static std::string one_line(std::string s) {
 }
 
 static bool read_file(const char *path, std::string *out, int *err) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_open_regular(path, "rb", "the tokenizer model, --tokenizer_name");  // a FIFO or device: one line, never a wait
     if (!f) {
         *err = errno;
         return false;

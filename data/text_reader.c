@@ -3,6 +3,7 @@
 #include "text_reader.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include <cjson/cJSON.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
+#include "../common/json_read.h"
 #include "../common/utf8.h"
 
 struct TextReader {
@@ -25,7 +28,7 @@ struct TextReader {
 };
 
 static FILE *open_text(const char *path, const char *what) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_open_regular(path, "rb", NULL);  // a FIFO or device: one line, never a wait
     struct stat st;
     if (f && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
         t5_fail("%s: is a directory, where the %s file is expected; HINT: --data_dir holds train/val/test .source and "
@@ -161,19 +164,22 @@ static void next_jsonl(TextReader *r, TextExample *ex) {
     const char *path = r->spec.source_path;
     size_t len = read_line(r, r->fs, path, &r->ls, &r->caps,
                            "a JSON lines file holds one {\"translation\": {...}} object per line: delete it");
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(r->ls, len, &end, 0);
+    // read as Python's json reads it; a duplicate key refused, as HF datasets' pyarrow reader
+    // does (common/json_read.h)
+    char where[PATH_MAX + 32];
+    snprintf(where, sizeof where, "%s:%ld", path, r->line);
+    size_t err = len;
+    cJSON *root = json_read_parse(r->ls, len, where, JSON_DUP_REFUSE, &err);
     if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at && at >= r->ls && at <= r->ls + len ? (long)(at - r->ls) : -1;
+        long off = (long)err;
+        const char *what = json_read_error_what();  // text after the object, a raw tab ...: Python refuses them
+        if (what)
+            t5_fail("%s:%ld: %s at byte %ld of the line (malformed JSON for Python's json); put one JSON object per "
+                    "line", path, r->line, what, off);
         t5_fail("%s:%ld: malformed JSON (near byte %ld of the line); each line must be one JSON object such as "
                 "{\"translation\": {\"en\": \"...\", \"ro\": \"...\"}}",
                 path, r->line, off);
     }
-    for (const char *p = end; p && p < r->ls + len; p++)
-        if (*p != ' ' && *p != '\t')
-            t5_fail("%s:%ld: extra text after the JSON object at byte %ld of the line; put one object per line", path,
-                    r->line, (long)(p - r->ls));
     if (!cJSON_IsObject(root))
         t5_fail("%s:%ld: the line is %s, not a JSON object; expected {\"translation\": {...}}", path, r->line,
                 json_type(root));

@@ -21,6 +21,7 @@
 #include "../common/check.h"
 #include "../common/fileio.h"
 #include "../common/flags.h"
+#include "../common/json_read.h"
 #include "../model/ds_checkpoint.h"
 #include "../model/hf_dir.h"
 #include "../model/params.h"
@@ -111,9 +112,10 @@ static void write_zero_state(const char *out, const DsCheckpoint *c, const Param
 static long write_trainer_state(const char *ckpt_dir, const char *out, const DsCheckpoint *c) {
     char *src = path_join(ckpt_dir, TRAINER_STATE), *dst = path_join(out, TRAINER_STATE);
     long step = c->global_steps >= 0 ? c->global_steps : c->optimizer_step + c->skipped_steps;
-    if (path_is_file(src)) {
-        char *text = read_text_file(src, NULL);
-        cJSON *st = text ? cJSON_Parse(text) : NULL;
+    if (path_exists(src)) {  // a FIFO or a directory there is refused when read, not skipped
+        size_t len = 0;
+        char *text = read_text_file(src, &len);
+        cJSON *st = text ? json_read_parse(text, len, src, JSON_DUP_LAST, NULL) : NULL;  // as HF reads it
         const cJSON *gs = st ? cJSON_GetObjectItemCaseSensitive(st, "global_step") : NULL;
         if (!cJSON_IsNumber(gs) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(st, "log_history")))
             t5_fail("%s: malformed (global_step and log_history are needed)", src);
@@ -173,7 +175,7 @@ int import_deepspeed_main(int argc, char **argv, int start) {
     char *ckpt_cfg = path_join(ckpt, "config.json");
     if (model) {
         hf_resolve_model(model, &cfg);
-    } else if (path_is_file(ckpt_cfg)) {
+    } else if (path_exists(ckpt_cfg)) {  // a FIFO there is refused when read
         t5_config_load_json(ckpt_cfg, &cfg);
     } else {
         t5_fail("import-deepspeed: %s has no config.json; HINT: pass --model with the architecture (a preset such as "
