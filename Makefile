@@ -196,12 +196,12 @@ test: deps
 	@if nvidia-smi -L >/dev/null 2>&1; then echo "NOTICE: a GPU is present: make test-gpu runs the CUDA tests"; \
 	 else echo "NOTICE: no GPU here: the CUDA tests (make test-gpu) are skipped"; fi
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
-	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh tests/check_links.sh tests/post_commands.sh tests/tensorboard_events.sh \
-	  tests/plot_png.sh bench/test_zero_scaling.sh bench/test_blog_table.sh
+	@tests/run_tests.sh $(TEST_BIN) tests/bad_input.sh tests/bad_input_files.sh tests/check_links.sh tests/post_commands.sh \
+	  tests/tensorboard_events.sh tests/plot_png.sh bench/test_zero_scaling.sh bench/test_blog_table.sh
 
 test-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan $(ASAN) build-asan/train_t5
-	@tests/run_tests.sh tests/bad_input.sh
+	@tests/run_tests.sh tests/bad_input.sh tests/bad_input_files.sh
 
 build-asan/train_t5: $(BUILD)/obj/train_t5.o $(BUILD)/libt5.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
