@@ -2,12 +2,11 @@
 //
 // cJSON parses; then one pass over the text finds what cJSON accepts and Python does not (and
 // "\u0000", which cJSON turns into the end of a C string), and one walk over the tree settles
-// duplicate keys. The keys of an object are compared after sorting them (a
-// document of 10^5 keys costs n log n, not n^2).
+// duplicate keys. The keys of an object are compared after sorting them (a document of 10^5
+// keys costs n log n, not n^2).
 #include "json_read.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 

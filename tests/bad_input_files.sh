@@ -132,7 +132,7 @@ EXPLAIN=(--tokenizer_name "$TOK" --do_train --data_dir "$T/d_ok" --max_steps 1 -
 expect_ok "generation: duplicate, last" out "num_beams 3 from .*generation_config.json" --model "$T/m_gen" \
   --output_dir "$T/o$((n_out += 1))" "${EXPLAIN[@]}"
 printf '{"num_beams": 2} {"num_beams": 5}' >"$T/m_gen/generation_config.json"
-expect_error "generation: two documents" "generation_config.json: not a JSON object" --model "$T/m_gen" \
+expect_error "generation: two documents" "generation_config.json: malformed JSON at byte 17" --model "$T/m_gen" \
   --output_dir "$T/o$((n_out += 1))" "${EXPLAIN[@]}"
 printf '{"num_beams": 2, "decoder_start_token_id": 0, "pad_token_id": 0, "bos": "\\u0000"}' \
   >"$T/m_gen/generation_config.json"

@@ -22,14 +22,12 @@ typedef struct {
     const char *where; // key path prefix for messages ("" or "task_specific_params.X.")
 } GenSource;
 
-// As transformers reads it (json.load: the last of duplicate keys wins; common/json_read.h).
+// As transformers reads it (json.load: the last of duplicate keys wins; common/json_read.h); a
+// FIFO or device is one line, never a wait.
 static cJSON *json_read(const char *path) {
-    size_t len = 0;
-    char *text = read_text_file(path, &len);  // a FIFO or device: one line, never a wait
-    if (!text) t5_fail("%s: cannot open (%s); HINT: check the file's permissions", path, strerror(errno));
-    cJSON *root = json_read_parse(text, len, path, JSON_DUP_LAST, NULL);
-    free(text);
-    if (!root || !cJSON_IsObject(root)) t5_fail("%s: not a JSON object; HINT: fix or remove the file", path);
+    cJSON *root = json_read_file(path, JSON_DUP_LAST, "fix or remove the file");
+    if (!root) t5_fail("%s: cannot open (%s); HINT: check the file's permissions", path, strerror(errno));
+    if (!cJSON_IsObject(root)) t5_fail("%s: not a JSON object; HINT: fix or remove the file", path);
     return root;
 }
 
