@@ -12,6 +12,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
+#include "../common/json_read.h"
 #include "../plot/canvas.h"
 #include "../plot/legend.h"
 
@@ -53,9 +54,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     canvas_check_out_path(argv[2], "OUT.png");
-    char *text = read_text_file(argv[1], NULL);
+    size_t len = 0;
+    char *text = read_text_file(argv[1], &len);
     if (!text) t5_fail("blog_chart: %s: cannot read it; HINT: run bench/blog_table.sh first", argv[1]);
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root = json_read_parse(text, len, argv[1], JSON_DUP_LAST, NULL);  // as Python wrote it (json.dump)
     free(text);
     const cJSON *rows = root ? cJSON_GetObjectItemCaseSensitive(root, "rows") : NULL;
     if (!cJSON_IsArray(rows) || cJSON_GetArraySize(rows) == 0)

@@ -6,9 +6,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
+
+#include "file_open.h"
 
 // A write that failed: the disk is full, the file-size limit is reached (EFBIG: the process
 // ignores SIGXFSZ, train_t5.c), or permissions; the unfinished file is removed at exit.
@@ -34,7 +35,7 @@ void t5_die(const char *file, int line, const char *msg, const char *hint) {
 }
 
 FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
-    FILE *f = fopen(path, mode);
+    FILE *f = file_open_regular(path, mode, NULL);  // a FIFO or device: one line, never a wait
     if (!f) {
         char msg[1024];
         snprintf(msg, sizeof msg, "cannot open '%s' (mode %s): %s", path, mode, strerror(errno));
@@ -168,12 +169,9 @@ void *calloc_check(size_t n, size_t size, const char *file, int line) {
 }
 
 char *read_text_file(const char *path, size_t *len_out) {
-    FILE *f = fopen(path, "rb");
+    // a directory, FIFO or device: one line saying so (common/file_open.h), never a wait
+    FILE *f = file_open_regular(path, "rb", NULL);
     if (!f) return NULL;
-    // a directory opens, and its "size" is LONG_MAX: say what it is instead
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
-        t5_fail("%s: is a directory, where a file is expected; HINT: name the file itself", path);
     if (fseek(f, 0, SEEK_END) != 0) t5_fail("%s: cannot seek: %s", path, strerror(errno));
     long len = ftell(f);
     if (len < 0) t5_fail("%s: cannot tell size: %s", path, strerror(errno));

@@ -14,6 +14,7 @@ __attribute__((noreturn, format(printf, 1, 2))) void t5_fail(const char *fmt, ..
 // Print "<file>:<line>: <msg>\nHINT: <hint>" and exit(1). For failed system calls.
 __attribute__((noreturn)) void t5_die(const char *file, int line, const char *msg, const char *hint);
 
+// Regular files only (common/file_open.h): a directory, FIFO or device is one error line.
 FILE *fopen_check(const char *path, const char *mode, const char *file, int line);
 void fread_check(void *dst, size_t size, size_t n, FILE *f, const char *path, const char *file, int line);
 void fwrite_check(const void *src, size_t size, size_t n, FILE *f, const char *path, const char *file, int line);
@@ -47,7 +48,8 @@ size_t check_mem_peak(void);
 void check_mem_reset_peak(void);
 
 // Read a whole (small) text file into a NUL-terminated malloc'd buffer; NULL if it
-// cannot be opened (errno kept), fails loudly on read errors and on a directory.
+// cannot be opened (errno kept), fails loudly on read errors and on anything but a regular
+// file (a directory, FIFO, device: common/file_open.h).
 char *read_text_file(const char *path, size_t *len_out);
 
 // Join dir and name with exactly one '/'; returns a malloc'd string.

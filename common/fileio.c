@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "crc32c.h"
+#include "file_open.h"
 
 // ---- what an error exit removes ---------------------------------------------------------
 // Every error ends in exit(1) (common/check.h); the atexit handler removes the temp files
@@ -72,6 +73,15 @@ void remove_tree(const char *path) {
     nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+// The rename would replace a FIFO, socket or device node at path (as root: /dev/null itself):
+// refused. A symlink is replaced, as ever.
+void atomic_check_target(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode))
+        t5_fail("%s: is %s, where train_t5 writes a file; HINT: move it out of the way, or write elsewhere", path,
+                file_kind_name(st.st_mode));
+}
+
 FILE *atomic_open(AtomicFile *af, const char *path) {
     size_t n = strlen(path);
     af->path = mallocCheck(n + 1);
@@ -81,7 +91,8 @@ FILE *atomic_open(AtomicFile *af, const char *path) {
     if (path_is_dir(af->tmp_path) || path_is_dir(path))
         t5_fail("%s: is a directory, where train_t5 writes a file; HINT: move it out of the way",
                 path_is_dir(path) ? path : af->tmp_path);
-    af->f = fopenCheck(af->tmp_path, "wb");
+    atomic_check_target(path);
+    af->f = fopenCheck(af->tmp_path, "wb");  // a FIFO at the temp path: refused there, never waited on
     pending_add(af->tmp_path, 0);
     return af->f;
 }
@@ -151,7 +162,7 @@ int dir_is_nonempty(const char *dir) {
 }
 
 int file_crc32c(const char *path, size_t chunk_bytes, uint32_t *crc, uint64_t *bytes) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_open_regular(path, "rb", NULL);
     if (!f) return 0;
     unsigned char *buf = mallocCheck(chunk_bytes ? chunk_bytes : 1);
     uint32_t c = 0;

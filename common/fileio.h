@@ -10,8 +10,12 @@ typedef struct {
     FILE *f;
 } AtomicFile;
 
-// An error exit (any t5_fail / t5_die) before atomic_commit removes the temp file.
+// An error exit (any t5_fail / t5_die) before atomic_commit removes the temp file. A FIFO,
+// socket or device at path or at its .tmp is refused in one line (nothing waits on it, and
+// the rename never replaces a device node).
 FILE *atomic_open(AtomicFile *af, const char *path);
+// That check of path alone, for a flag checked before any work (plot --out, --explain_png).
+void atomic_check_target(const char *path);
 void atomic_commit(AtomicFile *af);   // flush, fsync, close, rename; errors exit
 
 // A directory being written (a checkpoint before its rename): an error exit removes it

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "text_reader.h"
 #include "tokenize.h"
 #include "../common/ticker.h"
@@ -195,7 +196,7 @@ void dataset_prepare(const TextSpec *spec, const Spm *spm, const char *out_path)
     snprintf(tmp, tmp_cap, "%s.%ld.tmp", out_path, (long)getpid());
     g_tmp_path = tmp;  // before the file exists: no moment where it exists unregistered
     tmp_signals_on();
-    FILE *f = fopen(tmp, "w+b");
+    FILE *f = file_open_regular(tmp, "w+b", NULL);
     if (!f) t5_fail("%s: cannot create: %s; check that the directory exists and is writable", tmp, strerror(errno));
 
     uint64_t n_off = 2 * count + 1;
@@ -240,7 +241,7 @@ static const char REDO[] = "delete it and run train_t5 prepare again";
 
 void dataset_open(Dataset *ds, const char *path) {
     memset(ds, 0, sizeof *ds);
-    int fd = open(path, O_RDONLY);
+    int fd = file_open_regular_fd(path, O_RDONLY, 0, "a .t5ds dataset");  // a FIFO: one line, never a wait
     if (fd < 0)
         t5_fail("%s: cannot open the dataset: %s; make it with train_t5 prepare (or check the path)", path,
                 strerror(errno));

@@ -25,6 +25,7 @@
 
 extern "C" {
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "spm.h"
 #include "spm_check.h"
 }
@@ -70,27 +71,16 @@ static std::string one_line(std::string s) {
     return s;
 }
 
-static const char *file_kind(mode_t m) {
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a named pipe (FIFO)";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
-}
-
-// The whole model file. O_NONBLOCK: a FIFO named as the model must not block the open; it
-// is refused by fstat before any read.
+// The whole model file, opened without blocking on a FIFO (common/file_open.h refuses
+// anything but a regular file in one line, before any read).
 static void read_model(const char *path, std::string *out) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    // a FIFO, device, socket or directory: one line saying what it is (common/file_open.h)
+    int fd = file_open_regular_fd(path, O_RDONLY, 0, "the tokenizer model, --tokenizer_name");
     if (fd < 0)
         t5_fail("%s: cannot read the sentencepiece model: %s; HINT: pass the spiece.model of a T5 checkpoint", path,
                 strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) t5_fail("%s: cannot stat the sentencepiece model: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        t5_fail("%s: is %s, not a sentencepiece model file; HINT: pass the spiece.model file itself", path,
-                file_kind(st.st_mode));
     // protobuf parses at most INT_MAX bytes; spiece.model files are a few MB
     if (st.st_size > INT_MAX)
         t5_fail("%s: %lld bytes, more than a sentencepiece model can be (2 GiB); HINT: pass the spiece.model of a T5 "

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,9 @@
 #include <cjson/cJSON.h>
 
 #include "../common/check.h"
-#include "utf8.h"
+#include "../common/file_open.h"
+#include "../common/json_read.h"
+#include "../common/utf8.h"
 
 struct TextReader {
     TextSpec spec;
@@ -26,13 +29,6 @@ struct TextReader {
     long count;            // examples to yield
 };
 
-static const char *file_kind(mode_t m) {
-    if (S_ISFIFO(m)) return "a pipe (FIFO)";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
-}
 
 // O_NONBLOCK: opening a FIFO must not wait for a writer. A split is read twice (its lines
 // counted first, then read), so only a regular file will do: a pipe (--train_file
@@ -46,7 +42,7 @@ static FILE *open_text(const char *path, const char *what) {
         int err = errno;
         if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
             t5_fail("%s: is %s, where the %s file is expected; HINT: write the data to a regular file first (%s)",
-                    path, file_kind(st.st_mode), what, layout);
+                    path, file_kind_name(st.st_mode), what, layout);
         t5_fail("%s: cannot open the %s file: %s; check the path (%s)", path, what, strerror(err), layout);
     }
     if (fstat(fd, &st) != 0) t5_fail("%s: cannot stat the %s file: %s", path, what, strerror(errno));
@@ -55,7 +51,7 @@ static FILE *open_text(const char *path, const char *what) {
     if (!S_ISREG(st.st_mode))
         t5_fail("%s: is %s, where the %s file is expected (it is read twice: counted, then read); HINT: write the "
                 "data to a regular file first (%s)",
-                path, file_kind(st.st_mode), what, layout);
+                path, file_kind_name(st.st_mode), what, layout);
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
         t5_fail("%s: cannot set the %s file to blocking reads: %s", path, what, strerror(errno));
@@ -214,19 +210,22 @@ static void next_jsonl(TextReader *r, TextExample *ex) {
     const char *path = r->spec.source_path;
     size_t len = read_line(r, r->fs, path, &r->ls, &r->caps,
                            "a JSON lines file holds one {\"translation\": {...}} object per line: delete it");
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(r->ls, len, &end, 0);
+    // read as Python's json reads it; a duplicate key refused, as HF datasets' pyarrow reader
+    // does (common/json_read.h)
+    char where[PATH_MAX + 32];
+    snprintf(where, sizeof where, "%s:%ld", path, r->line);
+    size_t err = len;
+    cJSON *root = json_read_parse(r->ls, len, where, JSON_DUP_REFUSE, &err);
     if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at && at >= r->ls && at <= r->ls + len ? (long)(at - r->ls) : -1;
+        long off = (long)err;
+        const char *what = json_read_error_what();  // text after the object, a raw tab ...: Python refuses them
+        if (what)
+            t5_fail("%s:%ld: %s at byte %ld of the line (malformed JSON for Python's json); put one JSON object per "
+                    "line", path, r->line, what, off);
         t5_fail("%s:%ld: malformed JSON (near byte %ld of the line); each line must be one JSON object such as "
                 "{\"translation\": {\"en\": \"...\", \"ro\": \"...\"}}",
                 path, r->line, off);
     }
-    for (const char *p = end; p && p < r->ls + len; p++)
-        if (*p != ' ' && *p != '\t')
-            t5_fail("%s:%ld: extra text after the JSON object at byte %ld of the line; put one object per line", path,
-                    r->line, (long)(p - r->ls));
     if (!cJSON_IsObject(root))
         t5_fail("%s:%ld: the line is %s, not a JSON object; expected {\"translation\": {...}}", path, r->line,
                 json_type(root));

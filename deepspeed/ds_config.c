@@ -13,7 +13,9 @@
 #include <strings.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "../common/flags.h"
+#include "../common/json_read.h"
 #include "../optim/adamw.h"
 #include "ds_keys.h"
 
@@ -288,12 +290,7 @@ static void apply(Loader *L, const KeySpec *s, const cJSON *it, const char *path
 }
 
 static void walk(Loader *L, const cJSON *obj, const char *prefix) {
-    const DsConfig *c = L->c;
-    // DeepSpeed loads with dict_raise_error_on_duplicate_keys
-    for (const cJSON *a = obj->child; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (!strcmp(a->string, b->string))
-                t5_fail("%s: key \"%s%s%s\" appears twice; keep one", c->file, prefix, *prefix ? "." : "", a->string);
+    const DsConfig *c = L->c;  // (duplicate keys were refused when the file was read: json_read_parse)
     // scalars first, so "type" is known before "params"
     for (int pass = 0; pass < 2; pass++)
         for (const cJSON *it = obj->child; it; it = it->next) {
@@ -431,14 +428,16 @@ void ds_config_load(DsConfig *c, const char *path) {
     set_defaults(c);
 
     size_t len = 0;
+    file_refuse_non_regular(path, "the DeepSpeed config, --deepspeed");  // a FIFO: said, never waited on
     char *text = read_text_file(path, &len);
     if (!text)
         t5_fail("%s: cannot open the DeepSpeed config (%s); check the --deepspeed path", path, strerror(errno));
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+    // DeepSpeed reads it with json.load(object_pairs_hook=dict_raise_error_on_duplicate_keys):
+    // a duplicate key anywhere is refused, and the text is read as Python's json reads it
+    size_t err = len;
+    cJSON *root = json_read_parse(text, len, path, JSON_DUP_REFUSE, &err);
     if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        if (!at || at < text || at > text + len) at = text + len;
+        const char *at = text + (err <= len ? err : len);
         int line, col;
         text_position(text, at, &line, &col);
         // cJSON points at or just past the problem: show a little on both sides, whitespace collapsed

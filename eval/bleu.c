@@ -12,7 +12,8 @@
 #include <string.h>
 
 #include "../common/check.h"
-#include "../data/utf8.h"
+#include "../common/file_open.h"
+#include "../common/utf8.h"
 
 // ---- UTF-8 and Python's whitespace ---------------------------------------------------------
 
@@ -468,7 +469,7 @@ int chrf_score_format(double score, char *buf, size_t cap) {
 
 // Whole file (regular file or pipe) into a NUL-terminated buffer.
 static char *slurp(const char *path, const char *what, size_t *len_out) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_open_stream(path, what);  // a device or directory: one line; a FIFO nobody writes: empty
     if (!f) t5_fail("cannot open %s file '%s': %s (%s)", what, path, strerror(errno), BLEU_USAGE);
     Buf b = {0};
     buf_reserve(&b, 1 << 16);

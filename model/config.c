@@ -25,6 +25,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
+#include "../common/json_read.h"
 
 // Upper bounds that keep every size product far from overflow; all real T5s are far below.
 #define CFG_MAX_DIM (1 << 24)
@@ -224,12 +225,11 @@ static cJSON *config_parse_file(const char *path, char **text_out) {
                 "or pass a preset name such as t5-small",
                 path, strerror(errno));
     if (memchr(text, '\0', len)) t5_fail("%s: contains a NUL byte: not a JSON text file", path);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);  // + the NUL: nothing may follow
+    // as transformers reads it (json.load): the last of duplicate keys wins, with a NOTICE;
+    // text after the object, "\u0000" and what else Python refuses: refused (common/json_read.h)
+    size_t off = len;
+    cJSON *root = json_read_parse(text, len, path, JSON_DUP_LAST, &off);
     if (!root) {
-        const char *err = cJSON_GetErrorPtr();
-        if (!err) err = end;
-        size_t off = (err && err >= text && err <= text + len) ? (size_t)(err - text) : len;
         char near[40] = {0};
         size_t k = 0;
         for (size_t i = off; i < len && k < 24; i++) near[k++] = (text[i] == '\n' || text[i] == '\t') ? ' ' : text[i];

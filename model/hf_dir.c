@@ -21,7 +21,9 @@
 #include <sys/types.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "../common/fileio.h"
+#include "../common/json_read.h"
 #include "torch_file.h"
 
 #define SINGLE_FILE "model.safetensors"
@@ -52,9 +54,11 @@ typedef struct {
 // A path that exists but is not a regular file (a directory named model.safetensors):
 // said as such, not as "not found".
 static void refuse_non_file(const char *path) {
-    if (path_exists(path) && !is_file(path))
-        t5_fail("%s: %s, where a file is expected; HINT: a model directory holds config.json and model.safetensors "
-                "files", path, path_is_dir(path) ? "is a directory" : "not a regular file");
+    struct stat sb;
+    const char *kind = stat(path, &sb) == 0 ? file_kind_name(sb.st_mode) : NULL;
+    if (kind)
+        t5_fail("%s: is %s, where a file is expected; HINT: a model directory holds config.json and model.safetensors "
+                "files", path, kind);
 }
 
 typedef void (*WeightsOpenFn)(StFile *st, const char *path);
@@ -76,12 +80,9 @@ static void weights_open_index(Weights *w, const char *dir, char *index, Weights
     size_t len;
     char *text = read_text_file(index, &len);
     if (!text) t5_fail("%s: cannot open (%s)", index, strerror(errno));
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) {
-        const char *ep = cJSON_GetErrorPtr();
-        size_t at = (ep && ep >= text && ep <= text + len) ? (size_t)(ep - text) : len;
-        t5_fail("%s: malformed JSON at byte %zu of %zu", index, at, len);
-    }
+    size_t at = len;  // read as transformers reads it (json.load; common/json_read.h)
+    cJSON *root = json_read_parse(text, len, index, JSON_DUP_LAST, &at);
+    if (!root) t5_fail("%s: malformed JSON at byte %zu of %zu", index, at, len);
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(map) || !cJSON_GetArraySize(map))
         t5_fail("%s: key \"weight_map\": expected a non-empty object {tensor: shard file}", index);
@@ -104,6 +105,7 @@ static void weights_open_index(Weights *w, const char *dir, char *index, Weights
     w->files = callocCheck((size_t)nshards, sizeof *w->files);
     for (int i = 0; i < nshards; i++) {
         char *p = path_join(dir, shards[i]);
+        refuse_non_file(p);
         if (!is_file(p)) t5_fail("%s: shard \"%s\" named by the index is missing (%s)", index, shards[i], p);
         open(&w->files[i], p);
         w->nfiles = i + 1;

@@ -22,6 +22,8 @@
 
 #include "../common/check.h"
 #include "../common/crc32c.h"
+#include "../common/file_open.h"
+#include "../common/json_read.h"
 #include "../common/half.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -192,11 +194,10 @@ static void st_check_ranges(const StFile *st, const char *path, uint64_t data_si
 
 void st_open(StFile *st, const char *path) {
     memset(st, 0, sizeof *st);
-    FILE *f = fopen(path, "rb");
+    FILE *f = file_open_regular(path, "rb", NULL);  // a FIFO or device: one line, never a wait
     if (!f) t5_fail("%s: cannot open (%s)", path, strerror(errno));
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0) t5_fail("%s: cannot stat (%s)", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) t5_fail("%s: not a regular file", path);
     uint64_t fsize = (uint64_t)sb.st_size;
     if (fsize < 8)
         t5_fail("%s: file is %llu bytes, too short for a safetensors file (8-byte header length, then a JSON header)",
@@ -216,10 +217,11 @@ void st_open(StFile *st, const char *path) {
     if (fread(hdr, 1, n, f) != n) t5_fail("%s: cannot read the %llu-byte header", path, (unsigned long long)n);
     hdr[n] = '\0';
     if (memchr(hdr, '\0', n)) t5_fail("%s: header contains a NUL byte: not a safetensors file", path);
-    cJSON *root = cJSON_ParseWithLengthOpts(hdr, n + 1, NULL, 1);
+    // the Rust library refuses a duplicate key (serde), and a name holding \u0000 would load as
+    // its prefix here: both refused (common/json_read.h)
+    size_t at = n;
+    cJSON *root = json_read_parse(hdr, n, path, JSON_DUP_REFUSE, &at);
     if (!root) {
-        const char *ep = cJSON_GetErrorPtr();
-        size_t at = (ep && ep >= hdr && ep <= hdr + n) ? (size_t)(ep - hdr) : n;
         t5_fail("%s: header is not valid JSON (error at byte %zu of the %llu-byte header)", path, at,
                 (unsigned long long)n);
     }
@@ -396,7 +398,7 @@ static void writer_open(StWriter *w, const char *path, const StTensorDesc *descs
     text_put(&h, "{");
     int first = 1;
     if (metadata_json) {
-        cJSON *m = cJSON_Parse(metadata_json);
+        cJSON *m = json_read_parse(metadata_json, strlen(metadata_json), path, JSON_DUP_REFUSE, NULL);
         int ok = cJSON_IsObject(m);
         const cJSON *v;
         if (ok) cJSON_ArrayForEach(v, m) ok &= cJSON_IsString(v);

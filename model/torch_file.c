@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "../common/half.h"
 #include "../common/hash_index.h"
 
@@ -406,11 +407,10 @@ void torch_file_open(TorchFile *tf, const char *path) {
     memset(tf, 0, sizeof *tf);
     tf->path = strdup(path);
     if (!tf->path) t5_die(__FILE__, __LINE__, "out of host memory", NULL);
-    tf->f = fopen(path, "rb");
+    tf->f = file_open_regular(path, "rb", NULL);  // a FIFO or device: one line, never a wait
     if (!tf->f) t5_fail("%s: cannot open (%s)", path, strerror(errno));
     struct stat sb;
     if (fstat(fileno(tf->f), &sb) != 0) t5_fail("%s: cannot stat (%s)", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) t5_fail("%s: not a regular file", path);
     uint64_t fsize = (uint64_t)sb.st_size;
     unsigned char head[sizeof LEGACY_MAGIC] = {0};
     size_t got = fread(head, 1, sizeof head, tf->f);

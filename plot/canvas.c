@@ -33,6 +33,7 @@ static void cairo_check(cairo_status_t st, const char *what, const char *file, i
 void canvas_check_out_path(const char *path, const char *flag) {
     if (!*path) t5_fail("%s: empty path; HINT: give a file name such as curves.png", flag);
     if (path_is_dir(path)) t5_fail("%s %s: is a directory; HINT: give a file name inside it, e.g. %s/picture.png", flag, path, path);
+    atomic_check_target(path);  // a FIFO or device: said now, before the picture is drawn
     const char *slash = strrchr(path, '/');
     char dir[4096];
     if (!slash) snprintf(dir, sizeof dir, ".");

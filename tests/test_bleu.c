@@ -333,7 +333,7 @@ static void test_errors(void) {
     char *a8[] = {"bleu", "--tokenize", "intl", three, NULL};
     expect_error("unknown option", 4, a8, "unknown option '--tokenize'", NULL);
     char *a9[] = {"bleu", g_tmp, three, NULL};
-    expect_error("a directory as file", 3, a9, "cannot read hypothesis file", NULL);
+    expect_error("a directory as file", 3, a9, "is a directory, not a regular file (hypothesis)", NULL);
 
     // an empty hypothesis line is valid; so are all-empty hypotheses
     char *b1[] = {"bleu", ok3, three, NULL};

@@ -14,9 +14,9 @@
 #include <cjson/cJSON.h>
 
 #include "../common/check.h"
+#include "../common/utf8.h"
 #include "../data/spm.h"
 #include "../data/tokenize.h"
-#include "../data/utf8.h"
 #include "test.h"
 #include "../trainer/progress.h"
 #include "test_fork.h"

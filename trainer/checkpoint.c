@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "../common/fileio.h"
+#include "../common/json_read.h"
 #include "../model/hf_dir.h"
 #include "../zero/checkpoint.h"
 #include "retention.h"
@@ -32,7 +34,7 @@ static void save_state_on_each_host(const Run *r, cJSON *sorted, const char *pat
     if (!text) text = callocCheck((size_t)n, 1);
     comm_broadcast_bytes_host(&r->comm, 0, text, (size_t)n);
     if (writes_small_files(r)) {
-        cJSON *copy = is_main(r) ? NULL : cJSON_Parse(text);
+        cJSON *copy = is_main(r) ? NULL : json_read_parse(text, strlen(text), path, JSON_DUP_REFUSE, NULL);
         if (!is_main(r) && !copy) t5_die(__FILE__, __LINE__, "trainer_state.json from rank 0 does not parse", NULL);
         json_save_atomic(copy ? copy : sorted, path);
         cJSON_Delete(copy);
@@ -228,9 +230,10 @@ void trainer_save_final(Run *r, const LossScaler *scaler) {
 // run.h: a resume's rules for trainer_state.json, shared with import-deepspeed.
 #define HINT_STATE "HINT: a checkpoint-N directory as train_t5 or HF Trainer wrote it"
 cJSON *trainer_state_read(const char *path, int *step) {
-    char *text = read_text_file(path, NULL);
+    size_t len = 0;
+    char *text = read_text_file(path, &len);
     if (!text) t5_fail("%s: cannot read it; " HINT_STATE, path);
-    cJSON *st = cJSON_Parse(text);
+    cJSON *st = json_read_parse(text, len, path, JSON_DUP_LAST, NULL);  // as HF reads it (common/json_read.h)
     free(text);
     const cJSON *gs = st ? cJSON_GetObjectItemCaseSensitive(st, "global_step") : NULL;
     const cJSON *lh = st ? cJSON_GetObjectItemCaseSensitive(st, "log_history") : NULL;
@@ -308,6 +311,7 @@ void trainer_check_resume_dir(const TrainArgs *a, int node_local) {
         if (path_is_dir(p))
             t5_fail("--resume_from_checkpoint %s: %s is a directory, where a file is expected; HINT: pass a "
                     "checkpoint-N directory that train_t5 wrote", a->resume_from_checkpoint, need[i]);
+        file_refuse_non_regular(p, NULL);  // a FIFO would pass access(): said here, as what it is
         if (access(p, R_OK) != 0)
             t5_fail("--resume_from_checkpoint %s: %s is missing; HINT: pass a checkpoint-N directory that "
                     "train_t5 wrote (with --save_steps / --save_strategy)", a->resume_from_checkpoint, need[i]);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "../common/fileio.h"
 #include "../common/flags.h"
 #include "../model/hf_dir.h"
@@ -194,6 +195,7 @@ int export_main(int argc, char **argv, int start) {
         t5_fail("export: CKPT %s: %s; HINT: pass a checkpoint-N directory or an --output_dir that train_t5 wrote",
                 ckpt, path_exists(ckpt) ? "not a directory" : "not found");
     char *cfg_path = path_join(ckpt, "config.json");
+    file_refuse_non_regular(cfg_path, NULL);  // a FIFO or a directory is said as such, not as missing
     if (!path_is_file(cfg_path))
         t5_fail("export: %s is missing; HINT: pass a checkpoint-N directory or an --output_dir that train_t5 wrote",
                 cfg_path);
@@ -209,6 +211,7 @@ int export_main(int argc, char **argv, int start) {
     ParamLayout lay;
     int from_shards = zero_checkpoint_has_shards(ckpt);
     if (!from_shards) {
+        file_refuse_non_regular(single, NULL);
         if (!path_is_file(single))
             t5_fail("export: %s has neither a `%s` file (ZeRO shards) nor %s; HINT: a half-written checkpoint has no "
                     "latest: export an earlier checkpoint-N", ckpt, ZERO_CKPT_LATEST, SINGLE_NAME);
@@ -228,7 +231,7 @@ int export_main(int argc, char **argv, int start) {
     export_write(ckpt, out, &cfg, &lay, &src, dtype, max_bytes, done, sizeof done);
     for (int i = 0; i < N_COPIED; i++) {
         char *a = path_join(ckpt, COPIED[i]), *b = path_join(out, COPIED[i]);
-        if (path_is_file(a)) file_copy_atomic(a, b);
+        if (path_exists(a)) file_copy_atomic(a, b);  // a FIFO there is refused, not skipped
         free(a);
         free(b);
     }

@@ -14,6 +14,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
+#include "../common/json_read.h"
 
 typedef struct {
     const cJSON *obj;  // the object holding the keys (NULL: no such source)
@@ -21,19 +22,12 @@ typedef struct {
     const char *where; // key path prefix for messages ("" or "task_specific_params.X.")
 } GenSource;
 
+// As transformers reads it (json.load: the last of duplicate keys wins; common/json_read.h); a
+// FIFO or device is one line, never a wait.
 static cJSON *json_read(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) t5_fail("%s: cannot open (%s); HINT: check the file's permissions", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = mallocCheck((size_t)(n > 0 ? n : 0) + 1);
-    size_t got = fread(text, 1, (size_t)(n > 0 ? n : 0), f);
-    fclose(f);
-    text[got] = 0;
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    if (!root || !cJSON_IsObject(root)) t5_fail("%s: not a JSON object; HINT: fix or remove the file", path);
+    cJSON *root = json_read_file(path, JSON_DUP_LAST, "fix or remove the file");
+    if (!root) t5_fail("%s: cannot open (%s); HINT: check the file's permissions", path, strerror(errno));
+    if (!cJSON_IsObject(root)) t5_fail("%s: not a JSON object; HINT: fix or remove the file", path);
     return root;
 }
 
@@ -126,8 +120,8 @@ static void take_prefix(TrainArgs *a, const GenSource *task) {
 void gen_defaults_apply(TrainArgs *a) {
     if (!a->model || !path_is_dir(a->model)) return;  // a preset: no files
     char *gen_path = path_join(a->model, "generation_config.json"), *cfg_path = path_join(a->model, "config.json");
-    cJSON *gen = path_is_file(gen_path) ? json_read(gen_path) : NULL;
-    cJSON *cfg = path_is_file(cfg_path) ? json_read(cfg_path) : NULL;
+    cJSON *gen = path_exists(gen_path) ? json_read(gen_path) : NULL;  // a FIFO or a directory is refused there
+    cJSON *cfg = path_exists(cfg_path) ? json_read(cfg_path) : NULL;
     GenSource src[2] = {{gen, gen_path, ""}, {NULL, cfg_path, ""}};
     char where[200];
     const cJSON *tsp = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "task_specific_params") : NULL;

@@ -25,6 +25,7 @@
 #include "../common/check.h"
 #include "../common/fileio.h"
 #include "../common/flags.h"
+#include "../common/json_read.h"
 #include "../model/ds_checkpoint.h"
 #include "../model/hf_dir.h"
 #include "../model/params.h"
@@ -145,7 +146,7 @@ static long import_step(const DsCheckpoint *c, const char *ckpt_dir) {
     long step = c->has_global_steps ? c->global_steps : c->has_moments ? c->optimizer_step + c->skipped_steps : -1;
     if (!c->has_moments) return step;  // OUT is a model: no counters are written
     char *src = path_join(ckpt_dir, TRAINER_STATE);
-    if (path_is_file(src)) {
+    if (path_exists(src)) {  // read through read_text_file: a FIFO or a directory is refused there
         int hf_step;
         cJSON_Delete(trainer_state_read(src, &hf_step));
         if (hf_step != step)
@@ -180,7 +181,7 @@ static void write_zero_state(const char *out, const DsCheckpoint *c, const Param
 // minimal one.
 static void write_trainer_state(const char *ckpt_dir, const char *out, long step) {
     char *src = path_join(ckpt_dir, TRAINER_STATE), *dst = path_join(out, TRAINER_STATE);
-    if (path_is_file(src)) {
+    if (path_exists(src)) {  // a FIFO or a directory there was refused when import_step read it, not skipped
         file_copy_atomic(src, dst);
     } else {
         cJSON *st = cJSON_CreateObject();
@@ -240,7 +241,7 @@ int import_deepspeed_main(int argc, char **argv, int start) {
     char *ckpt_cfg = path_join(ckpt, "config.json");
     if (model) {
         hf_resolve_model(model, &cfg);
-    } else if (path_is_file(ckpt_cfg)) {
+    } else if (path_exists(ckpt_cfg)) {  // a FIFO there is refused when read
         t5_config_load_json(ckpt_cfg, &cfg);
     } else {
         t5_fail("import-deepspeed: %s has no config.json; HINT: pass --model with the architecture (a preset such as "

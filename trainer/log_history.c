@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "../common/fileio.h"
+#include "../common/json_read.h"
 
 const char *const log_key_names[LOG_KEY_COUNT] = {"loss", "eval_loss", "learning_rate", "grad_norm", "eval_bleu"};
 
@@ -75,11 +77,11 @@ static cJSON *json_load(const char *path, char **text_out) {
     if (!raw) t5_fail("plot: %s: cannot read it (%s); HINT: check its permissions", path, strerror(errno));
     char *text = json_python_nonfinite_to_null(raw, &len);
     free(raw);
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    size_t err = len;  // as HF reads it (json.load; common/json_read.h)
+    cJSON *root = json_read_parse(text, len, path, JSON_DUP_LAST, &err);
     if (!root) {
-        const char *at = cJSON_GetErrorPtr();
         int line = 0, col = 0;
-        if (at && at >= text && at <= text + len) line_col(text, (size_t)(at - text), &line, &col);
+        line_col(text, err, &line, &col);
         t5_fail("plot: %s: not valid JSON (line %d, column %d); HINT: the file is damaged: restore it, or train "
                 "again to rewrite it", path, line, col);
     }
@@ -94,7 +96,7 @@ static void add_final_eval(LogRun *r, const cJSON *state) {
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - r->state_path) : 1, slash ? r->state_path : ".");
     char *path = path_join(dir, "eval_results.json");
     const cJSON *step = cJSON_GetObjectItemCaseSensitive(state, "global_step");
-    if (!path_is_file(path) || !cJSON_IsNumber(step)) {
+    if (!path_exists(path) || !cJSON_IsNumber(step)) {  // a FIFO there is refused when read, not skipped
         free(path);
         return;
     }
@@ -122,6 +124,7 @@ static void add_final_eval(LogRun *r, const cJSON *state) {
 
 void log_history_load(LogRun *r, const char *dir) {
     memset(r, 0, sizeof *r);
+    if (path_exists(dir) && !path_is_dir(dir)) file_refuse_non_regular(dir, "plot: a run's folder or its " STATE_FILE);
     if (path_is_file(dir)) {
         size_t n = strlen(dir) + 1;  // the file itself, as given
         r->state_path = mallocCheck(n);

@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "../common/fileio.h"
+#include "../common/json_read.h"
 #include "run.h"
 
 #define LOCK_NAME ".train_t5.lock"
@@ -72,7 +74,7 @@ void output_dir_lock_as(const char *dir, const char *what) {
     if (g_lock_fd >= 0) return;
     char *path = path_join(dir, LOCK_NAME);
     for (;;) {
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        int fd = file_open_regular_fd(path, O_RDWR | O_CREAT, 0644, "the run's lock file");  // not a FIFO
         if (fd < 0)
             t5_fail("%s %s: cannot create %s (%s); HINT: it must be a writable directory", what, dir, path,
                     strerror(errno));
@@ -125,9 +127,10 @@ static int has_entries(const char *dir) {
 static void check_obstacles(const char *dir) {
     for (size_t i = 0; i < sizeof OUTPUT_FILES / sizeof OUTPUT_FILES[0]; i++) {
         char *p = path_join(dir, OUTPUT_FILES[i]);
-        if (path_exists(p) && !path_is_file(p))
+        struct stat st;
+        if (stat(p, &st) == 0 && !S_ISREG(st.st_mode))
             t5_fail("--output_dir %s: %s is %s, where the run writes a file; HINT: move it away", dir, p,
-                    path_is_dir(p) ? "a directory" : "not a regular file");
+                    file_kind_name(st.st_mode));
         free(p);
     }
     DIR *d = opendir(dir);
@@ -174,9 +177,10 @@ cJSON *output_dir_check(const TrainArgs *a, int node_local) {
         // HF's save_metrics merges into the all_results.json already there
         char *p = path_join(dir, "all_results.json");
         if (path_exists(p)) {
-            char *text = read_text_file(p, NULL);
+            size_t len = 0;
+            char *text = read_text_file(p, &len);
             if (!text) t5_fail("%s: cannot read it (%s)", p, strerror(errno));
-            results = cJSON_Parse(text);
+            results = json_read_parse(text, len, p, JSON_DUP_LAST, NULL);  // as HF's json.load reads it
             free(text);
             if (!cJSON_IsObject(results))
                 t5_fail("%s: not a JSON object; the run merges its metrics into it, as HF does; HINT: fix or remove it",

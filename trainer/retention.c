@@ -12,6 +12,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
+#include "../common/json_read.h"
 #include "../zero/checkpoint.h"
 
 #define CHECKPOINT_PREFIX "checkpoint-"  // HF's PREFIX_CHECKPOINT_DIR + "-"
@@ -294,10 +295,11 @@ void retention_state_add(const Run *r, cJSON *st) {
 
 void retention_load_state(Run *r, const char *dir) {
     char *path = path_join(dir, "trainer_state.json");
-    char *text = read_text_file(path, NULL);
+    size_t len = 0;
+    char *text = read_text_file(path, &len);
     if (!text) t5_fail("%s: cannot read it (%s); HINT: --resume_from_checkpoint takes a checkpoint-N directory", path,
                        strerror(errno));
-    cJSON *st = cJSON_Parse(text);
+    cJSON *st = json_read_parse(text, len, path, JSON_DUP_LAST, NULL);  // as HF reads it (common/json_read.h)
     free(text);
     if (!st) t5_fail("%s: not JSON; HINT: a checkpoint written by train_t5", path);
     const cJSON *step = cJSON_GetObjectItemCaseSensitive(st, "best_global_step");

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 #include "../common/fileio.h"
 #include "tensorboard.pb-c.h"
 #include "tfrecord.h"
@@ -58,7 +59,7 @@ void tb_open(TbWriter *w, const char *dir) {
     snprintf(name, sizeof name, "events.out.tfevents.%010ld.%s.%ld.0", (long)now, host, (long)getpid());
     w->dir = path_join(dir, "");  // a copy (with a trailing /)
     w->path = path_join(dir, name);
-    w->f = fopen(w->path, "wb");
+    w->f = file_open_regular(w->path, "wb", "the TensorBoard event file");  // a FIFO: one line, never a wait
     if (!w->f)
         t5_fail("--report_to tensorboard: cannot create %s: %s; HINT: give a writable --logging_dir", w->path,
                 strerror(errno));

@@ -16,7 +16,9 @@
 
 #include "../common/check.h"
 #include "../common/crc32c.h"
+#include "../common/file_open.h"
 #include "../common/fileio.h"
+#include "../common/json_read.h"
 #include "../model/safetensors.h"
 
 #define OLD_OPT_FILE "optimizer.safetensors"  // the layout before the shards
@@ -289,9 +291,10 @@ static void index_read(ShardIndex *x, const char *dir) {
     x->tagdir = read_latest(dir, &tag_step);
     x->index_path = path_join(x->tagdir, ZERO_CKPT_INDEX);
     const char *p = x->index_path;
-    char *text = read_text_file(p, NULL);
+    size_t len = 0;
+    char *text = read_text_file(p, &len);
     if (!text) t5_fail("%s: cannot read it (%s); %s", p, strerror(errno), HINT_EARLIER);
-    x->root = cJSON_Parse(text);
+    x->root = json_read_parse(text, len, p, JSON_DUP_REFUSE, NULL);  // train_t5's own: a duplicate is an edit
     free(text);
     if (!cJSON_IsObject(x->root)) t5_fail("%s: malformed JSON; %s", p, HINT_EARLIER);
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(x->root, "format");
@@ -447,7 +450,7 @@ static void shard_check_size(const ShardIndex *x, int r) {
     struct stat sb;
     if (stat(path, &sb) != 0)
         t5_fail("%s: missing (%s), listed in %s; %s", path, strerror(errno), x->index_path, HINT_EARLIER);
-    if (!S_ISREG(sb.st_mode)) t5_fail("%s: not a regular file; %s", path, HINT_EARLIER);
+    if (!S_ISREG(sb.st_mode)) t5_fail("%s: is %s, not a regular file; %s", path, file_kind_name(sb.st_mode), HINT_EARLIER);
     if ((uint64_t)sb.st_size != x->shards[r].bytes)
         t5_fail("%s: %llu bytes, the index (%s) records %llu: %s; %s", path, (unsigned long long)sb.st_size,
                 x->index_path, (unsigned long long)x->shards[r].bytes,
@@ -482,6 +485,7 @@ void zero_check_checkpoint(const char *dir, int node_local) {
     free(old);
     if (!has_latest && has_old) {  // the whole layout of earlier train_t5 versions
         char *st = path_join(dir, OLD_STATE_FILE);
+        file_refuse_non_regular(st, NULL);  // a FIFO is said as such, not as missing
         if (!path_is_file(st))
             t5_fail("%s: missing (the checkpoint holds %s); %s", st, OLD_OPT_FILE, HINT_EARLIER);
         free(st);
@@ -701,11 +705,12 @@ static void load_shards(ZeroState *z, LossScaler *scaler, const char *dir, int g
 // model.safetensors, which the model loader read).
 static void load_whole(ZeroState *z, LossScaler *scaler, const char *dir, int global_step) {
     char *path = path_join(dir, OLD_STATE_FILE);
-    char *text = read_text_file(path, NULL);
+    size_t len = 0;
+    char *text = read_text_file(path, &len);
     if (!text)
         t5_fail("%s: cannot read it; HINT: --resume_from_checkpoint takes a checkpoint-N directory written by "
                 "train_t5", path);
-    cJSON *st = cJSON_Parse(text);
+    cJSON *st = json_read_parse(text, len, path, JSON_DUP_REFUSE, NULL);  // train_t5's own: a duplicate is an edit
     free(text);
     if (!st) t5_fail("%s: malformed JSON; %s", path, HINT_EARLIER);
     size_t total = z->m->lay.total;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/file_open.h"
 
 static size_t round_up(size_t x) { return (x + NVME_ALIGN - 1) / NVME_ALIGN * NVME_ALIGN; }
 
@@ -34,9 +35,11 @@ void nvme_open(NvmeStore *s, const char *dir, int rank, size_t n) {
     int len = snprintf(s->path, sizeof s->path, "%s/train_t5_optimizer_rank%d_%ld.swp", dir, rank, (long)getpid());
     if (len < 0 || (size_t)len >= sizeof s->path)
         t5_fail("nvme_path \"%s\": the path is too long (%d characters); HINT: a shorter directory", dir, len);
-    s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+    static const char what[] = "the optimizer's swap file in nvme_path";  // a FIFO or device there: refused
+    s->fd = file_open_regular_fd(s->path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600, what);
     s->direct = s->fd >= 0;
-    if (s->fd < 0 && errno == EINVAL) s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC, 0600);  // no O_DIRECT here
+    if (s->fd < 0 && errno == EINVAL)
+        s->fd = file_open_regular_fd(s->path, O_RDWR | O_CREAT | O_TRUNC, 0600, what);  // no O_DIRECT here
     if (s->fd < 0)
         t5_fail("nvme_path: cannot create \"%s\" (%s); HINT: check that the directory is writable and not full",
                 s->path, strerror(errno));

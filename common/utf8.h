@@ -1,4 +1,4 @@
-// data/utf8.h: strict UTF-8 validation for the text readers (sentencepiece would take
+// common/utf8.h: strict UTF-8 validation for the text readers and JSON files (sentencepiece would take
 // invalid bytes silently and give ids HF never produces: HF reads text as Python str).
 #pragma once
 #include <stddef.h>

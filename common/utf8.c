@@ -1,4 +1,4 @@
-// data/utf8.c: strict UTF-8 validation (see utf8.h).
+// common/utf8.c: strict UTF-8 validation (see utf8.h).
 #include "utf8.h"
 
 int utf8_valid(const char *s, size_t len, size_t *bad_offset) {
