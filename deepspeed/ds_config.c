@@ -421,17 +421,12 @@ static void text_position(const char *text, const char *at, int *line, int *col)
     }
 }
 
-void ds_config_load(DsConfig *c, const char *path) {
+// The config's text, named `path` in every message (a file's path or a --deepspeed label).
+static void load_text(DsConfig *c, const char *path, const char *text, size_t len) {
     memset(c, 0, sizeof *c);
     if (strlen(path) >= DS_PATH_MAX) t5_fail("DeepSpeed config path too long (%zu bytes): %.80s...", strlen(path), path);
     snprintf(c->file, sizeof c->file, "%s", path);
     set_defaults(c);
-
-    size_t len = 0;
-    file_refuse_non_regular(path, "the DeepSpeed config, --deepspeed");  // a FIFO: said, never waited on
-    char *text = read_text_file(path, &len);
-    if (!text)
-        t5_fail("%s: cannot open the DeepSpeed config (%s); check the --deepspeed path", path, strerror(errno));
     // DeepSpeed reads it with json.load(object_pairs_hook=dict_raise_error_on_duplicate_keys):
     // a duplicate key anywhere is refused, and the text is read as Python's json reads it
     size_t err = len;
@@ -466,7 +461,21 @@ void ds_config_load(DsConfig *c, const char *path) {
         fprintf(stderr, "NOTICE: %s: \"zero_optimization.cpu_offload_param\": true is DeepSpeed's 2021 spelling; "
                         "read as \"offload_param\": {\"device\": \"cpu\"}\n", path);
     cJSON_Delete(root);
+}
+
+void ds_config_load(DsConfig *c, const char *path) {
+    size_t len = 0;
+    file_refuse_non_regular(path, "the DeepSpeed config, --deepspeed");  // a FIFO: said, never waited on
+    char *text = read_text_file(path, &len);
+    if (!text)
+        t5_fail("%s: cannot open the DeepSpeed config (%s); check the --deepspeed path (or give the config's JSON "
+                "text, or base64 of it)", path, strerror(errno));
+    load_text(c, path, text, len);
     free(text);
+}
+
+void ds_config_load_text(DsConfig *c, const char *label, const char *text) {
+    load_text(c, label, text, strlen(text));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -154,6 +154,9 @@ typedef struct {
 // Parse and check `path`; exits with a one-line error on anything wrong. Prints a NOTICE
 // line on stderr for each 2021 spelling it translates (cpu_offload, cpu_offload_param).
 void ds_config_load(DsConfig *c, const char *path);
+// The same for a config given as text (--deepspeed JSON or base64: deepspeed/ds_source.h);
+// `label` names it in every message.
+void ds_config_load_text(DsConfig *c, const char *label, const char *text);
 
 // Flags HF's "auto" values come from, and which of them the user set explicitly.
 typedef enum {

@@ -11,10 +11,12 @@
 
 #include "../common/check.h"
 #include "../common/flags.h"
+#include "../deepspeed/ds_source.h"
 #include "../model/hf_cache.h"
 #include "../dist/launch.h"
 #include "../optim/adamw.h"
 #include "../optim/lr_schedule.h"
+#include "accelerate_env.h"
 #include "device.h"
 #include "retention.h"
 
@@ -571,6 +573,10 @@ static int parse_table(TrainArgs *a, int argc, char **argv, int start, GivenFlag
     for (int i = 0; i < 4; i++)
         if (given_for(t, given, n, gen_fields[i], NULL)) a->gen_flag_mask |= 1u << i;
     if (given_for(t, given, n, &a->val_max_target_length, NULL)) a->gen_flag_mask |= GEN_FLAG_MAX_LENGTH;
+    // what `accelerate launch` passes in the environment, then --deepspeed's path or text: both
+    // before the device (ACCELERATE_USE_CPU) and the checks that read --deepspeed
+    accelerate_env_apply(a);
+    if (a->deepspeed && !a->deepspeed_text) a->deepspeed = ds_source_resolve(a->deepspeed, &a->deepspeed_text);
     resolve_device(a, t, given, n);
     free(given);
     free(t);
@@ -956,6 +962,11 @@ char *train_args_fingerprint(const TrainArgs *a) {
         len += (size_t)snprintf(out + len, cap - len, "--%s %s\n", t[i].f.name, val);
     }
     free(t);
+    if (a->deepspeed_text) {  // --deepspeed names a label then: the text itself is what must agree
+        size_t need = strlen(a->deepspeed_text) + 32;
+        while (len + need >= cap) out = reallocCheck(out, cap *= 2);
+        len += (size_t)snprintf(out + len, cap - len, "--deepspeed text %s\n", a->deepspeed_text);
+    }
     return out;
 }
 

@@ -98,7 +98,9 @@ typedef struct {
     double max_gpu_memory;        // GiB cap on everything train_t5 allocates on the GPU (0: none)
     int gradient_checkpointing;   // recompute each block's activations in backward
     int checkpoint_sub_batch;     // with it: rows each block runs at a time (T5Model.sub_batch; 0: all)
-    const char *deepspeed;        // DeepSpeed JSON config path
+    const char *deepspeed;        // DeepSpeed config: a file's path, or what messages call it when it is text
+    char *deepspeed_text;         // the config's JSON when --deepspeed is JSON/base64 text or accelerate's
+                                  // plugin config (deepspeed/ds_source.h, accelerate_env.h); NULL: a file
     const char *sharded_ddp;      // HF 4.x's FairScale options, space-separated: simple, zero_dp_2, zero_dp_3,
                                   // offload (NULL or "": not given); check_sharded_ddp maps them:
     int sharded_stage;            //   the ZeRO stage they stand for (0: not given; simple, zero_dp_2: 2; zero_dp_3: 3)

@@ -28,6 +28,7 @@
 #include "../model/load.h"
 #include "../dist/comm.h"
 #include "../deepspeed/ds_config.h"
+#include "../deepspeed/ds_source.h"
 #include "../dist/launch.h"
 #include "../kernels/backend_registry.h"
 #include "../zero/planner.h"
@@ -80,7 +81,11 @@ static void print_result(const BenchArgs *a, int B, double sps, double flops, co
 // take its ZeRO options, optimizer settings and fp16 loss scaler.
 static void bench_apply_deepspeed(BenchArgs *a, const T5Config *cfg, AdamWConfig *oc, LossScaler *scaler) {
     DsConfig c;
-    ds_config_load(&c, a->deepspeed);
+    char *text = NULL;  // --deepspeed as JSON or base64 text, as training takes it
+    a->deepspeed = ds_source_resolve(a->deepspeed, &text);
+    if (text) ds_config_load_text(&c, a->deepspeed, text);
+    else ds_config_load(&c, a->deepspeed);
+    freeCheck(text);
     if (main_rank_of(a)) ds_config_print_unacted(&c, a->deepspeed, stdout);
     DsResolveArgs ra = ds_resolve_args_default();
     ra.per_device_train_batch_size = a->batch;

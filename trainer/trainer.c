@@ -767,7 +767,8 @@ static int startup_resolve(Run *r, int argc, char **argv, int start) {
     gen_defaults_apply(a);  // --model's generation_config.json / task_specific_params, under the flags
     DsConfig ds;
     if (a->deepspeed) {
-        ds_config_load(&ds, a->deepspeed);
+        if (a->deepspeed_text) ds_config_load_text(&ds, a->deepspeed, a->deepspeed_text);  // JSON/base64 text
+        else ds_config_load(&ds, a->deepspeed);
         train_args_take_ds_precision(a, &ds);  // fp16/bf16 "enabled": true in the file
     }
     train_args_resolve_dry_run_device(a);  // --explain of a GPU line on a machine without one
