@@ -34,6 +34,7 @@
 #include "../model/load.h"
 #include "../zero/checkpoint.h"
 #include "../dist/comm.h"
+#include "../dist/liveness.h"
 #include "../deepspeed/ds_config.h"
 #include "../zero/partition.h"
 #include "../zero/planner.h"
@@ -1110,8 +1111,16 @@ static void check_ranks_agree(const Run *r) {
     freeCheck(all);
     freeCheck(counts);
     if (bad > 0) {
-        if (msg[0]) t5_fail("%s", msg);
-        exit(1);  // rank 0 says which rank and flag
+        // rank 0 says which rank and flag, and no rank leaves before it has: a rank gone first would
+        // be reported by the heartbeat ("ended unexpectedly") or stop the job under mpirun
+        if (msg[0]) {
+            fflush(stdout);
+            fprintf(stderr, "error: %s\n", msg);
+            fflush(stderr);
+        }
+        comm_barrier(&r->comm);
+        liveness_stop();  // a goodbye: the peers do not report this rank's exit
+        exit(1);
     }
 }
 
