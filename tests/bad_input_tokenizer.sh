@@ -235,15 +235,25 @@ train_error "train: piece with NUL" "$M/piece_nul.model" "holds a NUL byte"
 
 # a tokenizer that is not a regular file: said at once, never waited on
 mkfifo "$T/fifo.model"
-prep_error "tokenizer a FIFO" "$T/fifo.model" "is a named pipe (FIFO)"
+prep_error "tokenizer a FIFO" "$T/fifo.model" "is a FIFO (a pipe)"
 prep_error "tokenizer /dev/null" /dev/null "is a character device"
 prep_error "tokenizer /dev/zero" /dev/zero "is a character device"
 
 # std::bad_alloc out of the shim under an address-space limit: one line, exit 1
+# The limit: what a prepare with the sample model needs (found by bisection: a CUDA build maps
+# NCCL and cuBLASLt at load, ~1 GB of address space, a CPU build far less) plus 32 MB; the
+# 40 MB model needs more than that (the file and its parsed copy).
+ulimit_ok() { bash -c 'ulimit -v "$1" && shift && exec "$@"' _ "$1" "$REL" prepare --data_dir "$T/d" \
+  --tokenizer_name "$TOK" --output_dir "$T/ulimit_probe" >/dev/null 2>&1; }
 if [ -x "$REL" ]; then
+  lo=16384; hi=8388608  # KiB
+  if ulimit_ok $hi; then
+    while [ $((hi - lo)) -gt 8192 ]; do mid=$(((lo + hi) / 2)); if ulimit_ok $mid; then hi=$mid; else lo=$mid; fi; done
+  fi
+  VLIM=$((hi + 32768))
   RUN_BIN=$REL
-  PRE=(bash -c 'ulimit -v 100000 && exec "$@"' _)
-  prep_error "ulimit -v 100000" "$M/big.model" "out of memory loading the sentencepiece model"
+  PRE=(bash -c 'ulimit -v '$VLIM' && exec "$@"' _)
+  prep_error "ulimit -v $VLIM (the sample model's need + 32 MB)" "$M/big.model" "out of memory loading the sentencepiece model"
   PRE=()
   RUN_BIN=$BIN
   grep -q "terminate called" "$T/err" && notok "ulimit -v: \"terminate called\" on stderr"
@@ -337,7 +347,7 @@ expect_error_train_stdin() {
   rc=$?
   local first
   first=$(sed -n 1p "$T/err")
-  if [ "$rc" -eq 1 ] && ! sanitizer_report && grep -q "^error: /dev/stdin: is a pipe (FIFO)" "$T/err" &&
+  if [ "$rc" -eq 1 ] && ! sanitizer_report && grep -q "^error: /dev/stdin: is a FIFO (a pipe)" "$T/err" &&
      ! grep -q "changed while" "$T/err" && [ "$(wc -l <"$T/err")" -le 2 ]; then
     ok "$(printf '%-22s %.300s' "--train_file /dev/stdin" "$first")"
   else notok "--train_file /dev/stdin: exit code $rc"; sed -n '1,6s/^/       | /p' "$T/err"; fi
@@ -346,10 +356,10 @@ expect_error_train_stdin() {
 expect_error_train_stdin
 mkdir -p "$T/fifo_d"
 mkfifo "$T/fifo_d/train.source"; cp "$T/d/train.target" "$T/fifo_d/"
-expect_error_cmd "train.source a FIFO" "train.source: is a pipe (FIFO)" prepare --data_dir "$T/fifo_d" \
+expect_error_cmd "train.source a FIFO" "train.source: is a FIFO (a pipe)" prepare --data_dir "$T/fifo_d" \
   --tokenizer_name "$TOK" --output_dir "$T/fifo_out"
 mkfifo "$T/fifo.jsonl"
-expect_error_cmd "--train_file a FIFO" "fifo.jsonl: is a pipe (FIFO)" prepare --train_file "$T/fifo.jsonl" \
+expect_error_cmd "--train_file a FIFO" "fifo.jsonl: is a FIFO (a pipe)" prepare --train_file "$T/fifo.jsonl" \
   --task translation_en_to_ro --tokenizer_name "$TOK" --output_dir "$T/fifoj_out"
 expect_error_cmd "--train_file /dev/zero" "/dev/zero: is a character device" prepare --train_file /dev/zero \
   --task translation_en_to_ro --tokenizer_name "$TOK" --output_dir "$T/zero_out"

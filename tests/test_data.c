@@ -845,7 +845,7 @@ static void test_text_errors(void) {
     write_text(t, "a\nb\n");
     unlink(s);
     if (mkfifo(s, 0600) == 0) {
-        expect_error("text: .source a FIFO", fail_prepare_10s, &pairs, s, "is a pipe (FIFO)");
+        expect_error("text: .source a FIFO", fail_prepare_10s, &pairs, s, "is a FIFO (a pipe)");
         unlink(s);
     } else {
         test_check(0, "mkfifo for the FIFO case");
@@ -869,7 +869,7 @@ static void test_text_errors(void) {
     TextSpec jf = {.format = TEXT_JSONL, .source_path = j, .src_lang = "en", .tgt_lang = "ro", .source_prefix = "",
                    .max_examples = -1};
     if (mkfifo(j, 0600) == 0) {
-        expect_error("jsonl: a FIFO", fail_prepare_10s, &jf, j, "is a pipe (FIFO)");
+        expect_error("jsonl: a FIFO", fail_prepare_10s, &jf, j, "is a FIFO (a pipe)");
         unlink(j);
     }
     free(j);
