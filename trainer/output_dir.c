@@ -191,7 +191,7 @@ cJSON *output_dir_check(const TrainArgs *a, int node_local) {
     return results;
 }
 
-void output_dir_clear_checkpoints(const TrainArgs *a) {
+void output_dir_clear_checkpoints(const TrainArgs *a, int keep_step) {
     if (!a->do_train || !a->overwrite_output_dir || a->resume_from_checkpoint || !path_is_dir(a->output_dir)) return;
     DIR *d = opendir(a->output_dir);
     if (!d) t5_fail("--output_dir %s: cannot list it (%s)", a->output_dir, strerror(errno));
@@ -201,6 +201,7 @@ void output_dir_clear_checkpoints(const TrainArgs *a) {
         int step, used = 0;  // checkpoint-N and a half-written checkpoint-N.tmp
         if (sscanf(e->d_name, "checkpoint-%d%n", &step, &used) != 1) continue;
         if (e->d_name[used] && strcmp(e->d_name + used, ".tmp") != 0) continue;
+        if (!e->d_name[used] && step == keep_step) continue;  // this run's own
         char *p = path_join(a->output_dir, e->d_name);
         remove_tree(p);
         free(p);

@@ -30,5 +30,8 @@ void output_dir_lock_as(const char *dir, const char *what);
 // directories an earlier run left in --output_dir are removed, with a line naming them, so
 // that no step of another run can pass for this run's (--save_total_limit's rotation, the
 // automatic resume of a later run). HF leaves them, and then rotates and resumes them as its
-// own. With node-local checkpoints every host's lowest rank clears its own disk.
-void output_dir_clear_checkpoints(const TrainArgs *a);
+// own. The trainer calls it once this run has its own first checkpoint (checkpoint-keep_step,
+// which stays), or at the end of training when it saved none (keep_step -1): a run that fails
+// before that leaves the earlier run's outputs as they were. With node-local checkpoints every
+// host's lowest rank clears its own disk.
+void output_dir_clear_checkpoints(const TrainArgs *a, int keep_step);

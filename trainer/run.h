@@ -34,6 +34,7 @@ typedef struct {
     double current_flos; // this rank's since the last store (HF's current_flos; trainer_store_flos)
     double input_tokens_seen;  // HF's num_input_tokens_seen, all ranks (--include_num_input_tokens_seen)
     int last_checkpoint_step;  // the step of the last checkpoint-N written (0: none)
+    int earlier_cleared;       // --overwrite_output_dir: the earlier run's checkpoints are gone (output_dir.h)
     // HF's TrainerState best-model fields (trainer/retention.c), saved in trainer_state.json
     int has_best_metric;       // best_metric is set (HF: not None)
     double best_metric;

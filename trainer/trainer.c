@@ -34,7 +34,6 @@
 #include "../model/load.h"
 #include "../zero/checkpoint.h"
 #include "../dist/comm.h"
-#include "../dist/liveness.h"
 #include "../deepspeed/ds_config.h"
 #include "../zero/partition.h"
 #include "../zero/planner.h"
@@ -531,9 +530,18 @@ static void train_count_input_tokens(Run *r, const TrainLoop *L, long k, int n_m
 
 // checkpoint-N (--save_steps, --save_strategy epoch, a stop signal): best_model_checkpoint is
 // named first (it goes into the checkpoint's trainer_state.json), --save_total_limit after.
+// --overwrite_output_dir: the earlier run's checkpoints go once this run has its first one
+// (keep_step) or ends without any (-1); before, a failing run leaves them as they were.
+static void clear_earlier_checkpoints(Run *r, int keep_step) {
+    if (r->earlier_cleared) return;
+    r->earlier_cleared = 1;
+    if (r->p.node_local ? comm_is_host_leader(&r->comm) : is_main(r)) output_dir_clear_checkpoints(&r->a, keep_step);
+}
+
 static void train_save_checkpoint(Run *r, TrainLoop *L) {
     retention_before_save(r);
     trainer_save_checkpoint(r, &L->scaler);
+    clear_earlier_checkpoints(r, r->global_step);  // before the rotation counts checkpoints
     retention_rotate(r);
 }
 
@@ -687,6 +695,7 @@ static void train_free(TrainLoop *L) {
 // The train metrics, the model and trainer_state.json; the loop's buffers freed.
 static void train_end(Run *r, TrainLoop *L) {
     progress_done(&r->prog);
+    clear_earlier_checkpoints(r, -1);
     if (is_main(r)) zero_stage3_print_stats(&r->zero);
     if (r->a.load_best_model_at_end && r->best_model_checkpoint) load_best_model(r);  // before the final save
     double rt = now_seconds() - L->t0;
@@ -1105,23 +1114,12 @@ static void check_ranks_agree(const Run *r) {
                      (int)strcspn(b, "\n"), b, (int)strcspn(a, "\n"), a);
         }
     }
-    double bad = msg[0] != 0;
-    comm_allreduce_sum_f64(&r->comm, &bad, 1);
     free(mine);
     freeCheck(all);
     freeCheck(counts);
-    if (bad > 0) {
-        // rank 0 says which rank and flag, and no rank leaves before it has: a rank gone first would
-        // be reported by the heartbeat ("ended unexpectedly") or stop the job under mpirun
-        if (msg[0]) {
-            fflush(stdout);
-            fprintf(stderr, "error: %s\n", msg);
-            fflush(stderr);
-        }
-        comm_barrier(&r->comm);
-        liveness_stop();  // a goodbye: the peers do not report this rank's exit
-        exit(1);
-    }
+    // rank 0 says which rank and flag, and no rank leaves before it has: a rank gone first would
+    // be reported by the heartbeat ("ended unexpectedly") or stop the job under mpirun
+    comm_agree_or_fail(&r->comm, msg);
 }
 
 // The GPU this rank runs on against what the run asks of it (bf16, TF32), before anything is
@@ -1166,7 +1164,6 @@ int trainer_main(int argc, char **argv, int start) {
     run_prepare(&r, sets, used, &plan_B, &plan_S, &plan_T);
     load_model(&r, plan_B, plan_S, plan_T);
     if (is_main(&r)) output_dir_create(a);  // everything that can fail on the input has passed
-    if (r.p.node_local ? comm_is_host_leader(&r.comm) : is_main(&r)) output_dir_clear_checkpoints(a);
     if (is_main(&r) && a->report_tensorboard) open_tensorboard(&r);
     run_tasks(&r, used);
     run_free(&r, used);
