@@ -165,6 +165,36 @@ void comm_finalize(Comm *c) {
     liveness_stop();  // last: the peers stop watching this rank, which has finished
 }
 
+static void fail_from(const Comm *c, int speaker, const char *msg) __attribute__((noreturn));
+static void fail_from(const Comm *c, int speaker, const char *msg) {
+    if (c->rank == speaker) {
+        fflush(stdout);
+        fprintf(stderr, "error: %s\n", msg);
+        fflush(stderr);
+    }
+    if (c->world > 1) comm_barrier(c);
+    liveness_stop();
+    exit(1);
+}
+
+void comm_fail_agreed(const Comm *c, const char *msg) { fail_from(c, 0, msg); }
+
+void comm_agree_or_fail(const Comm *c, const char *msg) {
+    const int found = msg && *msg;
+    if (c->world == 1) {
+        if (found) fail_from(c, 0, msg);
+        return;
+    }
+    double *who = callocCheck((size_t)c->world, sizeof(double));  // 1 at each rank that found something
+    who[c->rank] = found;
+    comm_allreduce_sum_f64(c, who, c->world);
+    int speaker = -1;
+    for (int r = 0; r < c->world && speaker < 0; r++)
+        if (who[r] > 0) speaker = r;
+    free(who);
+    if (speaker >= 0) fail_from(c, speaker, msg);
+}
+
 Range comm_piece_of(const Comm *c, int r, size_t lo, size_t hi, size_t n_total) {
     Range p = partition_range(n_total, c->world, r);
     size_t b = p.begin > lo ? p.begin : lo, e = p.end < hi ? p.end : hi;

@@ -82,6 +82,14 @@ void comm_init(Comm *c);
 // Then every rank's host record is exchanged (c->hosts) and the heartbeat learns the names.
 void comm_attach_device(Comm *c, const char *device);
 void comm_finalize(Comm *c);
+// A refusal every rank has reached from the same data (a collective decision): rank 0 prints
+// `msg` as the one error line; no rank leaves before it has (a barrier), and each says goodbye
+// to the heartbeat first, so no peer reports its exit as a failure of its own; exit 1.
+void comm_fail_agreed(const Comm *c, const char *msg) __attribute__((noreturn));
+// The same when some ranks found a problem and others did not (collective: every rank calls it;
+// msg NULL or "" where this rank found nothing): returns when no rank found anything; else the
+// lowest rank that did prints its msg, and every rank exits 1 as above.
+void comm_agree_or_fail(const Comm *c, const char *msg);
 // --explain's ranks: (rank, world, launcher) as the launcher's variables give them, or
 // --num_gpus N's N ranks (this process is rank 0), with no transport at all: MPI is not
 // started, nothing connects, no GPU is touched (c->ops is the single-rank table; a dry run

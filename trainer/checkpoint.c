@@ -138,12 +138,7 @@ void trainer_save_model(Run *r, const char *dir) {
     }
     freeCheck(part);
     freeCheck(counts);
-    double any = msg[0] != 0;
-    comm_allreduce_sum_f64(&r->comm, &any, 1);
-    if (any > 0) {
-        if (msg[0]) t5_fail("%s", msg);
-        exit(1);  // the rank that found it says why
-    }
+    comm_agree_or_fail(&r->comm, msg);  // the lowest rank that found a bad value says why; all stop
     if (!is_main(r)) return;
     st_writer_close(&w);
     free(descs);

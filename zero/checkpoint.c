@@ -517,11 +517,7 @@ static void verdict_set(Verdict *v, const char *fmt, ...) {
 }
 
 static void verdict_agree(const Comm *c, const Verdict *v) {
-    double bad = v->bad;
-    comm_allreduce_sum_f64(c, &bad, 1);
-    if (bad == 0) return;
-    if (v->bad) t5_fail("%s", v->msg);
-    exit(1);  // the rank that found it says why
+    comm_agree_or_fail(c, v->bad ? v->msg : NULL);  // the lowest rank that found it says why; all stop
 }
 
 // Shard r: its size, CRC-32C and header against the index (the data is read once, here).
@@ -758,10 +754,7 @@ void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int 
 
 // The same verdict on every rank (each computed it from the same gathered table): rank 0 says
 // it in one line, the others exit quietly.
-static void agreed_failure(const Comm *c, const char *msg) {
-    if (c->rank == 0) t5_fail("%s", msg);
-    exit(1);
-}
+static void agreed_failure(const Comm *c, const char *msg) { comm_fail_agreed(c, msg); }
 
 // Shard s streamed from rank `from` to the lowest rank of every host in `to` (to[h] = 1: host h
 // lacks it), which writes it atomically and checks its size and CRC-32C against the index.
