@@ -282,7 +282,7 @@ static void bench_profile_steps(const BenchArgs *a, Comm *comm, T5Model *m, Zero
     m->be = backend_profile_wrap(be, m->cfg.vocab_size);
     double pe = bench_time_steps(&pa, comm, m, z, scaler, lr, B, &comm_ms, &loss, &skipped, NULL);
     m->be = be;
-    if (comm->rank == 0) backend_profile_report(1e3 * pe, a->profile, 30);
+    if (comm->rank == 0) backend_profile_report(stdout, 1e3 * pe, a->profile, 30);
 }
 
 int bench_main(int argc, char **argv, int start) {
