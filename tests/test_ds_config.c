@@ -76,7 +76,7 @@ static void test_configs_run(void) {
         const struct dirent *e = names[k];
         size_t len = strlen(e->d_name);
         if (len < 5 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
-        char path[300], out[400], cmd[2048], what[600];
+        char path[300], out[400], cmd[8192], what[600];
         snprintf(path, sizeof path, "configs/%s", e->d_name);
         snprintf(out, sizeof out, "%s/run_%.*s", g_tmp, (int)(len - 5), e->d_name);
         DsConfig c;
