@@ -9,7 +9,10 @@
 // value, or an error saying train_t5 does not support it. Unknown keys are errors with the
 // closest known key. Errors are one line naming the file, the key, what was expected and
 // what was found (common/check.h t5_fail). The full key table with defaults, bounds and a
-// doc line each: ds_config_print_reference(), from the table in ds_config.c.
+// doc line each: ds_config_print_reference(), from the table in ds_keys.c. The blocks around
+// training (activation_checkpointing, aio, tensorboard, csv_monitor, flops_profiler,
+// comms_logger, wandb, comet) are read here and acted on by the trainer (docs/TRAINER.md
+// "DeepSpeed blocks around training").
 #pragma once
 #include <stdio.h>
 
