@@ -206,6 +206,14 @@ else
   bad "mpirun is needed for the comms_logger checks (make deps installs openmpi)"
 fi
 
+# ---- 5b. bench reads the same config: checkpointing on, the loop's blocks named ---------------
+mkdir -p "$T/wb"
+(cd "$T/wb" && timeout 300 "$BIN" bench --model "$REPO/tests/fixtures/trainer_model" --device cpu --batch 2 --seq 16 \
+   --steps 1 --warmup 0 --deepspeed "$REPO/configs/ds_config_all_blocks.json" >"$T/bench.log" 2>&1); rc=$?
+check "[ $rc -eq 0 ] && grep -q 'RESULT .*mode=ckpt' $T/bench.log" "bench with the all-blocks config: gradient checkpointing (mode=ckpt)"
+check "grep -q '\"tensorboard.enabled\" is accepted and changes nothing here: bench writes no monitor files' $T/bench.log && grep -q '\"comms_logger.enabled\" is accepted and changes nothing here: bench' $T/bench.log && [ -z \"\$(ls -A $T/wb)\" ]" \
+  "bench: the monitors and comms_logger named as changing nothing, no files written"
+
 # ---- 6. aio: the engine's settings on the start-up line ---------------------------------------
 mkdir -p "$T/nvme"
 cat >"$T/aio.json" <<EOF

@@ -82,6 +82,24 @@ static void bench_apply_deepspeed(BenchArgs *a, const T5Config *cfg, AdamWConfig
     DsConfig c;
     ds_config_load(&c, a->deepspeed);
     if (main_rank_of(a)) ds_config_print_unacted(&c, a->deepspeed, stdout);
+    // the blocks around training: checkpointing as in training; the others act in a training
+    // run's loop (trainer/ds_blocks.h), which bench does not run: each key said
+    if (c.activation_checkpointing.present) {
+        a->gradient_checkpointing = 1;
+        if (main_rank_of(a))
+            printf("NOTICE: %s: \"activation_checkpointing\": gradient checkpointing is on, as "
+                   "--gradient_checkpointing\n", a->deepspeed);
+    }
+    if (main_rank_of(a)) {
+        static const char *const blocks[][2] = {
+            {"tensorboard", "bench writes no monitor files (a training run does)"},
+            {"csv_monitor", "bench writes no monitor files (a training run does)"},
+            {"flops_profiler", "bench profiles its own steps with --profile N"},
+            {"comms_logger", "bench reports the collectives' time per step (comm_ms_per_step)"}};
+        for (int i = 0; i < 4; i++) ds_config_print_section_unacted(&c, blocks[i][0], a->deepspeed, blocks[i][1], stdout);
+        if (c.aio.present && c.zero.offload_optimizer.device != OFFLOAD_NVME)
+            ds_config_print_section_unacted(&c, "aio", a->deepspeed, "no NVMe offload in this config", stdout);
+    }
     DsResolveArgs ra = ds_resolve_args_default();
     ra.per_device_train_batch_size = a->batch;
     ra.gradient_accumulation_steps = 1;
