@@ -30,6 +30,13 @@ ok()  { echo "OK     $*"; pass=$((pass + 1)); }
 bad() { echo "NOT OK $*"; fail=$((fail + 1)); }
 check() { if eval "$1"; then ok "$2"; else bad "$2"; fi; }
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }
+# the OK/NOT OK counts of a Python check's last line "N passed, M failed" (anything else: one failure)
+add_counts() {
+  local last; last=$(tail -1 "$1")
+  if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+    pass=$((pass + BASH_REMATCH[1])); fail=$((fail + BASH_REMATCH[2]))
+  else bad "the Python check ended without its summary: $(tail -3 "$1" | tr '\n' ' ' | head -c 300)"; fi
+}
 [ -x "$BIN" ] || { bad "$BIN is not built (make)"; finish; }
 
 COMMON=(--device cpu --model "$REPO/tests/fixtures/trainer_model" --tokenizer_name "$REPO/data/sample/spiece.model"
@@ -83,8 +90,7 @@ npass += good; nfail += not good
 print("%d passed, %d failed" % (npass, nfail))
 PY
 cat "$T/keys.out" | grep -E '^(OK|NOT OK)'
-kp=$(tail -1 "$T/keys.out" | awk '{print $1}'); kf=$(tail -1 "$T/keys.out" | awk '{print $3}')
-pass=$((pass + ${kp:-0})); fail=$((fail + ${kf:-1}))
+add_counts "$T/keys.out"
 check "[ -f $T/w1/output/ds_logs/train_bert/Train_Samples_lr.csv ] && ls $T/w1/output/ds_logs/train_bert/events.out.tfevents.* >/dev/null 2>&1" \
   "all_blocks: the monitors wrote under the working directory's output/ds_logs/train_bert (DeepSpeed's relative path)"
 check "[ ! -e $REPO/output/ds_logs ]" "all_blocks: nothing written into the repository"
@@ -143,8 +149,7 @@ except ImportError:
 print("%d passed, %d failed" % (npass, nfail))
 PY
 grep -E '^(OK|NOT OK)' "$T/mon.out"
-kp=$(tail -1 "$T/mon.out" | awk '{print $1}'); kf=$(tail -1 "$T/mon.out" | awk '{print $3}')
-pass=$((pass + ${kp:-0})); fail=$((fail + ${kf:-1}))
+add_counts "$T/mon.out"
 check "grep -q 'DeepSpeed tensorboard monitor: $T/logs/tb_job/events.out.tfevents' $T/o2.log && grep -q 'DeepSpeed csv_monitor: csv_job/Train_Samples_lr.csv' $T/o2.log" \
   "monitors: start-up lines say where they write"
 run_mon o2b; rc=$?
