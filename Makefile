@@ -194,9 +194,10 @@ deps:
 # The script tests (each prints OK / NOT OK lines and "N passed, M failed"); ASAN_SCRIPTS run
 # the AddressSanitizer build (build-asan/train_t5) on hostile input, make test-asan alone.
 ASAN_SCRIPTS := tests/bad_input.sh tests/bad_input_pickle.sh tests/bad_input_tokenizer.sh tests/bad_input_ckpt.sh \
-                tests/bad_input_files.sh
+                tests/bad_input_files.sh tests/bad_input_dsblocks.sh
 TEST_SCRIPTS := $(ASAN_SCRIPTS) tests/check_links.sh tests/post_commands.sh tests/post_dry_runs.sh \
                 tests/tensorboard_events.sh tests/plot_png.sh tests/progress_tty.sh tests/readme_demo.sh tests/accelerate_env.sh \
+                tests/ds_blocks.sh \
                 bench/test_zero_scaling.sh bench/test_blog_table.sh
 
 test: deps

@@ -79,6 +79,11 @@ static void describe(const KeySpec *s, char *out, size_t cap) {
     case K_ONLY_BOOL: k = (size_t)snprintf(out, cap, "true or false"); break;
     case K_ONLY_NUM: k = (size_t)snprintf(out, cap, "a number"); break;
     case K_PATH: k = (size_t)snprintf(out, cap, "a path string"); break;
+    case K_STR: k = (size_t)snprintf(out, cap, "a string (at most %d bytes)", DS_PATH_MAX - 1); break;
+    case K_STRLIST:
+        k = (size_t)snprintf(out, cap, "a list of at most %d non-empty strings (each under %d bytes)", DS_LIST_MAX,
+                             DS_NAME_MAX);
+        break;
     case K_BETAS: k = (size_t)snprintf(out, cap, "[beta1, beta2] with each in [0, 1)"); break;
     case K_ENUM:
         for (const EnumName *e = s->names; e->name && k < cap; e++)
@@ -87,7 +92,8 @@ static void describe(const KeySpec *s, char *out, size_t cap) {
         break;
     case K_UNSUPPORTED: k = (size_t)snprintf(out, cap, "nothing (not supported)"); break;
     }
-    if ((s->fl & F_AUTO) && k < cap) snprintf(out + k, cap - k, " or \"auto\"");
+    if ((s->fl & F_AUTO) && k < cap) k += (size_t)snprintf(out + k, cap - k, " or \"auto\"");
+    if ((s->fl & F_NULL) && k < cap) snprintf(out + k, cap - k, " or null");
 }
 
 __attribute__((noreturn)) static void fail_expected(const Loader *L, const KeySpec *s, const char *path,
@@ -155,6 +161,11 @@ static void sched_params(unsigned type, char *out, size_t cap) {
 // K_INT, K_NUM, K_BOOL: a value or "auto" (the table says where "auto" is allowed).
 static void apply_scalar(Loader *L, const KeySpec *s, const cJSON *it, const char *path) {
     char *base = (char *)L->c;
+    if (cJSON_IsNull(it) && (s->fl & F_NULL)) {  // DeepSpeed's None: the default stays
+        if (s->kind == K_INT) ((DsInt *)(base + s->off))->is_set = ((DsInt *)(base + s->off))->is_null = 1;
+        else if (s->kind == K_BOOL) ((DsBool *)(base + s->off))->is_set = ((DsBool *)(base + s->off))->is_null = 1;
+        return;
+    }
     switch (s->kind) {
     case K_INT: {
         DsInt *d = (DsInt *)(base + s->off);
@@ -232,6 +243,32 @@ static void apply_betas(Loader *L, const KeySpec *s, const cJSON *it, const char
     }
 }
 
+// K_STR: a string ("" too; null where the key takes it: the default stays).
+static void apply_str(Loader *L, const KeySpec *s, const cJSON *it, const char *path) {
+    DsStr *d = (DsStr *)((char *)L->c + s->off);
+    if (cJSON_IsNull(it) && (s->fl & F_NULL)) {
+        d->is_set = d->is_null = 1;
+        return;
+    }
+    if (!cJSON_IsString(it) || strlen(it->valuestring) >= DS_PATH_MAX) fail_expected(L, s, path, it);
+    snprintf(d->v, sizeof d->v, "%s", it->valuestring);
+    d->is_set = 1;
+}
+
+// K_STRLIST: ["name", ...].
+static void apply_strlist(Loader *L, const KeySpec *s, const cJSON *it, const char *path) {
+    DsStrList *d = (DsStrList *)((char *)L->c + s->off);
+    if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) > DS_LIST_MAX) fail_expected(L, s, path, it);
+    d->n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, it) {
+        if (!cJSON_IsString(x) || !x->valuestring[0] || strlen(x->valuestring) >= DS_NAME_MAX)
+            fail_expected(L, s, path, it);
+        snprintf(d->v[d->n++], DS_NAME_MAX, "%s", x->valuestring);
+    }
+    d->is_set = 1;
+}
+
 // K_ONLY_BOOL, K_ONLY_NUM: accepted at DeepSpeed's default only (what train_t5 does).
 static void apply_only_default(Loader *L, const KeySpec *s, const cJSON *it, const char *path) {
     int ok_type = s->kind == K_ONLY_BOOL ? cJSON_IsBool(it) : cJSON_IsNumber(it);
@@ -281,6 +318,8 @@ static void apply(Loader *L, const KeySpec *s, const cJSON *it, const char *path
         return;
     }
     case K_BETAS: apply_betas(L, s, it, path); return;
+    case K_STR: apply_str(L, s, it, path); return;
+    case K_STRLIST: apply_strlist(L, s, it, path); return;
     case K_ONLY_BOOL:
     case K_ONLY_NUM: apply_only_default(L, s, it, path); return;
     case K_UNSUPPORTED:
@@ -324,6 +363,10 @@ static void set_defaults(DsConfig *c) {
     }
     c->optimizer.betas[0].v = ADAMW_HF_BETA1;
     c->optimizer.betas[1].v = ADAMW_HF_BETA2;
+    // the monitors' string defaults (monitor/config.py); the others are "" or None
+    snprintf(c->tensorboard.job_name.v, DS_PATH_MAX, "DeepSpeedJobName");
+    snprintf(c->csv_monitor.job_name.v, DS_PATH_MAX, "DeepSpeedJobName");
+    snprintf(c->wandb.project.v, DS_PATH_MAX, "deepspeed");
 }
 
 static const char *stage_name(ZeroStage s) {
@@ -401,6 +444,16 @@ static void finalize(Loader *L) {
         t5_fail("%s: key \"zero_optimization.offload_param.nvme_path\" is set but the device is \"%s\": remove it or "
                 "use device \"nvme\"",
                 f, enum_name(k_device_names, op->device));
+
+    // ---- the blocks around training ----
+    if (c->aio.block_size.v % 4096)
+        t5_fail("%s: key \"aio.block_size\": %lld is not a multiple of 4096 (O_DIRECT reads and writes whole 4 KiB "
+                "blocks); HINT: 1048576, DeepSpeed's default", f, c->aio.block_size.v);
+    static const char *const net_why = "train_t5 sends nothing over the network (no account, no upload); HINT: "
+                                       "\"tensorboard\": {\"enabled\": true} or \"csv_monitor\" write the same "
+                                       "numbers to local files (or --report_to tensorboard); or set it to false";
+    if (c->wandb.enabled.v) t5_fail("%s: key \"wandb.enabled\": true asks for Weights & Biases, but %s", f, net_why);
+    if (c->comet.enabled.v) t5_fail("%s: key \"comet.enabled\": true asks for Comet, but %s", f, net_why);
 
     // the NOTICE lines are printed by ds_config_load once everything else has passed
     L->notice_cpu_offload = c->zero.cpu_offload.v;
@@ -594,6 +647,46 @@ void ds_config_print_reference(FILE *f) {
     }
 }
 
+// The key holds null (DeepSpeed's None).
+static int key_is_null(const KeySpec *k, const char *p) {
+    switch (k->kind) {
+    case K_INT: return ((const DsInt *)p)->is_null;
+    case K_BOOL: return ((const DsBool *)p)->is_null;
+    case K_STR: return ((const DsStr *)p)->is_null;
+    default: return 0;
+    }
+}
+
+// The key is in the file (any kind with storage).
+static int key_is_set(const KeySpec *k, const DsConfig *c) {
+    if (k->off == NO_OFF) return 0;
+    const char *p = (const char *)c + k->off;
+    switch (k->kind) {
+    case K_INT: return ((const DsInt *)p)->is_set;
+    case K_NUM: return ((const DsNum *)p)->is_set;
+    case K_BOOL: return ((const DsBool *)p)->is_set;
+    case K_STR: return ((const DsStr *)p)->is_set;
+    case K_STRLIST: return ((const DsStrList *)p)->is_set;
+    case K_PATH: return p[0] != '\0';
+    default: return 0;
+    }
+}
+
+void ds_config_print_section_unacted(const DsConfig *c, const char *section, const char *path, const char *why,
+                                     FILE *f) {
+    size_t n = strlen(section);
+    for (int i = 0; i < N_KEYS; i++) {
+        const KeySpec *k = &k_keys[i];
+        if (strncmp(k->path, section, n) != 0 || k->path[n] != '.' || (k->fl & F_NOOP) || k->kind == K_SECTION)
+            continue;
+        if (i > 0 && k_keys[i - 1].off == k->off) continue;  // an old name of the key before: said once
+        if (!key_is_set(k, c)) continue;
+        const char *other = i + 1 < N_KEYS && k_keys[i + 1].off == k->off ? strrchr(k_keys[i + 1].path, '.') : NULL;
+        fprintf(f, "NOTICE: %s: \"%s\"%s%s%s is accepted and changes nothing here: %s\n", path, k->path,
+                other ? " (or its other name \"" : "", other ? other + 1 : "", other ? "\")" : "", why);
+    }
+}
+
 // Keys in the file that this build accepts and does not act on (F_NOOP), one NOTICE each.
 void ds_config_print_unacted(const DsConfig *c, const char *path, FILE *f) {
     for (int i = 0; i < N_KEYS; i++) {
@@ -615,7 +708,13 @@ void ds_config_print_unacted(const DsConfig *c, const char *path, FILE *f) {
             const DsNum *n = (const DsNum *)p;
             set = n->is_set, is_auto = n->is_auto;
             snprintf(val, sizeof val, "%g", n->v);
+        } else if (k->kind == K_STR) {
+            const DsStr *t = (const DsStr *)p;
+            set = t->is_set;
+            if (k->fl & F_SECRET) snprintf(val, sizeof val, "(set; not shown)");
+            else snprintf(val, sizeof val, "\"%.56s%s\"", t->v, strlen(t->v) > 56 ? "..." : "");
         }
+        if (key_is_null(k, p)) snprintf(val, sizeof val, "null");
         if (!set && !is_auto) continue;
         const char *why = !strncmp(k->doc, "no-op: ", 7) ? k->doc + 7 : k->doc;
         fprintf(f, "NOTICE: %s: \"%s\" = %s is accepted and changes nothing here: %s\n", path, k->path,

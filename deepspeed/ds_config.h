@@ -9,7 +9,10 @@
 // value, or an error saying train_t5 does not support it. Unknown keys are errors with the
 // closest known key. Errors are one line naming the file, the key, what was expected and
 // what was found (common/check.h t5_fail). The full key table with defaults, bounds and a
-// doc line each: ds_config_print_reference(), from the table in ds_config.c.
+// doc line each: ds_config_print_reference(), from the table in ds_keys.c. The blocks around
+// training (activation_checkpointing, aio, tensorboard, csv_monitor, flops_profiler,
+// comms_logger, wandb, comet) are read here and acted on by the trainer (docs/TRAINER.md
+// "DeepSpeed blocks around training").
 #pragma once
 #include <stdio.h>
 
@@ -41,11 +44,24 @@ typedef enum { DS_WARMUP_LOG = 0, DS_WARMUP_LINEAR } DsWarmupType;
 
 // One config value. is_set: the key is in the file; is_auto: its value is "auto" (until
 // ds_config_resolve replaces it). When !is_set, v holds DeepSpeed's default.
-typedef struct { long long v; unsigned char is_set, is_auto; } DsInt;
+// is_null: the file says null (DeepSpeed's None; only where the key takes it), v the default.
+typedef struct { long long v; unsigned char is_set, is_auto, is_null; } DsInt;
 typedef struct { double v; unsigned char is_set, is_auto; } DsNum;
-typedef struct { int v; unsigned char is_set, is_auto; } DsBool;
+typedef struct { int v; unsigned char is_set, is_auto, is_null; } DsBool;
 
 #define DS_PATH_MAX 512
+typedef struct { char v[DS_PATH_MAX]; unsigned char is_set, is_null; } DsStr;  // a string ("" allowed)
+#define DS_LIST_MAX 16
+#define DS_NAME_MAX 64
+typedef struct { char v[DS_LIST_MAX][DS_NAME_MAX]; int n; unsigned char is_set; } DsStrList;  // ["a", "b"]
+
+// "tensorboard" and "csv_monitor" (DeepSpeed's monitor/config.py): files under
+// output_path/job_name, written by rank 0 at each optimizer step (trainer/ds_monitor.h).
+typedef struct {
+    DsBool enabled;           // (false)
+    DsStr output_path;        // ("": the working directory, as DeepSpeed's os.path.join("", job_name))
+    DsStr job_name;           // ("DeepSpeedJobName")
+} DsMonitorBlock;
 
 typedef struct {
     int present;              // the section is in the file
@@ -123,6 +139,54 @@ typedef struct {
     struct {
         DsBool use_node_local_storage;         // each host writes its ranks' shards locally (false)
     } checkpoint;
+
+    // ---- the blocks around training (docs/TRAINER.md "DeepSpeed blocks") ----
+    struct {                                   // present: gradient checkpointing on (as --gradient_checkpointing)
+        int present;
+        DsBool partition_activations;          // no-op: no model parallelism to split activations over (false)
+        DsBool cpu_checkpointing;              // no-op: the checkpointed block inputs stay on the device (false)
+        DsBool contiguous_memory_optimization; // no-op: activations are planned in one arena already (false)
+        DsInt number_checkpoints;              // no-op: every block's input is a checkpoint (null)
+        DsBool synchronize_checkpoint_boundary;// no-op (false)
+        DsBool profile;                        // no-op (false)
+    } activation_checkpointing;
+    struct {                                   // the NVMe offload's I/O (zero/nvme.h), with device nvme
+        int present;
+        DsInt block_size;                      // bytes per read/write request, a multiple of 4096 (1048576)
+        DsInt queue_depth;                     // requests in flight per I/O thread (8)
+        DsInt intra_op_parallelism;            // I/O threads per transfer (1); docs' old name thread_count
+        DsBool single_submit;                  // one request per submit call (false)
+        DsBool overlap_events;                 // submit the next requests while earlier ones complete (true)
+        DsBool use_gds;                        // GPUDirect Storage: only false (false)
+    } aio;
+    DsMonitorBlock tensorboard;                // event file of Train/Samples/lr (+ loss_scale with fp16)
+    DsMonitorBlock csv_monitor;                // one .csv per tag
+    struct {
+        DsBool enabled;                        // GPU: the op profile of one step (false)
+        DsNum recompute_fwd_factor;            // no-op: ops are timed, not FLOP-counted (0)
+        DsInt profile_step;                    // the step that runs after this many steps (1)
+        DsInt module_depth;                    // no-op: ops, not modules (-1)
+        DsInt top_modules;                     // how many top ops are listed (1)
+        DsBool detailed;                       // no-op (true)
+        DsStr output_file;                     // the profile goes here (null: stdout)
+    } flops_profiler;
+    struct {
+        int present;
+        DsBool enabled;                        // record every collective; table at the end (false)
+        DsBool verbose;                        // a line per collective as it runs (false)
+        DsBool prof_all;                       // every collective, else only prof_ops (true)
+        DsStrList prof_ops;                    // collective names recorded when prof_all is false ([])
+        DsBool debug;                          // no-op: no caller names (false)
+    } comms_logger;
+    struct {                                   // enabled true refused: nothing leaves the machine
+        DsBool enabled;
+        DsStr group, team, project;            // no-op
+    } wandb;
+    struct {                                   // enabled true refused, as wandb
+        DsBool enabled, online;
+        DsInt samples_log_interval;
+        DsStr project, workspace, api_key, experiment_name, experiment_key, mode;  // no-op (api_key never printed)
+    } comet;
 
     struct {
         ZeroStage stage;                       // 0..3 (0)
@@ -206,6 +270,11 @@ void ds_config_resolve(DsConfig *c, const DsResolveArgs *a, const char *path);
 // (DeepSpeed print periods, and settings whose effect is built in here, such as
 // contiguous_gradients): call with the config as loaded, before ds_config_resolve.
 void ds_config_print_unacted(const DsConfig *c, const char *path, FILE *f);
+// One NOTICE for each key of `section` ("tensorboard", "aio" ...) the file sets that is not
+// F_NOOP (those are ds_config_print_unacted's), saying it changes nothing because `why`:
+// the blocks whose effect depends on the run (the device, an NVMe offload, "enabled" false).
+void ds_config_print_section_unacted(const DsConfig *c, const char *section, const char *path, const char *why,
+                                     FILE *f);
 // A few lines summarizing the (resolved or not) config.
 void ds_config_print(const DsConfig *c, FILE *f);
 // Every key: path, default, bounds, "auto" or not, one-line doc; and the rejected ones.

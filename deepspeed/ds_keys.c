@@ -15,6 +15,7 @@
 #define BOOL(p, f, df, fl_, d) {.path = p, .kind = K_BOOL, .off = O(f), .dflt = df, .fl = fl_, .doc = d}
 #define ONLY_BOOL(p, df, d) {.path = p, .kind = K_ONLY_BOOL, .off = NO_OFF, .dflt = df, .doc = d}
 #define ONLY_NUM(p, df, d) {.path = p, .kind = K_ONLY_NUM, .off = NO_OFF, .dflt = df, .doc = d}
+#define STR(p, f, fl_, dt, d) {.path = p, .kind = K_STR, .off = O(f), .fl = fl_, .dflt_text = dt, .doc = d}
 #define UNSUP(p, d) {.path = p, .kind = K_UNSUPPORTED, .off = NO_OFF, .doc = d}
 
 const EnumName k_optimizer_names[] = {{"Adam", DS_OPTIMIZER_ADAM}, {"AdamW", DS_OPTIMIZER_ADAMW}, {NULL, 0}};
@@ -43,7 +44,8 @@ const KeySpec k_keys[] = {
         "clip the global gradient norm to this; 0 = off (HF: --max_grad_norm)"),
     INT("steps_per_print", steps_per_print, 1, BIG, 10, F_NOOP,
         "no-op: DeepSpeed's progress print period; train_t5 logs every --logging_steps"),
-    BOOL("wall_clock_breakdown", wall_clock_breakdown, 0, F_NOOP, "no-op: DeepSpeed's timer prints"),
+    BOOL("wall_clock_breakdown", wall_clock_breakdown, 0, F_NOOP,
+         "no-op: DeepSpeed's timer prints (and, with a monitor, its Train/Samples/elapsed_time_ms_* tags: not written)"),
     BOOL("memory_breakdown", memory_breakdown, 0, F_NOOP, "no-op: DeepSpeed's memory prints"),
     BOOL("zero_allow_untested_optimizer", zero_allow_untested_optimizer, 0, F_NOOP,
          "no-op: only Adam/AdamW exist here, both tested"),
@@ -55,21 +57,15 @@ const KeySpec k_keys[] = {
     ONLY_BOOL("disable_allgather", 0, "broadcasts instead of allgather"),
     ONLY_BOOL("dump_state", 0, "DeepSpeed state dump"),
     ONLY_BOOL("dataloader_drop_last", 0, "DeepSpeed's own dataloader; train_t5 has its own sampler"),
-    UNSUP("activation_checkpointing", "use --gradient_checkpointing"),
     UNSUP("amp", "apex AMP; use fp16 or bf16"),
-    UNSUP("aio", "NVMe async I/O tuning"),
     UNSUP("autotuning", "DeepSpeed autotuner"),
-    UNSUP("comet", "Comet monitor"),
-    UNSUP("comms_logger", "communication logger"),
     UNSUP("communication_data_type", "gradient communication dtype"),
     UNSUP("compression_training", "compression/quantization-aware training"),
-    UNSUP("csv_monitor", "CSV monitor; train_t5 logs to trainer_state.json"),
     UNSUP("curriculum_learning", "curriculum learning"),
     UNSUP("data_efficiency", "data efficiency library"),
     UNSUP("data_types", "gradient accumulation dtype"),
     UNSUP("eigenvalue", "eigenvalue computation"),
     UNSUP("elasticity", "elastic training"),
-    UNSUP("flops_profiler", "FLOPs profiler"),
     UNSUP("hybrid_engine", "RLHF hybrid engine"),
     UNSUP("nebula", "Nebula checkpointing"),
     UNSUP("pipeline", "pipeline parallelism"),
@@ -78,10 +74,107 @@ const KeySpec k_keys[] = {
     UNSUP("seq_parallel_communication_data_type", "sequence parallelism"),
     UNSUP("sparse_attention", "sparse attention"),
     UNSUP("tensor_parallel", "tensor parallelism"),
-    UNSUP("tensorboard", "TensorBoard monitor; train_t5 logs to trainer_state.json"),
     UNSUP("torch_autocast", "torch autocast; use fp16 or bf16"),
-    UNSUP("wandb", "Weights & Biases monitor"),
     UNSUP("weight_quantization", "weight quantization"),
+
+    // ---- activation_checkpointing (runtime/activation_checkpointing/config.py) ----
+    SEC("activation_checkpointing", O(activation_checkpointing.present),
+        "present: gradient checkpointing on, as --gradient_checkpointing (a NOTICE says so): each block's input kept, "
+        "the block recomputed in backward"),
+    BOOL("activation_checkpointing.partition_activations", activation_checkpointing.partition_activations, 0, F_NOOP,
+         "no-op: DeepSpeed splits checkpoints across model-parallel ranks; train_t5's ranks are data-parallel, none "
+         "holds a piece of another's sample, so there is nothing to partition"),
+    BOOL("activation_checkpointing.cpu_checkpointing", activation_checkpointing.cpu_checkpointing, 0, F_NOOP,
+         "no-op: the checkpointed block inputs stay in device memory (DeepSpeed true: moved to host memory)"),
+    BOOL("activation_checkpointing.contiguous_memory_optimization",
+         activation_checkpointing.contiguous_memory_optimization, 0, F_NOOP,
+         "no-op: every activation, checkpoints included, is planned in one arena before the first step "
+         "(model/t5.c), so there is no fragmentation to avoid"),
+    {.path = "activation_checkpointing.number_checkpoints", .kind = K_INT,
+     .off = O(activation_checkpointing.number_checkpoints), .lo = 1, .hi = IMAX, .fl = F_NOOP | F_NULL,
+     .dflt_text = "null", .doc = "no-op: the checkpoints are the encoder's and decoder's blocks, one each (DeepSpeed: "
+                                 "buffers for contiguous_memory_optimization)"},
+    BOOL("activation_checkpointing.synchronize_checkpoint_boundary",
+         activation_checkpointing.synchronize_checkpoint_boundary, 0, F_NOOP,
+         "no-op: a device synchronize at each checkpoint for DeepSpeed's timers; same result"),
+    BOOL("activation_checkpointing.profile", activation_checkpointing.profile, 0, F_NOOP,
+         "no-op: DeepSpeed's checkpoint forward/recompute timers; flops_profiler times the ops here"),
+
+    // ---- aio (runtime/swap_tensor/aio_config.py): the NVMe offload's I/O, zero/nvme.h ----
+    SEC("aio", O(aio.present), "the NVMe offload's I/O (offload_optimizer device nvme): Linux native AIO"),
+    INT("aio.block_size", aio.block_size, 4096, 1073741824, 1048576, 0,
+        "bytes per read/write request a transfer is cut into; a multiple of 4096 (O_DIRECT's alignment)"),
+    INT("aio.queue_depth", aio.queue_depth, 1, 65536, 8, 0, "requests in flight per I/O thread (its AIO context's size)"),
+    INT("aio.intra_op_parallelism", aio.intra_op_parallelism, 1, 256, 1, 0,
+        "I/O threads per transfer, each with its own contiguous part of it"),
+    INT("aio.thread_count", aio.intra_op_parallelism, 1, 256, 1, 0,
+        "the docs' name of intra_op_parallelism (DeepSpeed 0.19.8 reads only intra_op_parallelism; train_t5 takes "
+        "either)"),
+    BOOL("aio.single_submit", aio.single_submit, 0, 0, "true: one request per submit call; false: a batch per call"),
+    BOOL("aio.overlap_events", aio.overlap_events, 1, 0,
+         "true: each completed request is replaced by the next at once; false: a batch is submitted, then all of it "
+         "waited for"),
+    ONLY_BOOL("aio.use_gds", 0, "GPUDirect Storage: the NVMe offload moves optimizer state through host memory"),
+
+    // ---- monitors (monitor/config.py): written by rank 0 at each optimizer step, trainer/ds_monitor.h ----
+    SEC("tensorboard", NO_OFF, "DeepSpeed's TensorBoard monitor: an event file in output_path/job_name"),
+    BOOL("tensorboard.enabled", tensorboard.enabled, 0, 0,
+         "write Train/Samples/lr (fp16: and Train/Samples/loss_scale) at step = samples so far, each optimizer step"),
+    STR("tensorboard.output_path", tensorboard.output_path, 0, "\"\"",
+        "directory of job_name (\"\": the working directory, as DeepSpeed)"),
+    STR("tensorboard.job_name", tensorboard.job_name, 0, "DeepSpeedJobName", "the directory the event file goes in"),
+    SEC("csv_monitor", NO_OFF, "DeepSpeed's CSV monitor: output_path/job_name/<tag, / -> _>.csv"),
+    BOOL("csv_monitor.enabled", csv_monitor.enabled, 0, 0,
+         "append \"step,<name>\" rows (a header first) to Train_Samples_lr.csv (fp16: and Train_Samples_loss_scale.csv)"),
+    STR("csv_monitor.output_path", csv_monitor.output_path, 0, "\"\"",
+        "directory of job_name (\"\": the working directory, as DeepSpeed)"),
+    STR("csv_monitor.job_name", csv_monitor.job_name, 0, "DeepSpeedJobName", "the directory the .csv files go in"),
+    SEC("wandb", NO_OFF, "Weights & Biases: enabled true is refused (nothing leaves the machine)"),
+    BOOL("wandb.enabled", wandb.enabled, 0, F_NOOP,
+         "no-op: train_t5 sends nothing over the network, so true is refused (use tensorboard or csv_monitor)"),
+    STR("wandb.group", wandb.group, F_NOOP | F_NULL, "null", "no-op: W&B run group"),
+    STR("wandb.team", wandb.team, F_NOOP | F_NULL, "null", "no-op: W&B team"),
+    STR("wandb.project", wandb.project, F_NOOP, "deepspeed", "no-op: W&B project"),
+    SEC("comet", NO_OFF, "Comet: enabled true is refused (nothing leaves the machine)"),
+    BOOL("comet.enabled", comet.enabled, 0, F_NOOP,
+         "no-op: train_t5 sends nothing over the network, so true is refused (use tensorboard or csv_monitor)"),
+    INT("comet.samples_log_interval", comet.samples_log_interval, 0, BIG, 100, F_NOOP, "no-op: Comet's log period"),
+    STR("comet.project", comet.project, F_NOOP | F_NULL, "null", "no-op: Comet project"),
+    STR("comet.workspace", comet.workspace, F_NOOP | F_NULL, "null", "no-op: Comet workspace"),
+    STR("comet.api_key", comet.api_key, F_NOOP | F_NULL | F_SECRET, "null", "no-op: Comet API key (never printed)"),
+    STR("comet.experiment_name", comet.experiment_name, F_NOOP | F_NULL, "null", "no-op: Comet experiment name"),
+    STR("comet.experiment_key", comet.experiment_key, F_NOOP | F_NULL, "null", "no-op: Comet experiment key"),
+    BOOL("comet.online", comet.online, 0, F_NOOP | F_NULL, "no-op: Comet online/offline"),
+    STR("comet.mode", comet.mode, F_NOOP | F_NULL, "null", "no-op: Comet get/create mode"),
+
+    // ---- flops_profiler (profiling/config.py): the op profiler of `train_t5 bench --profile` ----
+    SEC("flops_profiler", NO_OFF, "GPU runs: one step under the CUDA op profiler (kernels/cuda/profile.cu)"),
+    BOOL("flops_profiler.enabled", flops_profiler.enabled, 0, 0,
+         "profile one optimizer step on rank 0 (GPU; on the CPU a NOTICE says it changes nothing)"),
+    NUM("flops_profiler.recompute_fwd_factor", flops_profiler.recompute_fwd_factor, 0, INF, 0, F_NOOP,
+        "no-op: the profiler times the ops, recomputed forwards included; it counts no FLOPs to correct"),
+    INT("flops_profiler.profile_step", flops_profiler.profile_step, 0, IMAX, 1, 0,
+        "profile the step that runs after this many optimizer steps (DeepSpeed's global_steps: 1 = the second)"),
+    INT("flops_profiler.module_depth", flops_profiler.module_depth, -1, IMAX, -1, F_NOOP,
+        "no-op: the profile is per op and shape, not per torch module"),
+    INT("flops_profiler.top_modules", flops_profiler.top_modules, 1, IMAX, 1, 0, "how many of the top ops by time are listed"),
+    BOOL("flops_profiler.detailed", flops_profiler.detailed, 1, F_NOOP,
+         "no-op: the profile is always the class table and the top ops"),
+    STR("flops_profiler.output_file", flops_profiler.output_file, F_NULL, "null",
+        "the profile is written to this file (null or \"\": printed)"),
+
+    // ---- comms_logger (comm/config.py, utils/comms_logging.py): dist/comm_log.h ----
+    SEC("comms_logger", O(comms_logger.present), "every collective's size and time; DeepSpeed's table at the end"),
+    BOOL("comms_logger.enabled", comms_logger.enabled, 0, 0,
+         "record each collective (made blocking to time it, as DeepSpeed does) and print the summary table after "
+         "training, rank 0"),
+    BOOL("comms_logger.verbose", comms_logger.verbose, 0, 0, "also one line per collective as it runs, rank 0"),
+    BOOL("comms_logger.prof_all", comms_logger.prof_all, 1, 0, "record every collective; false: only prof_ops"),
+    {.path = "comms_logger.prof_ops", .kind = K_STRLIST, .off = O(comms_logger.prof_ops), .dflt_text = "[]",
+     .doc = "the collectives recorded when prof_all is false: all_reduce, all_gather_into_tensor, "
+            "reduce_scatter_tensor, gather, barrier"},
+    BOOL("comms_logger.debug", comms_logger.debug, 0, F_NOOP,
+         "no-op: DeepSpeed appends the calling Python function to each name; there is none here"),
 
     // ---- checkpoint ----
     SEC("checkpoint", NO_OFF, "where checkpoints are written (DeepSpeed's checkpoint options)"),
@@ -252,6 +345,7 @@ const int k_n_keys = (int)(sizeof k_keys / sizeof k_keys[0]);
 const DsKeyAlias k_aliases[] = {
     {"", "bfloat16", "bf16"},
     {"zero_optimization", "stage3_gather_fp16_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"},
+    {"aio", "thread_count", "intra_op_parallelism"},
 };
 
 const int k_n_aliases = (int)(sizeof k_aliases / sizeof k_aliases[0]);

@@ -15,6 +15,8 @@ typedef enum {
     K_STAGE,       // ZeroStage: integer in [lo, hi]
     K_ENUM,        // a string from `names`, into an int-sized enum
     K_PATH,        // string (or null) into char[DS_PATH_MAX]
+    K_STR,         // DsStr: a string, "" allowed (null with F_NULL)
+    K_STRLIST,     // DsStrList: a list of non-empty strings
     K_BETAS,       // [beta1, beta2] or "auto"
     K_ONLY_BOOL,   // accepted only at DeepSpeed's default `dflt` (what train_t5 does); no storage
     K_ONLY_NUM,
@@ -26,6 +28,8 @@ enum {
     F_LO_OPEN = 2,  // lo bound exclusive
     F_NOOP = 4,     // accepted, changes nothing here (documented why)
     F_NOCASE = 8,   // K_ENUM compares case-insensitively (DeepSpeed lower-cases optimizer names)
+    F_NULL = 16,    // null accepted (DeepSpeed's None: the default); K_INT, K_BOOL, K_STR
+    F_SECRET = 32,  // K_STR: never printed (a NOTICE says "(set)")
 };
 
 typedef struct {

@@ -24,4 +24,4 @@ const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     t5_fail("--profile: the op profiler times CUDA ops; this train_t5 was built without CUDA");
 }
 
-void backend_profile_report(double wall_ms, int steps, int top) { (void)wall_ms, (void)steps, (void)top; }
+void backend_profile_report(FILE *f, double wall_ms, int steps, int top) { (void)f, (void)wall_ms, (void)steps, (void)top; }

@@ -4,6 +4,8 @@
 // two): no caller needs an #ifdef, and asking for CUDA in a CPU-only build is an error
 // naming the build, never a fall-back to the CPU.
 #pragma once
+#include <stdio.h>
+
 #include "backend.h"
 #include "gpu_arch.h"
 
@@ -28,10 +30,10 @@ const Backend *backend_cuda_open(int device, Dtype act_dtype);
 // each timed on the device by a CUDA event pair and summed per op, shape and class (GEMMs
 // with O or I = vocab count as the LM head's). One profiler per process.
 const Backend *backend_profile_wrap(const Backend *be, int vocab);
-// Print the profile of the ops since the last report: per class ms per step and share of
+// Print to f the profile of the ops since the last report: per class ms per step and share of
 // the steps' wall time (wall_ms over `steps` steps; the rest is GPU idle), then the `top`
 // ops by time; then start over.
-void backend_profile_report(double wall_ms, int steps, int top);
+void backend_profile_report(FILE *f, double wall_ms, int steps, int top);
 
 #ifdef __cplusplus
 }

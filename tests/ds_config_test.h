@@ -16,7 +16,7 @@
 #include "test_fork.h"
 
 static char g_tmp[64];      // this run's temp dir (ds_test_begin)
-static char *g_files[128];  // the files written there (removed by ds_test_end)
+static char *g_files[1024];  // the files written there (removed by ds_test_end)
 static int g_nfiles;
 
 // Write `text` to <tmp>/<name>; returns the path (kept for cleanup).
@@ -25,7 +25,7 @@ static inline const char *write_tmp(const char *name, const char *text) {
     FILE *f = fopenCheck(path, "w");
     fwriteCheck(text, 1, strlen(text), f, path);
     fcloseCheck(f, path);
-    if (g_nfiles < 128) g_files[g_nfiles++] = path;
+    if (g_nfiles < 1024) g_files[g_nfiles++] = path;
     return path;
 }
 

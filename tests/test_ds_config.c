@@ -28,7 +28,8 @@ static void test_configs_dir(void) {
                                        "ds_config_1gpu.json",  "ds_config_sharded_ddp.json",
                                        "ds_config_zero1.json", "ds_config_zero2.json",
                                        "ds_config_zero2_offload.json", "ds_config_zero3.json",
-                                       "ds_config_zero3_offload_optimizer.json", "ds_config_zero3_offload.json"};
+                                       "ds_config_zero3_offload_optimizer.json", "ds_config_zero3_offload.json",
+                                       "ds_config_all_blocks.json"};
     enum { NWANT = sizeof want / sizeof want[0] };
     int found[NWANT] = {0}, n = 0;
     struct dirent *e;
@@ -75,18 +76,23 @@ static void test_configs_run(void) {
         const struct dirent *e = names[k];
         size_t len = strlen(e->d_name);
         if (len < 5 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
-        char path[300], out[400], cmd[2048], what[600];
+        char path[300], out[400], cmd[8192], what[600];
         snprintf(path, sizeof path, "configs/%s", e->d_name);
         snprintf(out, sizeof out, "%s/run_%.*s", g_tmp, (int)(len - 5), e->d_name);
         DsConfig c;
         ds_config_load(&c, path);
         int half = (c.fp16.enabled.v && !c.fp16.enabled.is_auto) || (c.bf16.enabled.v && !c.bf16.enabled.is_auto);
+        // in a working directory of its own: DeepSpeed's monitors write relative to it
+        // (ds_config_all_blocks.json's output/ds_logs/train_bert), never into the repository
+        char repo[1024];
+        if (!getcwd(repo, sizeof repo)) snprintf(repo, sizeof repo, ".");
         snprintf(cmd, sizeof cmd,
-                 "./train_t5 --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model "
-                 "--data_dir tests/fixtures/trainer_data --max_steps 3 --per_device_train_batch_size 4 "
-                 "--logging_steps 1 --do_train --deepspeed %s --output_dir '%s' "
+                 "mkdir -p '%s.cwd' && cd '%s.cwd' && '%s/train_t5' --model '%s/tests/fixtures/trainer_model' "
+                 "--tokenizer_name '%s/data/sample/spiece.model' --data_dir '%s/tests/fixtures/trainer_data' "
+                 "--max_steps 3 --per_device_train_batch_size 4 "
+                 "--logging_steps 1 --do_train --deepspeed '%s/%s' --output_dir '%s' "
                  "--cache_dir '%s/cache' > '%s.log' 2> '%s.err'",
-                 path, out, g_tmp, out, out);
+                 out, out, repo, repo, repo, repo, repo, path, out, g_tmp, out, out);
         int rc = system(cmd);
         rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
         char file[420];
@@ -119,7 +125,7 @@ static void test_configs_run(void) {
             test_check(rc == 0 && steps == 3, what);
         }
         free(err);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log' '%s.err'", out, out, out);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log' '%s.err' '%s.cwd'", out, out, out, out);
         if (system(cmd) != 0) printf("could not remove %s\n", out);
     }
     for (int k = 0; k < nn; k++) free(names[k]);
@@ -406,6 +412,87 @@ static void test_batch_rule(void) {
                 2, 8, 1, 16, 8, 1);
 }
 
+// ---- 5. the blocks around training (issue 36): configs/ds_config_all_blocks.json as read,
+// DeepSpeed's defaults, null where DeepSpeed takes None, the NOTICEs, a secret never printed
+static void test_blocks(void) {
+    DsConfig c;
+    ds_config_load(&c, "configs/ds_config_all_blocks.json");
+    test_check(c.activation_checkpointing.present && c.activation_checkpointing.number_checkpoints.is_null &&
+                   c.activation_checkpointing.number_checkpoints.is_set && !c.activation_checkpointing.cpu_checkpointing.v,
+               "all_blocks: activation_checkpointing present, number_checkpoints null");
+    test_check(c.aio.present && c.aio.block_size.v == 1048576 && c.aio.queue_depth.v == 8 &&
+                   c.aio.intra_op_parallelism.v == 1 && c.aio.intra_op_parallelism.is_set && !c.aio.single_submit.v &&
+                   c.aio.overlap_events.v,
+               "all_blocks: aio as the docs show it (thread_count read as intra_op_parallelism)");
+    test_check(c.tensorboard.enabled.v && !strcmp(c.tensorboard.output_path.v, "output/ds_logs/") &&
+                   !strcmp(c.tensorboard.job_name.v, "train_bert") && c.csv_monitor.enabled.v &&
+                   !strcmp(c.csv_monitor.job_name.v, "train_bert"),
+               "all_blocks: tensorboard and csv_monitor enabled, output/ds_logs/ train_bert");
+    test_check(c.flops_profiler.enabled.v && c.flops_profiler.profile_step.v == 1 && c.flops_profiler.top_modules.v == 1 &&
+                   c.flops_profiler.module_depth.v == -1 && c.flops_profiler.output_file.is_null &&
+                   !c.flops_profiler.output_file.v[0],
+               "all_blocks: flops_profiler step 1, top 1, output_file null");
+    test_check(c.comms_logger.present && c.comms_logger.enabled.v && !c.comms_logger.verbose.v && c.comms_logger.prof_all.v &&
+                   !c.wandb.enabled.v && !strcmp(c.wandb.project.v, "my_project") && !c.comet.enabled.v &&
+                   c.comet.samples_log_interval.v == 50,
+               "all_blocks: comms_logger enabled; wandb and comet present, disabled");
+
+    // DeepSpeed's defaults when the blocks are absent or empty
+    ds_config_load(&c, write_tmp("blocks_empty.json", "{\"activation_checkpointing\": {}, \"aio\": {}, "
+                                 "\"tensorboard\": {}, \"csv_monitor\": {}, \"flops_profiler\": {}, \"comms_logger\": {}, "
+                                 "\"wandb\": {}, \"comet\": {}}"));
+    test_check(c.activation_checkpointing.present && c.aio.block_size.v == 1048576 && c.aio.queue_depth.v == 8 &&
+                   c.aio.intra_op_parallelism.v == 1 && c.aio.overlap_events.v && !c.aio.single_submit.v &&
+                   !c.tensorboard.enabled.v && !c.tensorboard.output_path.v[0] &&
+                   !strcmp(c.tensorboard.job_name.v, "DeepSpeedJobName") &&
+                   !strcmp(c.csv_monitor.job_name.v, "DeepSpeedJobName") && !c.flops_profiler.enabled.v &&
+                   c.flops_profiler.profile_step.v == 1 && c.flops_profiler.top_modules.v == 1 &&
+                   c.flops_profiler.detailed.v && c.comms_logger.present && !c.comms_logger.enabled.v &&
+                   c.comms_logger.prof_all.v && !c.wandb.enabled.v && !strcmp(c.wandb.project.v, "deepspeed") &&
+                   c.comet.samples_log_interval.v == 100,
+               "empty blocks: DeepSpeed 0.19.8's defaults (1 MiB blocks, depth 8, DeepSpeedJobName, step 1, ...)");
+
+    // null where DeepSpeed's field is Optional, a secret never printed, each no-op key named
+    const char *path = write_tmp("blocks_null.json",
+                                 "{\"activation_checkpointing\": {\"number_checkpoints\": null, \"profile\": true}, "
+                                 "\"flops_profiler\": {\"output_file\": null}, \"wandb\": {\"enabled\": false, "
+                                 "\"group\": null, \"team\": null}, \"comet\": {\"online\": null, \"api_key\": "
+                                 "\"SECRET_KEY_123\", \"mode\": null}}");
+    ds_config_load(&c, path);
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *m = open_memstream(&out, &outlen);
+    ds_config_print_unacted(&c, path, m);
+    fclose(m);
+    static const char *const named[] = {"\"activation_checkpointing.number_checkpoints\" = null",
+                                        "\"activation_checkpointing.profile\" = true", "\"wandb.enabled\" = false",
+                                        "\"wandb.group\" = null", "\"wandb.team\" = null", "\"comet.online\" = null",
+                                        "\"comet.mode\" = null", "\"comet.api_key\" = (set; not shown)"};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        char what[256];
+        snprintf(what, sizeof what, "null parses; NOTICE names %s", named[i]);
+        test_check(strstr(out, named[i]) != NULL, what);
+    }
+    test_check(!strstr(out, "SECRET_KEY_123"), "comet.api_key's value is never printed");
+    free(out);
+
+    // the run-dependent blocks: each set key named when the run does not act on it
+    out = NULL;
+    m = open_memstream(&out, &outlen);
+    ds_config_load(&c, "configs/ds_config_all_blocks.json");
+    ds_config_print_section_unacted(&c, "aio", "f.json", "no NVMe offload", m);
+    fclose(m);
+    static const char *const aio_keys[] = {"\"aio.block_size\"", "\"aio.queue_depth\"",
+                                           "\"aio.intra_op_parallelism\" (or its other name \"thread_count\")",
+                                           "\"aio.single_submit\"", "\"aio.overlap_events\""};
+    for (size_t i = 0; i < sizeof aio_keys / sizeof aio_keys[0]; i++) {
+        char what[256];
+        snprintf(what, sizeof what, "section NOTICE names %s", aio_keys[i]);
+        test_check(strstr(out, aio_keys[i]) != NULL, what);
+    }
+    free(out);
+}
+
 int main(void) {
     if (ds_test_begin("test_ds_config")) return 2;
     test_configs_dir();
@@ -419,6 +506,7 @@ int main(void) {
     test_2021();
     test_2021_family();
     test_batch_rule();
+    test_blocks();
     ds_test_end();
     return test_summary();
 }

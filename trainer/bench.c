@@ -87,6 +87,24 @@ static void bench_apply_deepspeed(BenchArgs *a, const T5Config *cfg, AdamWConfig
     else ds_config_load(&c, a->deepspeed);
     freeCheck(text);
     if (main_rank_of(a)) ds_config_print_unacted(&c, a->deepspeed, stdout);
+    // the blocks around training: checkpointing as in training; the others act in a training
+    // run's loop (trainer/ds_blocks.h), which bench does not run: each key said
+    if (c.activation_checkpointing.present) {
+        a->gradient_checkpointing = 1;
+        if (main_rank_of(a))
+            printf("NOTICE: %s: \"activation_checkpointing\": gradient checkpointing is on, as "
+                   "--gradient_checkpointing\n", a->deepspeed);
+    }
+    if (main_rank_of(a)) {
+        static const char *const blocks[][2] = {
+            {"tensorboard", "bench writes no monitor files (a training run does)"},
+            {"csv_monitor", "bench writes no monitor files (a training run does)"},
+            {"flops_profiler", "bench profiles its own steps with --profile N"},
+            {"comms_logger", "bench reports the collectives' time per step (comm_ms_per_step)"}};
+        for (int i = 0; i < 4; i++) ds_config_print_section_unacted(&c, blocks[i][0], a->deepspeed, blocks[i][1], stdout);
+        if (c.aio.present && c.zero.offload_optimizer.device != OFFLOAD_NVME)
+            ds_config_print_section_unacted(&c, "aio", a->deepspeed, "no NVMe offload in this config", stdout);
+    }
     DsResolveArgs ra = ds_resolve_args_default();
     ra.per_device_train_batch_size = a->batch;
     ra.gradient_accumulation_steps = 1;
@@ -287,7 +305,7 @@ static void bench_profile_steps(const BenchArgs *a, Comm *comm, T5Model *m, Zero
     m->be = backend_profile_wrap(be, m->cfg.vocab_size);
     double pe = bench_time_steps(&pa, comm, m, z, scaler, lr, B, &comm_ms, &loss, &skipped, NULL);
     m->be = be;
-    if (comm->rank == 0) backend_profile_report(1e3 * pe, a->profile, 30);
+    if (comm->rank == 0) backend_profile_report(stdout, 1e3 * pe, a->profile, 30);
 }
 
 int bench_main(int argc, char **argv, int start) {

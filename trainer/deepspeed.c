@@ -7,6 +7,7 @@
 
 #include "../common/check.h"
 #include "../model/params.h"
+#include "../dist/comm_log.h"
 #include "plan.h"
 
 // "auto" from the flags as HF does (the batch rule; contradictions with explicit flags are
@@ -87,8 +88,77 @@ static void take_scheduler(RunPlan *p, const DsConfig *c, long n_train, int worl
     p->has_ds_sched = 1;
 }
 
+// "comms_logger" enabled: what is recorded, and prof_ops names that record nothing.
+static void comm_log_print_plan(const DsConfig *c, const char *f, FILE *out) {
+    const DsStrList *ops = &c->comms_logger.prof_ops;
+    char names[256] = "";
+    for (int i = 0; comm_log_op_names[i]; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", comm_log_op_names[i]);
+    fprintf(out, "DeepSpeed comms_logger: %s recorded with its size and time (each made blocking to time it, as "
+            "DeepSpeed does); rank 0's table after training%s\n", c->comms_logger.prof_all.v ? "every collective"
+            : "the collectives in prof_ops", c->comms_logger.verbose.v ? ", and a line per collective (verbose)" : "");
+    if (c->comms_logger.prof_all.v && ops->n)
+        fprintf(out, "NOTICE: %s: \"comms_logger.prof_ops\" is accepted and changes nothing here: prof_all is true, so "
+                "every collective is recorded\n", f);
+    if (!c->comms_logger.prof_all.v && !ops->n)
+        fprintf(out, "NOTICE: %s: \"comms_logger\": prof_all is false and prof_ops is empty: no collective is "
+                "recorded\n", f);
+    for (int i = 0; i < ops->n; i++)
+        if (!comm_log_known_op(ops->v[i]))
+            fprintf(out, "NOTICE: %s: \"comms_logger.prof_ops\": \"%s\" records nothing here: train_t5 runs no "
+                    "collective of that name (its collectives: %s)\n", f, ops->v[i], names);
+}
+
+// The blocks around training (docs/TRAINER.md "DeepSpeed blocks"): the keys whose effect
+// depends on the run are named here when this run does not act on them; the ones it acts on
+// are said by what acts (the monitors, the NVMe engine, the comms logger).
+static void print_blocks(const RunPlan *p, const TrainArgs *a, const DsConfig *c, long n_train, int world) {
+    const char *f = a->deepspeed;
+    if (c->aio.present && !(c->zero.offload_optimizer.device == OFFLOAD_NVME && a->do_train))
+        ds_config_print_section_unacted(c, "aio", f, a->do_train ? "no NVMe offload in this config (aio tunes the I/O of "
+                                        "\"offload_optimizer\": {\"device\": \"nvme\"})"
+                                        : "evaluation only: there is no optimizer state to offload", stdout);
+    static const char *const monitors[] = {"tensorboard", "csv_monitor"};
+    const DsMonitorBlock *mb[] = {&c->tensorboard, &c->csv_monitor};
+    for (int i = 0; i < 2; i++) {
+        char why[96];
+        snprintf(why, sizeof why, "\"%s.enabled\" is false", monitors[i]);
+        if (!mb[i]->enabled.v) ds_config_print_section_unacted(c, monitors[i], f, why, stdout);
+        else if (!a->do_train)
+            ds_config_print_section_unacted(c, monitors[i], f, "evaluation only: the monitor writes at optimizer steps",
+                                            stdout);
+    }
+    if (!c->flops_profiler.enabled.v)
+        ds_config_print_section_unacted(c, "flops_profiler", f, "\"flops_profiler.enabled\" is false", stdout);
+    else if (p->device != DEVICE_CUDA)
+        ds_config_print_section_unacted(c, "flops_profiler", f, "the profiler times CUDA ops and this run is on the CPU "
+                                        "(it trains as without the block)", stdout);
+    else if (!a->do_train)
+        ds_config_print_section_unacted(c, "flops_profiler", f, "evaluation only: the profile is of a training step",
+                                        stdout);
+    else {
+        int total = n_train > 0 ? run_plan_steps(p, n_train, world, NULL, NULL) : 0;
+        const char *out = c->flops_profiler.output_file.v[0] ? c->flops_profiler.output_file.v : "stdout";
+        if (c->flops_profiler.profile_step.v >= total)
+            printf("NOTICE: %s: \"flops_profiler.profile_step\" = %lld: the run has %d optimizer step%s, so no step is "
+                   "profiled (DeepSpeed profiles the step after profile_step steps)\n", f,
+                   c->flops_profiler.profile_step.v, total, total == 1 ? "" : "s");
+        else
+            printf("DeepSpeed flops_profiler: optimizer step %lld (after %lld) on rank 0 under the CUDA op profiler, the "
+                   "top %lld op%s, to %s\n", c->flops_profiler.profile_step.v + 1, c->flops_profiler.profile_step.v,
+                   c->flops_profiler.top_modules.v, c->flops_profiler.top_modules.v == 1 ? "" : "s", out);
+    }
+    if (c->comms_logger.present && !c->comms_logger.enabled.v)
+        ds_config_print_section_unacted(c, "comms_logger", f, "\"comms_logger.enabled\" is false", stdout);
+    else if (c->comms_logger.present && !a->do_train)
+        ds_config_print_section_unacted(c, "comms_logger", f, "evaluation only: it records the training loop's "
+                                        "collectives", stdout);
+    else if (c->comms_logger.present)
+        comm_log_print_plan(c, f, stdout);
+}
+
 // The config as taken, and what it asks that this build does differently, said instead of ignored.
-static void print_applied(const RunPlan *p, const TrainArgs *a, const DsConfig *c, int world) {
+static void print_applied(const RunPlan *p, const TrainArgs *a, const DsConfig *c, long n_train, int world) {
     if (a->do_train)
         printf("DeepSpeed config %s: micro-batch %d, accumulation %d, train_batch_size %lld, %s%s, clip %g, "
                "scheduler %s, zero stage %d%s\n", a->deepspeed, p->micro_batch, p->grad_accum,
@@ -114,6 +184,7 @@ static void print_applied(const RunPlan *p, const TrainArgs *a, const DsConfig *
         printf("NOTICE: %s: evaluation only: its optimizer and scheduler are dropped (HF's deepspeed_init(inference="
                "True)); no gradients, master weights or moments are allocated\n", a->deepspeed);
     ds_config_print_unacted(&p->ds_loaded, a->deepspeed, stdout);
+    print_blocks(p, a, &p->ds_loaded, n_train, world);
     fflush(stdout);
 }
 
@@ -126,7 +197,7 @@ void run_plan_apply_deepspeed(RunPlan *p, const TrainArgs *a, long n_train, int 
     p->zopt.inference = !a->do_train;
     take_optimizer_precision(p, &c);
     take_scheduler(p, &c, n_train, world);
-    if (print) print_applied(p, a, &c, world);
+    if (print) print_applied(p, a, &c, n_train, world);
 }
 
 // Before the data is read: every check of the config against the flags that does not need
@@ -137,4 +208,14 @@ void run_plan_check_deepspeed(const RunPlan *p, const TrainArgs *a, int world) {
     RunPlan trial = *p;  // resolve_against_flags may adopt the file's batch sizes
     DsConfig c = resolve_against_flags(&trial, a, -1, world);
     (void)zero_options_from_config(&c, a->deepspeed);
+}
+
+void train_args_take_ds_checkpointing(TrainArgs *a, const DsConfig *c) {
+    if (!c->activation_checkpointing.present) return;
+    char line[DS_PATH_MAX + 320];
+    snprintf(line, sizeof line, "NOTICE: %s: \"activation_checkpointing\": gradient checkpointing is on, as "
+             "--gradient_checkpointing%s: each block keeps only its input and is recomputed in backward", c->file,
+             a->gradient_checkpointing ? " (given too)" : "");
+    a->gradient_checkpointing = 1;
+    train_args_add_notice(a, line);
 }

@@ -61,6 +61,9 @@ void run_plan_resolve(RunPlan *p, const TrainArgs *a, const DsConfig *ds_loaded)
 // as HF does, then the config's batch, optimizer, clipping, precision, scaler, scheduler
 // and ZeRO settings. n_train: training examples (0: not training). print: this rank prints.
 void run_plan_apply_deepspeed(RunPlan *p, const TrainArgs *a, long n_train, int world, int print);
+// --deepspeed's "activation_checkpointing" block: gradient checkpointing on (as
+// --gradient_checkpointing), with a NOTICE saying so. Before the plan (trainer/deepspeed.c).
+void train_args_take_ds_checkpointing(TrainArgs *a, const DsConfig *c);
 // The same resolve before the data is read (step count unknown): contradictions and
 // unsupported keys are errors before anything is tokenized or written; the plan is unchanged.
 void run_plan_check_deepspeed(const RunPlan *p, const TrainArgs *a, int world);

@@ -15,6 +15,7 @@
 #include "../optim/lr_schedule.h"
 #include "../zero/zero.h"
 #include "args.h"
+#include "ds_blocks.h"
 #include "plan.h"
 #include "progress.h"
 #include "tensorboard.h"
@@ -47,6 +48,7 @@ typedef struct {
     double epoch;        // fractional epoch of the last step
     Progress prog;
     TbWriter tb;         // --report_to tensorboard: rank 0's event file (tb.f NULL: none)
+    DsBlocks dsb;        // --deepspeed's monitors, comms logger and flops profiler in the loop (ds_blocks.h)
     Comm comm;           // ranks (mpirun); rank 0 alone prints and writes files
     ZeroState zero;      // this rank's ZeRO state (zero/zero.h), set up after the model loads
     size_t plan_total;  // this rank's memory plan in bytes (plan_check), for keep_sublayer_acts

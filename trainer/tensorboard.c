@@ -50,6 +50,10 @@ static void write_event(TbWriter *w, const Tensorboard__Event *ev) {
 }
 
 void tb_open(TbWriter *w, const char *dir) {
+    tb_open_for(w, dir, "--report_to tensorboard", "give a writable --logging_dir");
+}
+
+void tb_open_for(TbWriter *w, const char *dir, const char *who, const char *hint) {
     memset(w, 0, sizeof *w);
     mkdir_p(dir);
     char host[256], name[512];
@@ -61,14 +65,14 @@ void tb_open(TbWriter *w, const char *dir) {
     w->path = path_join(dir, name);
     w->f = file_open_regular(w->path, "wb", "the TensorBoard event file");  // a FIFO: one line, never a wait
     if (!w->f)
-        t5_fail("--report_to tensorboard: cannot create %s: %s; HINT: give a writable --logging_dir", w->path,
-                strerror(errno));
+        t5_fail("%s: cannot create %s: %s; HINT: %s", who, w->path, strerror(errno), hint);
     Tensorboard__Event ev = TENSORBOARD__EVENT__INIT;
     ev.wall_time = now;
     ev.what_case = TENSORBOARD__EVENT__WHAT_FILE_VERSION;
     ev.file_version = "brain.Event:2";
     write_event(w, &ev);
-    if (fflush(w->f) != 0) t5_fail("--report_to tensorboard: writing %s failed: %s", w->path, strerror(errno));
+    if (fflush(w->f) != 0) t5_fail("%s: writing %s failed: %s", who, w->path, strerror(errno));
+    w->who = who;
 }
 
 void tb_tag(const char *key, char *out, size_t cap) {
@@ -111,7 +115,19 @@ void tb_log(TbWriter *w, const cJSON *logs, long step) {
         free(buf);
     }
     // HF flushes after every record (tb_writer.flush()): the file is whole if the run dies later
-    if (fflush(w->f) != 0) t5_fail("--report_to tensorboard: writing %s failed: %s", w->path, strerror(errno));
+    tb_flush(w);
+}
+
+void tb_log_scalar(TbWriter *w, const char *tag, double value, long long step) {
+    if (!w->f) return;
+    size_t n;
+    unsigned char *buf = tb_encode_scalar(tag, (float)value, (long)step, wall_seconds(), &n);  // add_scalar: float32
+    tfrecord_write(w->f, w->path, buf, n);
+    free(buf);
+}
+
+void tb_flush(TbWriter *w) {
+    if (w->f && fflush(w->f) != 0) t5_fail("%s: writing %s failed: %s", w->who, w->path, strerror(errno));
 }
 
 void tb_close(TbWriter *w) {

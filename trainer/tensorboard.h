@@ -22,12 +22,19 @@ typedef struct {
     FILE *f;     // NULL: not open
     char *path;  // the event file
     char *dir;   // the logging dir
+    const char *who;  // for messages: "--report_to tensorboard", or DeepSpeed's monitor
 } TbWriter;
 
 // HF's default_logdir() under output_dir: OUTPUT/runs/%b%d_%H-%M-%S_<hostname> (malloc'd).
 char *tb_default_logdir(const char *output_dir);
 // Make dir (and its parents), create the event file, write the file_version event.
 void tb_open(TbWriter *w, const char *dir);
+// The same for another writer of event files (DeepSpeed's monitor, trainer/ds_monitor.h): its
+// errors name `who` and end with HINT: `hint`.
+void tb_open_for(TbWriter *w, const char *dir, const char *who, const char *hint);
+// One scalar at step (not flushed; tb_flush).
+void tb_log_scalar(TbWriter *w, const char *tag, double value, long long step);
+void tb_flush(TbWriter *w);
 // HF's TensorBoardCallback.on_log: every number of logs as a scalar at step; flushed.
 void tb_log(TbWriter *w, const cJSON *logs, long step);
 void tb_close(TbWriter *w);

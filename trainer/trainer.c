@@ -470,6 +470,8 @@ static void train_begin(Run *r, TrainLoop *L, const Dataset *ds, const Dataset *
     L->coll = callocCheck((size_t)L->n_coll, sizeof(Collated));
     L->micro = callocCheck((size_t)L->n_coll, sizeof(T5Batch));
     L->idx = mallocCheck((size_t)L->B * sizeof(uint64_t));
+    if (a->deepspeed)  // the monitors, the comms logger, the flops profiler's step (trainer/ds_blocks.h)
+        ds_blocks_begin(&r->dsb, &r->p.ds_loaded, &r->comm, r->zero.opt.step);
     progress_init(&r->prog, r->total_steps);
     if (!is_main(r) || a->disable_tqdm) r->prog.is_tty = 0;  // --disable_tqdm: the log lines, no bar
     L->data_seed = (uint64_t)(a->data_seed >= 0 ? a->data_seed : a->seed);
@@ -648,9 +650,14 @@ static void train_step(Run *r, TrainLoop *L, int epoch, long *k) {
     long global_tokens = train_global_tokens(r, L, *k, n_micro);
     train_count_input_tokens(r, L, *k, n_micro);
     r->m.dropout_seed = (uint64_t)r->a.seed * 0x100000001B3ULL + (uint64_t)r->global_step;
+    const DsConfig *ds = &r->p.ds_loaded;
+    if (r->a.deepspeed) ds_blocks_step_begin(&r->dsb, ds, &r->m, r->p.device == DEVICE_CUDA, r->comm.rank, r->global_step);
     StepResult sr = zero_train_step_tokens(&r->zero, &L->sched, &L->scaler, L->micro, n_micro,
                                            (float)r->a.label_smoothing_factor, global_tokens);
     r->global_step++;
+    if (r->a.deepspeed)  // DeepSpeed's global_samples: train_batch_size per step
+        ds_blocks_step_end(&r->dsb, ds, &r->m, &r->zero, sr.skipped, &L->sched, r->p.precision == PRECISION_FP16,
+                           L->scaler.cur_scale, (long long)r->global_step * L->B * L->world * L->GA);
     check_finite_step(r, &sr, &L->nonfinite_in_row);
     if (r->global_step == 2) test_hook_stall(r);
     char where[32];
@@ -696,6 +703,7 @@ static void train_free(TrainLoop *L) {
 static void train_end(Run *r, TrainLoop *L) {
     progress_done(&r->prog);
     clear_earlier_checkpoints(r, -1);
+    ds_blocks_end(&r->dsb, &r->comm);
     if (is_main(r)) zero_stage3_print_stats(&r->zero);
     if (r->a.load_best_model_at_end && r->best_model_checkpoint) load_best_model(r);  // before the final save
     double rt = now_seconds() - L->t0;
@@ -733,6 +741,7 @@ static int train(Run *r, const Dataset *ds, const Dataset *val) {
         while (k < L.micro_per_epoch && r->global_step < r->total_steps && !L.stopped) train_step(r, &L, epoch, &k);
     }
     if (L.stopped) {
+        ds_blocks_end(&r->dsb, &r->comm);
         train_free(&L);
         return 1;
     }
@@ -780,6 +789,7 @@ static int startup_resolve(Run *r, int argc, char **argv, int start) {
         if (a->deepspeed_text) ds_config_load_text(&ds, a->deepspeed, a->deepspeed_text);  // JSON/base64 text
         else ds_config_load(&ds, a->deepspeed);
         train_args_take_ds_precision(a, &ds);  // fp16/bf16 "enabled": true in the file
+        train_args_take_ds_checkpointing(a, &ds);  // "activation_checkpointing": gradient checkpointing
     }
     train_args_resolve_dry_run_device(a);  // --explain of a GPU line on a machine without one
     train_args_check_device(a);  // the device, precision and --num_gpus, each named with its source

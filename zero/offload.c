@@ -34,7 +34,8 @@ static size_t offload_chunk_elems(void) {
 }
 
 void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
-                  const float *master_init, int init_on_host, int pinned, const char *nvme_dir, int rank) {
+                  const float *master_init, int init_on_host, int pinned, const char *nvme_dir, const NvmeAio *aio,
+                  int rank) {
     memset(o, 0, sizeof *o);
     size_t n = end - begin, e = be->act_dtype == DTYPE_F32 ? 4 : 2, chunk = offload_chunk_elems();
     o->pinned = pinned;
@@ -47,7 +48,7 @@ void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg
     opt->begin = begin;
     opt->end = end;
     if (o->on_nvme) {  // the state in a file; one chunk of it at a time in host memory
-        nvme_open(&o->nvme, nvme_dir, rank, n);
+        nvme_open(&o->nvme, nvme_dir, rank, n, aio);
         for (int s = 0; s < 3; s++)
             for (int a = 0; a < NVME_ARRAYS; a++) o->chunk_state[s][a] = nvme_buffer(o->chunk);
         float *buf = o->chunk_state[0][NVME_MASTER];

@@ -38,7 +38,8 @@ typedef struct {
 // (the model's master, or its fp32 params), copied once; NULL (host memory only): the
 // caller writes o->master itself. rank names the NVMe file.
 void offload_init(ZeroOffload *o, AdamW *opt, const Backend *be, AdamWConfig cfg, size_t begin, size_t end,
-                  const float *master_init, int init_on_host, int pinned, const char *nvme_dir, int rank);
+                  const float *master_init, int init_on_host, int pinned, const char *nvme_dir, const NvmeAio *aio,
+                  int rank);
 void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be);
 // One AdamW step of the partition: grads (act dtype, element opt->begin first) in device
 // memory, or in host memory when grads_on_host (stage 2-3 streamed them down during

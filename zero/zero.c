@@ -124,7 +124,7 @@ static size_t largest_unit(const ParamLayout *L, int skip) {
 
 ZeroOptions zero_options_stage(int stage) {
     // stage 3 without a config: DeepSpeed's defaults for the stage-3 keys
-    ZeroOptions o = {.stage = stage, .prefetch = 1, .prefetch_elems = 50000000, .max_live = 1000000000,
+    ZeroOptions o = {.stage = stage, .nvme_aio = NVME_AIO_DEFAULT, .prefetch = 1, .prefetch_elems = 50000000, .max_live = 1000000000,
                      .persist_threshold = 100000, .max_reuse = 1000000000};
     return o;
 }
@@ -156,6 +156,9 @@ ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
                     "HINT: a shorter directory", path, sizeof o.nvme_path - 1);
         snprintf(o.nvme_path, sizeof o.nvme_path, "%s", oo->nvme_path);
     }
+    o.nvme_aio = (NvmeAio){.block_size = (size_t)c->aio.block_size.v, .queue_depth = (int)c->aio.queue_depth.v,
+                           .threads = (int)c->aio.intra_op_parallelism.v, .single_submit = c->aio.single_submit.v,
+                           .overlap_events = c->aio.overlap_events.v};
     o.pin_memory = oo->pin_memory.v;
     o.reduce_bucket = (size_t)c->zero.reduce_bucket_size.v;
     o.gather_bucket = (size_t)c->zero.allgather_bucket_size.v;
@@ -199,7 +202,8 @@ static void place_whole(ZeroState *z, WeightsSrc *w, int training) {
 // The fp32 master of the owned range: in host memory with the moments (offload, fp32
 // compute too), on the device from the host copy (16-bit compute), or nowhere: fp32
 // compute trains the weights in place.
-static void place_master(ZeroState *z, WeightsSrc *w, int pinned, const char *nvme_dir, const AdamWConfig *oc) {
+static void place_master(ZeroState *z, WeightsSrc *w, int pinned, const char *nvme_dir, const NvmeAio *aio,
+                         const AdamWConfig *oc) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t b = z->part.begin, np = z->part.end - z->part.begin;
@@ -210,7 +214,7 @@ static void place_master(ZeroState *z, WeightsSrc *w, int pinned, const char *nv
         const int on_nvme = nvme_dir && nvme_dir[0];
         if ((w->random || w->shards) && !on_nvme) {  // the random init / checkpoint straight into the host master
             offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, NULL, 1, pinned, nvme_dir,
-                         z->comm->rank);
+                         aio, z->comm->rank);
             src_put_host(w, m, z->off.master, DTYPE_F32, b, np);
             z->mem.host = z->off.host_bytes;
             return;
@@ -222,7 +226,7 @@ static void place_master(ZeroState *z, WeightsSrc *w, int pinned, const char *nv
         }
         const float *src = made ? made : w->host ? w->host + b : (const float *)m->params + b;
         offload_init(&z->off, &z->opt, be, *oc, z->part.begin, z->part.end, src, made || w->host, pinned, nvme_dir,
-                     z->comm->rank);
+                     aio, z->comm->rank);
         freeCheck(made);
         z->mem.host = z->off.host_bytes;
     } else if (oc && be->act_dtype != DTYPE_F32 && src_has(w)) {  // evaluation: the compute weights only
@@ -377,7 +381,7 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
     z->part = stage >= 1 ? partition_range(m->lay.total, comm->world, comm->rank) : (Range){0, m->lay.total};
     place_whole(z, w, oc != NULL);
-    place_master(z, w, o->pin_memory, o->nvme_path, oc);
+    place_master(z, w, o->pin_memory, o->nvme_path, &o->nvme_aio, oc);
     if (stage >= 2 && oc) place_grads(z);
     if (stage == 3) place_stage3_params(z, w, o);
     t5_bind_flat(m);
@@ -477,8 +481,12 @@ void zero_print_memory(const ZeroState *z) {
            z->stage, z->comm->rank, z->comm->world, k->params, k->grads, k->master, k->moments, z->part.begin,
            z->part.end, z->m->lay.total, k->grad_work + k->param_work, z->m->be->mem_in_use(), k->host);
     if (z->offload && z->off.on_nvme)
-        printf(" (offloaded to NVMe: %zu B in %s; + %zu B staging)", z->off.nvme_bytes, z->off.nvme.path,
-               z->off.stage_bytes);
+    {
+        char io[256];
+        nvme_describe(&z->off.nvme, io, sizeof io);
+        printf(" (offloaded to NVMe: %zu B in %s; + %zu B staging; I/O: %s)", z->off.nvme_bytes, z->off.nvme.path,
+               z->off.stage_bytes, io);
+    }
     else if (z->offload)
         printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
     if (z->grad_on_host) printf("; gradient partition in host memory %zu B (pinned)", k->host_grads);

@@ -75,6 +75,7 @@ typedef struct {
     int offload_param_pin; // offload_param: page-locked
     char nvme_path[512];   // offload to NVMe ("device": "nvme"): the directory of the rank's state file
                            // (zero/nvme.h); "" = host memory
+    NvmeAio nvme_aio;      // the NVMe I/O: the config's "aio" block (zero/nvme.h), else DeepSpeed's defaults
     int inference;         // evaluation only (no --do_train): no gradients, master weights or moments,
                            // in the plan (zero/planner.c) as in zero_init (which gets no AdamWConfig)
 } ZeroOptions;

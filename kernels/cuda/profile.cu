@@ -247,7 +247,7 @@ static int row_by_ms(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-extern "C" void backend_profile_report(double wall_ms, int steps, int top) {
+extern "C" void backend_profile_report(FILE *f, double wall_ms, int steps, int top) {
     cudaCheck(cudaStreamSynchronize(t5_stream()));
     for (size_t i = 0; i < P.nrec; i++) {
         float ms = 0;
@@ -263,19 +263,19 @@ extern "C" void backend_profile_report(double wall_ms, int steps, int top) {
         busy += P.rows[i].ms;
     }
     const double per = 1.0 / (steps > 0 ? steps : 1), wall = wall_ms * per;
-    printf("profile: %d step%s, %.2f ms a step (wall), ops busy %.2f ms, idle %.2f ms\n", steps, steps == 1 ? "" : "s",
+    fprintf(f, "profile: %d step%s, %.2f ms a step (wall), ops busy %.2f ms, idle %.2f ms\n", steps, steps == 1 ? "" : "s",
            wall, busy * per, wall - busy * per);
-    printf("| class | ms / step | share of the step | calls / step |\n|---|---|---|---|\n");
+    fprintf(f, "| class | ms / step | share of the step | calls / step |\n|---|---|---|---|\n");
     for (int c = 0; c < PC_COUNT; c++)
         if (cls_calls[c])
-            printf("| %s | %.2f | %.1f%% | %ld |\n", PC_NAMES[c], cls_ms[c] * per, 100.0 * cls_ms[c] * per / wall,
+            fprintf(f, "| %s | %.2f | %.1f%% | %ld |\n", PC_NAMES[c], cls_ms[c] * per, 100.0 * cls_ms[c] * per / wall,
                    (long)(cls_calls[c] * per));
-    printf("| idle (launch gaps, host work, waits) | %.2f | %.1f%% | |\n", wall - busy * per,
+    fprintf(f, "| idle (launch gaps, host work, waits) | %.2f | %.1f%% | |\n", wall - busy * per,
            100.0 * (wall - busy * per) / wall);
     qsort(P.rows, (size_t)P.nrows, sizeof(ProfRow), row_by_ms);
-    printf("top %d ops by time (op and shape | ms / step | calls / step | us / call):\n", top);
+    fprintf(f, "top %d ops by time (op and shape | ms / step | calls / step | us / call):\n", top);
     for (int i = 0; i < P.nrows && i < top; i++)
-        printf("  %-64s %8.3f %6ld %9.1f\n", P.rows[i].key, P.rows[i].ms * per, (long)(P.rows[i].calls * per),
+        fprintf(f, "  %-64s %8.3f %6ld %9.1f\n", P.rows[i].key, P.rows[i].ms * per, (long)(P.rows[i].calls * per),
                P.rows[i].calls ? 1e3 * P.rows[i].ms / P.rows[i].calls : 0.0);
     P.nrows = 0;
     P.nrec = 0;
