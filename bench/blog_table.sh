@@ -40,7 +40,7 @@ fi
 
 # The rows: id|label|GPUs|model|the post's batch, train s, eval s|train_t5 flags|HF driver flags
 # (the post's DeepSpeed rows run without --adam_eps/--warmup_steps, which their config contradicts:
-# README.md "The 2021 post, command by command").
+# docs/POST.md "Why $FLAGS is left out of the DeepSpeed rows").
 FLAGS="--adam_eps 1e-06 --warmup_steps 5"
 ROWDEFS=(
 "1|baseline (DDP)|2|t5-large|16|30.9|56.3|$FLAGS|--mode ddp --precision fp32"

@@ -2,7 +2,7 @@
 # bench/cpu_adam.sh: ZeRO-Offload's CPU AdamW against DeepSpeedCPUAdam on the same machine,
 # in one call (issue 17): the same step on the same inputs (worst relative difference), then
 # parameters/s with 1 thread (per core) and with every core. DeepSpeed comes from the wheels
-# (docs: bench/README.md); its op JIT-builds on first use (~30-60 s).
+# (docs/BENCH.md, "ds_baseline.py"); its op JIT-builds on first use (~30-60 s).
 #   usage (repo root, GPU machine or any x86 host with torch):
 #     CPU_ADAM=build/bench/cpu_adam bash bench/cpu_adam.sh
 # Environment: CPU_ADAM [build/bench/cpu_adam], PYTHON [python3], BENCH_WHEELS [.whl],

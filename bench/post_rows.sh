@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# bench/post_rows.sh: the 2021 post's rows as README.md writes them ("The 2021 post, command by
-# command"), run on the GPU machine; one line per row: exit status, train and eval seconds,
+# bench/post_rows.sh: the 2021 post's rows as docs/POST.md writes them ("The same runs with
+# train_t5"), run on the GPU machine; one line per row: exit status, train and eval seconds,
 # samples/s and the peak GPU memory, or the error. Rows 1-6 need 2 GPUs (--num_gpus 2), rows 7-8
-# one. The commands here and in the README are the same text: keep them in step.
+# one. The commands here and in docs/POST.md are the same text: keep them in step.
 #   usage (repo root, GPU machine): OUT=dir [ROWS="7 8"] bash bench/post_rows.sh
 #   ROWS defaults to every row the visible GPUs can run.
 set -u

@@ -243,5 +243,5 @@ if [ "$DO_CAP" = 1 ]; then
     done
 fi
 echo
-echo "ratio = train_t5 / HF samples/s. TFLOP/s = model FLOPs (bench/README.md) x samples/s. peak GiB: train_t5's"
+echo "ratio = train_t5 / HF samples/s. TFLOP/s = model FLOPs (docs/BENCH.md) x samples/s. peak GiB: train_t5's"
 echo "own figure; HF: torch.cuda.max_memory_allocated. Raw RESULT lines: $LOG; full output: $FULL. Took ${SECONDS}s."

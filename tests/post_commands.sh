@@ -44,7 +44,7 @@ expect() {
 }
 
 # The post's full baseline command (#8771), $BS = 16, its data dir replaced by the shipped sample;
-# FLAGS: the two flags its ds_config.json contradicts (left out of the DeepSpeed rows: README).
+# FLAGS: the two flags its ds_config.json contradicts (left out of the DeepSpeed rows: docs/POST.md).
 COMMON=(--model_name_or_path t5-large --output_dir "$T/output_dir" --data_dir data/sample
   --do_eval --do_train --evaluation_strategy=steps --freeze_embeds --label_smoothing 0.1 --learning_rate 3e-5
   --logging_first_step --logging_steps 1000 --max_source_length 128 --max_target_length 128

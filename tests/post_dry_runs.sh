@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/post_dry_runs.sh: README's eight command lines of the 2021 post ("The 2021 post, command by
-# command"), taken from README.md itself, dry-run with --explain on this machine: each line as
+# tests/post_dry_runs.sh: the eight command lines of the 2021 post in docs/POST.md ("The same runs
+# with train_t5"), taken from that page itself, dry-run with --explain on this machine: each line as
 # written, with --num_gpus 2, and as two launchers start its rank 0 on two GPUs (torchrun
 # --nproc_per_node 2 and deepspeed --num_gpus 2: their variables and argv), 32 runs. No GPU is
 # needed (a CPU-only build plans them too). Each must exit 0 and print its plan, and the plan must
@@ -34,14 +34,15 @@ pass=0; fail=0
 ok()  { echo "OK     $*"; pass=$((pass + 1)); }
 bad() { echo "NOT OK $*"; fail=$((fail + 1)); }
 
-# README's block: its variables and the ./train_t5 lines (continuations joined)
-awk '/^# bash; the post.s flags/{f=1} f && /^```$/{exit} f{print}' README.md > "$T/block.sh"
-grep -q '^\./train_t5' "$T/block.sh" || { bad "README.md: the post's command block was not found"; echo "$pass passed, $fail failed"; exit 1; }
+# docs/POST.md's block: its variables and the ./train_t5 lines (continuations joined)
+DOC=docs/POST.md
+awk '/^# bash; the post.s flags/{f=1} f && /^```$/{exit} f{print}' "$DOC" > "$T/block.sh"
+grep -q '^\./train_t5' "$T/block.sh" || { bad "$DOC: the post's command block was not found"; echo "$pass passed, $fail failed"; exit 1; }
 sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$T/block.sh" | grep '^\./train_t5' > "$T/lines"
 grep -v '^\./train_t5' "$T/block.sh" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta' | grep -v '^ ' > "$T/vars.sh"
 # shellcheck disable=SC1091
 . "$T/vars.sh"
-[ "$(wc -l < "$T/lines")" -eq 8 ] || bad "README.md: expected the post's 8 command lines, found $(wc -l < "$T/lines")"
+[ "$(wc -l < "$T/lines")" -eq 8 ] || bad "$DOC: expected the post's 8 command lines, found $(wc -l < "$T/lines")"
 
 # plan LABEL ENV... -- ARGS...: a dry run; its output normalized into $T/LABEL.plan
 plan() {
