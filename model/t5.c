@@ -30,6 +30,7 @@ void t5_init_layout(T5Model *m, const T5Config *cfg, const Backend *be) {
     m->be = be;
     m->elem = dtype_size(be->act_dtype);
     params_build_layout(&m->cfg, &m->lay);
+    t5_segments_build(m);
     m->unit_params = callocCheck((size_t)m->lay.n_units, sizeof(void *));
     m->unit_grads = callocCheck((size_t)m->lay.n_units, sizeof(void *));
     m->dropout_p = cfg->dropout_rate;
@@ -60,6 +61,7 @@ void t5_free(T5Model *m) {
     free(m->dec);
     free(m->unit_params);
     free(m->unit_grads);
+    t5_segments_free(m);
     params_free_layout(&m->lay);
     memset(m, 0, sizeof *m);
 }
@@ -323,17 +325,7 @@ void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_s
 }
 
 // ---------------------------------------------------------------------------------
-// forward
-
-// unit boundaries (T5UnitHooks)
-static inline void fetch(T5Model *m, int u) { t5_unit_fetch(m, u); }
-static inline void release(T5Model *m, int u) { t5_unit_release(m, u); }
-static inline void grads_begin(T5Model *m, int u) {
-    if (m->hooks && m->hooks->begin_grads) m->hooks->begin_grads(m->hooks->ctx, m, u);
-}
-static inline void grads_end(T5Model *m, int u) {
-    if (m->hooks && m->hooks->end_grads) m->hooks->end_grads(m->hooks->ctx, m, u);
-}
+// forward, segment by segment (T5Segment: the caller fetches each segment's unit before it)
 
 static void check_batch(const T5Model *m, const T5Batch *b) {
     if (!m->arena) t5_fail("t5_forward: no activation plan (call t5_plan_activations first)");
@@ -360,38 +352,10 @@ static void dec_block_forward(T5Model *m, int l) {
                          m->attention_mask, NULL, NULL);
 }
 
-void t5_encoder_forward(T5Model *m) {
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    const ParamLayout *L = &m->lay;
-    int S = m->S, D = c->d_model, H = c->num_heads;
-    size_t nS = (size_t)m->B * S;
-    fetch(m, L->unit_shared);
-    be->embedding_forward(m->enc_x[0], m->input_ids, t5_param(m, L->shared), (int)nS, D);
-    release(m, L->unit_shared);
-    be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
-    for (int l = 0; l < c->num_layers; l++) {
-        fetch(m, L->unit_enc0 + l);
-        if (l == 0)
-            be->position_bias_forward(m->enc_bias, t5_param(m, L->enc[0].self.relbias), S, S, H, 0,
-                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
-        for (int w = 0; window_next(m, w); w++) t5_enc_block_forward(m, l);
-        release(m, L->unit_enc0 + l);
-    }
-    fetch(m, L->unit_enc_final);
-    be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], t5_param(m, L->enc_final_ln), (int)nS,
-                        D, c->layer_norm_epsilon);
-    release(m, L->unit_enc_final);
-    be->dropout_forward(m->enc_final, m->enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
-}
-
-double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens) {
+void t5_forward_begin(T5Model *m, const T5Batch *batch, long *n_tokens) {
     check_batch(m, batch);
     const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    const ParamLayout *L = &m->lay;
     int B = m->B = batch->B, S = m->S = batch->S, T = m->T = batch->T;
-    int D = c->d_model, H = c->num_heads, V = c->vocab_size;
     size_t nS = (size_t)B * S, nT = (size_t)B * T;
     be->to_device(m->input_ids, batch->input_ids, nS * sizeof(int));
     be->to_device(m->attention_mask, batch->attention_mask, nS * sizeof(int));
@@ -400,44 +364,76 @@ double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long 
     long count = 0;
     for (size_t i = 0; i < nT; i++) count += batch->labels[i] != -100;
     if (n_tokens) *n_tokens = count;
+}
 
-    t5_encoder_forward(m);
-
-    // ---- decoder ----
-    fetch(m, L->unit_shared);
-    be->embedding_forward(m->dec_x[0], m->dec_ids, t5_param(m, L->shared), (int)nT, D);
-    release(m, L->unit_shared);
-    be->dropout_forward(m->dec_x[0], m->dec_x[0], nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
-    for (int l = 0; l < c->num_decoder_layers; l++) {
-        fetch(m, L->unit_dec0 + l);
-        if (l == 0)
-            be->position_bias_forward(m->dec_bias, t5_param(m, L->dec[0].self.relbias), T, T, H, 0,
-                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
-        for (int w = 0; window_next(m, w); w++) dec_block_forward(m, l);
-        release(m, L->unit_dec0 + l);
-    }
-    fetch(m, L->unit_dec_final);
-    be->rmsnorm_forward(m->dec_final, m->dec_final_rstd, m->dec_x[3 * c->num_decoder_layers], t5_param(m, L->dec_final_ln),
-                        (int)nT, D, c->layer_norm_epsilon);
-    release(m, L->unit_dec_final);
-    be->dropout_forward(m->dec_final, m->dec_final, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
-    if (c->scale_decoder_outputs) be->scale(m->dec_final, m->dec_final, t5_head_scale(D), nT * D);
-
-    // ---- head + loss, in chunks of m->head_rows rows ----
-    fetch(m, L->unit_lm_head);
+// The head and its loss, in chunks of m->head_rows rows; returns the loss sum.
+static double head_forward(T5Model *m, float label_smoothing) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int D = c->d_model, V = c->vocab_size;
+    size_t nT = (size_t)m->B * m->T;
     double loss = 0.0;
     for (size_t r0 = 0; r0 < nT; r0 += m->head_rows) {
         int n = (int)(nT - r0 < m->head_rows ? nT - r0 : m->head_rows);
         be->matmul_forward(m->logits, (char *)m->dec_final + r0 * D * m->elem, t5_param(m, L->lm_head), n, D, V);
         loss += be->crossentropy_forward_backward(NULL, m->logits, m->labels + r0, n, V, label_smoothing, 0.0f);
     }
-    release(m, L->unit_lm_head);
     return loss;
+}
+
+double t5_forward_segment(T5Model *m, const T5Segment *sg, float label_smoothing) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int S = m->S, T = m->T, D = c->d_model, H = c->num_heads, l = sg->layer;
+    size_t nS = (size_t)m->B * S, nT = (size_t)m->B * T;
+    switch (sg->kind) {
+    case T5_SEG_ENC_EMBED:
+        be->embedding_forward(m->enc_x[0], m->input_ids, t5_param(m, L->shared), (int)nS, D);
+        be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
+        break;
+    case T5_SEG_ENC_BLOCK:
+        if (l == 0)
+            be->position_bias_forward(m->enc_bias, t5_param(m, L->enc[0].self.relbias), S, S, H, 0,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
+        for (int w = 0; window_next(m, w); w++) t5_enc_block_forward(m, l);
+        break;
+    case T5_SEG_ENC_FINAL:
+        be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], t5_param(m, L->enc_final_ln),
+                            (int)nS, D, c->layer_norm_epsilon);
+        be->dropout_forward(m->enc_final, m->enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
+        break;
+    case T5_SEG_DEC_EMBED:
+        be->embedding_forward(m->dec_x[0], m->dec_ids, t5_param(m, L->shared), (int)nT, D);
+        be->dropout_forward(m->dec_x[0], m->dec_x[0], nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
+        break;
+    case T5_SEG_DEC_BLOCK:
+        if (l == 0)
+            be->position_bias_forward(m->dec_bias, t5_param(m, L->dec[0].self.relbias), T, T, H, 0,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+        for (int w = 0; window_next(m, w); w++) dec_block_forward(m, l);
+        break;
+    case T5_SEG_DEC_FINAL:
+        be->rmsnorm_forward(m->dec_final, m->dec_final_rstd, m->dec_x[3 * c->num_decoder_layers],
+                            t5_param(m, L->dec_final_ln), (int)nT, D, c->layer_norm_epsilon);
+        be->dropout_forward(m->dec_final, m->dec_final, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
+        if (c->scale_decoder_outputs) be->scale(m->dec_final, m->dec_final, t5_head_scale(D), nT * D);
+        break;
+    case T5_SEG_HEAD:
+        return head_forward(m, label_smoothing);
+    default:
+        t5_die(__FILE__, __LINE__, "t5_forward_segment: a backward-only segment", "a bug: report it");
+    }
+    return 0.0;
 }
 
 // ---------------------------------------------------------------------------------
 // backward: each step reads the running residual gradient dx and ADDS the branch's
-// contribution into it (backend convention: backward ops accumulate).
+// contribution into it (backend convention: backward ops accumulate). Unit order: head,
+// decoder final norm, decoder blocks (last first), encoder final norm, encoder blocks, shared
+// embedding (its gradient is open from the tied head, or from the decoder's embedding, to
+// the end).
 
 // The output dropout of what feeds block l of a stack (0 encoder, 1 decoder): block l-1's
 // FFN, or the embedding for l == 0. Backward's norm of block l (or the stack's final norm,
@@ -447,19 +443,16 @@ static DropoutArgs dropout_below(const T5Model *m, int stack, int l) {
     return t5_site_dropout(m, stack, l - 1, stack ? 2 : 1, SITE_FFN_OUT);
 }
 
-// Head and decoder final norm: from the loss to the gradient of the last decoder block's
-// output, in m->d_dec_x (B,T,D). dlogits overwrite the logits in place (B*T*V is the
-// largest activation); in chunks of m->head_rows rows when the plan chunked the head, each
-// chunk's logits recomputed first (the head's weight gradient then adds chunk by chunk).
+// Head: from the loss to the gradient of the head's input, in m->d_tmp_d (B,T,D). dlogits
+// overwrite the logits in place (B*T*V is the largest activation); in chunks of m->head_rows
+// rows when the plan chunked the head, each chunk's logits recomputed first (the head's
+// weight gradient then adds chunk by chunk).
 static void head_backward(T5Model *m, float label_smoothing, float dloss) {
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     const ParamLayout *L = &m->lay;
     int D = c->d_model, V = c->vocab_size;
     size_t nT = (size_t)m->B * m->T, e = m->elem;
-    void *dx = m->d_dec_x;
-    fetch(m, L->unit_lm_head);
-    grads_begin(m, L->unit_lm_head);
     for (size_t r0 = 0; r0 < nT; r0 += m->head_rows) {
         int n = (int)(nT - r0 < m->head_rows ? nT - r0 : m->head_rows);
         void *x = (char *)m->dec_final + r0 * D * e;
@@ -468,110 +461,108 @@ static void head_backward(T5Model *m, float label_smoothing, float dloss) {
         be->matmul_backward((char *)m->d_tmp_d + r0 * D * e, t5_grad(m, L->lm_head), m->logits, x,
                             t5_param(m, L->lm_head), n, D, V, 1);
     }
-    if (L->unit_lm_head != L->unit_shared) grads_end(m, L->unit_lm_head);  // tied: open until the encoder's embedding
-    release(m, L->unit_lm_head);
-    if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, t5_head_scale(D), nT * D);
-    // through the dropout: dropout_backward into zeros, as one write (no memset)
-    be->dropout_forward(m->d_ln, m->d_tmp_d, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
-    be->zero(dx, nT * D * e);
-    fetch(m, L->unit_dec_final);
-    grads_begin(m, L->unit_dec_final);
-    const int Ld = c->num_decoder_layers;
-    DropoutArgs first = dropout_below(m, 1, Ld);
-    t5_norm_backward(m, dx, t5_grad(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * Ld], t5_param(m, L->dec_final_ln),
-                     m->dec_final_rstd, (int)nT, &first);
-    grads_end(m, L->unit_dec_final);
-    release(m, L->unit_dec_final);
 }
 
-// Decoder blocks (last first) and the decoder's embedding; leaves the gradient of the
-// encoder output in m->d_enc_final and opens the shared embedding's gradient.
-static void decoder_backward(T5Model *m) {
+// Decoder block l (its windows), block 0 also the position bias table's gradient.
+static void dec_block_backward(T5Model *m, int l) {
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int S = m->S, T = m->T, H = c->num_heads;
+    for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
+        void **x = &m->dec_x[3 * l], *dxw = m->d_dec_x;
+        if (m->gradient_checkpointing) dec_block_forward(m, l);
+        // each sublayer's norm backward also makes the next one's branch gradient (t5_branch_grad)
+        DropoutArgs to_cross = t5_site_dropout(m, 1, l, 1, SITE_ATT_OUT), to_self = t5_site_dropout(m, 1, l, 0, SITE_ATT_OUT);
+        DropoutArgs to_prev = dropout_below(m, 1, l);
+        t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dxw, T, 1, l, 2, &to_cross);
+        t5_attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dxw, T, m->enc_final, m->d_enc_final,
+                                  S, NULL, 1, l, 1, &to_self);
+        t5_attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dxw, T, NULL, NULL, T, m->d_dec_bias, 1,
+                                  l, 0, &to_prev);
+    }
+    if (l == 0)  // block 0 holds the table every block's position bias came from
+        m->be->position_bias_backward(t5_grad(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+}
+
+// Encoder block l, as dec_block_backward.
+static void enc_block_backward(T5Model *m, int l) {
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int S = m->S, H = c->num_heads;
+    for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
+        if (m->gradient_checkpointing) t5_enc_block_forward(m, l);
+        DropoutArgs to_self = t5_site_dropout(m, 0, l, 0, SITE_ATT_OUT);
+        DropoutArgs to_prev = dropout_below(m, 0, l);
+        t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], m->d_enc_x, S, 0, l, 1,
+                                 &to_self);
+        t5_attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], m->d_enc_x, S, NULL, NULL,
+                                  S, m->d_enc_bias, 0, l, 0, &to_prev);
+    }
+    if (l == 0)
+        m->be->position_bias_backward(t5_grad(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
+}
+
+void t5_backward_begin(T5Model *m) {
+    if (m->inference) t5_fail("t5_backward: the activation plan is forward-only (T5Model.inference); a bug: report it");
+    m->d_tmp_valid = 0;
+    m->branch_passes = 0;
+}
+
+void t5_backward_segment(T5Model *m, const T5Segment *sg, float label_smoothing, float dloss) {
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     const ParamLayout *L = &m->lay;
     int S = m->S, T = m->T, D = c->d_model, H = c->num_heads;
+    const int Le = c->num_layers, Ld = c->num_decoder_layers;
     size_t nS = (size_t)m->B * S, nT = (size_t)m->B * T, e = m->elem;
-    void *dx = m->d_dec_x;
-    be->zero(m->d_enc_final, nS * D * e);
-    be->zero(m->d_dec_bias, (size_t)H * T * T * e);
-    for (int l = c->num_decoder_layers - 1; l >= 0; l--) {
-        fetch(m, L->unit_dec0 + l);
-        grads_begin(m, L->unit_dec0 + l);
-        for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
-            void **x = &m->dec_x[3 * l], *dxw = m->d_dec_x;
-            if (m->gradient_checkpointing) dec_block_forward(m, l);
-            // each sublayer's norm backward also makes the next one's branch gradient (t5_branch_grad)
-            DropoutArgs to_cross = t5_site_dropout(m, 1, l, 1, SITE_ATT_OUT), to_self = t5_site_dropout(m, 1, l, 0, SITE_ATT_OUT);
-            DropoutArgs to_prev = dropout_below(m, 1, l);
-            t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dxw, T, 1, l, 2, &to_cross);
-            t5_attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dxw, T, m->enc_final, m->d_enc_final,
-                                      S, NULL, 1, l, 1, &to_self);
-            t5_attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dxw, T, NULL, NULL, T, m->d_dec_bias, 1,
-                                      l, 0, &to_prev);
-        }
-        if (l == 0)  // block 0 holds the table every block's position bias came from
-            be->position_bias_backward(t5_grad(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
-                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
-        grads_end(m, L->unit_dec0 + l);
-        release(m, L->unit_dec0 + l);
+    DropoutArgs first;
+    switch (sg->kind) {
+    case T5_SEG_HEAD:
+        head_backward(m, label_smoothing, dloss);
+        break;
+    case T5_SEG_DEC_OUT:
+        if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, t5_head_scale(D), nT * D);
+        // through the dropout: dropout_backward into zeros, as one write (no memset)
+        be->dropout_forward(m->d_ln, m->d_tmp_d, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
+        be->zero(m->d_dec_x, nT * D * e);
+        break;
+    case T5_SEG_DEC_FINAL:  // from the head's input to the gradient of the last decoder block's output
+        first = dropout_below(m, 1, Ld);
+        t5_norm_backward(m, m->d_dec_x, t5_grad(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * Ld],
+                         t5_param(m, L->dec_final_ln), m->dec_final_rstd, (int)nT, &first);
+        break;
+    case T5_SEG_DEC_CLEAR:
+        be->zero(m->d_enc_final, nS * D * e);
+        be->zero(m->d_dec_bias, (size_t)H * T * T * e);
+        break;
+    case T5_SEG_DEC_BLOCK:
+        dec_block_backward(m, sg->layer);
+        break;
+    case T5_SEG_DEC_EMBED:  // leaves the gradient of the encoder output in m->d_enc_final
+        t5_branch_grad(m, m->d_dec_x, nT * D, dropout_below(m, 1, 0));
+        be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
+        break;
+    case T5_SEG_ENC_OUT:
+        // through the dropout: dropout_backward into zeros, as one write (no memset)
+        be->dropout_forward(m->d_ln, m->d_enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
+        be->zero(m->d_enc_x, nS * D * e);
+        break;
+    case T5_SEG_ENC_FINAL:
+        first = dropout_below(m, 0, Le);
+        t5_norm_backward(m, m->d_enc_x, t5_grad(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * Le],
+                         t5_param(m, L->enc_final_ln), m->enc_final_rstd, (int)nS, &first);
+        break;
+    case T5_SEG_ENC_CLEAR:
+        be->zero(m->d_enc_bias, (size_t)H * S * S * e);
+        break;
+    case T5_SEG_ENC_BLOCK:
+        enc_block_backward(m, sg->layer);
+        break;
+    case T5_SEG_ENC_EMBED:
+        t5_branch_grad(m, m->d_enc_x, nS * D, dropout_below(m, 0, 0));
+        be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
+        break;
     }
-    if (L->unit_lm_head != L->unit_shared) grads_begin(m, L->unit_shared);
-    t5_branch_grad(m, dx, nT * D, dropout_below(m, 1, 0));
-    be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
-}
-
-// Encoder final norm, blocks (last first) and embedding; closes the shared embedding's gradient.
-static void encoder_backward(T5Model *m) {
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    const ParamLayout *L = &m->lay;
-    int S = m->S, D = c->d_model, H = c->num_heads;
-    size_t nS = (size_t)m->B * S, e = m->elem;
-    void *dx = m->d_enc_x;
-    // through the dropout: dropout_backward into zeros, as one write (no memset)
-    be->dropout_forward(m->d_ln, m->d_enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
-    be->zero(dx, nS * D * e);
-    fetch(m, L->unit_enc_final);
-    grads_begin(m, L->unit_enc_final);
-    const int Le = c->num_layers;
-    DropoutArgs first = dropout_below(m, 0, Le);
-    t5_norm_backward(m, dx, t5_grad(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * Le], t5_param(m, L->enc_final_ln),
-                     m->enc_final_rstd, (int)nS, &first);
-    grads_end(m, L->unit_enc_final);
-    release(m, L->unit_enc_final);
-    be->zero(m->d_enc_bias, (size_t)H * S * S * e);
-    for (int l = c->num_layers - 1; l >= 0; l--) {
-        fetch(m, L->unit_enc0 + l);
-        grads_begin(m, L->unit_enc0 + l);
-        for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
-            if (m->gradient_checkpointing) t5_enc_block_forward(m, l);
-            DropoutArgs to_self = t5_site_dropout(m, 0, l, 0, SITE_ATT_OUT);
-            DropoutArgs to_prev = dropout_below(m, 0, l);
-            t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], m->d_enc_x, S, 0, l, 1,
-                                     &to_self);
-            t5_attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], m->d_enc_x, S, NULL, NULL,
-                                      S, m->d_enc_bias, 0, l, 0, &to_prev);
-        }
-        if (l == 0)
-            be->position_bias_backward(t5_grad(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
-                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
-        grads_end(m, L->unit_enc0 + l);
-        release(m, L->unit_enc0 + l);
-    }
-    t5_branch_grad(m, dx, nS * D, dropout_below(m, 0, 0));
-    be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
-    grads_end(m, L->unit_shared);
-}
-
-// Unit order of backward: head, decoder final norm, decoder blocks (last first), encoder
-// final norm, encoder blocks, shared embedding (its gradient is open from the tied head,
-// or from the decoder's embedding, to the end).
-void t5_backward(T5Model *m, float label_smoothing, float dloss) {
-    if (m->inference) t5_fail("t5_backward: the activation plan is forward-only (T5Model.inference); a bug: report it");
-    m->d_tmp_valid = 0;
-    m->branch_passes = 0;
-    head_backward(m, label_smoothing, dloss);
-    decoder_backward(m);
-    encoder_backward(m);
 }

@@ -1,7 +1,8 @@
 // zero/grads_reduce_scatter.c: ZeRO stage 2 = gradients are partitioned too. Backward announces each
 // unit (model/params.h: the embedding, one block, a final norm) before it writes the
-// unit's gradient and after its last write (T5UnitHooks). Begin points the unit's
-// gradient at a zeroed work buffer; end reduce-scatters the buffer, in buckets of
+// unit's gradient and after its last write (zero/step.c, from the segments' grad_begins and
+// grad_ends: model/t5.h). Open points the unit's gradient at a zeroed work buffer;
+// zero_reduce_scatter_unit_grads reduce-scatters the buffer, in buckets of
 // reduce_bucket_size elements, so that each rank receives the sum over ranks of the
 // piece that falls in its partition, and adds it to what the partition already holds
 // (earlier micro-batches of the step). A rank thus never holds a whole gradient: its
@@ -19,7 +20,7 @@
 // buffer and goes down to the host on the copy engine while backward computes the next
 // units; a work buffer is zeroed for a new unit only once that copy is done. A micro-batch
 // after the step's first brings the piece's running sum up into the zeroed buffer when the
-// unit begins, and backward adds onto it. On the step's last micro-batch each piece's
+// unit opens, and backward adds onto it. On the step's last micro-batch each piece's
 // per-tensor norms are taken on the device as it is reduced (z->grad_sq), for the clip.
 // DeepSpeed streams its offload's gradients to pinned buffers the same way (the memory of a
 // stage-2 offload run is the weights, the activations and a few unit-sized buffers).
@@ -41,8 +42,8 @@ static Range owned_piece(const ZeroState *z, const ParamUnit *u) {
     return (Range){b, e};
 }
 
-void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit) {
-    ZeroState *z = ctx;
+void zero_reduce_scatter_open(ZeroState *z, int unit) {
+    T5Model *m = z->m;
     const ParamUnit *u = &m->lay.units[unit];
     void *buf;
     if (unit == m->lay.unit_shared) {
@@ -69,8 +70,8 @@ void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit) {
     }
 }
 
-void zero_reduce_scatter_end_grads(void *ctx, T5Model *m, int unit) {
-    ZeroState *z = ctx;
+void zero_reduce_scatter_unit_grads(ZeroState *z, int unit, int last_micro) {
+    T5Model *m = z->m;
     const ParamUnit *u = &m->lay.units[unit];
     size_t e = m->elem, n = m->lay.total, step = z->reduce_bucket ? z->reduce_bucket : u->hi - u->lo;
     char *buf = m->unit_grads[unit];
@@ -100,7 +101,7 @@ void zero_reduce_scatter_end_grads(void *ctx, T5Model *m, int unit) {
     if (z->grad_on_host && b < en) {  // the reduced piece: its norms (last micro-batch), then down
         comm_wait(z->comm, last);
         const char *piece = buf + (b - u->lo) * e;
-        if (z->last_micro) {
+        if (last_micro) {
             double *sq = mallocCheck(((size_t)m->lay.count + 1) * sizeof(double));
             optimizer_tensor_norms_sq(m->be, &m->lay, piece, e, b, en, sq);  // 0 outside [b, en)
             for (int i = 0; i < m->lay.count; i++) z->grad_sq[i] += sq[i];

@@ -261,8 +261,8 @@ static void prefetch(ZeroState *z) {
     free(pred);
 }
 
-void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit) {
-    ZeroState *z = ctx;
+void zero_stage3_fetch(ZeroState *z, int unit) {
+    T5Model *m = z->m;
     if (z->fetched >= 0)
         t5_die(__FILE__, __LINE__, "ZeRO stage 3: a unit was fetched while another one is in use",
                "forward/backward must release a unit before fetching the next");
@@ -309,8 +309,8 @@ void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit) {
 // stage3_max_reuse_distance, as DeepSpeed reads it: a unit is released (its buffer free for
 // anything) unless the predicted order needs it again within that many elements; a kept
 // unit stays until the pool needs its buffer (the unit needed last goes first).
-void zero_stage3_release_params(void *ctx, T5Model *m, int unit) {
-    ZeroState *z = ctx;
+void zero_stage3_release(ZeroState *z, int unit) {
+    T5Model *m = z->m;
     m->unit_params[unit] = NULL;
     int k = z->fetched_buf;
     z->fetched = z->fetched_buf = -1;
@@ -339,14 +339,6 @@ void zero_stage3_forget_gathered(ZeroState *z) {
     z->fetched = z->fetched_buf = -1;
     gather_persistent(z, 1);  // waited for at the next fetch of each
     prefetch(z);              // the next forward's first units, with the updated weights
-}
-
-int zero_stage3_all_finished(void *ctx, int finished) {
-    ZeroState *z = ctx;
-    if (z->comm->world == 1) return finished;
-    long long open = !finished;
-    comm_allreduce_sum_i64(z->comm, &open, 1);
-    return open == 0;
 }
 
 void zero_stage3_print_stats(const ZeroState *z) {

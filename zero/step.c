@@ -1,4 +1,25 @@
-// zero/step.c: one optimizer step on one rank (see step.h).
+// zero/step.c: one optimizer step on one rank (see step.h). The step drives forward and
+// backward segment by segment (model/t5.h T5Segment) and issues every collective of the step
+// itself, here, by name:
+//   forward, before a segment reads unit u    stage 1-2: wait for u's all-gather of the last
+//                                              update (offloaded update: first wait for the CPU
+//                                              to reach u and all-gather the units up to it);
+//                                              stage 3: all-gather u, prefetch the next units
+//   backward, the same before each segment, then
+//     before its first write to u's gradient  stage 2-3: open u's work buffer
+//     after its last                          stage 0-1: all-reduce u's gradient (last micro-
+//                                              batch only); stage 2-3: reduce-scatter it into
+//                                              the owners' partitions
+//     after the segment                       stage 3: release u
+//   after each backward                       wait for every collective issued during it
+//   apply                                     all-reduce of the per-tensor norms (stage 2-3);
+//                                              stage 1-2: all-gather of the updated weights,
+//                                              unit by unit (or on the update's thread's
+//                                              behalf, at the next forward); stage 3: the
+//                                              gathered copies are forgotten
+// The global label-token count (when the caller does not give it) and the step's loss are
+// all-reduced too (zero_step_accumulate). Evaluation reaches stage 3's units through
+// zero/eval.c.
 #include "step.h"
 
 #include <math.h>
@@ -29,6 +50,69 @@ const Comm *zero_comm_single(void) {
     return &one;
 }
 
+// ---- the collectives at the segments' unit boundaries ----
+
+// Before a segment reads unit u's weights.
+static void weights_fetch(ZeroState *z, int u) {
+    if (u < 0) return;
+    if (z->stage == 1 || z->stage == 2) {
+        // offloaded update on its own thread: wait until its new weights of u have landed and
+        // all-gather the units up to u (zero/update_async.c)
+        if (z->async_update) zero_update_publish_unit(z, u);
+        zero_allgather_wait_unit(z, u);  // the compute stream waits for u's all-gather, if in flight
+    } else if (z->stage == 3) {
+        zero_stage3_fetch(z, u);  // all-gather u (unless gathered already), prefetch the next units
+    }
+}
+
+// After the segment: u's weights are no longer in use.
+static void weights_release(ZeroState *z, int u) {
+    if (u >= 0 && z->stage == 3) zero_stage3_release(z, u);
+}
+
+// Before backward's first write to u's gradient.
+static void grads_open(ZeroState *z, int u) {
+    if (z->stage >= 2) zero_reduce_scatter_open(z, u);  // u's gradient in a zeroed work buffer
+}
+
+// After backward's last write to u's gradient.
+static void grads_reduce(ZeroState *z, int u, int last_micro) {
+    if (z->stage <= 1) {
+        // as DDP: earlier micro-batches only accumulate (no_sync)
+        if (last_micro) zero_allreduce_unit_grads(z, u);  // all-reduce u's gradient
+    } else {
+        zero_reduce_scatter_unit_grads(z, u, last_micro);  // reduce-scatter u's gradient into the partitions
+    }
+}
+
+// One micro-batch's forward; returns its loss sum.
+static double step_forward(ZeroState *z, const T5Batch *micro, float label_smoothing) {
+    T5Model *m = z->m;
+    double loss = 0.0;
+    t5_forward_begin(m, micro, NULL);
+    for (int k = 0; k < m->seg.n_fwd; k++) {
+        const T5Segment *sg = &m->seg.fwd[k];
+        weights_fetch(z, sg->unit);
+        loss += t5_forward_segment(m, sg, label_smoothing);
+        weights_release(z, sg->unit);
+    }
+    return loss;
+}
+
+// Its backward: each unit's gradient reduced as soon as backward has finished it.
+static void step_backward(ZeroState *z, float label_smoothing, float dloss, int last_micro) {
+    T5Model *m = z->m;
+    t5_backward_begin(m);
+    for (int k = 0; k < m->seg.n_bwd; k++) {
+        const T5Segment *sg = &m->seg.bwd[k];
+        weights_fetch(z, sg->unit);
+        if (sg->grad_begins) grads_open(z, sg->grad_unit);
+        t5_backward_segment(m, sg, label_smoothing, dloss);
+        if (sg->grad_ends) grads_reduce(z, sg->grad_unit, last_micro);
+        weights_release(z, sg->unit);
+    }
+}
+
 double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, float label_smoothing,
                             double loss_scale, long global_tokens, long *n_tokens) {
     // The loss is normalized by the label tokens of the whole step (HF's
@@ -50,21 +134,20 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
                    "a bug in the caller's count: report it");
         total_ll = global_tokens;
     } else {
-        comm_allreduce_sum_i64(z->comm, &total_ll, 1);  // the global batch's label tokens
+        comm_allreduce_sum_i64(z->comm, &total_ll, 1);  // all-reduce: the global batch's label tokens
     }
     long total = (long)total_ll;
     if (total == 0) t5_fail("training step: the step has no label tokens (every label is -100)");
     double loss = 0;
     for (int i = 0; i < n_micro; i++) {
-        long n_tok = 0;
-        z->last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward (zero/grads_allreduce.c)
-        loss += t5_forward(m, &micro[i], label_smoothing, &n_tok) / (double)total;
+        const int last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward
+        loss += step_forward(z, &micro[i], label_smoothing) / (double)total;
         float dloss = (float)(loss_scale / (double)total);
         if (z->inject_step == z->steps_seen + 1) dloss = INFINITY;  // T5_TEST_OVERFLOW_STEP (zero.c)
         if (i == 0) zero_update_join(z);  // the last step's update reads the gradients backward writes
-        if (z->grad_on_host && z->last_micro)  // offload: this backward's hooks take the norms
+        if (z->grad_on_host && last_micro)  // offload: this backward's reduce-scatters take the norms
             memset(z->grad_sq, 0, (size_t)m->lay.count * sizeof(double));
-        t5_backward(m, label_smoothing, dloss);
+        step_backward(z, label_smoothing, dloss, last_micro);
         // stages 2-3 with overlap_comm: the gradient partitions are complete only when every
         // reduce-scatter of this backward is (the next micro-batch adds into them); stages
         // 0-1: the step's all-reduces issued during the last backward
@@ -72,7 +155,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
         zero_reduce_scatter_wait_host(z);  // offload: every piece is down in host memory
     }
     if (z->step_times) z->t_backward_end = step_mark(z);
-    comm_allreduce_sum_f64(z->comm, &loss, 1);
+    comm_allreduce_sum_f64(z->comm, &loss, 1);  // all-reduce: the step's loss over ranks
     *n_tokens = total;
     return loss;
 }
@@ -112,7 +195,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
         memcpy(sq, z->grad_sq, (size_t)m->lay.count * sizeof(double));
     else
         optimizer_tensor_norms_sq(m->be, &m->lay, w->grads.ptr, m->elem, w->grad_range.begin, w->grad_range.end, sq);
-    if (w->grads_partitioned) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);
+    if (w->grads_partitioned) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);  // all-reduce: norms of the partitions
     r.grad_norm = optimizer_total_norm(&m->lay, sq) / scale;
     if (z->dump_grad_norms) dump_grad_norms(z, sq, scale);
     free(sq);
@@ -145,8 +228,8 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     }
     if (z->step_times) print_step_times(z, t_norm, z->async_update ? -1 : step_mark(z));
     if (!z->async_update) {
-        if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);
-        zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update
+        if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);  // all-gather the updated weights, unit by unit
+        zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update (re-gathers the persistent units)
         zero_clear_grads(z);
     }
     if (scaler) loss_scaler_update(scaler, 0);

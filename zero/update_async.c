@@ -3,8 +3,9 @@
 // backward ends; but the next forward needs the new weights only unit by unit, in the
 // layout's order, which is the order the update goes through the partition. So the update
 // runs on its own thread (zero_update_start): offload_adamw_step reports, chunk by chunk,
-// how far its new weights have landed on the device, and the next forward's fetch hook
-// (zero_update_fetch_params) waits for each unit only when it reaches it, then all-gathers
+// how far its new weights have landed on the device, and the next forward
+// (zero_update_publish_unit, called by zero/step.c) waits for each unit only when it reaches
+// it, then all-gathers
 // the unit's partitions (several ranks) as params_allgather.c would have. The forward's
 // first units thus run while the CPU still updates the last ones.
 //
@@ -87,10 +88,8 @@ static void publish_through(ZeroState *z, int unit) {
     }
 }
 
-void zero_update_fetch_params(void *ctx, T5Model *m, int unit) {
-    ZeroState *z = ctx;
+void zero_update_publish_unit(ZeroState *z, int unit) {
     if (z->unit_stale[unit]) publish_through(z, unit);
-    zero_allgather_fetch_params(ctx, m, unit);  // the unit's all-gather, if still in flight
 }
 
 void zero_update_join(ZeroState *z) {

@@ -337,26 +337,6 @@ static void owned_build(ZeroState *z) {
     w->grads = (OwnedBuf){z->stage >= 2 ? z->grad_part : m->grads, z->grad_on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
 }
 
-// Each stage's unit hooks (T5UnitHooks): stage 0-1 reduce each unit's gradient as backward
-// finishes it; stage 1-2 wait for a unit's all-gathered weights only when forward reaches it;
-// stage 2-3 reduce-scatter gradients; stage 3 gathers weights on use.
-static void hooks_set(ZeroState *z) {
-    if (z->stage <= 1) z->hooks.end_grads = zero_allreduce_end_grads;
-    if (z->stage == 1 || z->stage == 2)
-        z->hooks.fetch_params = z->async_update ? zero_update_fetch_params : zero_allgather_fetch_params;
-    if (z->stage >= 2) {
-        z->hooks.begin_grads = zero_reduce_scatter_begin_grads;
-        z->hooks.end_grads = zero_reduce_scatter_end_grads;
-    }
-    if (z->stage == 3) {
-        z->hooks.fetch_params = zero_stage3_fetch_params;
-        z->hooks.release_params = zero_stage3_release_params;
-        z->hooks.all_finished = zero_stage3_all_finished;
-    }
-    z->hooks.ctx = z;
-    z->m->hooks = &z->hooks;
-}
-
 static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
                            WeightsSrc *w) {
     int stage = o->stage;
@@ -400,7 +380,6 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     // (zero/step.c; the device is synchronized at each mark, which costs a little)
     const char *times = getenv("T5_STEP_TIMES");
     z->step_times = comm->rank == 0 && times && *times && strcmp(times, "0") != 0;
-    hooks_set(z);
     if (oc && !z->offload) {
         size_t before = be->mem_in_use();
         adamw_init(&z->opt, be, *oc, z->part.begin, z->part.end);
@@ -466,7 +445,7 @@ void zero_free(ZeroState *z) {
         pthread_mutex_destroy(&z->update_mu);
         pthread_cond_destroy(&z->update_cv);
     }
-    if (z->m->hooks == &z->hooks) z->m->hooks = NULL;
+    if (z->m->visitor == &z->visitor) z->m->visitor = NULL;
     memset(z, 0, sizeof *z);
 }
 
@@ -513,16 +492,4 @@ void zero_params_to_host(ZeroState *z, float *host) {
     zero_owned_f32_to_host(&w->master, m->be, 0, np, mine);
     comm_gather_partitions_host_f32(z->comm, mine, host, m->lay.total);
     free(mine);
-}
-
-// Evaluation and generation read the weights through the same hooks as training: stages
-// 0-2 hold them whole (after the last all-gather lands); stage 3 keeps gathering unit by
-// unit (never the whole model on one rank), and generation steps in lock-step across
-// ranks (T5UnitHooks.all_finished). The learned fetch order adapts to generation's.
-void zero_eval_begin(ZeroState *z) {
-    if (z) zero_sync(z);
-}
-
-void zero_eval_end(ZeroState *z) {
-    (void)z;
 }

@@ -17,13 +17,15 @@
 // that record; nothing after zero_init asks the stage or offload where a state is. The model
 // (T5Model) holds only the compute weights and gradients it computes with. One optimizer
 // step (zero/step.c) is then the same at every stage:
-//   forward/backward per micro-batch   stage 0-1: on the step's last micro-batch, each
-//                                       unit's gradient is all-reduced as soon as backward
-//                                       finishes it (T5UnitHooks, zero/grads_allreduce.c);
-//                                       stage 2-3: each unit's gradient is reduce-scattered
-//                                       into the owners' partitions as soon as backward
-//                                       finishes it; stage 3: each unit's weights are
-//                                       all-gathered just before use, freed after
+//   forward/backward per micro-batch   segment by segment (model/t5.h T5Segment), each
+//                                       collective named in zero/step.c: stage 0-1: on the
+//                                       step's last micro-batch, each unit's gradient is
+//                                       all-reduced as soon as backward finishes it
+//                                       (zero/grads_allreduce.c); stage 2-3: each unit's
+//                                       gradient is reduce-scattered into the owners'
+//                                       partitions as soon as backward finishes it; stage 3:
+//                                       each unit's weights are all-gathered just before
+//                                       use, freed after
 //   reduce gradients                   wait for the collectives issued during backward
 //   norm, clip, loss-scaler check      on the partition, summed over ranks (stage 2-3)
 //   AdamW on the owned range           stage 0: everything; 1-3: the partition
@@ -121,10 +123,8 @@ typedef struct ZeroState {
                                 // overwritten rather than added to)
     double *grad_sq;            // (lay.count) grad_on_host: per-tensor sums of squares of this rank's
                                 // pieces (optimizer_tensor_norms_sq), filled during the last backward
-    // stage 0-1: the micro-batch in backward is the step's last (its units' gradients are
-    // then complete and reduced as they finish); stage 1-2: each unit's pending all-gather
-    // of the updated weights (COMM_TICKET_NONE once the compute stream waited for it)
-    int last_micro;
+    // stage 1-2: each unit's pending all-gather of the updated weights (COMM_TICKET_NONE once
+    // the compute stream waited for it)
     CommTicket *unit_ticket;    // (lay.n_units)
     long steps_seen;            // optimizer steps taken or skipped (zero_step_apply calls)
     long inject_step;           // T5_TEST_OVERFLOW_STEP: this rank's gradient overflows at that step (0: never)
@@ -163,7 +163,7 @@ typedef struct ZeroState {
     float update_lr, update_scale;
     double update_t0, update_seconds, update_waited;  // step_times: the thread's start, its run, forward's waits
     unsigned char *unit_stale;  // (lay.n_units) 1: the unit's new weights are not published yet
-    T5UnitHooks hooks;
+    T5UnitVisitor visitor;      // evaluation at stage 3 (zero/eval.c): how t5_forward and generation fetch units
     AdamW opt;
     ZeroOwned own;      // where the owned range's master, moments, gradient and weights live (owned.h)
     ZeroMem mem;
@@ -206,28 +206,31 @@ void zero_print_memory(const ZeroState *z);
 // The fp32 weights of the whole model on rank 0 (host, lay.total floats); collective:
 // every rank calls it. host is unused on other ranks (may be NULL there).
 void zero_params_to_host(ZeroState *z, float *host);
-// Evaluation/generation need whole weights: stage 3 gathers them into m->params for the
-// duration (2 Psi bytes more) and stops fetching per unit; a no-op at stages 0-2.
+// Evaluation and generation (zero/eval.c): begin finishes what the last step left in flight
+// (stages 0-2 then hold whole weights) and, at stage 3, installs the unit visitor (model/t5.h)
+// through which t5_forward and generation gather each unit as they read it, in lock-step
+// across ranks; end removes it. z may be NULL (no ZeRO state: nothing to do).
 void zero_eval_begin(ZeroState *z);
 void zero_eval_end(ZeroState *z);
 
 // ---- per stage: grads_allreduce.c (0-1), params_allgather.c (1-2), grads_reduce_scatter.c (2-3), params_fetch.c (3)
-// stage 0-1: gradient hook (end: on the step's last micro-batch, all-reduce the unit's
-// gradient over ranks in buckets of reduce_bucket_size, on the communication stream)
-void zero_allreduce_end_grads(void *ctx, T5Model *m, int unit);
+// stage 0-1: all-reduce a finished unit's gradient over ranks in buckets of
+// reduce_bucket_size, on the communication stream (zero/step.c: on the step's last micro-batch)
+void zero_allreduce_unit_grads(ZeroState *z, int unit);
 // stage 1-2: all-gather every rank's partition of the compute weights after the update,
-// unit by unit (asynchronous with overlap_comm); the fetch hook waits for a unit's gather
-// before forward or backward reads it
+// unit by unit (asynchronous with overlap_comm); wait_unit: the compute stream waits for a
+// unit's gather before forward or backward reads it (zero/step.c)
 void zero_allgather_params(ZeroState *z);
 void zero_allgather_unit(ZeroState *z, int unit);  // one unit's (the same, asynchronous with overlap_comm)
-void zero_allgather_fetch_params(void *ctx, T5Model *m, int unit);
+void zero_allgather_wait_unit(ZeroState *z, int unit);
 // stage 1-2 with offload (update_async.c): the CPU update on its own thread while the next
-// forward starts; the fetch hook waits for each unit's new weights (and gathers them);
+// forward starts; publish_unit (zero/step.c, before forward reads a unit) waits for the
+// new weights of the units up to it and all-gathers them;
 // join waits for the thread and publishes what is left. overlaps: this run does so (not
 // with the test hook T5_SYNC_UPDATE=1).
 int zero_update_overlaps(const ZeroState *z);
 void zero_update_start(ZeroState *z, float lr, float grad_scale);
-void zero_update_fetch_params(void *ctx, T5Model *m, int unit);
+void zero_update_publish_unit(ZeroState *z, int unit);
 void zero_update_join(ZeroState *z);
 // Everything a step left in flight has finished: the offloaded update's thread, the
 // collectives (the compute stream waits for them). Before reading weights or optimizer
@@ -235,17 +238,18 @@ void zero_update_join(ZeroState *z);
 void zero_sync(ZeroState *z);
 // The gradients the step consumed are cleared for the next one (zero/step.c).
 void zero_clear_grads(ZeroState *z);
-// stage 2-3: gradient hooks (begin: point the unit at a zeroed work buffer; end: reduce-
-// scatter it into the owners' partitions, adding what the partition already holds)
-void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit);
-void zero_reduce_scatter_end_grads(void *ctx, T5Model *m, int unit);
+// stage 2-3 (zero/step.c around backward's segments): open points the unit's gradient at a
+// zeroed work buffer; unit_grads reduce-scatters it into the owners' partitions, adding what
+// the partition already holds (last_micro: offload also takes the piece's norms)
+void zero_reduce_scatter_open(ZeroState *z, int unit);
+void zero_reduce_scatter_unit_grads(ZeroState *z, int unit, int last_micro);
 // stage 2-3 with grad_on_host: wait until every piece of this backward is in host memory
 // (zero/step.c after each backward; the next one adds to them, the optimizer reads them)
 void zero_reduce_scatter_wait_host(ZeroState *z);
-// stage 3: weight hooks (fetch: all-gather the unit into a weight buffer, unless it is
-// there already, and prefetch the next one; release: the unit is no longer in use)
-void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit);
-void zero_stage3_release_params(void *ctx, T5Model *m, int unit);
+// stage 3 (zero/step.c, zero/eval.c): fetch: all-gather the unit into a weight buffer,
+// unless it is there already, and prefetch the next ones; release: the unit is no longer in use
+void zero_stage3_fetch(ZeroState *z, int unit);
+void zero_stage3_release(ZeroState *z, int unit);
 // stage 3: set-up of the buffer pool and persistent units (after the partition exists) and
 // their release; the weights changed (the gathered copies are stale; persistent units are
 // gathered again, asynchronously)
@@ -255,8 +259,6 @@ void zero_stage3_forget_gathered(ZeroState *z);
 // stage 3: one line with the fetches so far: gathered on demand, found gathered ahead by a
 // prefetch, found still gathered from an earlier use (how well the prefetch predicts)
 void zero_stage3_print_stats(const ZeroState *z);
-// stage 3 generation: every rank keeps stepping until all are finished (T5UnitHooks)
-int zero_stage3_all_finished(void *ctx, int finished);
 // The stage-3 buffers the options give for a layout: pool buffers x elements each, and the
 // persistent units' elements (the planner and zero_stage3_init agree through this).
 typedef struct {
