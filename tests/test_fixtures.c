@@ -352,7 +352,7 @@ static void check_steps(Fixture *fx, int stage, int offload) {
     for (int s = 0; s < cJSON_GetArraySize(steps); s++) {
         const cJSON *rs = cJSON_GetArrayItem(steps, s);
         StepResult r = zero_train_step(&z, &sched, NULL, fx->b, 1, fx->smoothing);
-        if (s == 0) gathered_first = z.n_gathered;
+        if (s == 0) gathered_first = z.fetch.n_gathered;
         clipped += r.grad_norm > oc.max_grad_norm;
         snprintf(what, sizeof what, "%s, stage %d%s: step %d loss", variant, stage, offload ? " offload" : "", s + 1);
         rel_ok(what, r.loss, json_num(rs, "loss"), 1e-5);
@@ -371,8 +371,8 @@ static void check_steps(Fixture *fx, int stage, int offload) {
         // there from its last use
         int later = 2;
         snprintf(what, sizeof what, "%s, stage 3: later steps gather %ld unit(s) on demand (want %d), %ld prefetched, "
-                 "%ld reused", variant, z.n_gathered - gathered_first, later, z.n_prefetched, z.n_reused);
-        test_check(z.n_gathered - gathered_first == later && z.n_prefetched > 0 && z.n_reused > 0, what);
+                 "%ld reused", variant, z.fetch.n_gathered - gathered_first, later, z.fetch.n_prefetched, z.fetch.n_reused);
+        test_check(z.fetch.n_gathered - gathered_first == later && z.fetch.n_prefetched > 0 && z.fetch.n_reused > 0, what);
     }
     check_final_params(fx, &z, &m, stage, offload);
     zero_free(&z);

@@ -4,18 +4,20 @@
 // model on one rank): zero_eval_begin installs a unit visitor (model/t5.h T5UnitVisitor)
 // through which t5_forward and the generation decoder (model/kv_decoder.c) fetch and release
 // units, and generation steps in lock-step across ranks, as HF's generate(synced_gpus=True):
-//   fetch         all-gather the unit (zero_stage3_fetch: the same pool, prefetch and learned
+//   fetch         all-gather the unit (zero_fetch_unit: the same pool, prefetch and learned
 //                 order as training, which adapts to generation's order)
-//   release       the unit is no longer in use (zero_stage3_release)
+//   release       the unit is no longer in use (zero_fetch_release)
 //   all_finished  all-reduce of the ranks' "not finished yet" flags
 #include "zero.h"
 
 static void eval_fetch(void *ctx, int unit) {
-    zero_stage3_fetch(ctx, unit);  // all-gather (or find it gathered), prefetch the next units
+    ZeroState *z = ctx;
+    zero_fetch_unit(&z->fetch, unit);  // all-gather (or find it gathered), prefetch the next units
 }
 
 static void eval_release(void *ctx, int unit) {
-    zero_stage3_release(ctx, unit);
+    ZeroState *z = ctx;
+    zero_fetch_release(&z->fetch, unit);
 }
 
 // Every rank keeps stepping until all are finished.

@@ -61,13 +61,13 @@ static void weights_fetch(ZeroState *z, int u) {
         if (z->async_update) zero_update_publish_unit(z, u);
         zero_allgather_wait_unit(z, u);  // the compute stream waits for u's all-gather, if in flight
     } else if (z->stage == 3) {
-        zero_stage3_fetch(z, u);  // all-gather u (unless gathered already), prefetch the next units
+        zero_fetch_unit(&z->fetch, u);  // all-gather u (unless gathered already), prefetch the next units
     }
 }
 
 // After the segment: u's weights are no longer in use.
 static void weights_release(ZeroState *z, int u) {
-    if (u >= 0 && z->stage == 3) zero_stage3_release(z, u);
+    if (u >= 0 && z->stage == 3) zero_fetch_release(&z->fetch, u);
 }
 
 // Before backward's first write to u's gradient.
@@ -229,7 +229,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     if (z->step_times) print_step_times(z, t_norm, z->async_update ? -1 : step_mark(z));
     if (!z->async_update) {
         if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);  // all-gather the updated weights, unit by unit
-        zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update (re-gathers the persistent units)
+        if (z->stage == 3) zero_fetch_forget(&z->fetch);  // the gathered copies predate the update (re-gathers the persistent units)
         zero_clear_grads(z);
     }
     if (scaler) loss_scaler_update(scaler, 0);

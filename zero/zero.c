@@ -273,40 +273,44 @@ static void place_grads(ZeroState *z) {
 static void place_stage3_params_host(ZeroState *z, WeightsSrc *w, int pinned) {
     T5Model *m = z->m;
     const Backend *be = m->be;
+    ZeroFetch *f = &z->fetch;
     size_t e = m->elem, np = z->part.end - z->part.begin;
-    z->param_on_host = 1;
-    z->param_pinned = pinned;
-    z->param_part = be->host_alloc(np * e, pinned);
+    f->on_host = 1;
+    f->pinned = pinned;
+    f->params = be->host_alloc(np * e, pinned);
     z->mem.host += np * e;
     if (m->params) {  // a whole copy on the device: this rank's piece comes down, the copy goes
-        be->to_host(z->param_part, (char *)m->params + z->part.begin * e, np * e);
+        be->to_host(f->params, (char *)m->params + z->part.begin * e, np * e);
         be->free(m->params);
         m->params = NULL;
     } else {
-        src_put_host(w, m, z->param_part, be->act_dtype, z->part.begin, np);
+        src_put_host(w, m, f->params, be->act_dtype, z->part.begin, np);
     }
     size_t piece = largest_owned_piece(z);
-    z->param_up = counted_alloc(be, (piece ? piece : 1) * e, &z->mem.param_work);
+    f->up = counted_alloc(be, (piece ? piece : 1) * e, &z->mem.param_work);
 }
 
-// Stage 3: the partition of the compute weights (units are gathered on use), from the
-// whole copy (freed before the partition is taken) or straight from the host copy.
+// Stage 3: the partition of the compute weights (units are gathered on use: z->fetch), from
+// the whole copy (freed before the partition is taken) or straight from the host copy.
 static void place_stage3_params(ZeroState *z, WeightsSrc *w, const ZeroOptions *o) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t e = m->elem, np = z->part.end - z->part.begin;
+    z->fetch.m = m;
+    z->fetch.comm = z->comm;
+    z->fetch.part = z->part;
     if (o->offload_param) return place_stage3_params_host(z, w, o->offload_param_pin);
     if (m->params) {
         void *staged = mallocCheck(np ? np * e : 1);
         be->to_host(staged, (char *)m->params + z->part.begin * e, np * e);
         be->free(m->params);
         m->params = NULL;
-        z->param_part = counted_alloc(be, np * e, &z->mem.params);
-        be->to_device(z->param_part, staged, np * e);
+        z->fetch.params = counted_alloc(be, np * e, &z->mem.params);
+        be->to_device(z->fetch.params, staged, np * e);
         free(staged);
     } else {
-        z->param_part = counted_alloc(be, np * e, &z->mem.params);
-        src_put(w, m, z->param_part, be->act_dtype, z->part.begin, np);
+        z->fetch.params = counted_alloc(be, np * e, &z->mem.params);
+        src_put(w, m, z->fetch.params, be->act_dtype, z->part.begin, np);
     }
 }
 
@@ -318,12 +322,12 @@ static void owned_build(ZeroState *z) {
     memset(w, 0, sizeof *w);
     w->range = z->part;
     w->range_is_partition = z->stage >= 1;
-    void *compute = z->stage == 3 ? z->param_part : (char *)m->params + z->part.begin * m->elem;
+    void *compute = z->stage == 3 ? z->fetch.params : (char *)m->params + z->part.begin * m->elem;
     if (z->offload && z->off.on_nvme) w->master = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_MASTER};
     else if (z->offload) w->master = (OwnedBuf){z->off.master, OWNED_HOST, DTYPE_F32, 0};
     else if (z->master) w->master = (OwnedBuf){z->master, OWNED_DEVICE, DTYPE_F32, 0};
     else if (act == DTYPE_F32) w->master = (OwnedBuf){compute, OWNED_DEVICE, DTYPE_F32, 0};
-    if (z->offload || z->master) w->params = (OwnedBuf){compute, z->param_on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
+    if (z->offload || z->master) w->params = (OwnedBuf){compute, z->fetch.on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
     if (z->offload && z->off.on_nvme) {
         w->m = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_EXP_AVG};
         w->v = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_EXP_AVG_SQ};
@@ -349,11 +353,9 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     z->reduce_bucket = o->reduce_bucket;
     z->gather_bucket = o->gather_bucket;
     z->overlap_comm = o->overlap_comm;
-    z->prefetch = o->prefetch;
     z->offload = o->offload_optimizer && oc;
     if (z->offload && stage < 1)
         t5_fail("offload_optimizer needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule): set zero_optimization.stage");
-    z->fetched = z->fetched_buf = -1;
     z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
     z->part = stage >= 1 ? partition_range(m->lay.total, comm->world, comm->rank) : (Range){0, m->lay.total};
     place_whole(z, w, oc != NULL);
@@ -363,7 +365,7 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     t5_bind_flat(m);
     z->unit_ticket = mallocCheck((size_t)m->lay.n_units * sizeof(CommTicket));
     for (int u = 0; u < m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
-    if (stage == 3) zero_stage3_init(z, o);
+    if (stage == 3) zero_fetch_init(&z->fetch, o, &z->mem.param_work);
     z->inject_step = zero_test_overflow_step(comm->rank);
     z->unit_stale = callocCheck((size_t)m->lay.n_units, 1);
     z->async_update = oc && zero_update_overlaps(z);
@@ -425,20 +427,16 @@ void zero_free(ZeroState *z) {
     comm_wait_all(z->comm);  // nor any collective
     if (z->offload) offload_free(&z->off, &z->opt, be);
     else if (z->opt.m) adamw_free(&z->opt, be);
-    if (z->param_on_host) {
-        be->host_free(z->param_part, z->param_pinned);
-        z->param_part = NULL;
-    }
     if (z->grad_on_host) {
         for (int k = 0; k < 3; k++) be->copy_wait(ZERO_SLOT_GRAD_DOWN + k);  // no piece still coming down
         be->host_free(z->grad_part, 1);
         z->grad_part = NULL;
         free(z->grad_sq);
     }
-    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work[0], z->grad_work[1], z->grad_shared, z->param_up};
+    void *bufs[] = {z->master, z->grad_part, z->grad_work[0], z->grad_work[1], z->grad_shared};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(bufs[i]);
-    if (z->stage == 3) zero_stage3_free(z);
+    zero_fetch_free(&z->fetch);  // (stage 3)
     free(z->unit_ticket);
     free(z->unit_stale);
     if (z->async_update) {
@@ -473,6 +471,11 @@ void zero_sync(ZeroState *z) {
     zero_update_join(z);
     comm_wait_all(z->comm);
     for (int u = 0; u < z->m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
+    if (z->stage == 3) zero_fetch_collectives_done(&z->fetch);
+}
+
+void zero_stage3_print_stats(const ZeroState *z) {
+    if (z->stage == 3) zero_fetch_print_stats(&z->fetch);
 }
 
 void zero_params_to_host(ZeroState *z, float *host) {

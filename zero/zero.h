@@ -43,7 +43,9 @@
 #include "../deepspeed/ds_config.h"
 #include "offload.h"
 #include "../optim/adamw.h"
+#include "options.h"
 #include "owned.h"
+#include "params_fetch.h"
 #include "partition.h"
 
 // Bytes this rank allocated for each model state, counted by the backend's allocator
@@ -56,31 +58,6 @@ typedef struct {
     size_t host_grads;  // offload at stage 2-3: the gradient partition in host memory (grad_on_host)
 } ZeroMem;
 
-// What a run asks of ZeRO (from --deepspeed's zero_optimization; zeros = stage 0 defaults).
-typedef struct {
-    int stage;             // 0-3
-    size_t reduce_bucket;  // elements per all-reduce / reduce-scatter (0: a whole unit / the whole model)
-    size_t gather_bucket;  // elements per all-gather (0: a whole unit / the whole model)
-    int overlap_comm;      // a unit's gradient reduction runs while backward goes on, and (stage 1-2)
-                           // the weights' all-gather while the next forward goes on (GPU ranks)
-    int prefetch;          // stage 3: gather coming units while the current one computes (GPU ranks)
-    size_t prefetch_elems; // stage 3: elements gathered ahead (stage3_prefetch_bucket_size; at least
-                           // one unit when > 0: a unit is the smallest piece gathered)
-    size_t max_live;       // stage 3: gathered elements alive at once (stage3_max_live_parameters):
-                           // bounds the buffer pool
-    size_t persist_threshold;  // stage 3: units this small stay gathered (stage3_param_persistence_threshold)
-    size_t max_reuse;      // stage 3: stage3_max_reuse_distance (elements)
-    int offload_optimizer; // stage 1-3: master weights and moments in host memory, AdamW on the CPU (offload.h)
-    int pin_memory;        // offload: page-locked host buffers
-    int offload_param;     // stage 3 ("offload_param": {"device": "cpu"}): the partition of the compute
-                           // weights in host memory; each unit's piece goes up to be gathered
-    int offload_param_pin; // offload_param: page-locked
-    char nvme_path[512];   // offload to NVMe ("device": "nvme"): the directory of the rank's state file
-                           // (zero/nvme.h); "" = host memory
-    int inference;         // evaluation only (no --do_train): no gradients, master weights or moments,
-                           // in the plan (zero/planner.c) as in zero_init (which gets no AdamWConfig)
-} ZeroOptions;
-
 // Copy slots (kernels/backend.h) of the gradient stream above; zero/offload.c's step uses 0-3.
 enum { ZERO_SLOT_GRAD_DOWN = 4, ZERO_SLOT_GRAD_UP = 7 };
 
@@ -91,17 +68,11 @@ typedef struct ZeroState {
     Range part;         // this rank's partition of [0, lay.total)
     size_t reduce_bucket;  // elements per all-reduce / reduce-scatter (reduce_bucket_size; 0 = whole unit)
     size_t gather_bucket;  // elements per all-gather (allgather_bucket_size; 0 = whole unit)
-    int overlap_comm, prefetch;  // ZeroOptions
+    int overlap_comm;            // ZeroOptions
     int offload;                 // the optimizer state is in host memory (off)
     ZeroOffload off;
     float *master;      // (part) fp32 master weights on the device: 16-bit compute without offload
     void *grad_part;    // (part) act dtype: stage >= 2, the reduced gradient of the partition
-    void *param_part;   // (part) act dtype: stage 3, the partition of the compute weights (host memory
-                        // with offload_param: param_on_host)
-    int param_on_host;  // offload_param: param_part is host memory (host_alloc)
-    int param_pinned;
-    void *param_up;     // (the largest piece of a unit this rank owns) act dtype, device: offload_param's
-                        // upload of the piece a gather sends
     // stage >= 2: two work buffers (largest unit but the embedding) taking turns, so backward
     // writes one unit's gradient while the previous unit's reduce-scatter reads the other;
     // the shared embedding's gradient has its own (open for all of backward)
@@ -131,27 +102,7 @@ typedef struct ZeroState {
     const char *dump_grad_norms;  // T5_DUMP_GRAD_NORMS (rank 0): file to append each step's per-tensor norms to
     int step_times;               // T5_STEP_TIMES (rank 0): print each step's phases (zero/step.c)
     double t_step_begin, t_backward_end;  // step_times: wall seconds at the marks
-    // stage 3 (zero/params_fetch.c): a pool of buffers (largest non-persistent unit each) holding
-    // gathered units, each remembering its unit (-1: none) until the weights change
-    int n_pool;
-    void **pool;                // (n_pool) buffers
-    int *pool_unit;             // (n_pool) the unit a buffer holds, or -1
-    CommTicket *pool_ticket;    // (n_pool) the gather that last wrote it
-    int *pool_ahead;            // (n_pool) 1: filled by a prefetch and not used since
-    int fetched, fetched_buf;   // the unit in use and its buffer (-1: none, or a persistent unit)
-    // stage 3: units of at most stage3_param_persistence_threshold elements stay gathered on
-    // every rank in one buffer, refreshed after each update (unit_ticket waits for that)
-    void *persist;
-    size_t *persist_off;        // (lay.n_units) element offset in persist, or SIZE_MAX
-    // stage 3 prefetch: the fetch order is learned, not declared: succ[(a, b)] is the unit
-    // fetched after a and then b last time (-1: unknown). Two units of history tell forward
-    // from backward (enc4, enc5 -> enc6; enc6, enc5 -> enc4) and training from generation.
-    int *succ;                  // ((n_units + 1)^2)
-    int hist_a, hist_b;         // the two units fetched last (-1: none)
-    size_t prefetch_elems;      // stage3_prefetch_bucket_size: elements gathered ahead (0: none)
-    size_t max_reuse;           // stage3_max_reuse_distance: a unit needed again within this many
-                                // elements is not overwritten by a prefetch
-    long n_gathered, n_prefetched, n_reused;  // fetches that waited for a gather / found a prefetch / reused a buffer
+    ZeroFetch fetch;            // stage 3: the partition of the compute weights and the units gathered from it
     // offload at stage 1-2 (update_async.c): the step's CPU update runs on its own thread while
     // the next forward starts
     int async_update;           // this run does so (zero_update_overlaps)
@@ -246,26 +197,5 @@ void zero_reduce_scatter_unit_grads(ZeroState *z, int unit, int last_micro);
 // stage 2-3 with grad_on_host: wait until every piece of this backward is in host memory
 // (zero/step.c after each backward; the next one adds to them, the optimizer reads them)
 void zero_reduce_scatter_wait_host(ZeroState *z);
-// stage 3 (zero/step.c, zero/eval.c): fetch: all-gather the unit into a weight buffer,
-// unless it is there already, and prefetch the next ones; release: the unit is no longer in use
-void zero_stage3_fetch(ZeroState *z, int unit);
-void zero_stage3_release(ZeroState *z, int unit);
-// stage 3: set-up of the buffer pool and persistent units (after the partition exists) and
-// their release; the weights changed (the gathered copies are stale; persistent units are
-// gathered again, asynchronously)
-void zero_stage3_init(ZeroState *z, const ZeroOptions *o);
-void zero_stage3_free(ZeroState *z);
-void zero_stage3_forget_gathered(ZeroState *z);
-// stage 3: one line with the fetches so far: gathered on demand, found gathered ahead by a
-// prefetch, found still gathered from an earlier use (how well the prefetch predicts)
+// stage 3: one line with the fetches so far (zero_fetch_print_stats); nothing at other stages
 void zero_stage3_print_stats(const ZeroState *z);
-// The stage-3 buffers the options give for a layout: pool buffers x elements each, and the
-// persistent units' elements (the planner and zero_stage3_init agree through this).
-typedef struct {
-    int n_pool;
-    size_t pool_elems, persist_elems;
-    int max_live_below_two;  // stage3_max_live_parameters admits fewer than two units (said at start-up)
-} Stage3Buffers;
-Stage3Buffers zero_stage3_buffers(const ParamLayout *L, const ZeroOptions *o);
-// One line per stage-3 key saying what it does in this run (start-up, rank 0).
-void zero_stage3_describe(const ParamLayout *L, const ZeroOptions *o, const char *path);
