@@ -39,7 +39,7 @@ static double step_mark(const ZeroState *z) {
 // (update_async.c prints its time when it is joined).
 static void print_step_times(const ZeroState *z, double t_norm, double t_update) {
     printf("step %ld times (ms): forward+backward %.1f, norms %.1f, ", z->steps_seen,
-           1e3 * (z->t_backward_end - z->t_step_begin), 1e3 * (t_norm - z->t_backward_end));
+           1e3 * (z->marks.backward_end - z->marks.step_begin), 1e3 * (t_norm - z->marks.backward_end));
     if (t_update < 0) printf("update on its own thread\n");
     else printf("update %.1f\n", 1e3 * (t_update - t_norm));
     fflush(stdout);
@@ -58,7 +58,7 @@ static void weights_fetch(ZeroState *z, int u) {
     if (z->stage == 1 || z->stage == 2) {
         // offloaded update on its own thread: wait until its new weights of u have landed and
         // all-gather the units up to u (zero/update_async.c)
-        if (z->async_update) zero_update_publish_unit(z, u);
+        if (z->upd.on) zero_update_publish_unit(z, u);
         zero_allgather_wait_unit(z, u);  // the compute stream waits for u's all-gather, if in flight
     } else if (z->stage == 3) {
         zero_fetch_unit(&z->fetch, u);  // all-gather u (unless gathered already), prefetch the next units
@@ -122,7 +122,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     // Trainer skips the division by the accumulation steps): a bug we do not copy
     // (docs/TRAINER.md).
     T5Model *m = z->m;
-    if (z->step_times) z->t_step_begin = step_mark(z);
+    if (z->debug.step_times) z->marks.step_begin = step_mark(z);
     long long total_ll = 0;
     for (int i = 0; i < n_micro; i++)
         for (long k = 0; k < (long)micro[i].B * micro[i].T; k++) total_ll += micro[i].labels[k] != -100;
@@ -143,10 +143,10 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
         const int last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward
         loss += step_forward(z, &micro[i], label_smoothing) / (double)total;
         float dloss = (float)(loss_scale / (double)total);
-        if (z->inject_step == z->steps_seen + 1) dloss = INFINITY;  // T5_TEST_OVERFLOW_STEP (zero.c)
+        if (z->debug.overflow_step == z->steps_seen + 1) dloss = INFINITY;  // T5_TEST_OVERFLOW_STEP (zero/debug.c)
         if (i == 0) zero_update_join(z);  // the last step's update reads the gradients backward writes
-        if (z->grad_on_host && last_micro)  // offload: this backward's reduce-scatters take the norms
-            memset(z->grad_sq, 0, (size_t)m->lay.count * sizeof(double));
+        if (z->grads.on_host && last_micro)  // offload: this backward's reduce-scatters take the norms
+            memset(z->grads.sq, 0, (size_t)m->lay.count * sizeof(double));
         step_backward(z, label_smoothing, dloss, last_micro);
         // stages 2-3 with overlap_comm: the gradient partitions are complete only when every
         // reduce-scatter of this backward is (the next micro-batch adds into them); stages
@@ -154,7 +154,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
         comm_wait_all(z->comm);
         zero_reduce_scatter_wait_host(z);  // offload: every piece is down in host memory
     }
-    if (z->step_times) z->t_backward_end = step_mark(z);
+    if (z->debug.step_times) z->marks.backward_end = step_mark(z);
     comm_allreduce_sum_f64(z->comm, &loss, 1);  // all-reduce: the step's loss over ranks
     *n_tokens = total;
     return loss;
@@ -162,15 +162,15 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
 
 void zero_clear_grads(ZeroState *z) {
     t5_zero_grads(z->m);
-    if (z->grad_on_host) z->grads_started = 0;  // the next backward's pieces overwrite, not add
-    else if (z->grad_part) z->m->be->zero(z->grad_part, (z->part.end - z->part.begin) * z->m->elem);
+    if (z->grads.on_host) z->grads.started = 0;  // the next backward's pieces overwrite, not add
+    else if (z->grads.part) z->m->be->zero(z->grads.part, (z->part.end - z->part.begin) * z->m->elem);
 }
 
-// T5_DUMP_GRAD_NORMS (zero.c): one JSON line per step, {"step": N, "grad_norms": {name: norm}},
+// T5_DUMP_GRAD_NORMS (zero/debug.c): one JSON line per step, {"step": N, "grad_norms": {name: norm}},
 // the norms in layout order (= model.parameters() order), unscaled, frozen tensors left out.
 static void dump_grad_norms(const ZeroState *z, const double *sq, double scale) {
     const ParamLayout *L = &z->m->lay;
-    FILE *f = fopenCheck(z->dump_grad_norms, "a");
+    FILE *f = fopenCheck(z->debug.dump_grad_norms, "a");
     fprintf(f, "{\"step\": %ld, \"grad_norms\": {", z->steps_seen + 1);
     for (int i = 0, k = 0; i < L->count; i++)
         if (!L->specs[i].frozen) fprintf(f, "%s\"%s\": %.9g", k++ ? ", " : "", L->specs[i].name, (float)sqrt(sq[i]) / scale);
@@ -191,13 +191,13 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     // rank: no sum needed), then the norm of the norms, rounded as torch rounds them
     const ZeroOwned *w = &z->own;
     double *sq = mallocCheck(((size_t)m->lay.count + 1) * sizeof(double));
-    if (z->grad_on_host)  // taken piece by piece during the last backward (grads_reduce_scatter.c)
-        memcpy(sq, z->grad_sq, (size_t)m->lay.count * sizeof(double));
+    if (z->grads.on_host)  // taken piece by piece during the last backward (grads_reduce_scatter.c)
+        memcpy(sq, z->grads.sq, (size_t)m->lay.count * sizeof(double));
     else
         optimizer_tensor_norms_sq(m->be, &m->lay, w->grads.ptr, m->elem, w->grad_range.begin, w->grad_range.end, sq);
     if (w->grads_partitioned) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);  // all-reduce: norms of the partitions
     r.grad_norm = optimizer_total_norm(&m->lay, sq) / scale;
-    if (z->dump_grad_norms) dump_grad_norms(z, sq, scale);
+    if (z->debug.dump_grad_norms) dump_grad_norms(z, sq, scale);
     free(sq);
     z->steps_seen++;
     if (!isfinite(r.grad_norm)) {
@@ -217,8 +217,8 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     }
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
-    double t_norm = z->step_times ? step_mark(z) : 0;
-    if (z->async_update) {
+    double t_norm = z->debug.step_times ? step_mark(z) : 0;
+    if (z->upd.on) {
         // offload at stage 1-2: on its own thread while the next forward starts; zero_update_join
         // publishes the weights and clears the gradients
         zero_update_start(z, (float)r.lr, (float)(coef / scale));
@@ -226,8 +226,8 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
         // AdamW on the owned range, wherever zero_init placed it (device, or host with offload)
         zero_owned_update(w, opt, &z->off, m->be, &m->lay, (float)r.lr, (float)(coef / scale), NULL, NULL);
     }
-    if (z->step_times) print_step_times(z, t_norm, z->async_update ? -1 : step_mark(z));
-    if (!z->async_update) {
+    if (z->debug.step_times) print_step_times(z, t_norm, z->upd.on ? -1 : step_mark(z));
+    if (!z->upd.on) {
         if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);  // all-gather the updated weights, unit by unit
         if (z->stage == 3) zero_fetch_forget(&z->fetch);  // the gathered copies predate the update (re-gathers the persistent units)
         zero_clear_grads(z);

@@ -10,20 +10,6 @@
 #include "../common/half.h"
 #include "checkpoint.h"
 
-// Test hook T5_TEST_OVERFLOW_STEP=N[:R]: rank R (default every rank) scales step N's
-// backward by infinity, as an fp16 overflow in that rank's backward would; the reduction
-// carries the inf/nan to every rank, which must all skip step N (tests of the loss scaler
-// across ranks, bench/zero_equivalence.sh). Returns N for this rank, else 0.
-static long zero_test_overflow_step(int rank) {
-    const char *v = getenv("T5_TEST_OVERFLOW_STEP");
-    if (!v || !*v) return 0;
-    char *end = NULL;
-    long n = strtol(v, &end, 10), r = -1;
-    if (*end == ':') r = strtol(end + 1, &end, 10);
-    if (*end || n < 1) t5_fail("T5_TEST_OVERFLOW_STEP=\"%s\": expected STEP or STEP:RANK (a test hook)", v);
-    return r < 0 || r == rank ? n : 0;
-}
-
 // Allocate through the backend and count what the allocator handed out.
 static void *counted_alloc(const Backend *be, size_t bytes, size_t *counter) {
     size_t before = be->mem_in_use();
@@ -252,20 +238,20 @@ static void place_grads(ZeroState *z) {
     if (m->grads) be->free(m->grads);
     m->grads = NULL;
     const ParamUnit *sh = &L->units[L->unit_shared];
-    z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
+    z->grads.shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
     for (int k = 0; k < 2; k++)
-        z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
+        z->grads.work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
     if (!z->offload) {
-        z->grad_part = counted_alloc(be, np * e, &z->mem.grads);
+        z->grads.part = counted_alloc(be, np * e, &z->mem.grads);
         return;
     }
     // offload: the partition's gradient in host memory, page-locked (the pieces go down on the
     // copy engine during backward, straight from the work buffers)
-    z->grad_on_host = 1;
-    z->grad_part = be->host_alloc(np * e, 1);
+    z->grads.on_host = 1;
+    z->grads.part = be->host_alloc(np * e, 1);
     z->mem.host_grads = np * e;
-    z->grad_sq = calloc((size_t)L->count + 1, sizeof(double));
-    if (!z->grad_sq) t5_die(__FILE__, __LINE__, "out of host memory", "free host RAM");
+    z->grads.sq = calloc((size_t)L->count + 1, sizeof(double));
+    if (!z->grads.sq) t5_die(__FILE__, __LINE__, "out of host memory", "free host RAM");
 }
 
 // offload_param: the partition in host memory (page-locked with pin_memory), and a device
@@ -338,7 +324,7 @@ static void owned_build(ZeroState *z) {
     }
     w->grads_partitioned = z->stage >= 2;
     w->grad_range = z->stage >= 2 ? z->part : (Range){0, m->lay.total};
-    w->grads = (OwnedBuf){z->stage >= 2 ? z->grad_part : m->grads, z->grad_on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
+    w->grads = (OwnedBuf){z->stage >= 2 ? z->grads.part : m->grads, z->grads.on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
 }
 
 static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
@@ -356,7 +342,7 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     z->offload = o->offload_optimizer && oc;
     if (z->offload && stage < 1)
         t5_fail("offload_optimizer needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule): set zero_optimization.stage");
-    z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
+    z->grads.work_ticket[0] = z->grads.work_ticket[1] = z->grads.shared_ticket = COMM_TICKET_NONE;
     z->part = stage >= 1 ? partition_range(m->lay.total, comm->world, comm->rank) : (Range){0, m->lay.total};
     place_whole(z, w, oc != NULL);
     place_master(z, w, o->pin_memory, o->nvme_path, oc);
@@ -366,22 +352,13 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     z->unit_ticket = mallocCheck((size_t)m->lay.n_units * sizeof(CommTicket));
     for (int u = 0; u < m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
     if (stage == 3) zero_fetch_init(&z->fetch, o, &z->mem.param_work);
-    z->inject_step = zero_test_overflow_step(comm->rank);
-    z->unit_stale = callocCheck((size_t)m->lay.n_units, 1);
-    z->async_update = oc && zero_update_overlaps(z);
-    if (z->async_update) {
-        pthread_mutex_init(&z->update_mu, NULL);
-        pthread_cond_init(&z->update_cv, NULL);
+    z->debug = zero_debug_from_env(comm->rank);  // (a malformed T5_TEST_OVERFLOW_STEP stops here)
+    z->upd.unit_stale = callocCheck((size_t)m->lay.n_units, 1);
+    z->upd.on = oc && zero_update_overlaps(z);
+    if (z->upd.on) {
+        pthread_mutex_init(&z->upd.mu, NULL);
+        pthread_cond_init(&z->upd.cv, NULL);
     }
-    // Debug hook T5_DUMP_GRAD_NORMS=FILE: rank 0 appends, per optimizer step, every tensor's
-    // pre-clip gradient norm (zero/step.c), to set beside the norms torch's clip_grad_norm_
-    // stacks (tools/make_exact_fixture.py records HF's; tests/test_exact.c compares them)
-    const char *dump = getenv("T5_DUMP_GRAD_NORMS");
-    z->dump_grad_norms = comm->rank == 0 && dump && *dump ? dump : NULL;
-    // Debug hook T5_STEP_TIMES=1: rank 0 prints where each optimizer step's time went
-    // (zero/step.c; the device is synchronized at each mark, which costs a little)
-    const char *times = getenv("T5_STEP_TIMES");
-    z->step_times = comm->rank == 0 && times && *times && strcmp(times, "0") != 0;
     if (oc && !z->offload) {
         size_t before = be->mem_in_use();
         adamw_init(&z->opt, be, *oc, z->part.begin, z->part.end);
@@ -427,21 +404,21 @@ void zero_free(ZeroState *z) {
     comm_wait_all(z->comm);  // nor any collective
     if (z->offload) offload_free(&z->off, &z->opt, be);
     else if (z->opt.m) adamw_free(&z->opt, be);
-    if (z->grad_on_host) {
+    if (z->grads.on_host) {
         for (int k = 0; k < 3; k++) be->copy_wait(ZERO_SLOT_GRAD_DOWN + k);  // no piece still coming down
-        be->host_free(z->grad_part, 1);
-        z->grad_part = NULL;
-        free(z->grad_sq);
+        be->host_free(z->grads.part, 1);
+        z->grads.part = NULL;
+        free(z->grads.sq);
     }
-    void *bufs[] = {z->master, z->grad_part, z->grad_work[0], z->grad_work[1], z->grad_shared};
+    void *bufs[] = {z->master, z->grads.part, z->grads.work[0], z->grads.work[1], z->grads.shared};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(bufs[i]);
     zero_fetch_free(&z->fetch);  // (stage 3)
     free(z->unit_ticket);
-    free(z->unit_stale);
-    if (z->async_update) {
-        pthread_mutex_destroy(&z->update_mu);
-        pthread_cond_destroy(&z->update_cv);
+    free(z->upd.unit_stale);
+    if (z->upd.on) {
+        pthread_mutex_destroy(&z->upd.mu);
+        pthread_cond_destroy(&z->upd.cv);
     }
     if (z->m->visitor == &z->visitor) z->m->visitor = NULL;
     memset(z, 0, sizeof *z);
@@ -458,8 +435,8 @@ void zero_print_memory(const ZeroState *z) {
                z->off.stage_bytes);
     else if (z->offload)
         printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
-    if (z->grad_on_host) printf("; gradient partition in host memory %zu B (pinned)", k->host_grads);
-    if (z->async_update) printf("; the CPU update overlaps the next forward");
+    if (z->grads.on_host) printf("; gradient partition in host memory %zu B (pinned)", k->host_grads);
+    if (z->upd.on) printf("; the CPU update overlaps the next forward");
     printf("; device peak so far %zu B\n", z->m->be->mem_peak());
     fflush(stdout);
 }

@@ -35,7 +35,6 @@
 //                                       (zero/params_allgather.c); stage 3: nothing (gathered at use)
 // docs/ZERO.md walks through a step at each stage.
 #pragma once
-#include <pthread.h>
 #include <stddef.h>
 
 #include "../model/t5.h"
@@ -43,10 +42,13 @@
 #include "../deepspeed/ds_config.h"
 #include "offload.h"
 #include "../optim/adamw.h"
+#include "debug.h"
+#include "grads_reduce_scatter.h"
 #include "options.h"
 #include "owned.h"
 #include "params_fetch.h"
 #include "partition.h"
+#include "update_async.h"
 
 // Bytes this rank allocated for each model state, counted by the backend's allocator
 // (mem_in_use before and after each allocation), and for the working buffers.
@@ -55,11 +57,8 @@ typedef struct {
     size_t grad_work;   // stage 2-3: the gradient of the unit backward is writing (+ the embedding's)
     size_t param_work;  // stage 3: the gathered weights of the unit in use
     size_t host;        // offload: master + moments + staging in host memory
-    size_t host_grads;  // offload at stage 2-3: the gradient partition in host memory (grad_on_host)
+    size_t host_grads;  // offload at stage 2-3: the gradient partition in host memory (grads.on_host)
 } ZeroMem;
-
-// Copy slots (kernels/backend.h) of the gradient stream above; zero/offload.c's step uses 0-3.
-enum { ZERO_SLOT_GRAD_DOWN = 4, ZERO_SLOT_GRAD_UP = 7 };
 
 typedef struct ZeroState {
     int stage;          // 0-3
@@ -72,48 +71,15 @@ typedef struct ZeroState {
     int offload;                 // the optimizer state is in host memory (off)
     ZeroOffload off;
     float *master;      // (part) fp32 master weights on the device: 16-bit compute without offload
-    void *grad_part;    // (part) act dtype: stage >= 2, the reduced gradient of the partition
-    // stage >= 2: two work buffers (largest unit but the embedding) taking turns, so backward
-    // writes one unit's gradient while the previous unit's reduce-scatter reads the other;
-    // the shared embedding's gradient has its own (open for all of backward)
-    void *grad_work[2];
-    CommTicket grad_ticket[2];  // the reduce-scatter that last read each buffer
-    int grad_next;              // the buffer the next unit takes
-    void *grad_shared;
-    CommTicket grad_shared_ticket;
-    // offload_optimizer at stage 2-3: grad_part is page-locked HOST memory (grad_on_host), and no
-    // gradient partition sits on the device. Each unit's piece is reduced in place in its work
-    // buffer and goes down from there on the copy engine (slot ZERO_SLOT_GRAD_DOWN + the
-    // buffer's index, 2 = the embedding's) while backward goes on; a micro-batch after the
-    // step's first brings the piece's running sum up into the work buffer first
-    // (ZERO_SLOT_GRAD_UP), so backward adds onto it. On the step's last micro-batch each piece's
-    // per-tensor norms are taken on the device as it is reduced (grad_sq), so the step needs
-    // no pass over the host copy.
-    int grad_on_host;
-    int grads_started;          // grad_part holds this step's earlier micro-batches (0: stale,
-                                // overwritten rather than added to)
-    double *grad_sq;            // (lay.count) grad_on_host: per-tensor sums of squares of this rank's
-                                // pieces (optimizer_tensor_norms_sq), filled during the last backward
+    ZeroGradBuffers grads;  // stage 2-3: the gradient partition and the work buffers (grads_reduce_scatter.h)
     // stage 1-2: each unit's pending all-gather of the updated weights (COMM_TICKET_NONE once
     // the compute stream waited for it)
     CommTicket *unit_ticket;    // (lay.n_units)
     long steps_seen;            // optimizer steps taken or skipped (zero_step_apply calls)
-    long inject_step;           // T5_TEST_OVERFLOW_STEP: this rank's gradient overflows at that step (0: never)
-    const char *dump_grad_norms;  // T5_DUMP_GRAD_NORMS (rank 0): file to append each step's per-tensor norms to
-    int step_times;               // T5_STEP_TIMES (rank 0): print each step's phases (zero/step.c)
-    double t_step_begin, t_backward_end;  // step_times: wall seconds at the marks
+    ZeroDebug debug;            // test and debug switches (debug.h)
+    ZeroStepMarks marks;        // debug.step_times: the step's marks
     ZeroFetch fetch;            // stage 3: the partition of the compute weights and the units gathered from it
-    // offload at stage 1-2 (update_async.c): the step's CPU update runs on its own thread while
-    // the next forward starts
-    int async_update;           // this run does so (zero_update_overlaps)
-    int update_running;         // a thread is updating (zero_update_join ends it)
-    pthread_t update_thread;
-    pthread_mutex_t update_mu;
-    pthread_cond_t update_cv;
-    size_t update_done;         // elements of the owned range whose new weights are on the device
-    float update_lr, update_scale;
-    double update_t0, update_seconds, update_waited;  // step_times: the thread's start, its run, forward's waits
-    unsigned char *unit_stale;  // (lay.n_units) 1: the unit's new weights are not published yet
+    ZeroUpdateAsync upd;        // offload at stage 1-2: the CPU update on its own thread (update_async.h)
     T5UnitVisitor visitor;      // evaluation at stage 3 (zero/eval.c): how t5_forward and generation fetch units
     AdamW opt;
     ZeroOwned own;      // where the owned range's master, moments, gradient and weights live (owned.h)
@@ -194,7 +160,7 @@ void zero_clear_grads(ZeroState *z);
 // the partition already holds (last_micro: offload also takes the piece's norms)
 void zero_reduce_scatter_open(ZeroState *z, int unit);
 void zero_reduce_scatter_unit_grads(ZeroState *z, int unit, int last_micro);
-// stage 2-3 with grad_on_host: wait until every piece of this backward is in host memory
+// stage 2-3 with grads.on_host: wait until every piece of this backward is in host memory
 // (zero/step.c after each backward; the next one adds to them, the optimizer reads them)
 void zero_reduce_scatter_wait_host(ZeroState *z);
 // stage 3: one line with the fetches so far (zero_fetch_print_stats); nothing at other stages
