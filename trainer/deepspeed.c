@@ -7,6 +7,7 @@
 
 #include "../common/check.h"
 #include "../model/params.h"
+#include "../deepspeed/ds_zero_options.h"
 #include "plan.h"
 
 // "auto" from the flags as HF does (the batch rule; contradictions with explicit flags are

@@ -115,45 +115,6 @@ ZeroOptions zero_options_stage(int stage) {
     return o;
 }
 
-ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
-    const DsOffloadOptimizer *oo = &c->zero.offload_optimizer;
-    if (oo->device != OFFLOAD_NONE && oo->ratio.v < 1.0)
-        t5_fail("%s: zero_optimization.offload_optimizer.ratio %g: a partial offload is not built yet; HINT: remove "
-                "ratio (1: all of the optimizer state in host memory)", path, oo->ratio.v);
-    if (oo->device != OFFLOAD_NONE && c->zero.stage < 1)
-        t5_fail("%s: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (stage is %d), as in DeepSpeed", path,
-                (int)c->zero.stage);
-    const DsOffloadParam *op = &c->zero.offload_param;
-    if (op->device == OFFLOAD_NVME)
-        t5_fail("%s: zero_optimization.offload_param.device \"nvme\" is not built yet; HINT: \"device\": \"cpu\" "
-                "(parameters in host memory), or offload only the optimizer to nvme", path);
-    if (op->device == OFFLOAD_CPU && oo->device == OFFLOAD_NONE)
-        t5_fail("%s: zero_optimization.offload_param without offload_optimizer: this build offloads the parameters "
-                "only together with the optimizer state; HINT: add \"offload_optimizer\": {\"device\": \"cpu\"}", path);
-    ZeroOptions o = {0};
-    o.stage = (int)c->zero.stage;
-    o.offload_param = op->device == OFFLOAD_CPU;
-    o.offload_param_pin = op->pin_memory.v;
-    o.offload_optimizer = oo->device == OFFLOAD_CPU || oo->device == OFFLOAD_NVME;
-    if (oo->device == OFFLOAD_NVME) {  // ZeRO-Infinity: the optimizer state in a file on a fast disk
-        nvme_check_dir(oo->nvme_path, "zero_optimization.offload_optimizer.nvme_path", path);
-        if (strlen(oo->nvme_path) >= sizeof o.nvme_path)
-            t5_fail("%s: key \"zero_optimization.offload_optimizer.nvme_path\": the path is longer than %zu characters; "
-                    "HINT: a shorter directory", path, sizeof o.nvme_path - 1);
-        snprintf(o.nvme_path, sizeof o.nvme_path, "%s", oo->nvme_path);
-    }
-    o.pin_memory = oo->pin_memory.v;
-    o.reduce_bucket = (size_t)c->zero.reduce_bucket_size.v;
-    o.gather_bucket = (size_t)c->zero.allgather_bucket_size.v;
-    o.overlap_comm = c->zero.overlap_comm.v;
-    o.prefetch = c->zero.stage3_prefetch_bucket_size.v > 0;
-    o.prefetch_elems = (size_t)c->zero.stage3_prefetch_bucket_size.v;
-    o.max_live = (size_t)c->zero.stage3_max_live_parameters.v;
-    o.persist_threshold = (size_t)c->zero.stage3_param_persistence_threshold.v;
-    o.max_reuse = (size_t)c->zero.stage3_max_reuse_distance.v;
-    return o;
-}
-
 // model_load deferred everything (defer_weights): allocate the compute weights and the
 // gradients the stage keeps whole, straight from the host copy (stage 3's partition and
 // stage 2-3's gradient partition come later): no whole copy the stage does not keep. Whole
@@ -472,4 +433,27 @@ void zero_params_to_host(ZeroState *z, float *host) {
     zero_owned_f32_to_host(&w->master, m->be, 0, np, mine);
     comm_gather_partitions_host_f32(z->comm, mine, host, m->lay.total);
     free(mine);
+}
+
+int zero_has_fp32_weights(const ZeroState *z) {
+    return z->own.master.place != OWNED_NONE;
+}
+
+int zero_weights_partitioned(const ZeroState *z) {
+    return z->own.range_is_partition;
+}
+
+Range zero_weights_piece(const ZeroState *z, size_t lo, size_t hi) {
+    Range own = z->own.range, none = {0, 0};
+    if (!z->own.range_is_partition) return z->comm->rank == 0 ? (Range){lo, hi} : none;
+    Range p = {lo > own.begin ? lo : own.begin, hi < own.end ? hi : own.end};
+    return p.begin < p.end ? p : none;
+}
+
+void zero_weights_piece_to_host(const ZeroState *z, Range p, float *dst) {
+    zero_owned_f32_to_host(&z->own.master, z->m->be, p.begin - z->own.range.begin, p.end - p.begin, dst);
+}
+
+void zero_resume_at_step(ZeroState *z, long steps) {
+    z->steps_seen = steps;
 }

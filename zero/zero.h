@@ -39,7 +39,6 @@
 
 #include "../model/t5.h"
 #include "../dist/comm.h"
-#include "../deepspeed/ds_config.h"
 #include "offload.h"
 #include "../optim/adamw.h"
 #include "debug.h"
@@ -113,16 +112,24 @@ void zero_init_checkpoint(ZeroState *z, T5Model *m, const Comm *comm, const Zero
                           const char *dir);
 // Stage 0 on one rank (tools and tests that train alone).
 ZeroOptions zero_options_stage(int stage);
-// The zero_optimization section of a resolved DeepSpeed config (deepspeed/ds_config.h) as
-// ZeroOptions; what DeepSpeed has and this build does not (NVMe, parameter offload, a
-// partial offload ratio) is refused by name, with the config's path.
-ZeroOptions zero_options_from_config(const DsConfig *c, const char *path);
 void zero_free(ZeroState *z);
 // One line per rank with the allocator's counts (what tests/test_data_parallel.c checks).
 void zero_print_memory(const ZeroState *z);
 // The fp32 weights of the whole model on rank 0 (host, lay.total floats); collective:
 // every rank calls it. host is unused on other ranks (may be NULL there).
 void zero_params_to_host(ZeroState *z, float *host);
+// The fp32 weights as a saved model reads them (trainer/checkpoint.c trainer_save_model),
+// without knowing where they live: has: this rank has them (16-bit compute loaded without
+// host weights has none); partitioned: each rank holds only its partition (stages 1-3; else
+// every rank holds them whole); piece: the part of flat range [lo, hi) this rank sends to
+// rank 0 (whole: rank 0 all of it, the others none; partitioned: its partition's share;
+// none: {0, 0}); piece_to_host: those weights into dst (host, p.end - p.begin floats).
+int zero_has_fp32_weights(const ZeroState *z);
+int zero_weights_partitioned(const ZeroState *z);
+Range zero_weights_piece(const ZeroState *z, size_t lo, size_t hi);
+void zero_weights_piece_to_host(const ZeroState *z, Range p, float *dst);
+// A resumed run: the optimizer steps the checkpoint took (zero/step.c counts on from there).
+void zero_resume_at_step(ZeroState *z, long steps);
 // Evaluation and generation (zero/eval.c): begin finishes what the last step left in flight
 // (stages 0-2 then hold whole weights) and, at stage 3, installs the unit visitor (model/t5.h)
 // through which t5_forward and generation gather each unit as they read it, in lock-step
