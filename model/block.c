@@ -20,7 +20,7 @@ DropoutArgs t5_site_dropout(const T5Model *m, int stack, int layer, int sub, int
 
 // The RMS norm of a sublayer. Forward calls it; when the outputs are not kept
 // (T5Model.keep_sublayer_acts off: the memory plan has no room) backward calls it again
-// (into the model's shared m->ln_out) right before the weight gradients that read its
+// (into the model's shared m->scratch.ln_out) right before the weight gradients that read its
 // output: the same kernel on the same input and weight gives the same bits. The rerun is
 // one memory-bound pass (read x, write out: 34 MB at t5-large B=64, 12 us on the H200;
 // 1.5 ms for the 120 sublayers of a 95 ms step) and saves keeping 120 outputs (1.9 GB).
@@ -96,10 +96,10 @@ void t5_enc_block_forward(T5Model *m, int l) {
     const ParamLayout *L = &m->lay;
     SublayerScratch s = t5_train_scratch(m);
     int B = m->B, S = m->S;
-    void **x = &m->enc_x[2 * l];
-    t5_attn_sublayer_forward(m, &s, &L->enc[l].self, &m->enc[l].self, x[0], x[1], B, S, NULL, S, NULL, m->enc_bias,
-                             m->attention_mask, 0, 0, l, 0);
-    t5_ffn_sublayer_forward(m, &s, &L->enc[l].ffn, &m->enc[l].ffn, x[1], x[2], B, S, 0, l, 1);
+    void **x = &m->acts.enc_x[2 * l];
+    t5_attn_sublayer_forward(m, &s, &L->enc[l].self, &m->acts.enc[l].self, x[0], x[1], B, S, NULL, S, NULL, m->acts.enc_bias,
+                             m->acts.attention_mask, 0, 0, l, 0);
+    t5_ffn_sublayer_forward(m, &s, &L->enc[l].ffn, &m->acts.enc[l].ffn, x[1], x[2], B, S, 0, l, 1);
 }
 
 void t5_dec_block_forward(T5Model *m, const SublayerScratch *s, int l, BlockActs *a, void *const *x, int B, int T,
@@ -117,25 +117,25 @@ void t5_dec_block_forward(T5Model *m, const SublayerScratch *s, int l, BlockActs
 // contribution into it (backend convention: backward ops accumulate).
 
 void t5_branch_grad(T5Model *m, const void *dx, size_t n, DropoutArgs drop) {
-    const int given = m->d_tmp_valid && m->d_tmp_n == n && m->d_tmp_drop.seed == drop.seed && m->d_tmp_drop.p == drop.p;
+    const int given = m->scratch.d_tmp_valid && m->scratch.d_tmp_n == n && m->scratch.d_tmp_drop.seed == drop.seed && m->scratch.d_tmp_drop.p == drop.p;
     // through the dropout: dropout_backward into zeros, as one write (no memset)
-    if (!given) m->be->dropout_forward(m->d_tmp_d, dx, n, drop), m->branch_passes++;
-    m->d_tmp_valid = 0;
+    if (!given) m->be->dropout_forward(m->scratch.d_tmp_d, dx, n, drop), m->test.branch_passes++;
+    m->scratch.d_tmp_valid = 0;
 }
 
 void t5_norm_backward(T5Model *m, void *dx, void *dweight, const void *dout, const void *x_in, const void *weight,
                       const float *rstd, int n, const DropoutArgs *next) {
     const Backend *be = m->be;
     int D = m->cfg.d_model;
-    m->d_tmp_valid = 0;
-    if (!next || m->unfused_backward_dropout) {
+    m->scratch.d_tmp_valid = 0;
+    if (!next || m->test.unfused_backward_dropout) {
         be->rmsnorm_backward(dx, dweight, dout, x_in, weight, rstd, n, D);
         return;
     }
-    be->rmsnorm_backward_dropout(dx, dweight, dout, x_in, weight, rstd, n, D, m->d_tmp_d, *next);
-    m->d_tmp_valid = 1;
-    m->d_tmp_drop = *next;
-    m->d_tmp_n = (size_t)n * D;
+    be->rmsnorm_backward_dropout(dx, dweight, dout, x_in, weight, rstd, n, D, m->scratch.d_tmp_d, *next);
+    m->scratch.d_tmp_valid = 1;
+    m->scratch.d_tmp_drop = *next;
+    m->scratch.d_tmp_n = (size_t)n * D;
 }
 
 void t5_attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs *a, const void *x_in, void *dx,
@@ -147,9 +147,9 @@ void t5_attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs 
     int B = m->B, D = c->d_model, HK = t5_config_inner_dim(c);
     int nq = B * Tq, nk = B * Tk;
     t5_branch_grad(m, dx, (size_t)nq * D, t5_site_dropout(m, stack, layer, sub, SITE_ATT_OUT));
-    be->matmul_backward(m->d_ctx, t5_grad(m, w->o), m->d_tmp_d, a->ctx, t5_param(m, w->o), nq, HK, D, 1);
+    be->matmul_backward(m->scratch.d_ctx, t5_grad(m, w->o), m->scratch.d_tmp_d, a->ctx, t5_param(m, w->o), nq, HK, D, 1);
     // d_q, d_k, d_v are written whole here (dqkv_set: no memsets)
-    be->attention_backward(m->d_q, m->d_k, m->d_v, dbias, m->d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
+    be->attention_backward(m->scratch.d_q, m->scratch.d_k, m->scratch.d_v, dbias, m->scratch.d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
                            c->d_kv, t5_site_dropout(m, stack, layer, sub, SITE_ATT), 1);
     const void *ln = a->ln;  // the input of q (and self k, v) and its rstd: kept, or recomputed
     const float *rstd = a->rstd;
@@ -157,12 +157,12 @@ void t5_attn_sublayer_backward(T5Model *m, const AttnOffsets *w, const AttnActs 
         t5_sublayer_norm(m, &s, w->ln, x_in, nq);
         ln = s.ln_out, rstd = s.ln_rstd;
     }
-    be->matmul_backward(m->d_ln, t5_grad(m, w->q), m->d_q, ln, t5_param(m, w->q), nq, D, HK, 1);
+    be->matmul_backward(m->scratch.d_ln, t5_grad(m, w->q), m->scratch.d_q, ln, t5_param(m, w->q), nq, D, HK, 1);
     const void *src = kv_src ? kv_src : ln;
-    void *dsrc = kv_src ? d_kv_src : m->d_ln;
-    be->matmul_backward(dsrc, t5_grad(m, w->k), m->d_k, src, t5_param(m, w->k), nk, D, HK, 0);
-    be->matmul_backward(dsrc, t5_grad(m, w->v), m->d_v, src, t5_param(m, w->v), nk, D, HK, 0);
-    t5_norm_backward(m, dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), rstd, nq, next);
+    void *dsrc = kv_src ? d_kv_src : m->scratch.d_ln;
+    be->matmul_backward(dsrc, t5_grad(m, w->k), m->scratch.d_k, src, t5_param(m, w->k), nk, D, HK, 0);
+    be->matmul_backward(dsrc, t5_grad(m, w->v), m->scratch.d_v, src, t5_param(m, w->v), nk, D, HK, 0);
+    t5_norm_backward(m, dx, t5_grad(m, w->ln), m->scratch.d_ln, x_in, t5_param(m, w->ln), rstd, nq, next);
 }
 
 void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a, const void *x_in, void *dx, int Tq,
@@ -179,12 +179,12 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
         be->ffn_act_forward(s.ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
         h = s.ffn_h;
     }
-    be->matmul_backward(m->d_h, t5_grad(m, w->wo), m->d_tmp_d, h, t5_param(m, w->wo), n, F, D, 1);
+    be->matmul_backward(m->scratch.d_h, t5_grad(m, w->wo), m->scratch.d_tmp_d, h, t5_param(m, w->wo), n, F, D, 1);
     // tmp_f (the dropped hidden state) is no longer needed: it receives the gradient of the
     // wi output, from d_h through the hidden dropout's backward and the activation's (one
     // pass; one (B,T,F) buffer fewer: 67 MB at t5-large B=64)
-    void *d_a = m->tmp_f;  // written whole (set: no memsets)
-    be->ffn_act_backward(d_a, c->is_gated ? m->d_b : NULL, m->d_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h,
+    void *d_a = m->scratch.tmp_f;  // written whole (set: no memsets)
+    be->ffn_act_backward(d_a, c->is_gated ? m->scratch.d_b : NULL, m->scratch.d_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h,
                          1);
     const void *ln = a->ln;  // the input of wi (and wi_1) and its rstd: kept, or recomputed
     const float *rstd = a->rstd;
@@ -192,7 +192,7 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
         t5_sublayer_norm(m, &s, w->ln, x_in, n);
         ln = s.ln_out, rstd = s.ln_rstd;
     }
-    be->matmul_backward(m->d_ln, t5_grad(m, w->wi), d_a, ln, t5_param(m, w->wi), n, D, F, 1);
-    if (c->is_gated) be->matmul_backward(m->d_ln, t5_grad(m, w->wi_1), m->d_b, ln, t5_param(m, w->wi_1), n, D, F, 0);
-    t5_norm_backward(m, dx, t5_grad(m, w->ln), m->d_ln, x_in, t5_param(m, w->ln), rstd, n, next);
+    be->matmul_backward(m->scratch.d_ln, t5_grad(m, w->wi), d_a, ln, t5_param(m, w->wi), n, D, F, 1);
+    if (c->is_gated) be->matmul_backward(m->scratch.d_ln, t5_grad(m, w->wi_1), m->scratch.d_b, ln, t5_param(m, w->wi_1), n, D, F, 0);
+    t5_norm_backward(m, dx, t5_grad(m, w->ln), m->scratch.d_ln, x_in, t5_param(m, w->ln), rstd, n, next);
 }

@@ -37,7 +37,7 @@ typedef struct {
 
 // The training scratch: the model's shared norm buffers and FFN hidden buffer.
 static inline SublayerScratch t5_train_scratch(T5Model *m) {
-    SublayerScratch s = {m->ln_out, m->ln_rstd, m->tmp_f, NULL};
+    SublayerScratch s = {m->scratch.ln_out, m->scratch.ln_rstd, m->scratch.tmp_f, NULL};
     return s;
 }
 
@@ -82,7 +82,7 @@ void t5_ffn_sublayer_backward(T5Model *m, const FfnOffsets *w, const FfnActs *a,
                               int stack, int layer, int sub, const DropoutArgs *next);
 
 // d_tmp_d = dropout(dx) (n elements) for the branch whose backward starts: already there
-// when the norm backward before it wrote exactly that (m->d_tmp_valid), else one pass.
+// when the norm backward before it wrote exactly that (m->scratch.d_tmp_valid), else one pass.
 void t5_branch_grad(T5Model *m, const void *dx, size_t n, DropoutArgs drop);
 // rmsnorm_backward into dx; with next (and fusion on) also d_tmp_d = dropout(next) of the
 // updated dx, recorded for t5_branch_grad.

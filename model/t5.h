@@ -110,21 +110,10 @@ typedef struct {
     int (*all_finished)(void *ctx, int finished);
 } T5UnitVisitor;
 
-struct T5Model {
-    T5Config cfg;
-    ParamLayout lay;
-    const Backend *be;
-    size_t elem;     // bytes per element of act_dtype
-    void *params;    // (lay.total) in act dtype on the backend
-    void *grads;     // (lay.total)
-    // Where each unit's weights and gradient are now: (lay.n_units) pointers, into params and
-    // grads after t5_init (t5_bind_flat). ZeRO stage 2 points unit_grads at work buffers and
-    // frees grads; stage 3 also points unit_params at gathered copies and frees params.
-    void **unit_params, **unit_grads;
-    T5Segments seg;            // the order of forward and backward (model/segments.c)
-    const T5UnitVisitor *visitor;  // evaluation at ZeRO stage 3 (zero/eval.c); NULL: weights in place
-
-    // ---- activation plan (maximum shapes) ----
+// The activation arena, planned for a maximum (B, S, T) (t5_plan_activations): the batch's
+// device copies, the residual stream, each block's saved activations, the position biases,
+// the final norms' outputs and the logits (T5Model.acts).
+typedef struct {
     int maxB, maxS, maxT;
     void *arena;          // one allocation holding everything below
     size_t arena_bytes;
@@ -143,26 +132,65 @@ struct T5Model {
                           // chunks of this many rows, the backward recomputing each chunk's logits
                           // (the logits are the largest activation: 3.2 GB at t5-large bf16 B=384)
     size_t head_logits_bytes;  // 0: T5_HEAD_LOGITS_BYTES (1 GiB); set before the plan (tests set it small)
+} T5Acts;
+
+// Scratch the sublayers share, in the same arena: the norm output of the sublayer being
+// computed, and backward's running gradients and per-sublayer work buffers (T5Model.scratch;
+// t5_plan_activations sizes them, model/block.c uses them).
+typedef struct {
     // The RMS norm of the sublayer being computed, shared by all sublayers: forward writes
     // it, backward rewrites it (same kernel, same input, same bits) right before the
     // weight gradients that read it. One per sublayer would be 2 GB at t5-large B=64.
     void *ln_out;         // (B,max(S,T),D)
     float *ln_rstd;       // (B*max(S,T))
-    // backward scratch
+    // ---- backward ----
     void *d_enc_x, *d_dec_x;        // (B,S,D), (B,T,D) running residual gradient
     void *d_enc_final;              // (B,S,D) gradient of the encoder output (from cross-attention)
     void *d_tmp_d;                  // (B,max(S,T),D) the branch gradient: dropout of dx (block.c)
     int d_tmp_valid;                // 1: d_tmp_d holds dropout(d_tmp_drop) of the running dx over
     DropoutArgs d_tmp_drop;         //    d_tmp_n elements, written by the previous norm backward
     size_t d_tmp_n;                 //    (rmsnorm_backward_dropout); the next sublayer skips that pass
-    int unfused_backward_dropout;   // tests: 1 = every branch dropout as its own pass (no fusion)
-    long branch_passes;             // t5_branch_grad's own passes since t5_backward began (0 when
-                                    // every branch gradient came fused: tests check it)
     void *d_ln;                     // (B,max(S,T),D)
     void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK)
     void *d_h, *tmp_f;              // (B,max(S,T),F); tmp_f is also d(wi output), see ffn_sublayer_backward
     void *d_b;                      // (B,max(S,T),F) d(wi_1 output); NULL unless gated
     void *d_enc_bias, *d_dec_bias;  // (H,S,S), (H,T,T)
+} T5Scratch;
+
+// The sub-batch window in use (T5Model.sub_batch; t5.c window_enter / window_leave): while
+// on, the batch-wide pointers below are shifted to the window's first row i0 and T5Model.B
+// is the window's rows; these hold the batch-wide values to put back.
+typedef struct {
+    int on, i0, B;
+    void **enc_x, **dec_x;   // (as T5Acts.enc_x, dec_x) the batch-wide residual buffers
+    void *enc_final, *d_enc_x, *d_dec_x, *d_enc_final;
+    int *attention_mask;
+} T5Window;
+
+// What only tests set or read (T5Model.test).
+typedef struct {
+    int unfused_backward_dropout;   // 1 = every branch dropout as its own pass (no fusion)
+    long branch_passes;             // t5_branch_grad's own passes since t5_backward began (0 when
+                                    // every branch gradient came fused: tests check it)
+} T5TestKnobs;
+
+struct T5Model {
+    T5Config cfg;
+    ParamLayout lay;
+    const Backend *be;
+    size_t elem;     // bytes per element of act_dtype
+    void *params;    // (lay.total) in act dtype on the backend
+    void *grads;     // (lay.total)
+    // Where each unit's weights and gradient are now: (lay.n_units) pointers, into params and
+    // grads after t5_init (t5_bind_flat). ZeRO stage 2 points unit_grads at work buffers and
+    // frees grads; stage 3 also points unit_params at gathered copies and frees params.
+    void **unit_params, **unit_grads;
+    T5Segments seg;            // the order of forward and backward (model/segments.c)
+    const T5UnitVisitor *visitor;  // evaluation at ZeRO stage 3 (zero/eval.c); NULL: weights in place
+
+    T5Acts acts;          // the activation arena and what lives in it (maximum shapes)
+    T5Scratch scratch;    // the sublayers' shared norm output and backward's scratch (in the arena)
+    T5TestKnobs test;     // test-only switches and counters
 
     // ---- per-batch state ----
     int B, S, T;
@@ -179,12 +207,7 @@ struct T5Model {
                                  // windows of this many rows (t5.c window_enter), so the block's
                                  // activations and the backward scratch are planned for sub_batch
                                  // rows, not B (0: the whole batch at once)
-    struct {                     // the window in use: the batch-wide pointers it shifted
-        int on, i0, B;
-        void **enc_x, **dec_x;   // (as enc_x, dec_x) the batch-wide residual buffers
-        void *enc_final, *d_enc_x, *d_dec_x, *d_enc_final;
-        int *attention_mask;
-    } win;
+    T5Window win;                // the sub-batch window in use (sub_batch)
     int inference;               // set before t5_plan_activations: forward only (evaluation-only runs):
                                  // one shared set of block activations, three rotating residual
                                  // buffers per stack, no backward scratch; t5_backward refuses
@@ -213,14 +236,14 @@ size_t t5_keep_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, 
 // Allocate the activation arena for batches up to (B,S,T).
 void t5_plan_activations(T5Model *m, int B, int S, int T);
 
-// Forward pass. Leaves logits in m->logits (all of them when m->head_rows covers B*T, else
+// Forward pass. Leaves logits in m->acts.logits (all of them when m->acts.head_rows covers B*T, else
 // the last chunk's) and returns the loss SUM over label tokens
 // (label smoothing as HF LabelSmoother); *n_tokens gets the count of labels != -100.
 // The segments of m->seg.fwd in order, each unit fetched and released through m->visitor.
 double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens);
 // The encoder part of t5_forward, for generation (model/kv_decoder.c): runs the encoder
-// on m->input_ids / m->attention_mask (device copies, already uploaded) with the shape
-// (m->B, m->S) and leaves its output in m->enc_final (B,S,D).
+// on m->acts.input_ids / attention_mask (device copies, already uploaded) with the shape
+// (m->B, m->S) and leaves its output in m->acts.enc_final (B,S,D).
 void t5_encoder_forward(T5Model *m);
 // Backward pass of the last forward: grads += d(loss_sum * dloss)/dparams. Pass
 // dloss = 1 / (label tokens of the whole global batch) for HF's mean loss. The segments of
