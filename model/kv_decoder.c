@@ -173,7 +173,8 @@ static void decoder_step_device(T5Decoder *d, const int *tokens) {
         KvCache self = {{d->k_cache[l], d->v_cache[l], 1, N, d->table[d->cur], cap, 1, NULL, 0}, t + 1,
                         (char *)d->k_cache[l] + t * slot, (char *)d->v_cache[l] + t * slot};
         KvCache cross = {{d->cross_k[l], d->cross_v[l], S, 1, NULL, 0, d->beams, d->mask, S}, S, NULL, NULL};
-        t5_dec_block_forward(m, &s, l, &acts, x, N, 1, NULL, S, d->bias, NULL, &self, &cross);
+        T5BlockView v = t5_block_view(m);
+        t5_dec_block_forward(&v, &s, l, &acts, x, N, 1, NULL, S, d->bias, NULL, &self, &cross);
         t5_unit_release(m, L->unit_dec0 + l);
     }
     m->dropout_p = saved_p;

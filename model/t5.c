@@ -344,11 +344,19 @@ static void check_batch(const T5Model *m, const T5Batch *b) {
     }
 }
 
+// One encoder block of the training forward: enc_x[2l] -> enc_x[2l+2] (also the recompute
+// of checkpointing).
+static void enc_block_forward(T5Model *m, int l) {
+    T5BlockView v = t5_block_view(m);
+    t5_enc_block_forward(&v, l, &m->acts.enc[l], &m->acts.enc_x[2 * l], m->S, m->acts.enc_bias, m->acts.attention_mask);
+}
+
 // One decoder block of the training forward: dec_x[3l] -> dec_x[3l+3] (also the
 // recompute of checkpointing).
 static void dec_block_forward(T5Model *m, int l) {
-    SublayerScratch s = t5_train_scratch(m);
-    t5_dec_block_forward(m, &s, l, &m->acts.dec[l], &m->acts.dec_x[3 * l], m->B, m->T, m->acts.enc_final, m->S, m->acts.dec_bias,
+    SublayerScratch s = t5_train_scratch(&m->scratch);
+    T5BlockView v = t5_block_view(m);
+    t5_dec_block_forward(&v, &s, l, &m->acts.dec[l], &m->acts.dec_x[3 * l], m->B, m->T, m->acts.enc_final, m->S, m->acts.dec_bias,
                          m->acts.attention_mask, NULL, NULL);
 }
 
@@ -397,7 +405,7 @@ double t5_forward_segment(T5Model *m, const T5Segment *sg, float label_smoothing
         if (l == 0)
             be->position_bias_forward(m->acts.enc_bias, t5_param(m, L->enc[0].self.relbias), S, S, H, 0,
                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
-        for (int w = 0; window_next(m, w); w++) t5_enc_block_forward(m, l);
+        for (int w = 0; window_next(m, w); w++) enc_block_forward(m, l);
         break;
     case T5_SEG_ENC_FINAL:
         be->rmsnorm_forward(m->acts.enc_final, m->acts.enc_final_rstd, m->acts.enc_x[2 * c->num_layers], t5_param(m, L->enc_final_ln),
@@ -471,13 +479,14 @@ static void dec_block_backward(T5Model *m, int l) {
     for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
         void **x = &m->acts.dec_x[3 * l], *dxw = m->scratch.d_dec_x;
         if (m->gradient_checkpointing) dec_block_forward(m, l);
+        T5BlockView v = t5_block_view(m);
         // each sublayer's norm backward also makes the next one's branch gradient (t5_branch_grad)
         DropoutArgs to_cross = t5_site_dropout(m, 1, l, 1, SITE_ATT_OUT), to_self = t5_site_dropout(m, 1, l, 0, SITE_ATT_OUT);
         DropoutArgs to_prev = dropout_below(m, 1, l);
-        t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->acts.dec[l].ffn, x[2], dxw, T, 1, l, 2, &to_cross);
-        t5_attn_sublayer_backward(m, &L->dec[l].cross, &m->acts.dec[l].cross, x[1], dxw, T, m->acts.enc_final, m->scratch.d_enc_final,
+        t5_ffn_sublayer_backward(&v, &L->dec[l].ffn, &m->acts.dec[l].ffn, x[2], dxw, T, 1, l, 2, &to_cross);
+        t5_attn_sublayer_backward(&v, &L->dec[l].cross, &m->acts.dec[l].cross, x[1], dxw, T, m->acts.enc_final, m->scratch.d_enc_final,
                                   S, NULL, 1, l, 1, &to_self);
-        t5_attn_sublayer_backward(m, &L->dec[l].self, &m->acts.dec[l].self, x[0], dxw, T, NULL, NULL, T, m->scratch.d_dec_bias, 1,
+        t5_attn_sublayer_backward(&v, &L->dec[l].self, &m->acts.dec[l].self, x[0], dxw, T, NULL, NULL, T, m->scratch.d_dec_bias, 1,
                                   l, 0, &to_prev);
     }
     if (l == 0)  // block 0 holds the table every block's position bias came from
@@ -491,12 +500,13 @@ static void enc_block_backward(T5Model *m, int l) {
     const ParamLayout *L = &m->lay;
     int S = m->S, H = c->num_heads;
     for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
-        if (m->gradient_checkpointing) t5_enc_block_forward(m, l);
+        if (m->gradient_checkpointing) enc_block_forward(m, l);
+        T5BlockView v = t5_block_view(m);
         DropoutArgs to_self = t5_site_dropout(m, 0, l, 0, SITE_ATT_OUT);
         DropoutArgs to_prev = dropout_below(m, 0, l);
-        t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->acts.enc[l].ffn, m->acts.enc_x[2 * l + 1], m->scratch.d_enc_x, S, 0, l, 1,
+        t5_ffn_sublayer_backward(&v, &L->enc[l].ffn, &m->acts.enc[l].ffn, m->acts.enc_x[2 * l + 1], m->scratch.d_enc_x, S, 0, l, 1,
                                  &to_self);
-        t5_attn_sublayer_backward(m, &L->enc[l].self, &m->acts.enc[l].self, m->acts.enc_x[2 * l], m->scratch.d_enc_x, S, NULL, NULL,
+        t5_attn_sublayer_backward(&v, &L->enc[l].self, &m->acts.enc[l].self, m->acts.enc_x[2 * l], m->scratch.d_enc_x, S, NULL, NULL,
                                   S, m->scratch.d_enc_bias, 0, l, 0, &to_prev);
     }
     if (l == 0)
@@ -518,6 +528,7 @@ void t5_backward_segment(T5Model *m, const T5Segment *sg, float label_smoothing,
     const int Le = c->num_layers, Ld = c->num_decoder_layers;
     size_t nS = (size_t)m->B * S, nT = (size_t)m->B * T, e = m->elem;
     DropoutArgs first;
+    const T5BlockView bv = t5_block_view(m);  // (no window here: the whole batch)
     switch (sg->kind) {
     case T5_SEG_HEAD:
         head_backward(m, label_smoothing, dloss);
@@ -530,7 +541,7 @@ void t5_backward_segment(T5Model *m, const T5Segment *sg, float label_smoothing,
         break;
     case T5_SEG_DEC_FINAL:  // from the head's input to the gradient of the last decoder block's output
         first = dropout_below(m, 1, Ld);
-        t5_norm_backward(m, m->scratch.d_dec_x, t5_grad(m, L->dec_final_ln), m->scratch.d_ln, m->acts.dec_x[3 * Ld],
+        t5_norm_backward(&bv, m->scratch.d_dec_x, t5_grad(m, L->dec_final_ln), m->scratch.d_ln, m->acts.dec_x[3 * Ld],
                          t5_param(m, L->dec_final_ln), m->acts.dec_final_rstd, (int)nT, &first);
         break;
     case T5_SEG_DEC_CLEAR:
@@ -541,7 +552,7 @@ void t5_backward_segment(T5Model *m, const T5Segment *sg, float label_smoothing,
         dec_block_backward(m, sg->layer);
         break;
     case T5_SEG_DEC_EMBED:  // leaves the gradient of the encoder output in m->scratch.d_enc_final
-        t5_branch_grad(m, m->scratch.d_dec_x, nT * D, dropout_below(m, 1, 0));
+        t5_branch_grad(&bv, m->scratch.d_dec_x, nT * D, dropout_below(m, 1, 0));
         be->embedding_backward(t5_grad(m, L->shared), m->scratch.d_tmp_d, m->acts.dec_ids, (int)nT, D);
         break;
     case T5_SEG_ENC_OUT:
@@ -551,7 +562,7 @@ void t5_backward_segment(T5Model *m, const T5Segment *sg, float label_smoothing,
         break;
     case T5_SEG_ENC_FINAL:
         first = dropout_below(m, 0, Le);
-        t5_norm_backward(m, m->scratch.d_enc_x, t5_grad(m, L->enc_final_ln), m->scratch.d_ln, m->acts.enc_x[2 * Le],
+        t5_norm_backward(&bv, m->scratch.d_enc_x, t5_grad(m, L->enc_final_ln), m->scratch.d_ln, m->acts.enc_x[2 * Le],
                          t5_param(m, L->enc_final_ln), m->acts.enc_final_rstd, (int)nS, &first);
         break;
     case T5_SEG_ENC_CLEAR:
@@ -561,7 +572,7 @@ void t5_backward_segment(T5Model *m, const T5Segment *sg, float label_smoothing,
         enc_block_backward(m, sg->layer);
         break;
     case T5_SEG_ENC_EMBED:
-        t5_branch_grad(m, m->scratch.d_enc_x, nS * D, dropout_below(m, 0, 0));
+        t5_branch_grad(&bv, m->scratch.d_enc_x, nS * D, dropout_below(m, 0, 0));
         be->embedding_backward(t5_grad(m, L->shared), m->scratch.d_tmp_d, m->acts.input_ids, (int)nS, D);
         break;
     }
