@@ -9,7 +9,7 @@
 #include "comm_mpi.h"
 #include "launch.h"
 #include "liveness.h"
-#include "../zero/partition.h"
+#include "../common/range.h"
 
 // CPU ranks: one alone needs no transport; several talk over MPI (without mpirun the MPI
 // table refuses them with a hint, see comm_mpi.c)
@@ -196,7 +196,7 @@ void comm_agree_or_fail(const Comm *c, const char *msg) {
 }
 
 Range comm_piece_of(const Comm *c, int r, size_t lo, size_t hi, size_t n_total) {
-    Range p = partition_range(n_total, c->world, r);
+    Range p = range_split_ceil(n_total, c->world, r);
     size_t b = p.begin > lo ? p.begin : lo, e = p.end < hi ? p.end : hi;
     if (b > e) b = e;
     if (b < lo) b = e = lo;

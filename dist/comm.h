@@ -21,14 +21,14 @@
 // MASTER_ADDR:MASTER_PORT), and refuses several CPU ranks without mpirun (MPI is their
 // only transport).
 //
-// Partitions: the ranged collectives below split the flat space [0, n_total) as
-// zero/partition.h does (rank r owns partition_range(n_total, world, r)); a range
+// Partitions: the ranged collectives below split the flat space [0, n_total) as ZeRO's
+// partitions do (common/range.h: rank r owns range_split_ceil(n_total, world, r)); a range
 // [lo, hi) of it is then cut into per-rank pieces [lo, hi) ∩ partition(r), in rank order.
 #pragma once
 #include <stddef.h>
 
 #include "../kernels/backend.h"
-#include "../zero/partition.h"  // Range
+#include "../common/range.h"
 #include "hosts.h"   // which ranks share a host (Comm.hosts)
 #include "launch.h"  // the launchers (--num_gpus: launch_spawn_ranks)
 
@@ -196,6 +196,6 @@ static inline double comm_busy_ms(const Comm *c) { return c->ops->busy_ms(c); }
 // Bytes per element of a Dtype.
 static inline size_t comm_dtype_size(Dtype t) { return t == DTYPE_F32 ? 4 : 2; }
 
-// The piece of [lo, hi) that rank r owns ([lo, hi) ∩ partition_range(n_total, world, r)),
+// The piece of [lo, hi) that rank r owns ([lo, hi) ∩ range_split_ceil(n_total, world, r)),
 // as offsets relative to lo (empty: begin == end). Shared by every implementation (comm.c).
 Range comm_piece_of(const Comm *c, int r, size_t lo, size_t hi, size_t n_total);

@@ -155,7 +155,7 @@ static void w_allreduce_host(const Comm *c, void *buf, size_t n, int is_f64) {
 static void w_gather_partitions_host_f32(const Comm *c, const float *mine, float *all, size_t n_total) {
     double t0 = wall_ms();
     L.real->gather_partitions_host_f32(c, mine, all, n_total);
-    Range p = partition_range(n_total, c->world, c->rank);
+    Range p = range_split_ceil(n_total, c->world, c->rank);  // this rank's piece, as ZeRO partitions
     record(c, OP_GATHER, (p.end - p.begin) * sizeof(float), wall_ms() - t0);
 }
 static void w_barrier(const Comm *c) {

@@ -35,7 +35,7 @@ extern "C" {
 #include "../kernels/backend.h"
 #include "comm.h"
 #include "launch.h"
-#include "../zero/partition.h"
+#include "../common/range.h"
 }
 #include "../kernels/cuda/cuda_ops.h"
 #include "comm_mpi.h"  // mpirun GPU ranks: host arrays over MPI
@@ -445,7 +445,7 @@ static void nccl_gather_partitions_host_f32(const Comm *c, const float *mine, fl
     NcclState *s = state_of(c);
     const size_t chunk = STAGE_BYTES / sizeof(float);
     float *dev = (float *)stage_of(s);
-    Range own = partition_range(n_total, c->world, c->rank);
+    Range own = range_split_ceil(n_total, c->world, c->rank);
     for (size_t lo = 0; lo < n_total; lo += chunk) {
         size_t hi = n_total - lo < chunk ? n_total : lo + chunk;
         Range me = comm_piece_of(c, c->rank, lo, hi, n_total);

@@ -22,7 +22,7 @@ typedef struct {
     int max_length;        // counts the decoder start token (HF max_length / generation_max_length)
     float length_penalty;  // HF default 1.0
     int early_stopping;    // HF bool (True/False); "never" not needed
-    int encoder_ready;     // 1: the model's encoder output (m->enc_final) is that of exactly these
+    int encoder_ready;     // 1: the model's encoder output (m->acts.enc_final) is that of exactly these
                            // input_ids / attention_mask with dropout off (a t5_forward on the same
                            // batch just ran): generation does not run the encoder again
     int *progress;         // when set: the decode position after every step (a progress line reads it

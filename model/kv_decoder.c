@@ -80,10 +80,10 @@ size_t t5_decoder_bytes(const T5Config *cfg, Dtype act_dtype, int B, int beams, 
 }
 
 void t5_decoder_init(T5Decoder *d, T5Model *m, int B, int beams, int S, int max_length) {
-    if (!m->arena || B > m->maxB || S > m->maxS)
+    if (!m->acts.arena || B > m->acts.maxB || S > m->acts.maxS)
         t5_fail("generation: batch B=%d S=%d does not fit the activation plan (B<=%d S<=%d) the encoder runs in\n"
                 "HINT: call t5_plan_activations(m, B, S, T) with B and S at least the generation batch's",
-                B, S, m->arena ? m->maxB : 0, m->arena ? m->maxS : 0);
+                B, S, m->acts.arena ? m->acts.maxB : 0, m->acts.arena ? m->acts.maxS : 0);
     decoder_shape(d, m, B, beams, S, max_length);
     d->arena_bytes = decoder_layout(d, NULL);
     d->arena = m->be->alloc(d->arena_bytes);
@@ -108,8 +108,8 @@ void t5_decoder_encode(T5Decoder *d, const int *input_ids, const int *attention_
     size_t nS = (size_t)d->B * d->S;
     m->B = d->B;
     m->S = d->S;
-    be->to_device(m->input_ids, input_ids, nS * sizeof(int));
-    be->to_device(m->attention_mask, attention_mask, nS * sizeof(int));
+    be->to_device(m->acts.input_ids, input_ids, nS * sizeof(int));
+    be->to_device(m->acts.attention_mask, attention_mask, nS * sizeof(int));
     float saved_p = m->dropout_p;
     m->dropout_p = 0.0f;  // generation is evaluation
     t5_encoder_forward(m);
@@ -130,8 +130,8 @@ void t5_decoder_encoded(T5Decoder *d, const int *attention_mask) {
     for (int l = 0; l < c->num_decoder_layers; l++) {
         const AttnOffsets *w = &L->dec[l].cross;
         t5_unit_fetch(m, L->unit_dec0 + l);
-        be->matmul_forward(d->cross_k[l], m->enc_final, t5_param(m, w->k), (int)nS, D, HK);
-        be->matmul_forward(d->cross_v[l], m->enc_final, t5_param(m, w->v), (int)nS, D, HK);
+        be->matmul_forward(d->cross_k[l], m->acts.enc_final, t5_param(m, w->k), (int)nS, D, HK);
+        be->matmul_forward(d->cross_v[l], m->acts.enc_final, t5_param(m, w->v), (int)nS, D, HK);
         t5_unit_release(m, L->unit_dec0 + l);
     }
     // every row reads its own slots until beams are reordered
@@ -173,7 +173,8 @@ static void decoder_step_device(T5Decoder *d, const int *tokens) {
         KvCache self = {{d->k_cache[l], d->v_cache[l], 1, N, d->table[d->cur], cap, 1, NULL, 0}, t + 1,
                         (char *)d->k_cache[l] + t * slot, (char *)d->v_cache[l] + t * slot};
         KvCache cross = {{d->cross_k[l], d->cross_v[l], S, 1, NULL, 0, d->beams, d->mask, S}, S, NULL, NULL};
-        t5_dec_block_forward(m, &s, l, &acts, x, N, 1, NULL, S, d->bias, NULL, &self, &cross);
+        T5BlockView v = t5_block_view(m);
+        t5_dec_block_forward(&v, &s, l, &acts, x, N, 1, NULL, S, d->bias, NULL, &self, &cross);
         t5_unit_release(m, L->unit_dec0 + l);
     }
     m->dropout_p = saved_p;

@@ -54,7 +54,7 @@ void t5_decoder_init(T5Decoder *d, T5Model *m, int B, int beams, int S, int max_
 // Encoder + cross-attention K/V for a (B,S) host batch; resets the cache (t = 0) and the
 // beam table (every row reads its own slots).
 void t5_decoder_encode(T5Decoder *d, const int *input_ids, const int *attention_mask);
-// The same after the model's encoder already ran on this batch (m->enc_final holds its
+// The same after the model's encoder already ran on this batch (m->acts.enc_final holds its
 // output, m->B x m->S = B x S): the cross-attention K/V and the resets only.
 void t5_decoder_encoded(T5Decoder *d, const int *attention_mask);
 // Bytes of a decoder's device allocation (caches, beam tables, one step's activations,

@@ -1,7 +1,7 @@
 // model/params.h: the parameter layout. All parameters live in ONE flat buffer
 // (llm.c style); a tensor is an offset into it. The name table uses the exact
 // Hugging Face state-dict names, in HF state-dict order (which is also forward
-// order), so ZeRO partitions are contiguous ranges of that space (zero/partition.c).
+// order), so ZeRO partitions are contiguous ranges of that space (zero/partition.h).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

@@ -30,6 +30,7 @@ void t5_init_layout(T5Model *m, const T5Config *cfg, const Backend *be) {
     m->be = be;
     m->elem = dtype_size(be->act_dtype);
     params_build_layout(&m->cfg, &m->lay);
+    t5_segments_build(m);
     m->unit_params = callocCheck((size_t)m->lay.n_units, sizeof(void *));
     m->unit_grads = callocCheck((size_t)m->lay.n_units, sizeof(void *));
     m->dropout_p = cfg->dropout_rate;
@@ -51,15 +52,16 @@ void t5_bind_flat(T5Model *m) {
 }
 
 void t5_free(T5Model *m) {
-    if (m->arena) m->be->free(m->arena);
+    if (m->acts.arena) m->be->free(m->acts.arena);
     if (m->params) m->be->free(m->params);
     if (m->grads) m->be->free(m->grads);
-    free(m->enc_x);
-    free(m->dec_x);
-    free(m->enc);
-    free(m->dec);
+    free(m->acts.enc_x);
+    free(m->acts.dec_x);
+    free(m->acts.enc);
+    free(m->acts.dec);
     free(m->unit_params);
     free(m->unit_grads);
+    t5_segments_free(m);
     params_free_layout(&m->lay);
     memset(m, 0, sizeof *m);
 }
@@ -74,18 +76,18 @@ static void acts_layout_residual(T5Model *m, Bump *bp, size_t enc_bytes, size_t 
     if (m->inference) {
         void *er[3], *dr[3];
         for (int k = 0; k < 3; k++) er[k] = bump_take(bp, enc_bytes), dr[k] = bump_take(bp, dec_bytes);
-        for (int i = 0; i <= L * 2; i++) m->enc_x[i] = er[i % 3];
-        for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = dr[i % 3];
+        for (int i = 0; i <= L * 2; i++) m->acts.enc_x[i] = er[i % 3];
+        for (int i = 0; i <= Ld * 3; i++) m->acts.dec_x[i] = dr[i % 3];
         return;
     }
     void *enc_mid = ckpt ? bump_take(bp, enc_bytes) : NULL;
     void *dec_mid[2] = {ckpt ? bump_take(bp, dec_bytes) : NULL, ckpt ? bump_take(bp, dec_bytes) : NULL};
-    for (int i = 0; i <= L * 2; i++) m->enc_x[i] = ckpt && i % 2 ? enc_mid : bump_take(bp, enc_bytes);
-    for (int i = 0; i <= Ld * 3; i++) m->dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(bp, dec_bytes);
+    for (int i = 0; i <= L * 2; i++) m->acts.enc_x[i] = ckpt && i % 2 ? enc_mid : bump_take(bp, enc_bytes);
+    for (int i = 0; i <= Ld * 3; i++) m->acts.dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(bp, dec_bytes);
 }
 
 // The norm outputs and FFN hidden state of one block (T5Model.keep_sublayer_acts), or
-// NULLs: backward then recomputes them into the shared m->ln_out / m->tmp_f.
+// NULLs: backward then recomputes them into the shared m->scratch.ln_out / m->scratch.tmp_f.
 static void acts_layout_kept(T5Model *m, Bump *bp, BlockActs *a, int is_dec, size_t nq, size_t D, size_t F) {
     const int keep = m->keep_sublayer_acts && !m->inference;
     size_t e = m->elem;
@@ -103,9 +105,9 @@ static void acts_layout_kept(T5Model *m, Bump *bp, BlockActs *a, int is_dec, siz
 // Whole logits up to this many bytes; past it, the head runs in chunks of a quarter of it.
 #define T5_HEAD_LOGITS_BYTES ((size_t)1 << 30)
 
-// Rows of m->logits for nT = B*T rows of V logits of e bytes (T5Model.head_rows).
+// Rows of m->acts.logits for nT = B*T rows of V logits of e bytes (T5Acts.head_rows).
 static size_t head_rows_for(const T5Model *m, size_t nT, size_t V, size_t e) {
-    size_t cap = m->head_logits_bytes ? m->head_logits_bytes : T5_HEAD_LOGITS_BYTES;
+    size_t cap = m->acts.head_logits_bytes ? m->acts.head_logits_bytes : T5_HEAD_LOGITS_BYTES;
     if (nT * V * e <= cap) return nT;
     size_t rows = cap / 4 / (V * e);
     if (rows >= 64) rows -= rows % 64;  // whole GEMM tiles
@@ -132,25 +134,25 @@ static void window_enter(T5Model *m, int i0, int rows) {
     const size_t oS = (size_t)i0 * m->S * D * e, oT = (size_t)i0 * m->T * D * e;
     const int L = c->num_layers, Ld = c->num_decoder_layers;
     m->win.on = 1, m->win.i0 = i0, m->win.B = m->B;
-    for (int i = 0; i <= 2 * L; i++) m->win.enc_x[i] = m->enc_x[i], m->enc_x[i] = (char *)m->enc_x[i] + oS;
-    for (int i = 0; i <= 3 * Ld; i++) m->win.dec_x[i] = m->dec_x[i], m->dec_x[i] = (char *)m->dec_x[i] + oT;
-    m->win.enc_final = m->enc_final, m->enc_final = (char *)m->enc_final + oS;
-    m->win.d_enc_x = m->d_enc_x, m->d_enc_x = (char *)m->d_enc_x + oS;
-    m->win.d_enc_final = m->d_enc_final, m->d_enc_final = (char *)m->d_enc_final + oS;
-    m->win.d_dec_x = m->d_dec_x, m->d_dec_x = (char *)m->d_dec_x + oT;
-    m->win.attention_mask = m->attention_mask, m->attention_mask += (size_t)i0 * m->S;
+    for (int i = 0; i <= 2 * L; i++) m->win.enc_x[i] = m->acts.enc_x[i], m->acts.enc_x[i] = (char *)m->acts.enc_x[i] + oS;
+    for (int i = 0; i <= 3 * Ld; i++) m->win.dec_x[i] = m->acts.dec_x[i], m->acts.dec_x[i] = (char *)m->acts.dec_x[i] + oT;
+    m->win.enc_final = m->acts.enc_final, m->acts.enc_final = (char *)m->acts.enc_final + oS;
+    m->win.d_enc_x = m->scratch.d_enc_x, m->scratch.d_enc_x = (char *)m->scratch.d_enc_x + oS;
+    m->win.d_enc_final = m->scratch.d_enc_final, m->scratch.d_enc_final = (char *)m->scratch.d_enc_final + oS;
+    m->win.d_dec_x = m->scratch.d_dec_x, m->scratch.d_dec_x = (char *)m->scratch.d_dec_x + oT;
+    m->win.attention_mask = m->acts.attention_mask, m->acts.attention_mask += (size_t)i0 * m->S;
     m->B = rows;
 }
 
 static void window_leave(T5Model *m) {
     const int L = m->cfg.num_layers, Ld = m->cfg.num_decoder_layers;
-    for (int i = 0; i <= 2 * L; i++) m->enc_x[i] = m->win.enc_x[i];
-    for (int i = 0; i <= 3 * Ld; i++) m->dec_x[i] = m->win.dec_x[i];
-    m->enc_final = m->win.enc_final;
-    m->d_enc_x = m->win.d_enc_x;
-    m->d_enc_final = m->win.d_enc_final;
-    m->d_dec_x = m->win.d_dec_x;
-    m->attention_mask = m->win.attention_mask;
+    for (int i = 0; i <= 2 * L; i++) m->acts.enc_x[i] = m->win.enc_x[i];
+    for (int i = 0; i <= 3 * Ld; i++) m->acts.dec_x[i] = m->win.dec_x[i];
+    m->acts.enc_final = m->win.enc_final;
+    m->scratch.d_enc_x = m->win.d_enc_x;
+    m->scratch.d_enc_final = m->win.d_enc_final;
+    m->scratch.d_dec_x = m->win.d_dec_x;
+    m->acts.attention_mask = m->win.attention_mask;
     m->B = m->win.B;
     m->win.on = 0;
 }
@@ -181,10 +183,10 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     const int Bw = window_rows(m, B);
     const size_t wS = (size_t)Bw * S, wT = (size_t)Bw * T, wM = (size_t)Bw * (S > T ? S : T);
 
-    m->input_ids = bump_take(&bp, nS * sizeof(int));
-    m->attention_mask = bump_take(&bp, nS * sizeof(int));
-    m->dec_ids = bump_take(&bp, nT * sizeof(int));
-    m->labels = bump_take(&bp, nT * sizeof(int));
+    m->acts.input_ids = bump_take(&bp, nS * sizeof(int));
+    m->acts.attention_mask = bump_take(&bp, nS * sizeof(int));
+    m->acts.dec_ids = bump_take(&bp, nT * sizeof(int));
+    m->acts.labels = bump_take(&bp, nT * sizeof(int));
     // Gradient checkpointing keeps only the residual stream at block boundaries; the
     // sublayer outputs inside a block and the block's saved activations live in ONE
     // shared set per stack, recomputed block by block in backward.
@@ -197,9 +199,9 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     size_t sets_begin = 0, enc_set_end = 0;
     for (int l = 0; l < L + Ld; l++) {
         int is_dec = l >= L;
-        BlockActs *a = is_dec ? &m->dec[l - L] : &m->enc[l];
+        BlockActs *a = is_dec ? &m->acts.dec[l - L] : &m->acts.enc[l];
         if (ckpt && l != 0 && l != L) {  // share block 0's (encoder) or block L's (decoder) buffers
-            *a = is_dec ? m->dec[0] : m->enc[0];
+            *a = is_dec ? m->acts.dec[0] : m->acts.enc[0];
             continue;
         }
         if (alias_sets && l == 0) sets_begin = bp.used;
@@ -223,44 +225,44 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
         acts_layout_kept(m, &bp, a, is_dec, nq, D, F);
     }
     if (alias_sets && bp.used < enc_set_end) bp.used = enc_set_end;
-    m->enc_bias = bump_take(&bp, H * S * S * e);
-    m->dec_bias = bump_take(&bp, H * T * T * e);
-    m->enc_final_rstd = bump_take(&bp, nS * sizeof(float));
-    m->dec_final_rstd = bump_take(&bp, nT * sizeof(float));
-    m->enc_final = bump_take(&bp, nS * D * e);
-    m->dec_final = bump_take(&bp, nT * D * e);
-    m->head_rows = head_rows_for(m, nT, V, e);
-    m->logits = bump_take(&bp, m->head_rows * V * e);
-    m->ln_out = bump_take(&bp, nM * D * e);
-    m->ln_rstd = bump_take(&bp, nM * sizeof(float));
-    m->tmp_f = bump_take(&bp, wM * F * e);
+    m->acts.enc_bias = bump_take(&bp, H * S * S * e);
+    m->acts.dec_bias = bump_take(&bp, H * T * T * e);
+    m->acts.enc_final_rstd = bump_take(&bp, nS * sizeof(float));
+    m->acts.dec_final_rstd = bump_take(&bp, nT * sizeof(float));
+    m->acts.enc_final = bump_take(&bp, nS * D * e);
+    m->acts.dec_final = bump_take(&bp, nT * D * e);
+    m->acts.head_rows = head_rows_for(m, nT, V, e);
+    m->acts.logits = bump_take(&bp, m->acts.head_rows * V * e);
+    m->scratch.ln_out = bump_take(&bp, nM * D * e);
+    m->scratch.ln_rstd = bump_take(&bp, nM * sizeof(float));
+    m->scratch.tmp_f = bump_take(&bp, wM * F * e);
     if (inf) {  // no backward scratch
-        m->d_enc_x = m->d_dec_x = m->d_enc_final = m->d_tmp_d = m->d_ln = NULL;
-        m->d_ctx = m->d_q = m->d_k = m->d_v = m->d_h = m->d_b = m->d_enc_bias = m->d_dec_bias = NULL;
+        m->scratch.d_enc_x = m->scratch.d_dec_x = m->scratch.d_enc_final = m->scratch.d_tmp_d = m->scratch.d_ln = NULL;
+        m->scratch.d_ctx = m->scratch.d_q = m->scratch.d_k = m->scratch.d_v = m->scratch.d_h = m->scratch.d_b = m->scratch.d_enc_bias = m->scratch.d_dec_bias = NULL;
         return bp.used;
     }
-    m->d_enc_x = bump_take(&bp, nS * D * e);
-    m->d_dec_x = bump_take(&bp, nT * D * e);
-    m->d_enc_final = bump_take(&bp, nS * D * e);
-    m->d_tmp_d = bump_take(&bp, nM * D * e);
-    m->d_ln = bump_take(&bp, nM * D * e);
-    m->d_ctx = bump_take(&bp, wM * HK * e);
-    m->d_q = bump_take(&bp, wM * HK * e);
-    m->d_k = bump_take(&bp, wM * HK * e);
-    m->d_v = bump_take(&bp, wM * HK * e);
-    m->d_h = bump_take(&bp, wM * F * e);
-    m->d_b = c->is_gated ? bump_take(&bp, wM * F * e) : NULL;
-    m->d_enc_bias = bump_take(&bp, H * S * S * e);
-    m->d_dec_bias = bump_take(&bp, H * T * T * e);
+    m->scratch.d_enc_x = bump_take(&bp, nS * D * e);
+    m->scratch.d_dec_x = bump_take(&bp, nT * D * e);
+    m->scratch.d_enc_final = bump_take(&bp, nS * D * e);
+    m->scratch.d_tmp_d = bump_take(&bp, nM * D * e);
+    m->scratch.d_ln = bump_take(&bp, nM * D * e);
+    m->scratch.d_ctx = bump_take(&bp, wM * HK * e);
+    m->scratch.d_q = bump_take(&bp, wM * HK * e);
+    m->scratch.d_k = bump_take(&bp, wM * HK * e);
+    m->scratch.d_v = bump_take(&bp, wM * HK * e);
+    m->scratch.d_h = bump_take(&bp, wM * F * e);
+    m->scratch.d_b = c->is_gated ? bump_take(&bp, wM * F * e) : NULL;
+    m->scratch.d_enc_bias = bump_take(&bp, H * S * S * e);
+    m->scratch.d_dec_bias = bump_take(&bp, H * T * T * e);
     return bp.used;
 }
 
 static void acts_alloc_tables(T5Model *m) {
-    if (m->enc_x) return;
-    m->enc_x = callocCheck((size_t)m->cfg.num_layers * 2 + 1, sizeof(void *));
-    m->dec_x = callocCheck((size_t)m->cfg.num_decoder_layers * 3 + 1, sizeof(void *));
-    m->enc = callocCheck((size_t)m->cfg.num_layers, sizeof(BlockActs));
-    m->dec = callocCheck((size_t)m->cfg.num_decoder_layers, sizeof(BlockActs));
+    if (m->acts.enc_x) return;
+    m->acts.enc_x = callocCheck((size_t)m->cfg.num_layers * 2 + 1, sizeof(void *));
+    m->acts.dec_x = callocCheck((size_t)m->cfg.num_decoder_layers * 3 + 1, sizeof(void *));
+    m->acts.enc = callocCheck((size_t)m->cfg.num_layers, sizeof(BlockActs));
+    m->acts.dec = callocCheck((size_t)m->cfg.num_decoder_layers, sizeof(BlockActs));
     m->win.enc_x = callocCheck((size_t)m->cfg.num_layers * 2 + 1, sizeof(void *));
     m->win.dec_x = callocCheck((size_t)m->cfg.num_decoder_layers * 3 + 1, sizeof(void *));
 }
@@ -277,10 +279,10 @@ static size_t activation_bytes(const T5Config *cfg, Dtype act_dtype, int B, int 
     tmp.elem = dtype_size(act_dtype);
     acts_alloc_tables(&tmp);
     size_t bytes = acts_layout(&tmp, NULL, B, S, T);
-    free(tmp.enc_x);
-    free(tmp.dec_x);
-    free(tmp.enc);
-    free(tmp.dec);
+    free(tmp.acts.enc_x);
+    free(tmp.acts.dec_x);
+    free(tmp.acts.enc);
+    free(tmp.acts.dec);
     free(tmp.win.enc_x);
     free(tmp.win.dec_x);
     return bytes;
@@ -299,13 +301,13 @@ size_t t5_keep_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, 
 void t5_plan_activations(T5Model *m, int B, int S, int T) {
     if (B <= 0 || S <= 0 || T <= 0) t5_fail("activation plan: batch %d, source length %d, target length %d must be positive", B, S, T);
     acts_alloc_tables(m);
-    if (m->arena) m->be->free(m->arena);
-    m->arena_bytes = acts_layout(m, NULL, B, S, T);
-    m->arena = m->be->alloc(m->arena_bytes);
-    acts_layout(m, m->arena, B, S, T);
-    m->maxB = B;
-    m->maxS = S;
-    m->maxT = T;
+    if (m->acts.arena) m->be->free(m->acts.arena);
+    m->acts.arena_bytes = acts_layout(m, NULL, B, S, T);
+    m->acts.arena = m->be->alloc(m->acts.arena_bytes);
+    acts_layout(m, m->acts.arena, B, S, T);
+    m->acts.maxB = B;
+    m->acts.maxS = S;
+    m->acts.maxT = T;
 }
 
 void t5_zero_grads(T5Model *m) {
@@ -323,23 +325,13 @@ void t5_shift_right(const int *labels, int *dec_ids, int B, int T, int decoder_s
 }
 
 // ---------------------------------------------------------------------------------
-// forward
-
-// unit boundaries (T5UnitHooks)
-static inline void fetch(T5Model *m, int u) { t5_unit_fetch(m, u); }
-static inline void release(T5Model *m, int u) { t5_unit_release(m, u); }
-static inline void grads_begin(T5Model *m, int u) {
-    if (m->hooks && m->hooks->begin_grads) m->hooks->begin_grads(m->hooks->ctx, m, u);
-}
-static inline void grads_end(T5Model *m, int u) {
-    if (m->hooks && m->hooks->end_grads) m->hooks->end_grads(m->hooks->ctx, m, u);
-}
+// forward, segment by segment (T5Segment: the caller fetches each segment's unit before it)
 
 static void check_batch(const T5Model *m, const T5Batch *b) {
-    if (!m->arena) t5_fail("t5_forward: no activation plan (call t5_plan_activations first)");
-    if (b->B < 1 || b->S < 1 || b->T < 1 || b->B > m->maxB || b->S > m->maxS || b->T > m->maxT)
+    if (!m->acts.arena) t5_fail("t5_forward: no activation plan (call t5_plan_activations first)");
+    if (b->B < 1 || b->S < 1 || b->T < 1 || b->B > m->acts.maxB || b->S > m->acts.maxS || b->T > m->acts.maxT)
         t5_fail("batch of shape B=%d S=%d T=%d does not fit the activation plan B<=%d S<=%d T<=%d", b->B, b->S, b->T,
-                m->maxB, m->maxS, m->maxT);
+                m->acts.maxB, m->acts.maxS, m->acts.maxT);
     int V = m->cfg.vocab_size;
     for (long i = 0; i < (long)b->B * b->S; i++)
         if (b->input_ids[i] < 0 || b->input_ids[i] >= V)
@@ -352,92 +344,104 @@ static void check_batch(const T5Model *m, const T5Batch *b) {
     }
 }
 
+// One encoder block of the training forward: enc_x[2l] -> enc_x[2l+2] (also the recompute
+// of checkpointing).
+static void enc_block_forward(T5Model *m, int l) {
+    T5BlockView v = t5_block_view(m);
+    t5_enc_block_forward(&v, l, &m->acts.enc[l], &m->acts.enc_x[2 * l], m->S, m->acts.enc_bias, m->acts.attention_mask);
+}
+
 // One decoder block of the training forward: dec_x[3l] -> dec_x[3l+3] (also the
 // recompute of checkpointing).
 static void dec_block_forward(T5Model *m, int l) {
-    SublayerScratch s = t5_train_scratch(m);
-    t5_dec_block_forward(m, &s, l, &m->dec[l], &m->dec_x[3 * l], m->B, m->T, m->enc_final, m->S, m->dec_bias,
-                         m->attention_mask, NULL, NULL);
+    SublayerScratch s = t5_train_scratch(&m->scratch);
+    T5BlockView v = t5_block_view(m);
+    t5_dec_block_forward(&v, &s, l, &m->acts.dec[l], &m->acts.dec_x[3 * l], m->B, m->T, m->acts.enc_final, m->S, m->acts.dec_bias,
+                         m->acts.attention_mask, NULL, NULL);
 }
 
-void t5_encoder_forward(T5Model *m) {
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    const ParamLayout *L = &m->lay;
-    int S = m->S, D = c->d_model, H = c->num_heads;
-    size_t nS = (size_t)m->B * S;
-    fetch(m, L->unit_shared);
-    be->embedding_forward(m->enc_x[0], m->input_ids, t5_param(m, L->shared), (int)nS, D);
-    release(m, L->unit_shared);
-    be->dropout_forward(m->enc_x[0], m->enc_x[0], nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
-    for (int l = 0; l < c->num_layers; l++) {
-        fetch(m, L->unit_enc0 + l);
-        if (l == 0)
-            be->position_bias_forward(m->enc_bias, t5_param(m, L->enc[0].self.relbias), S, S, H, 0,
-                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
-        for (int w = 0; window_next(m, w); w++) t5_enc_block_forward(m, l);
-        release(m, L->unit_enc0 + l);
-    }
-    fetch(m, L->unit_enc_final);
-    be->rmsnorm_forward(m->enc_final, m->enc_final_rstd, m->enc_x[2 * c->num_layers], t5_param(m, L->enc_final_ln), (int)nS,
-                        D, c->layer_norm_epsilon);
-    release(m, L->unit_enc_final);
-    be->dropout_forward(m->enc_final, m->enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
-}
-
-double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens) {
+void t5_forward_begin(T5Model *m, const T5Batch *batch, long *n_tokens) {
     check_batch(m, batch);
     const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    const ParamLayout *L = &m->lay;
     int B = m->B = batch->B, S = m->S = batch->S, T = m->T = batch->T;
-    int D = c->d_model, H = c->num_heads, V = c->vocab_size;
     size_t nS = (size_t)B * S, nT = (size_t)B * T;
-    be->to_device(m->input_ids, batch->input_ids, nS * sizeof(int));
-    be->to_device(m->attention_mask, batch->attention_mask, nS * sizeof(int));
-    be->to_device(m->dec_ids, batch->decoder_input_ids, nT * sizeof(int));
-    be->to_device(m->labels, batch->labels, nT * sizeof(int));
+    be->to_device(m->acts.input_ids, batch->input_ids, nS * sizeof(int));
+    be->to_device(m->acts.attention_mask, batch->attention_mask, nS * sizeof(int));
+    be->to_device(m->acts.dec_ids, batch->decoder_input_ids, nT * sizeof(int));
+    be->to_device(m->acts.labels, batch->labels, nT * sizeof(int));
     long count = 0;
     for (size_t i = 0; i < nT; i++) count += batch->labels[i] != -100;
     if (n_tokens) *n_tokens = count;
+}
 
-    t5_encoder_forward(m);
+// The head and its loss, in chunks of m->acts.head_rows rows; returns the loss sum.
+static double head_forward(T5Model *m, float label_smoothing) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int D = c->d_model, V = c->vocab_size;
+    size_t nT = (size_t)m->B * m->T;
+    double loss = 0.0;
+    for (size_t r0 = 0; r0 < nT; r0 += m->acts.head_rows) {
+        int n = (int)(nT - r0 < m->acts.head_rows ? nT - r0 : m->acts.head_rows);
+        be->matmul_forward(m->acts.logits, (char *)m->acts.dec_final + r0 * D * m->elem, t5_param(m, L->lm_head), n, D, V);
+        loss += be->crossentropy_forward_backward(NULL, m->acts.logits, m->acts.labels + r0, n, V, label_smoothing, 0.0f);
+    }
+    return loss;
+}
 
-    // ---- decoder ----
-    fetch(m, L->unit_shared);
-    be->embedding_forward(m->dec_x[0], m->dec_ids, t5_param(m, L->shared), (int)nT, D);
-    release(m, L->unit_shared);
-    be->dropout_forward(m->dec_x[0], m->dec_x[0], nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
-    for (int l = 0; l < c->num_decoder_layers; l++) {
-        fetch(m, L->unit_dec0 + l);
+double t5_forward_segment(T5Model *m, const T5Segment *sg, float label_smoothing) {
+    const Backend *be = m->be;
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int S = m->S, T = m->T, D = c->d_model, H = c->num_heads, l = sg->layer;
+    size_t nS = (size_t)m->B * S, nT = (size_t)m->B * T;
+    switch (sg->kind) {
+    case T5_SEG_ENC_EMBED:
+        be->embedding_forward(m->acts.enc_x[0], m->acts.input_ids, t5_param(m, L->shared), (int)nS, D);
+        be->dropout_forward(m->acts.enc_x[0], m->acts.enc_x[0], nS * D, t5_site_dropout(m, 0, 0, 0, SITE_EMBED));
+        break;
+    case T5_SEG_ENC_BLOCK:
         if (l == 0)
-            be->position_bias_forward(m->dec_bias, t5_param(m, L->dec[0].self.relbias), T, T, H, 0,
+            be->position_bias_forward(m->acts.enc_bias, t5_param(m, L->enc[0].self.relbias), S, S, H, 0,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
+        for (int w = 0; window_next(m, w); w++) enc_block_forward(m, l);
+        break;
+    case T5_SEG_ENC_FINAL:
+        be->rmsnorm_forward(m->acts.enc_final, m->acts.enc_final_rstd, m->acts.enc_x[2 * c->num_layers], t5_param(m, L->enc_final_ln),
+                            (int)nS, D, c->layer_norm_epsilon);
+        be->dropout_forward(m->acts.enc_final, m->acts.enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
+        break;
+    case T5_SEG_DEC_EMBED:
+        be->embedding_forward(m->acts.dec_x[0], m->acts.dec_ids, t5_param(m, L->shared), (int)nT, D);
+        be->dropout_forward(m->acts.dec_x[0], m->acts.dec_x[0], nT * D, t5_site_dropout(m, 1, 0, 0, SITE_EMBED));
+        break;
+    case T5_SEG_DEC_BLOCK:
+        if (l == 0)
+            be->position_bias_forward(m->acts.dec_bias, t5_param(m, L->dec[0].self.relbias), T, T, H, 0,
                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
         for (int w = 0; window_next(m, w); w++) dec_block_forward(m, l);
-        release(m, L->unit_dec0 + l);
+        break;
+    case T5_SEG_DEC_FINAL:
+        be->rmsnorm_forward(m->acts.dec_final, m->acts.dec_final_rstd, m->acts.dec_x[3 * c->num_decoder_layers],
+                            t5_param(m, L->dec_final_ln), (int)nT, D, c->layer_norm_epsilon);
+        be->dropout_forward(m->acts.dec_final, m->acts.dec_final, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
+        if (c->scale_decoder_outputs) be->scale(m->acts.dec_final, m->acts.dec_final, t5_head_scale(D), nT * D);
+        break;
+    case T5_SEG_HEAD:
+        return head_forward(m, label_smoothing);
+    default:
+        t5_die(__FILE__, __LINE__, "t5_forward_segment: a backward-only segment", "a bug: report it");
     }
-    fetch(m, L->unit_dec_final);
-    be->rmsnorm_forward(m->dec_final, m->dec_final_rstd, m->dec_x[3 * c->num_decoder_layers], t5_param(m, L->dec_final_ln),
-                        (int)nT, D, c->layer_norm_epsilon);
-    release(m, L->unit_dec_final);
-    be->dropout_forward(m->dec_final, m->dec_final, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
-    if (c->scale_decoder_outputs) be->scale(m->dec_final, m->dec_final, t5_head_scale(D), nT * D);
-
-    // ---- head + loss, in chunks of m->head_rows rows ----
-    fetch(m, L->unit_lm_head);
-    double loss = 0.0;
-    for (size_t r0 = 0; r0 < nT; r0 += m->head_rows) {
-        int n = (int)(nT - r0 < m->head_rows ? nT - r0 : m->head_rows);
-        be->matmul_forward(m->logits, (char *)m->dec_final + r0 * D * m->elem, t5_param(m, L->lm_head), n, D, V);
-        loss += be->crossentropy_forward_backward(NULL, m->logits, m->labels + r0, n, V, label_smoothing, 0.0f);
-    }
-    release(m, L->unit_lm_head);
-    return loss;
+    return 0.0;
 }
 
 // ---------------------------------------------------------------------------------
 // backward: each step reads the running residual gradient dx and ADDS the branch's
-// contribution into it (backend convention: backward ops accumulate).
+// contribution into it (backend convention: backward ops accumulate). Unit order: head,
+// decoder final norm, decoder blocks (last first), encoder final norm, encoder blocks, shared
+// embedding (its gradient is open from the tied head, or from the decoder's embedding, to
+// the end).
 
 // The output dropout of what feeds block l of a stack (0 encoder, 1 decoder): block l-1's
 // FFN, or the embedding for l == 0. Backward's norm of block l (or the stack's final norm,
@@ -447,131 +451,129 @@ static DropoutArgs dropout_below(const T5Model *m, int stack, int l) {
     return t5_site_dropout(m, stack, l - 1, stack ? 2 : 1, SITE_FFN_OUT);
 }
 
-// Head and decoder final norm: from the loss to the gradient of the last decoder block's
-// output, in m->d_dec_x (B,T,D). dlogits overwrite the logits in place (B*T*V is the
-// largest activation); in chunks of m->head_rows rows when the plan chunked the head, each
-// chunk's logits recomputed first (the head's weight gradient then adds chunk by chunk).
+// Head: from the loss to the gradient of the head's input, in m->scratch.d_tmp_d (B,T,D). dlogits
+// overwrite the logits in place (B*T*V is the largest activation); in chunks of m->acts.head_rows
+// rows when the plan chunked the head, each chunk's logits recomputed first (the head's
+// weight gradient then adds chunk by chunk).
 static void head_backward(T5Model *m, float label_smoothing, float dloss) {
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     const ParamLayout *L = &m->lay;
     int D = c->d_model, V = c->vocab_size;
     size_t nT = (size_t)m->B * m->T, e = m->elem;
-    void *dx = m->d_dec_x;
-    fetch(m, L->unit_lm_head);
-    grads_begin(m, L->unit_lm_head);
-    for (size_t r0 = 0; r0 < nT; r0 += m->head_rows) {
-        int n = (int)(nT - r0 < m->head_rows ? nT - r0 : m->head_rows);
-        void *x = (char *)m->dec_final + r0 * D * e;
-        if (m->head_rows < nT) be->matmul_forward(m->logits, x, t5_param(m, L->lm_head), n, D, V);
-        be->crossentropy_forward_backward(m->logits, m->logits, m->labels + r0, n, V, label_smoothing, dloss);
-        be->matmul_backward((char *)m->d_tmp_d + r0 * D * e, t5_grad(m, L->lm_head), m->logits, x,
+    for (size_t r0 = 0; r0 < nT; r0 += m->acts.head_rows) {
+        int n = (int)(nT - r0 < m->acts.head_rows ? nT - r0 : m->acts.head_rows);
+        void *x = (char *)m->acts.dec_final + r0 * D * e;
+        if (m->acts.head_rows < nT) be->matmul_forward(m->acts.logits, x, t5_param(m, L->lm_head), n, D, V);
+        be->crossentropy_forward_backward(m->acts.logits, m->acts.logits, m->acts.labels + r0, n, V, label_smoothing, dloss);
+        be->matmul_backward((char *)m->scratch.d_tmp_d + r0 * D * e, t5_grad(m, L->lm_head), m->acts.logits, x,
                             t5_param(m, L->lm_head), n, D, V, 1);
     }
-    if (L->unit_lm_head != L->unit_shared) grads_end(m, L->unit_lm_head);  // tied: open until the encoder's embedding
-    release(m, L->unit_lm_head);
-    if (c->scale_decoder_outputs) be->scale(m->d_tmp_d, m->d_tmp_d, t5_head_scale(D), nT * D);
-    // through the dropout: dropout_backward into zeros, as one write (no memset)
-    be->dropout_forward(m->d_ln, m->d_tmp_d, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
-    be->zero(dx, nT * D * e);
-    fetch(m, L->unit_dec_final);
-    grads_begin(m, L->unit_dec_final);
-    const int Ld = c->num_decoder_layers;
-    DropoutArgs first = dropout_below(m, 1, Ld);
-    t5_norm_backward(m, dx, t5_grad(m, L->dec_final_ln), m->d_ln, m->dec_x[3 * Ld], t5_param(m, L->dec_final_ln),
-                     m->dec_final_rstd, (int)nT, &first);
-    grads_end(m, L->unit_dec_final);
-    release(m, L->unit_dec_final);
 }
 
-// Decoder blocks (last first) and the decoder's embedding; leaves the gradient of the
-// encoder output in m->d_enc_final and opens the shared embedding's gradient.
-static void decoder_backward(T5Model *m) {
+// Decoder block l (its windows), block 0 also the position bias table's gradient.
+static void dec_block_backward(T5Model *m, int l) {
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int S = m->S, T = m->T, H = c->num_heads;
+    for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
+        void **x = &m->acts.dec_x[3 * l], *dxw = m->scratch.d_dec_x;
+        if (m->gradient_checkpointing) dec_block_forward(m, l);
+        T5BlockView v = t5_block_view(m);
+        // each sublayer's norm backward also makes the next one's branch gradient (t5_branch_grad)
+        DropoutArgs to_cross = t5_site_dropout(m, 1, l, 1, SITE_ATT_OUT), to_self = t5_site_dropout(m, 1, l, 0, SITE_ATT_OUT);
+        DropoutArgs to_prev = dropout_below(m, 1, l);
+        t5_ffn_sublayer_backward(&v, &L->dec[l].ffn, &m->acts.dec[l].ffn, x[2], dxw, T, 1, l, 2, &to_cross);
+        t5_attn_sublayer_backward(&v, &L->dec[l].cross, &m->acts.dec[l].cross, x[1], dxw, T, m->acts.enc_final, m->scratch.d_enc_final,
+                                  S, NULL, 1, l, 1, &to_self);
+        t5_attn_sublayer_backward(&v, &L->dec[l].self, &m->acts.dec[l].self, x[0], dxw, T, NULL, NULL, T, m->scratch.d_dec_bias, 1,
+                                  l, 0, &to_prev);
+    }
+    if (l == 0)  // block 0 holds the table every block's position bias came from
+        m->be->position_bias_backward(t5_grad(m, L->dec[0].self.relbias), m->scratch.d_dec_bias, T, T, H, 0,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+}
+
+// Encoder block l, as dec_block_backward.
+static void enc_block_backward(T5Model *m, int l) {
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    int S = m->S, H = c->num_heads;
+    for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
+        if (m->gradient_checkpointing) enc_block_forward(m, l);
+        T5BlockView v = t5_block_view(m);
+        DropoutArgs to_self = t5_site_dropout(m, 0, l, 0, SITE_ATT_OUT);
+        DropoutArgs to_prev = dropout_below(m, 0, l);
+        t5_ffn_sublayer_backward(&v, &L->enc[l].ffn, &m->acts.enc[l].ffn, m->acts.enc_x[2 * l + 1], m->scratch.d_enc_x, S, 0, l, 1,
+                                 &to_self);
+        t5_attn_sublayer_backward(&v, &L->enc[l].self, &m->acts.enc[l].self, m->acts.enc_x[2 * l], m->scratch.d_enc_x, S, NULL, NULL,
+                                  S, m->scratch.d_enc_bias, 0, l, 0, &to_prev);
+    }
+    if (l == 0)
+        m->be->position_bias_backward(t5_grad(m, L->enc[0].self.relbias), m->scratch.d_enc_bias, S, S, H, 0,
+                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
+}
+
+void t5_backward_begin(T5Model *m) {
+    if (m->inference) t5_fail("t5_backward: the activation plan is forward-only (T5Model.inference); a bug: report it");
+    m->scratch.d_tmp_valid = 0;
+    m->test.branch_passes = 0;
+}
+
+void t5_backward_segment(T5Model *m, const T5Segment *sg, float label_smoothing, float dloss) {
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     const ParamLayout *L = &m->lay;
     int S = m->S, T = m->T, D = c->d_model, H = c->num_heads;
+    const int Le = c->num_layers, Ld = c->num_decoder_layers;
     size_t nS = (size_t)m->B * S, nT = (size_t)m->B * T, e = m->elem;
-    void *dx = m->d_dec_x;
-    be->zero(m->d_enc_final, nS * D * e);
-    be->zero(m->d_dec_bias, (size_t)H * T * T * e);
-    for (int l = c->num_decoder_layers - 1; l >= 0; l--) {
-        fetch(m, L->unit_dec0 + l);
-        grads_begin(m, L->unit_dec0 + l);
-        for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
-            void **x = &m->dec_x[3 * l], *dxw = m->d_dec_x;
-            if (m->gradient_checkpointing) dec_block_forward(m, l);
-            // each sublayer's norm backward also makes the next one's branch gradient (t5_branch_grad)
-            DropoutArgs to_cross = t5_site_dropout(m, 1, l, 1, SITE_ATT_OUT), to_self = t5_site_dropout(m, 1, l, 0, SITE_ATT_OUT);
-            DropoutArgs to_prev = dropout_below(m, 1, l);
-            t5_ffn_sublayer_backward(m, &L->dec[l].ffn, &m->dec[l].ffn, x[2], dxw, T, 1, l, 2, &to_cross);
-            t5_attn_sublayer_backward(m, &L->dec[l].cross, &m->dec[l].cross, x[1], dxw, T, m->enc_final, m->d_enc_final,
-                                      S, NULL, 1, l, 1, &to_self);
-            t5_attn_sublayer_backward(m, &L->dec[l].self, &m->dec[l].self, x[0], dxw, T, NULL, NULL, T, m->d_dec_bias, 1,
-                                      l, 0, &to_prev);
-        }
-        if (l == 0)  // block 0 holds the table every block's position bias came from
-            be->position_bias_backward(t5_grad(m, L->dec[0].self.relbias), m->d_dec_bias, T, T, H, 0,
-                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
-        grads_end(m, L->unit_dec0 + l);
-        release(m, L->unit_dec0 + l);
+    DropoutArgs first;
+    const T5BlockView bv = t5_block_view(m);  // (no window here: the whole batch)
+    switch (sg->kind) {
+    case T5_SEG_HEAD:
+        head_backward(m, label_smoothing, dloss);
+        break;
+    case T5_SEG_DEC_OUT:
+        if (c->scale_decoder_outputs) be->scale(m->scratch.d_tmp_d, m->scratch.d_tmp_d, t5_head_scale(D), nT * D);
+        // through the dropout: dropout_backward into zeros, as one write (no memset)
+        be->dropout_forward(m->scratch.d_ln, m->scratch.d_tmp_d, nT * D, t5_site_dropout(m, 1, 0, 0, SITE_FINAL));
+        be->zero(m->scratch.d_dec_x, nT * D * e);
+        break;
+    case T5_SEG_DEC_FINAL:  // from the head's input to the gradient of the last decoder block's output
+        first = dropout_below(m, 1, Ld);
+        t5_norm_backward(&bv, m->scratch.d_dec_x, t5_grad(m, L->dec_final_ln), m->scratch.d_ln, m->acts.dec_x[3 * Ld],
+                         t5_param(m, L->dec_final_ln), m->acts.dec_final_rstd, (int)nT, &first);
+        break;
+    case T5_SEG_DEC_CLEAR:
+        be->zero(m->scratch.d_enc_final, nS * D * e);
+        be->zero(m->scratch.d_dec_bias, (size_t)H * T * T * e);
+        break;
+    case T5_SEG_DEC_BLOCK:
+        dec_block_backward(m, sg->layer);
+        break;
+    case T5_SEG_DEC_EMBED:  // leaves the gradient of the encoder output in m->scratch.d_enc_final
+        t5_branch_grad(&bv, m->scratch.d_dec_x, nT * D, dropout_below(m, 1, 0));
+        be->embedding_backward(t5_grad(m, L->shared), m->scratch.d_tmp_d, m->acts.dec_ids, (int)nT, D);
+        break;
+    case T5_SEG_ENC_OUT:
+        // through the dropout: dropout_backward into zeros, as one write (no memset)
+        be->dropout_forward(m->scratch.d_ln, m->scratch.d_enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
+        be->zero(m->scratch.d_enc_x, nS * D * e);
+        break;
+    case T5_SEG_ENC_FINAL:
+        first = dropout_below(m, 0, Le);
+        t5_norm_backward(&bv, m->scratch.d_enc_x, t5_grad(m, L->enc_final_ln), m->scratch.d_ln, m->acts.enc_x[2 * Le],
+                         t5_param(m, L->enc_final_ln), m->acts.enc_final_rstd, (int)nS, &first);
+        break;
+    case T5_SEG_ENC_CLEAR:
+        be->zero(m->scratch.d_enc_bias, (size_t)H * S * S * e);
+        break;
+    case T5_SEG_ENC_BLOCK:
+        enc_block_backward(m, sg->layer);
+        break;
+    case T5_SEG_ENC_EMBED:
+        t5_branch_grad(&bv, m->scratch.d_enc_x, nS * D, dropout_below(m, 0, 0));
+        be->embedding_backward(t5_grad(m, L->shared), m->scratch.d_tmp_d, m->acts.input_ids, (int)nS, D);
+        break;
     }
-    if (L->unit_lm_head != L->unit_shared) grads_begin(m, L->unit_shared);
-    t5_branch_grad(m, dx, nT * D, dropout_below(m, 1, 0));
-    be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->dec_ids, (int)nT, D);
-}
-
-// Encoder final norm, blocks (last first) and embedding; closes the shared embedding's gradient.
-static void encoder_backward(T5Model *m) {
-    const Backend *be = m->be;
-    const T5Config *c = &m->cfg;
-    const ParamLayout *L = &m->lay;
-    int S = m->S, D = c->d_model, H = c->num_heads;
-    size_t nS = (size_t)m->B * S, e = m->elem;
-    void *dx = m->d_enc_x;
-    // through the dropout: dropout_backward into zeros, as one write (no memset)
-    be->dropout_forward(m->d_ln, m->d_enc_final, nS * D, t5_site_dropout(m, 0, 0, 0, SITE_FINAL));
-    be->zero(dx, nS * D * e);
-    fetch(m, L->unit_enc_final);
-    grads_begin(m, L->unit_enc_final);
-    const int Le = c->num_layers;
-    DropoutArgs first = dropout_below(m, 0, Le);
-    t5_norm_backward(m, dx, t5_grad(m, L->enc_final_ln), m->d_ln, m->enc_x[2 * Le], t5_param(m, L->enc_final_ln),
-                     m->enc_final_rstd, (int)nS, &first);
-    grads_end(m, L->unit_enc_final);
-    release(m, L->unit_enc_final);
-    be->zero(m->d_enc_bias, (size_t)H * S * S * e);
-    for (int l = c->num_layers - 1; l >= 0; l--) {
-        fetch(m, L->unit_enc0 + l);
-        grads_begin(m, L->unit_enc0 + l);
-        for (int w = 0; window_next(m, w); w++) {  // (one window: the whole batch)
-            if (m->gradient_checkpointing) t5_enc_block_forward(m, l);
-            DropoutArgs to_self = t5_site_dropout(m, 0, l, 0, SITE_ATT_OUT);
-            DropoutArgs to_prev = dropout_below(m, 0, l);
-            t5_ffn_sublayer_backward(m, &L->enc[l].ffn, &m->enc[l].ffn, m->enc_x[2 * l + 1], m->d_enc_x, S, 0, l, 1,
-                                     &to_self);
-            t5_attn_sublayer_backward(m, &L->enc[l].self, &m->enc[l].self, m->enc_x[2 * l], m->d_enc_x, S, NULL, NULL,
-                                      S, m->d_enc_bias, 0, l, 0, &to_prev);
-        }
-        if (l == 0)
-            be->position_bias_backward(t5_grad(m, L->enc[0].self.relbias), m->d_enc_bias, S, S, H, 0,
-                                       c->relative_attention_num_buckets, c->relative_attention_max_distance, 1);
-        grads_end(m, L->unit_enc0 + l);
-        release(m, L->unit_enc0 + l);
-    }
-    t5_branch_grad(m, dx, nS * D, dropout_below(m, 0, 0));
-    be->embedding_backward(t5_grad(m, L->shared), m->d_tmp_d, m->input_ids, (int)nS, D);
-    grads_end(m, L->unit_shared);
-}
-
-// Unit order of backward: head, decoder final norm, decoder blocks (last first), encoder
-// final norm, encoder blocks, shared embedding (its gradient is open from the tied head,
-// or from the decoder's embedding, to the end).
-void t5_backward(T5Model *m, float label_smoothing, float dloss) {
-    if (m->inference) t5_fail("t5_backward: the activation plan is forward-only (T5Model.inference); a bug: report it");
-    m->d_tmp_valid = 0;
-    m->branch_passes = 0;
-    head_backward(m, label_smoothing, dloss);
-    decoder_backward(m);
-    encoder_backward(m);
 }

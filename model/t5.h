@@ -57,39 +57,63 @@ typedef struct {
 
 typedef struct T5Model T5Model;
 
-// Callbacks at unit boundaries (model/params.h units), for ZeRO stages 2-3 (zero/grads_reduce_scatter.c,
-// zero/params_fetch.c). Forward and backward call fetch before reading a unit's weights and
-// release after; backward calls begin_grads before its first write to a unit's gradient
-// and end_grads after its last (the unit's gradient of this micro-batch is then complete).
-// all_finished (generation, model/generate.c): when the weights are fetched through
-// collectives (ZeRO stage 3), every rank must run the same number of decoder steps; each
-// step the search asks all_finished(its own "finished"), a collective that returns 1 when
-// every rank has finished; a rank that finished early keeps stepping (results unused)
-// until then, as HF's generate(synced_gpus=True). NULL: ranks generate independently.
-// Any callback may be NULL.
+// Forward and backward as a fixed sequence of segments (model/segments.c). A segment reads
+// the weights of at most one unit (model/params.h: the embedding, one block, a final norm,
+// an untied head) and writes the gradient of at most one, so whoever drives the segments
+// can make a unit's weights present just before the segment that reads them and reduce a
+// unit's gradient right after the segment that completes it. A ZeRO training step drives
+// them itself and names each collective there (zero/step.c); t5_forward and t5_backward run
+// them in order for everyone else.
+typedef enum {
+    T5_SEG_ENC_EMBED,   // forward: the source embedding (+ dropout); backward: its gradient
+    T5_SEG_ENC_BLOCK,   // encoder block `layer` (block 0 also makes / takes the position bias)
+    T5_SEG_ENC_FINAL,   // the encoder's final norm (+ dropout)
+    T5_SEG_DEC_EMBED,   // the target embedding (+ dropout)
+    T5_SEG_DEC_BLOCK,   // decoder block `layer`
+    T5_SEG_DEC_FINAL,   // the decoder's final norm (+ dropout, the head scale)
+    T5_SEG_HEAD,        // the LM head and the loss (forward); from the loss to the head's input (backward)
+    // backward only, reading no weights and writing no weight gradient:
+    T5_SEG_DEC_OUT,     // the head input's gradient back through the head scale and the final dropout
+    T5_SEG_DEC_CLEAR,   // clear what the decoder blocks add into: the encoder output's and the position bias's gradients
+    T5_SEG_ENC_OUT,     // the encoder output's gradient back through its final dropout
+    T5_SEG_ENC_CLEAR,   // clear the encoder's position bias gradient
+} T5SegKind;
+
+typedef struct {
+    T5SegKind kind;
+    int layer;        // *_BLOCK: the block's index in its stack
+    int unit;         // the unit whose weights the segment reads, or -1
+    int grad_unit;    // backward: the unit whose gradient the segment adds into, or -1
+    int grad_begins;  // backward: the segment's writes are the first to grad_unit's gradient
+    int grad_ends;    // backward: after the segment, grad_unit's gradient is complete
+} T5Segment;
+
+typedef struct {
+    T5Segment *fwd, *bwd;  // (n_fwd), (n_bwd) in the order they run
+    int n_fwd, n_bwd;
+} T5Segments;
+
+// How evaluation and generation reach weights that are not all in place: ZeRO stage 3
+// keeps only a partition and gathers a unit when it is read. zero_eval_begin installs it for
+// the length of an evaluation (zero/eval.c, which names the collectives); t5_forward,
+// t5_encoder_forward and the generation decoder (model/kv_decoder.c) fetch a unit before
+// reading its weights and release it after. all_finished (generation, model/generate.c):
+// every rank must then run the same number of decoder steps; each step the search asks
+// all_finished(its own "finished"), a collective that returns 1 when every rank has
+// finished; a rank that finished early keeps stepping (results unused) until then, as HF's
+// generate(synced_gpus=True). NULL (T5Model.visitor): every unit's weights are in place
+// (unit_params) and ranks generate independently.
 typedef struct {
     void *ctx;
-    void (*fetch_params)(void *ctx, T5Model *m, int unit);
-    void (*release_params)(void *ctx, T5Model *m, int unit);
-    void (*begin_grads)(void *ctx, T5Model *m, int unit);
-    void (*end_grads)(void *ctx, T5Model *m, int unit);
+    void (*fetch)(void *ctx, int unit);
+    void (*release)(void *ctx, int unit);
     int (*all_finished)(void *ctx, int finished);
-} T5UnitHooks;
+} T5UnitVisitor;
 
-struct T5Model {
-    T5Config cfg;
-    ParamLayout lay;
-    const Backend *be;
-    size_t elem;     // bytes per element of act_dtype
-    void *params;    // (lay.total) in act dtype on the backend
-    void *grads;     // (lay.total)
-    // Where each unit's weights and gradient are now: (lay.n_units) pointers, into params and
-    // grads after t5_init (t5_bind_flat). ZeRO stage 2 points unit_grads at work buffers and
-    // frees grads; stage 3 also points unit_params at gathered copies and frees params.
-    void **unit_params, **unit_grads;
-    const T5UnitHooks *hooks;  // NULL: stages 0-1, everything stays in params/grads
-
-    // ---- activation plan (maximum shapes) ----
+// The activation arena, planned for a maximum (B, S, T) (t5_plan_activations): the batch's
+// device copies, the residual stream, each block's saved activations, the position biases,
+// the final norms' outputs and the logits (T5Model.acts).
+typedef struct {
     int maxB, maxS, maxT;
     void *arena;          // one allocation holding everything below
     size_t arena_bytes;
@@ -108,26 +132,65 @@ struct T5Model {
                           // chunks of this many rows, the backward recomputing each chunk's logits
                           // (the logits are the largest activation: 3.2 GB at t5-large bf16 B=384)
     size_t head_logits_bytes;  // 0: T5_HEAD_LOGITS_BYTES (1 GiB); set before the plan (tests set it small)
+} T5Acts;
+
+// Scratch the sublayers share, in the same arena: the norm output of the sublayer being
+// computed, and backward's running gradients and per-sublayer work buffers (T5Model.scratch;
+// t5_plan_activations sizes them, model/block.c uses them).
+typedef struct {
     // The RMS norm of the sublayer being computed, shared by all sublayers: forward writes
     // it, backward rewrites it (same kernel, same input, same bits) right before the
     // weight gradients that read it. One per sublayer would be 2 GB at t5-large B=64.
     void *ln_out;         // (B,max(S,T),D)
     float *ln_rstd;       // (B*max(S,T))
-    // backward scratch
+    // ---- backward ----
     void *d_enc_x, *d_dec_x;        // (B,S,D), (B,T,D) running residual gradient
     void *d_enc_final;              // (B,S,D) gradient of the encoder output (from cross-attention)
     void *d_tmp_d;                  // (B,max(S,T),D) the branch gradient: dropout of dx (block.c)
     int d_tmp_valid;                // 1: d_tmp_d holds dropout(d_tmp_drop) of the running dx over
     DropoutArgs d_tmp_drop;         //    d_tmp_n elements, written by the previous norm backward
     size_t d_tmp_n;                 //    (rmsnorm_backward_dropout); the next sublayer skips that pass
-    int unfused_backward_dropout;   // tests: 1 = every branch dropout as its own pass (no fusion)
-    long branch_passes;             // t5_branch_grad's own passes since t5_backward began (0 when
-                                    // every branch gradient came fused: tests check it)
     void *d_ln;                     // (B,max(S,T),D)
     void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK)
     void *d_h, *tmp_f;              // (B,max(S,T),F); tmp_f is also d(wi output), see ffn_sublayer_backward
     void *d_b;                      // (B,max(S,T),F) d(wi_1 output); NULL unless gated
     void *d_enc_bias, *d_dec_bias;  // (H,S,S), (H,T,T)
+} T5Scratch;
+
+// The sub-batch window in use (T5Model.sub_batch; t5.c window_enter / window_leave): while
+// on, the batch-wide pointers below are shifted to the window's first row i0 and T5Model.B
+// is the window's rows; these hold the batch-wide values to put back.
+typedef struct {
+    int on, i0, B;
+    void **enc_x, **dec_x;   // (as T5Acts.enc_x, dec_x) the batch-wide residual buffers
+    void *enc_final, *d_enc_x, *d_dec_x, *d_enc_final;
+    int *attention_mask;
+} T5Window;
+
+// What only tests set or read (T5Model.test).
+typedef struct {
+    int unfused_backward_dropout;   // 1 = every branch dropout as its own pass (no fusion)
+    long branch_passes;             // t5_branch_grad's own passes since t5_backward began (0 when
+                                    // every branch gradient came fused: tests check it)
+} T5TestKnobs;
+
+struct T5Model {
+    T5Config cfg;
+    ParamLayout lay;
+    const Backend *be;
+    size_t elem;     // bytes per element of act_dtype
+    void *params;    // (lay.total) in act dtype on the backend
+    void *grads;     // (lay.total)
+    // Where each unit's weights and gradient are now: (lay.n_units) pointers, into params and
+    // grads after t5_init (t5_bind_flat). ZeRO stage 2 points unit_grads at work buffers and
+    // frees grads; stage 3 also points unit_params at gathered copies and frees params.
+    void **unit_params, **unit_grads;
+    T5Segments seg;            // the order of forward and backward (model/segments.c)
+    const T5UnitVisitor *visitor;  // evaluation at ZeRO stage 3 (zero/eval.c); NULL: weights in place
+
+    T5Acts acts;          // the activation arena and what lives in it (maximum shapes)
+    T5Scratch scratch;    // the sublayers' shared norm output and backward's scratch (in the arena)
+    T5TestKnobs test;     // test-only switches and counters
 
     // ---- per-batch state ----
     int B, S, T;
@@ -144,12 +207,7 @@ struct T5Model {
                                  // windows of this many rows (t5.c window_enter), so the block's
                                  // activations and the backward scratch are planned for sub_batch
                                  // rows, not B (0: the whole batch at once)
-    struct {                     // the window in use: the batch-wide pointers it shifted
-        int on, i0, B;
-        void **enc_x, **dec_x;   // (as enc_x, dec_x) the batch-wide residual buffers
-        void *enc_final, *d_enc_x, *d_dec_x, *d_enc_final;
-        int *attention_mask;
-    } win;
+    T5Window win;                // the sub-batch window in use (sub_batch)
     int inference;               // set before t5_plan_activations: forward only (evaluation-only runs):
                                  // one shared set of block activations, three rotating residual
                                  // buffers per stack, no backward scratch; t5_backward refuses
@@ -178,17 +236,29 @@ size_t t5_keep_bytes(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, 
 // Allocate the activation arena for batches up to (B,S,T).
 void t5_plan_activations(T5Model *m, int B, int S, int T);
 
-// Forward pass. Leaves logits in m->logits (all of them when m->head_rows covers B*T, else
+// Forward pass. Leaves logits in m->acts.logits (all of them when m->acts.head_rows covers B*T, else
 // the last chunk's) and returns the loss SUM over label tokens
 // (label smoothing as HF LabelSmoother); *n_tokens gets the count of labels != -100.
+// The segments of m->seg.fwd in order, each unit fetched and released through m->visitor.
 double t5_forward(T5Model *m, const T5Batch *batch, float label_smoothing, long *n_tokens);
 // The encoder part of t5_forward, for generation (model/kv_decoder.c): runs the encoder
-// on m->input_ids / m->attention_mask (device copies, already uploaded) with the shape
-// (m->B, m->S) and leaves its output in m->enc_final (B,S,D).
+// on m->acts.input_ids / attention_mask (device copies, already uploaded) with the shape
+// (m->B, m->S) and leaves its output in m->acts.enc_final (B,S,D).
 void t5_encoder_forward(T5Model *m);
 // Backward pass of the last forward: grads += d(loss_sum * dloss)/dparams. Pass
-// dloss = 1 / (label tokens of the whole global batch) for HF's mean loss.
+// dloss = 1 / (label tokens of the whole global batch) for HF's mean loss. The segments of
+// m->seg.bwd in order, with every unit's weights and gradient in place.
 void t5_backward(T5Model *m, float label_smoothing, float dloss);
+// The same, segment by segment (zero/step.c): t5_forward_begin checks and uploads the batch
+// (*n_tokens as above; may be NULL), then each segment of m->seg.fwd; the head's returns the
+// loss sum, the others 0. t5_backward_begin, then each segment of m->seg.bwd.
+void t5_forward_begin(T5Model *m, const T5Batch *batch, long *n_tokens);
+double t5_forward_segment(T5Model *m, const T5Segment *sg, float label_smoothing);
+void t5_backward_begin(T5Model *m);
+void t5_backward_segment(T5Model *m, const T5Segment *sg, float label_smoothing, float dloss);
+// Build / free m->seg for m's layout (t5_init_layout, t5_free).
+void t5_segments_build(T5Model *m);
+void t5_segments_free(T5Model *m);
 void t5_zero_grads(T5Model *m);
 
 // Pointer to the weights / gradient at element offset off, wherever its unit lives now
@@ -201,19 +271,19 @@ static inline void *t5_grad(const T5Model *m, size_t off) {
     int u = params_unit_of(&m->lay, off);
     return (char *)m->unit_grads[u] + (off - m->lay.units[u].lo) * m->elem;
 }
-// Unit boundaries for code outside t5.c that reads weights (model/kv_decoder.c): fetch
-// before reading a unit's weights, release after (ZeRO stage 3 gathers and frees them);
-// t5_all_finished: the collective "has every rank finished generating" (1 without hooks:
-// this rank's own answer).
+// Unit boundaries for code that reads weights outside a training step (t5_forward, the
+// generation decoder model/kv_decoder.c): fetch before reading a unit's weights, release
+// after (m->visitor: ZeRO stage 3 gathers them during an evaluation); t5_all_finished: the
+// collective "has every rank finished generating" (without a visitor: this rank's own answer).
 static inline void t5_unit_fetch(T5Model *m, int u) {
-    if (m->hooks && m->hooks->fetch_params) m->hooks->fetch_params(m->hooks->ctx, m, u);
+    if (m->visitor && m->visitor->fetch) m->visitor->fetch(m->visitor->ctx, u);
 }
 static inline void t5_unit_release(T5Model *m, int u) {
-    if (m->hooks && m->hooks->release_params) m->hooks->release_params(m->hooks->ctx, m, u);
+    if (m->visitor && m->visitor->release) m->visitor->release(m->visitor->ctx, u);
 }
-static inline int t5_synced_generation(const T5Model *m) { return m->hooks && m->hooks->all_finished; }
+static inline int t5_synced_generation(const T5Model *m) { return m->visitor && m->visitor->all_finished; }
 static inline int t5_all_finished(T5Model *m, int finished) {
-    return t5_synced_generation(m) ? m->hooks->all_finished(m->hooks->ctx, finished) : finished;
+    return t5_synced_generation(m) ? m->visitor->all_finished(m->visitor->ctx, finished) : finished;
 }
 // HF multiplies the decoder output by the python float model_dim**-0.5 (a double cast to
 // fp32) before a tied head.

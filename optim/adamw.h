@@ -2,7 +2,7 @@
 // torch.optim.AdamW: weight decay on every tensor except those the layout marks
 // no_decay (norm weights), global-norm gradient clipping with the pre-clip norm
 // reported. Works on any contiguous range [begin, end) of the flat space, so a ZeRO
-// rank updates just its partition (zero/partition.c decides the range).
+// rank updates just its partition (zero/partition.h decides the range).
 // Optimizer state is fp32 and lives wherever ZeRO placed the owned range (zero/owned.h:
 // device here; host memory with offload, zero/offload.c); this file only does the math
 // through the backend.

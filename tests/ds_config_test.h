@@ -11,6 +11,7 @@
 #include "../common/check.h"
 #include "../common/fileio.h"
 #include "../deepspeed/ds_config.h"
+#include "../deepspeed/ds_zero_options.h"
 #include "../zero/zero.h"
 #include "test.h"
 #include "test_fork.h"

@@ -1,5 +1,5 @@
 // tests/test_data_parallel.c: ZeRO stages 0-3 over CPU ranks under mpirun (zero/grads_*.c, params_*.c,
-// zero/step.c, dist/comm.c, zero/partition.c), run through ./train_t5 (run from the
+// zero/step.c, dist/comm.c, zero/partition.h), run through ./train_t5 (run from the
 // repository root).
 //
 // Acceptance 1: the same global batch (24 examples per step = 1 x 12 x 2, 2 x 6 x 2,

@@ -75,7 +75,7 @@ static void check_forward(Fixture *fx, T5Model *m, long *n) {
     size_t nlog = (size_t)b->B * b->T * m->cfg.vocab_size;
     want = read_ref(&fx->st, "logits", nlog);
     snprintf(what, sizeof what, "%s: logits", fx->variant);
-    test_close(what, m->logits, want, nlog, 1e-5);
+    test_close(what, m->acts.logits, want, nlog, 1e-5);
     free(want);
 }
 
@@ -107,7 +107,7 @@ static void check_fused_branch_dropout(Fixture *fx, T5Model *m) {
     model_load(&un, fx->dir, backend_cpu(), fx->lo);
     un.dropout_p = m->dropout_p = 0.1f;
     m->dropout_seed = un.dropout_seed = 77;
-    un.unfused_backward_dropout = 1;
+    un.test.unfused_backward_dropout = 1;
     t5_plan_activations(&un, b->B, b->S, b->T);
     t5_zero_grads(m);
     long n1 = 0, n2 = 0;
@@ -116,9 +116,9 @@ static void check_fused_branch_dropout(Fixture *fx, T5Model *m) {
     t5_backward(&un, fx->smoothing, (float)(1.0 / (double)n2));
     long sublayers = 2L * m->cfg.num_layers + 3L * m->cfg.num_decoder_layers + 2;
     snprintf(what, sizeof what, "%s: branch dropout fused into the norm backward (dropout 0.1): same loss, bitwise-equal "
-             "grads, %ld separate passes (unfused %ld of %ld)", fx->variant, m->branch_passes, un.branch_passes, sublayers);
-    test_check(l1 == l2 && !memcmp(m->grads, un.grads, m->lay.total * sizeof(float)) && m->branch_passes == 0 &&
-                   un.branch_passes == sublayers, what);
+             "grads, %ld separate passes (unfused %ld of %ld)", fx->variant, m->test.branch_passes, un.test.branch_passes, sublayers);
+    test_check(l1 == l2 && !memcmp(m->grads, un.grads, m->lay.total * sizeof(float)) && m->test.branch_passes == 0 &&
+                   un.test.branch_passes == sublayers, what);
     t5_free(&un);
     m->dropout_p = 0.0f;
 }
@@ -147,14 +147,14 @@ static void check_plan_variant(Fixture *fx, T5Model *m, int ckpt, int keep) {
     t5_backward(&ck, smoothing, (float)(1.0 / (double)n2));
     size_t plain = t5_activation_bytes(&ck.cfg, DTYPE_F32, b->B, b->S, b->T, ckpt ? T5_ACTS_CHECKPOINT : T5_ACTS_TRAIN, 0);
     size_t kept = t5_keep_bytes(&ck.cfg, DTYPE_F32, b->B, b->S, b->T, ckpt, 0);
-    int arena_ok = ck.arena_bytes == plain + (keep ? kept : 0) && kept > 0 && (ckpt ? ck.arena_bytes < m->arena_bytes : 1) &&
-                   (!ckpt && keep ? ck.arena_bytes > m->arena_bytes : 1);
-    int kept_ok = !keep || (ck.enc[0].self.ln && ck.enc[0].ffn.h && ck.dec[0].cross.ln && ck.dec[0].cross.rstd &&
-                            ck.dec[ck.cfg.num_decoder_layers - 1].ffn.ln);
-    int none_ok = keep || (!ck.enc[0].self.ln && !ck.enc[0].ffn.h && !ck.dec[0].ffn.ln);
+    int arena_ok = ck.acts.arena_bytes == plain + (keep ? kept : 0) && kept > 0 && (ckpt ? ck.acts.arena_bytes < m->acts.arena_bytes : 1) &&
+                   (!ckpt && keep ? ck.acts.arena_bytes > m->acts.arena_bytes : 1);
+    int kept_ok = !keep || (ck.acts.enc[0].self.ln && ck.acts.enc[0].ffn.h && ck.acts.dec[0].cross.ln && ck.acts.dec[0].cross.rstd &&
+                            ck.acts.dec[ck.cfg.num_decoder_layers - 1].ffn.ln);
+    int none_ok = keep || (!ck.acts.enc[0].self.ln && !ck.acts.enc[0].ffn.h && !ck.acts.dec[0].ffn.ln);
     snprintf(what, sizeof what, "%s: %s%s%s (dropout 0.1): same loss and bitwise-equal grads, arena %.1f vs %.1f KiB",
              fx->variant, ckpt ? "gradient checkpointing" : "", ckpt && keep ? " + " : "",
-             keep ? "kept sublayer norms and FFN hidden states" : "", ck.arena_bytes / 1024.0, m->arena_bytes / 1024.0);
+             keep ? "kept sublayer norms and FFN hidden states" : "", ck.acts.arena_bytes / 1024.0, m->acts.arena_bytes / 1024.0);
     test_check(l1 == l2 && !memcmp(m->grads, ck.grads, m->lay.total * sizeof(float)) && arena_ok && kept_ok && none_ok,
                what);
     t5_free(&ck);
@@ -190,8 +190,8 @@ static void check_sub_batch(Fixture *fx, T5Model *m) {
     }
     snprintf(what, sizeof what, "%s: checkpointing in sub-batches of 1 row (B=%d): loss %.9g vs %.9g, grads within "
              "%.2e of the largest (%.3g), arena %.1f vs %.1f KiB", fx->variant, b->B, l2, l1, worst / big, big,
-             sub.arena_bytes / 1024.0, whole.arena_bytes / 1024.0);
-    test_check(b->B > 1 && fabs(l1 - l2) <= 1e-6 * fabs(l1) && worst <= 1e-5 * big && sub.arena_bytes < whole.arena_bytes &&
+             sub.acts.arena_bytes / 1024.0, whole.acts.arena_bytes / 1024.0);
+    test_check(b->B > 1 && fabs(l1 - l2) <= 1e-6 * fabs(l1) && worst <= 1e-5 * big && sub.acts.arena_bytes < whole.acts.arena_bytes &&
                    !sub.win.on && sub.B == b->B, what);
     // dropout on: the windows draw their own masks, the same in forward and in the recompute
     // (a window's masks are a function of its first row): two runs give the same bits
@@ -235,7 +235,7 @@ static void check_sub_batch(Fixture *fx, T5Model *m) {
     t5_free(&again);
 }
 
-// The LM head in chunks (T5Model.head_rows, what large batches get): a logits budget of
+// The LM head in chunks (T5Acts.head_rows, what large batches get): a logits budget of
 // 4 rows a chunk, so the chunks end inside a sequence and the last one is short; the loss
 // and every gradient still match HF's.
 static void check_head_chunks(Fixture *fx) {
@@ -244,11 +244,11 @@ static void check_head_chunks(Fixture *fx) {
     T5Model m;
     model_load(&m, fx->dir, backend_cpu(), fx->lo);
     m.dropout_p = 0.0f;
-    m.head_logits_bytes = 4 * 4 * (size_t)m.cfg.vocab_size * sizeof(float);
+    m.acts.head_logits_bytes = 4 * 4 * (size_t)m.cfg.vocab_size * sizeof(float);
     t5_plan_activations(&m, b->B, b->S, b->T);
     size_t nT = (size_t)b->B * b->T;
-    snprintf(what, sizeof what, "%s: head in chunks of %zu of %zu rows", fx->variant, m.head_rows, nT);
-    test_check(m.head_rows == 4 && nT % 4 != 0, what);
+    snprintf(what, sizeof what, "%s: head in chunks of %zu of %zu rows", fx->variant, m.acts.head_rows, nT);
+    test_check(m.acts.head_rows == 4 && nT % 4 != 0, what);
     long n = 0;
     double loss = t5_forward(&m, b, fx->smoothing, &n) / (double)n;
     float *want = read_ref(&fx->st, "loss", 1);
@@ -352,7 +352,7 @@ static void check_steps(Fixture *fx, int stage, int offload) {
     for (int s = 0; s < cJSON_GetArraySize(steps); s++) {
         const cJSON *rs = cJSON_GetArrayItem(steps, s);
         StepResult r = zero_train_step(&z, &sched, NULL, fx->b, 1, fx->smoothing);
-        if (s == 0) gathered_first = z.n_gathered;
+        if (s == 0) gathered_first = z.fetch.n_gathered;
         clipped += r.grad_norm > oc.max_grad_norm;
         snprintf(what, sizeof what, "%s, stage %d%s: step %d loss", variant, stage, offload ? " offload" : "", s + 1);
         rel_ok(what, r.loss, json_num(rs, "loss"), 1e-5);
@@ -371,8 +371,8 @@ static void check_steps(Fixture *fx, int stage, int offload) {
         // there from its last use
         int later = 2;
         snprintf(what, sizeof what, "%s, stage 3: later steps gather %ld unit(s) on demand (want %d), %ld prefetched, "
-                 "%ld reused", variant, z.n_gathered - gathered_first, later, z.n_prefetched, z.n_reused);
-        test_check(z.n_gathered - gathered_first == later && z.n_prefetched > 0 && z.n_reused > 0, what);
+                 "%ld reused", variant, z.fetch.n_gathered - gathered_first, later, z.fetch.n_prefetched, z.fetch.n_reused);
+        test_check(z.fetch.n_gathered - gathered_first == later && z.fetch.n_prefetched > 0 && z.fetch.n_reused > 0, what);
     }
     check_final_params(fx, &z, &m, stage, offload);
     zero_free(&z);

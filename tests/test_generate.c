@@ -105,7 +105,7 @@ static void check_cache_vs_forward(T5Model *m, const char *model, const int *ids
     m->dropout_p = saved_p;
     size_t nlog = (size_t)R * W * V;
     float *full = mallocCheck(nlog * sizeof(float));
-    m->be->to_host(full, m->logits, nlog * sizeof(float));
+    m->be->to_host(full, m->acts.logits, nlog * sizeof(float));
 
     T5Decoder d;
     t5_decoder_init(&d, m, B, 2, S, W + 1);

@@ -117,7 +117,7 @@ static void eval_only_allocates_no_training_state(void) {
                      "host %zu B; plan grads+master+m+v+host %zu B; allocator %zu B = plan %zu B", stage,
                      variant, z.mem.grads, z.mem.master, z.mem.moments, z.mem.host, zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.host, used, planned);
             test_check(z.mem.grads == 0 && z.mem.master == 0 && z.mem.moments == 0 && z.mem.host == 0 &&
-                           m.grads == NULL && z.grad_part == NULL && z.opt.m == NULL &&
+                           m.grads == NULL && z.grads.part == NULL && z.opt.m == NULL &&
                            z.own.m.place == OWNED_NONE && zp.gpu.grads + zp.gpu.master + zp.gpu.moments + zp.host == 0 &&
                            used == planned,
                        what);

@@ -28,6 +28,7 @@
 #include "../model/load.h"
 #include "../dist/comm.h"
 #include "../deepspeed/ds_config.h"
+#include "../deepspeed/ds_zero_options.h"
 #include "../deepspeed/ds_source.h"
 #include "../dist/launch.h"
 #include "../kernels/backend_registry.h"

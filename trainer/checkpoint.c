@@ -82,15 +82,6 @@ void trainer_store_flos(Run *r) {
     r->current_flos = 0;
 }
 
-// The weights' owner of flat element range [lo, hi) on this rank: the piece it sends to rank 0
-// (stage 0: rank 0 holds everything and sends it all; the others send nothing).
-static Range model_piece(const ZeroState *z, size_t lo, size_t hi) {
-    Range own = z->own.range, none = {0, 0};
-    if (!z->own.range_is_partition) return z->comm->rank == 0 ? (Range){lo, hi} : none;
-    Range p = {lo > own.begin ? lo : own.begin, hi < own.end ? hi : own.end};
-    return p.begin < p.end ? p : none;
-}
-
 // Collective: the fp32 (master) weights streamed to rank 0, tensor by tensor in pieces of at
 // most half the checkpoint chunk (zero_ckpt_chunk_elems): each rank sends its part of the
 // piece, comm_gather_bytes_host puts the parts in rank order, which is flat order, and rank 0
@@ -102,7 +93,7 @@ void trainer_save_model(Run *r, const char *dir) {
     ZeroState *z = &r->zero;
     const ParamLayout *lay = &r->m.lay;
     zero_sync(z);
-    if (z->own.master.place == OWNED_NONE)
+    if (!zero_has_fp32_weights(z))
         t5_die(__FILE__, __LINE__, "trainer_save_model: no fp32 weights (16-bit compute loaded without them)",
                "a bug in the caller: load with ModelLoadOptions.host_weights and pass them to zero_init");
     StWriter w;
@@ -111,15 +102,15 @@ void trainer_save_model(Run *r, const char *dir) {
     size_t piece_max = zero_ckpt_chunk_elems(lay) / 2 ? zero_ckpt_chunk_elems(lay) / 2 : 1;
     float *part = mallocCheck(piece_max * sizeof(float));
     size_t *counts = is_main(r) ? mallocCheck((size_t)r->comm.world * sizeof(size_t)) : NULL;
-    int alone = !z->own.range_is_partition || r->comm.world == 1;  // rank 0 holds every tensor whole
+    int alone = !zero_weights_partitioned(z) || r->comm.world == 1;  // rank 0 holds every tensor whole
     char msg[512] = "";
     for (int i = 0; i < lay->count; i++) {
         const ParamSpec *s = &lay->specs[i];
         for (size_t lo = s->offset, end = s->offset + s->numel; lo < end; lo += piece_max) {
             size_t hi = end - lo < piece_max ? end : lo + piece_max;
-            Range p = model_piece(z, lo, hi);
+            Range p = zero_weights_piece(z, lo, hi);
             size_t n = p.end - p.begin;
-            zero_owned_f32_to_host(&z->own.master, r->m.be, p.begin - z->own.range.begin, n, part);
+            zero_weights_piece_to_host(z, p, part);
             for (size_t k = 0; k < n && !msg[0]; k++)
                 if (!isfinite(part[k]))
                     snprintf(msg, sizeof msg, "after step %d the weights hold %g in tensor \"%s\" (element %zu): %s "

@@ -8,6 +8,7 @@
 #include "../common/check.h"
 #include "../model/params.h"
 #include "../dist/comm_log.h"
+#include "../deepspeed/ds_zero_options.h"
 #include "plan.h"
 
 // "auto" from the flags as HF does (the batch rule; contradictions with explicit flags are

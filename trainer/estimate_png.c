@@ -80,7 +80,7 @@ void estimate_draw_png(const EstimateSetup *su, const char *path) {
     double psi = estimate_rows(su, rows);
     int N = su->world, drawn = N < MAX_DRAWN_RANKS ? N : MAX_DRAWN_RANKS;
     double e = su->dt == DTYPE_F32 ? 4 : 2;
-    double part = ceil(psi / N);  // elements a rank owns (zero/partition.c: ceil partitions)
+    double part = ceil(psi / N);  // elements a rank owns (zero/partition.h: ceil partitions)
     const char *prec = su->dt == DTYPE_F32 ? "fp32" : su->dt == DTYPE_BF16 ? "bf16" : "fp16";
 
     // per stage and rank: GPU and host bytes by segment, and the paper's three terms

@@ -22,7 +22,7 @@
 // unit as in training (never whole on one rank); those gathers are collectives, so every
 // rank runs the same number of batches (a rank short of one repeats batch 0 and drops the
 // result, as accelerate's even_batches pads) and generation steps in lock-step
-// (T5UnitHooks.all_finished, model/generate.c).
+// (T5UnitVisitor.all_finished, zero/eval.c, model/generate.c).
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>

@@ -454,7 +454,7 @@ static void train_begin(Run *r, TrainLoop *L, const Dataset *ds, const Dataset *
         retention_load_state(r, a->resume_from_checkpoint);  // best_metric, best_global_step, best_model_checkpoint
         zero_load_optimizer(&r->zero, &L->scaler, a->resume_from_checkpoint, L->resume_step);
         zero_ckpt_mem_report(&r->zero, "load");
-        r->zero.steps_seen = L->resume_step;  // the steps the checkpoint took (zero/step.c counts on)
+        zero_resume_at_step(&r->zero, L->resume_step);  // the steps the checkpoint took
         if (is_main(r)) printf("resuming from %s at step %d\n", a->resume_from_checkpoint, L->resume_step);
     }
     train_print_header(r, L);

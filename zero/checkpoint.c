@@ -1,5 +1,7 @@
 // zero/checkpoint.c: save and load the ZeRO part of a checkpoint as per-rank shards, an
-// index and a `latest` marker; read the older whole layout by ranges (checkpoint.h).
+// index and a `latest` marker; read the older whole layout by ranges (checkpoint.h). The
+// counters' bounds are in zero/checkpoint_counters.c, the completion of a host's copy of a
+// node-local checkpoint in zero/checkpoint_fetch.c (both over zero/checkpoint_index.h).
 #include "checkpoint.h"
 
 #include <cjson/cJSON.h>
@@ -20,6 +22,7 @@
 #include "../common/fileio.h"
 #include "../common/json_read.h"
 #include "../model/safetensors.h"
+#include "checkpoint_index.h"
 
 #define OLD_OPT_FILE "optimizer.safetensors"  // the layout before the shards
 #define OLD_STATE_FILE "zero_state.json"
@@ -27,12 +30,10 @@
 #define INDEX_FORMAT_NAME "train_t5 zero shards"
 #define INDEX_VERSION 2         // each shard's metadata: its rank, world size, step, save (shard_identity_check)
 #define INDEX_VERSION_RANGES 1  // before: a shard's metadata held its range only (still read, with a NOTICE)
-#define SAVE_ID_HEX 32          // a save's identity: 128 random bits in hex
 #define CHUNK_MAX_ELEMS ((size_t)1 << 18)    // 1 MiB of fp32 per read, write or checksum
 #define JSON_WHOLE_MAX 9007199254740992.0     // whole numbers a double holds exactly
 #define CRC_MAX 4294967295.0
 #define N_STATES 3
-#define HINT_EARLIER "HINT: resume from an earlier checkpoint-N (the files of this one are damaged or incomplete)"
 #define HINT_IDENTITY "HINT: a checkpoint's files must all come from one save: put them back as train_t5 wrote them " \
                       "(each rank's shard under its own name), or resume from an earlier checkpoint-N"
 static const char *const STATE_NAMES[N_STATES] = {"master", "exp_avg", "exp_avg_sq"};
@@ -237,23 +238,7 @@ static double json_number(const cJSON *o, const char *key, const char *path, dou
     return x;
 }
 
-typedef struct {
-    char file[64];
-    uint64_t begin, end, bytes;
-    uint32_t crc;
-} ShardInfo;
-
-typedef struct {
-    char *tagdir, *index_path;
-    double parameters;
-    int version, global_step, world, stage, optimizer_step;
-    char save_id[SAVE_ID_HEX + 1];  // version 2 on ("" before)
-    cJSON *root;  // the index (loss_scaler is read from it)
-    ShardInfo *shards;
-    int n_shards;
-} ShardIndex;
-
-static void index_free(ShardIndex *x) {
+void zero_ckpt_index_free(ShardIndex *x) {
     free(x->tagdir);
     free(x->index_path);
     cJSON_Delete(x->root);
@@ -285,7 +270,7 @@ static char *read_latest(const char *dir, int *step_out) {
 }
 
 // latest, the index, and the shards' ranges tiling [0, parameters) in order.
-static void index_read(ShardIndex *x, const char *dir) {
+void zero_ckpt_index_read(ShardIndex *x, const char *dir) {
     memset(x, 0, sizeof *x);
     int tag_step;
     x->tagdir = read_latest(dir, &tag_step);
@@ -403,7 +388,7 @@ static void shard_identity_require(const ShardIndex *x, int r, const StFile *f) 
 }
 
 // Opens shard r only to check its identity (zero_check_checkpoint, a shard sent from another host).
-static void shard_identity_open(const ShardIndex *x, int r) {
+void zero_ckpt_shard_identity_open(const ShardIndex *x, int r) {
     char *path = path_join(x->tagdir, x->shards[r].file);
     StFile f;
     st_open(&f, path);
@@ -469,7 +454,7 @@ static void index_check_shards(const ShardIndex *x, int node_local) {
         free(path);
         if (!present && node_local) continue;
         shard_check_size(x, r);
-        shard_identity_open(x, r);
+        zero_ckpt_shard_identity_open(x, r);
     }
 }
 
@@ -492,10 +477,10 @@ void zero_check_checkpoint(const char *dir, int node_local) {
         return;
     }
     ShardIndex x;
-    index_read(&x, dir);  // a missing latest is refused here, naming it
+    zero_ckpt_index_read(&x, dir);  // a missing latest is refused here, naming it
     index_check_state(&x, dir);
     index_check_shards(&x, node_local);
-    index_free(&x);
+    zero_ckpt_index_free(&x);
 }
 
 // ---- load ------------------------------------------------------------------------------
@@ -543,54 +528,6 @@ static void shard_verify(const ShardIndex *x, int r, size_t chunk, Verdict *v) {
         st_close(&f);
     }
     free(path);
-}
-
-// ---- the counters a checkpoint resumes with (checkpoint.h) --------------------------------
-const char *const ZERO_COUNTER_NAMES[ZC_COUNT] = {
-    [ZC_GLOBAL_STEP] = "global_step",
-    [ZC_OPTIMIZER_STEP] = "optimizer_step",
-    [ZC_SKIPPED_STEPS] = "loss_scaler.skipped_steps",
-    [ZC_DYNAMIC] = "loss_scaler.dynamic",
-    [ZC_CUR_SCALE] = "loss_scaler.cur_scale",
-    [ZC_CUR_ITER] = "loss_scaler.cur_iter",
-    [ZC_LAST_OVERFLOW_ITER] = "loss_scaler.last_overflow_iter",
-    [ZC_CUR_HYSTERESIS] = "loss_scaler.cur_hysteresis",
-};
-
-static const struct {
-    double lo, hi;
-    int whole, positive;  // positive: > lo, not >= lo
-} COUNTER_RULES[ZC_COUNT] = {
-    [ZC_GLOBAL_STEP] = {0, INT_MAX, 1, 0},
-    [ZC_OPTIMIZER_STEP] = {0, INT_MAX, 1, 0},
-    [ZC_SKIPPED_STEPS] = {0, JSON_WHOLE_MAX, 1, 0},
-    [ZC_DYNAMIC] = {0, 1, 1, 0},
-    [ZC_CUR_SCALE] = {0, 1e300, 0, 1},
-    [ZC_CUR_ITER] = {0, JSON_WHOLE_MAX, 1, 0},
-    [ZC_LAST_OVERFLOW_ITER] = {-1, JSON_WHOLE_MAX, 1, 0},
-    [ZC_CUR_HYSTERESIS] = {0, INT_MAX, 1, 0},
-};
-
-int zero_counters_ok(const double v[ZC_COUNT], int *bad, char *why, size_t n) {
-    for (int k = 0; k < ZC_COUNT; k++) {
-        double x = v[k], lo = COUNTER_RULES[k].lo, hi = COUNTER_RULES[k].hi;
-        int in = isfinite(x) && (COUNTER_RULES[k].positive ? x > lo : x >= lo) && x <= hi &&
-                 (!COUNTER_RULES[k].whole || x == floor(x));
-        if (in) continue;
-        *bad = k;
-        if (COUNTER_RULES[k].whole) snprintf(why, n, "is %g, expected a whole number in [%g, %g]", x, lo, hi);
-        else snprintf(why, n, "is %g, expected a finite number > %g, at most %g", x, lo, hi);
-        return 0;
-    }
-    // every step the checkpoint took either updated (optimizer_step) or was skipped on an
-    // overflow: a step count that disagrees would resume the lr schedule at the wrong place
-    if (v[ZC_OPTIMIZER_STEP] + v[ZC_SKIPPED_STEPS] != v[ZC_GLOBAL_STEP]) {
-        *bad = ZC_STEP_SUM;
-        snprintf(why, n, "optimizer_step %.0f + skipped_steps %.0f != the checkpoint's global_step %.0f",
-                 v[ZC_OPTIMIZER_STEP], v[ZC_SKIPPED_STEPS], v[ZC_GLOBAL_STEP]);
-        return 0;
-    }
-    return 1;
 }
 
 static void scaler_from_json(const cJSON *root, const char *path, LossScaler *scaler, int opt_step, int global_step,
@@ -653,7 +590,7 @@ static void place_range(const ZeroState *z, const StFile *f, const StTensor *t, 
 
 static void load_shards(ZeroState *z, LossScaler *scaler, const char *dir, int global_step) {
     ShardIndex x;
-    index_read(&x, dir);
+    zero_ckpt_index_read(&x, dir);
     const ParamLayout *lay = &z->m->lay;
     if (x.parameters != (double)lay->total)
         t5_fail("%s: written for %.0f parameters, this model has %zu; HINT: resume with the same model",
@@ -693,7 +630,7 @@ static void load_shards(ZeroState *z, LossScaler *scaler, const char *dir, int g
         free(path);
     }
     freeCheck(buf);
-    index_free(&x);
+    zero_ckpt_index_free(&x);
 }
 
 // The layout before the shards: zero_state.json and the moments whole in
@@ -749,143 +686,6 @@ void zero_load_optimizer(ZeroState *z, LossScaler *scaler, const char *dir, int 
     else load_whole(z, scaler, dir, global_step);
 }
 
-// ---- node-local storage: completing each host's copy at resume -------------------------------
-#define FETCH_CHUNK_BYTES ((size_t)4 << 20)  // a shard travels between hosts 4 MiB at a time
-
-// The same verdict on every rank (each computed it from the same gathered table): rank 0 says
-// it in one line, the others exit quietly.
-static void agreed_failure(const Comm *c, const char *msg) { comm_fail_agreed(c, msg); }
-
-// Shard s streamed from rank `from` to the lowest rank of every host in `to` (to[h] = 1: host h
-// lacks it), which writes it atomically and checks its size and CRC-32C against the index.
-static void fetch_shard(const Comm *c, const ShardIndex *x, int s, int from, const unsigned char *to) {
-    const ShardInfo *sh = &x->shards[s];
-    char *path = path_join(x->tagdir, sh->file);
-    const HostLayout *h = &c->hosts;
-    const int receiver = to[h->host_of[c->rank]] && comm_is_host_leader(c);
-    FILE *in = c->rank == from ? fopenCheck(path, "rb") : NULL;
-    AtomicFile af;
-    FILE *out = receiver ? atomic_open(&af, path) : NULL;
-    unsigned char *buf = mallocCheck(FETCH_CHUNK_BYTES);
-    uint32_t crc = 0;
-    for (uint64_t done = 0; done < sh->bytes;) {
-        size_t k = sh->bytes - done < FETCH_CHUNK_BYTES ? (size_t)(sh->bytes - done) : FETCH_CHUNK_BYTES;
-        if (in) freadCheck(buf, 1, k, in, path);
-        comm_broadcast_bytes_host(c, from, buf, k);  // the one collective: rank `from`'s bytes to every rank
-        if (out) {
-            fwriteCheck(buf, 1, k, out, af.tmp_path);
-            crc = crc32c_update(crc, buf, k);
-        }
-        done += k;
-    }
-    if (in) fcloseCheck(in, path);
-    if (out) {
-        if (crc != sh->crc)
-            t5_fail("%s: the copy sent from rank %d has CRC-32C 0x%08x, the index (%s) records 0x%08x: the source "
-                    "file on that host is damaged; %s", path, from, crc, x->index_path, sh->crc, HINT_EARLIER);
-        atomic_commit(&af);
-        shard_identity_open(x, s);  // the bytes the index recorded; and the shard it lists (checked on its host too)
-    }
-    freeCheck(buf);
-    free(path);
-}
-
-// The last two components of a tag directory ("checkpoint-10/global_step10"): each host has its
-// own path to it, so messages name the checkpoint's part.
-static const char *tag_shown(const char *tagdir) {
-    const char *end = tagdir + strlen(tagdir), *p = end;
-    for (int slashes = 0; p > tagdir; p--)
-        if (p[-1] == '/' && p < end && ++slashes == 2) break;
-    return p;
-}
-
-void zero_checkpoint_fetch_missing(const char *dir, const Comm *c) {
-    ShardIndex x;
-    index_read(&x, dir);  // this host's latest and index (each host's leader wrote its copy)
-    const HostLayout *h = &c->hosts;
-    if (h->n_hosts < 1)
-        t5_die(__FILE__, __LINE__, "zero_checkpoint_fetch_missing before the hosts are known",
-               "a bug in the caller: call it after comm_attach_device");
-    char msg[1024];
-    // the same checkpoint on every host: its step, the world it was saved from, and the save
-    // itself (two runs' checkpoints of one step and world size differ in their save_id only)
-    typedef struct {
-        long long step, world;
-        char save_id[SAVE_ID_HEX + 1];
-    } Which;
-    Which mine, *all = mallocCheck((size_t)c->world * sizeof mine);
-    memset(&mine, 0, sizeof mine);  // padding too: the bytes travel
-    mine.step = x.global_step;
-    mine.world = x.world;
-    memcpy(mine.save_id, x.save_id, sizeof mine.save_id);
-    comm_allgather_bytes_host(c, &mine, sizeof mine, all);
-    for (int r = 1; r < c->world; r++) {
-        const Which *w0 = &all[0], *w = &all[r];
-        if (w->step == w0->step && w->world == w0->world && !memcmp(w->save_id, w0->save_id, sizeof w->save_id))
-            continue;
-        char a[96], b[96];
-        if (w->step != w0->step || w->world != w0->world)
-            snprintf(msg, sizeof msg, "%s (node-local storage): %s has global_step%lld of a %lld-rank run, %s has "
-                     "global_step%lld of a %lld-rank run: every host must resume the same checkpoint; HINT: pass "
-                     "--resume_from_checkpoint OUTPUT_DIR/checkpoint-N with an N every host holds", dir,
-                     comm_rank_words(c, 0, a, sizeof a), w0->step, w0->world, comm_rank_words(c, r, b, sizeof b),
-                     w->step, w->world);
-        else
-            snprintf(msg, sizeof msg, "%s/%s (node-local storage): %s has the global_step%lld of save %s, %s that of "
-                     "save %s: the hosts hold checkpoints of different saves (another run's, or an earlier one's); "
-                     "HINT: give every host its copy of the one checkpoint to resume", x.tagdir, ZERO_CKPT_INDEX,
-                     comm_rank_words(c, 0, a, sizeof a), w0->step, w0->save_id[0] ? w0->save_id : "(none: version 1)",
-                     comm_rank_words(c, r, b, sizeof b), w->save_id[0] ? w->save_id : "(none: version 1)");
-        agreed_failure(c, msg);
-    }
-    free(all);
-    // which shards each rank's host holds at their recorded size
-    const int n = x.n_shards;
-    unsigned char *here = callocCheck((size_t)n, 1), *table = mallocCheck((size_t)c->world * (size_t)n);
-    for (int s = 0; s < n; s++) {
-        char *path = path_join(x.tagdir, x.shards[s].file);
-        struct stat sb;
-        here[s] = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == x.shards[s].bytes;
-        free(path);
-    }
-    comm_allgather_bytes_host(c, here, (size_t)n, table);
-    // the lowest rank holding each shard; a shard on no host ends the resume before anything is
-    // copied (every rank decides from the same table, so no rank is still copying when another exits)
-    int *from = mallocCheck((size_t)n * sizeof *from);
-    for (int s = 0; s < n; s++) {
-        from[s] = -1;
-        for (int r = 0; r < c->world && from[s] < 0; r++)
-            if (table[(size_t)r * n + s]) from[s] = r;
-        if (from[s] < 0) {
-            snprintf(msg, sizeof msg, "%s/%s: no host of this run has it (node-local storage keeps a shard on the "
-                     "host whose rank wrote it; %d host%s looked); HINT: copy it from the host where the saving run's "
-                     "rank %d ran into that directory on any host of this run, or resume from an earlier checkpoint-N",
-                     x.tagdir, x.shards[s].file, h->n_hosts, h->n_hosts > 1 ? "s" : "", s);
-            agreed_failure(c, msg);
-        }
-    }
-    unsigned char *to = mallocCheck((size_t)h->n_hosts);
-    for (int s = 0; s < n; s++) {
-        int lacking = 0;
-        for (int k = 0; k < h->n_hosts; k++) lacking += (to[k] = !table[(size_t)h->first_rank[k] * n + s]);
-        if (!lacking) continue;
-        if (c->rank == 0)
-            for (int k = 0; k < h->n_hosts; k++)
-                if (to[k])
-                    printf("resume (node-local storage): host %s lacks %s/%s (%.1f MB); rank %d (host %s) sends it "
-                           "over the communicator\n", h->names[k], tag_shown(x.tagdir), x.shards[s].file,
-                           x.shards[s].bytes / 1e6, from[s], h->names[h->host_of[from[s]]]);
-        fflush(stdout);
-        fetch_shard(c, &x, s, from[s], to);
-    }
-    comm_barrier(c);  // every host's copy is whole before any rank reads it
-    freeCheck(from);
-    free(to);
-    free(here);
-    free(table);
-    index_free(&x);
-}
-
 // ---- reading without a run (export) ----------------------------------------------------
 struct ZeroShardReader {
     ShardIndex x;
@@ -903,7 +703,7 @@ int zero_checkpoint_has_shards(const char *dir) {
 ZeroShardReader *zero_shards_open(const char *dir, size_t total, int verify) {
     if (!zero_checkpoint_has_shards(dir)) return NULL;
     ZeroShardReader *rd = callocCheck(1, sizeof *rd);
-    index_read(&rd->x, dir);
+    zero_ckpt_index_read(&rd->x, dir);
     if (rd->x.parameters != (double)total)
         t5_fail("%s: written for %.0f parameters, the model of %s/config.json has %zu; HINT: the config.json beside "
                 "the shards is the training run's", rd->x.index_path, rd->x.parameters, dir, total);
@@ -947,6 +747,6 @@ void zero_shards_close(ZeroShardReader *rd) {
         if (rd->files[r].f) st_close(&rd->files[r]);
     freeCheck(rd->files);
     freeCheck(rd->master);
-    index_free(&rd->x);
+    zero_ckpt_index_free(&rd->x);
     freeCheck(rd);
 }

@@ -7,8 +7,8 @@
 // The all-gather goes unit by unit in the order forward uses them (the layout's order:
 // embedding, encoder blocks, encoder norm, decoder blocks, decoder norm, head). With
 // overlap_comm (GPU ranks) it runs on the communication stream and nothing waits for it
-// at the end of the step: the next forward's fetch hook waits for each unit's gather
-// just before reading the unit, so the tail of the gather hides behind the first units'
+// at the end of the step: the next forward waits for each unit's gather just before
+// reading the unit (zero_allgather_wait_unit, called by zero/step.c), so the tail of the gather hides behind the first units'
 // compute. Whatever reads the weights outside forward/backward (evaluation, a
 // checkpoint) first calls comm_wait_all. With the optimizer offloaded the update runs on
 // its own thread and each unit is gathered when the next forward reaches it, once its new
@@ -38,9 +38,7 @@ void zero_allgather_params(ZeroState *z) {
     for (int u = 0; u < z->m->lay.n_units; u++) zero_allgather_unit(z, u);
 }
 
-void zero_allgather_fetch_params(void *ctx, T5Model *m, int unit) {
-    ZeroState *z = ctx;
-    (void)m;
+void zero_allgather_wait_unit(ZeroState *z, int unit) {
     if (z->unit_ticket[unit].slot < 0) return;
     comm_wait(z->comm, z->unit_ticket[unit]);
     z->unit_ticket[unit] = COMM_TICKET_NONE;

@@ -1,4 +1,25 @@
-// zero/step.c: one optimizer step on one rank (see step.h).
+// zero/step.c: one optimizer step on one rank (see step.h). The step drives forward and
+// backward segment by segment (model/t5.h T5Segment) and issues every collective of the step
+// itself, here, by name:
+//   forward, before a segment reads unit u    stage 1-2: wait for u's all-gather of the last
+//                                              update (offloaded update: first wait for the CPU
+//                                              to reach u and all-gather the units up to it);
+//                                              stage 3: all-gather u, prefetch the next units
+//   backward, the same before each segment, then
+//     before its first write to u's gradient  stage 2-3: open u's work buffer
+//     after its last                          stage 0-1: all-reduce u's gradient (last micro-
+//                                              batch only); stage 2-3: reduce-scatter it into
+//                                              the owners' partitions
+//     after the segment                       stage 3: release u
+//   after each backward                       wait for every collective issued during it
+//   apply                                     all-reduce of the per-tensor norms (stage 2-3);
+//                                              stage 1-2: all-gather of the updated weights,
+//                                              unit by unit (or on the update's thread's
+//                                              behalf, at the next forward); stage 3: the
+//                                              gathered copies are forgotten
+// The global label-token count (when the caller does not give it) and the step's loss are
+// all-reduced too (zero_step_accumulate). Evaluation reaches stage 3's units through
+// zero/eval.c.
 #include "step.h"
 
 #include <math.h>
@@ -18,7 +39,7 @@ static double step_mark(const ZeroState *z) {
 // (update_async.c prints its time when it is joined).
 static void print_step_times(const ZeroState *z, double t_norm, double t_update) {
     printf("step %ld times (ms): forward+backward %.1f, norms %.1f, ", z->steps_seen,
-           1e3 * (z->t_backward_end - z->t_step_begin), 1e3 * (t_norm - z->t_backward_end));
+           1e3 * (z->marks.backward_end - z->marks.step_begin), 1e3 * (t_norm - z->marks.backward_end));
     if (t_update < 0) printf("update on its own thread\n");
     else printf("update %.1f\n", 1e3 * (t_update - t_norm));
     fflush(stdout);
@@ -27,6 +48,69 @@ static void print_step_times(const ZeroState *z, double t_norm, double t_update)
 const Comm *zero_comm_single(void) {
     static const Comm one = {.rank = 0, .world = 1, .local_rank = 0, .launcher = "none", .ops = &comm_single_ops};
     return &one;
+}
+
+// ---- the collectives at the segments' unit boundaries ----
+
+// Before a segment reads unit u's weights.
+static void weights_fetch(ZeroState *z, int u) {
+    if (u < 0) return;
+    if (z->stage == 1 || z->stage == 2) {
+        // offloaded update on its own thread: wait until its new weights of u have landed and
+        // all-gather the units up to u (zero/update_async.c)
+        if (z->upd.on) zero_update_publish_unit(z, u);
+        zero_allgather_wait_unit(z, u);  // the compute stream waits for u's all-gather, if in flight
+    } else if (z->stage == 3) {
+        zero_fetch_unit(&z->fetch, u);  // all-gather u (unless gathered already), prefetch the next units
+    }
+}
+
+// After the segment: u's weights are no longer in use.
+static void weights_release(ZeroState *z, int u) {
+    if (u >= 0 && z->stage == 3) zero_fetch_release(&z->fetch, u);
+}
+
+// Before backward's first write to u's gradient.
+static void grads_open(ZeroState *z, int u) {
+    if (z->stage >= 2) zero_reduce_scatter_open(z, u);  // u's gradient in a zeroed work buffer
+}
+
+// After backward's last write to u's gradient.
+static void grads_reduce(ZeroState *z, int u, int last_micro) {
+    if (z->stage <= 1) {
+        // as DDP: earlier micro-batches only accumulate (no_sync)
+        if (last_micro) zero_allreduce_unit_grads(z, u);  // all-reduce u's gradient
+    } else {
+        zero_reduce_scatter_unit_grads(z, u, last_micro);  // reduce-scatter u's gradient into the partitions
+    }
+}
+
+// One micro-batch's forward; returns its loss sum.
+static double step_forward(ZeroState *z, const T5Batch *micro, float label_smoothing) {
+    T5Model *m = z->m;
+    double loss = 0.0;
+    t5_forward_begin(m, micro, NULL);
+    for (int k = 0; k < m->seg.n_fwd; k++) {
+        const T5Segment *sg = &m->seg.fwd[k];
+        weights_fetch(z, sg->unit);
+        loss += t5_forward_segment(m, sg, label_smoothing);
+        weights_release(z, sg->unit);
+    }
+    return loss;
+}
+
+// Its backward: each unit's gradient reduced as soon as backward has finished it.
+static void step_backward(ZeroState *z, float label_smoothing, float dloss, int last_micro) {
+    T5Model *m = z->m;
+    t5_backward_begin(m);
+    for (int k = 0; k < m->seg.n_bwd; k++) {
+        const T5Segment *sg = &m->seg.bwd[k];
+        weights_fetch(z, sg->unit);
+        if (sg->grad_begins) grads_open(z, sg->grad_unit);
+        t5_backward_segment(m, sg, label_smoothing, dloss);
+        if (sg->grad_ends) grads_reduce(z, sg->grad_unit, last_micro);
+        weights_release(z, sg->unit);
+    }
 }
 
 double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, float label_smoothing,
@@ -38,7 +122,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     // Trainer skips the division by the accumulation steps): a bug we do not copy
     // (docs/TRAINER.md).
     T5Model *m = z->m;
-    if (z->step_times) z->t_step_begin = step_mark(z);
+    if (z->debug.step_times) z->marks.step_begin = step_mark(z);
     long long total_ll = 0;
     for (int i = 0; i < n_micro; i++)
         for (long k = 0; k < (long)micro[i].B * micro[i].T; k++) total_ll += micro[i].labels[k] != -100;
@@ -50,44 +134,43 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
                    "a bug in the caller's count: report it");
         total_ll = global_tokens;
     } else {
-        comm_allreduce_sum_i64(z->comm, &total_ll, 1);  // the global batch's label tokens
+        comm_allreduce_sum_i64(z->comm, &total_ll, 1);  // all-reduce: the global batch's label tokens
     }
     long total = (long)total_ll;
     if (total == 0) t5_fail("training step: the step has no label tokens (every label is -100)");
     double loss = 0;
     for (int i = 0; i < n_micro; i++) {
-        long n_tok = 0;
-        z->last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward (zero/grads_allreduce.c)
-        loss += t5_forward(m, &micro[i], label_smoothing, &n_tok) / (double)total;
+        const int last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward
+        loss += step_forward(z, &micro[i], label_smoothing) / (double)total;
         float dloss = (float)(loss_scale / (double)total);
-        if (z->inject_step == z->steps_seen + 1) dloss = INFINITY;  // T5_TEST_OVERFLOW_STEP (zero.c)
+        if (z->debug.overflow_step == z->steps_seen + 1) dloss = INFINITY;  // T5_TEST_OVERFLOW_STEP (zero/debug.c)
         if (i == 0) zero_update_join(z);  // the last step's update reads the gradients backward writes
-        if (z->grad_on_host && z->last_micro)  // offload: this backward's hooks take the norms
-            memset(z->grad_sq, 0, (size_t)m->lay.count * sizeof(double));
-        t5_backward(m, label_smoothing, dloss);
+        if (z->grads.on_host && last_micro)  // offload: this backward's reduce-scatters take the norms
+            memset(z->grads.sq, 0, (size_t)m->lay.count * sizeof(double));
+        step_backward(z, label_smoothing, dloss, last_micro);
         // stages 2-3 with overlap_comm: the gradient partitions are complete only when every
         // reduce-scatter of this backward is (the next micro-batch adds into them); stages
         // 0-1: the step's all-reduces issued during the last backward
         comm_wait_all(z->comm);
         zero_reduce_scatter_wait_host(z);  // offload: every piece is down in host memory
     }
-    if (z->step_times) z->t_backward_end = step_mark(z);
-    comm_allreduce_sum_f64(z->comm, &loss, 1);
+    if (z->debug.step_times) z->marks.backward_end = step_mark(z);
+    comm_allreduce_sum_f64(z->comm, &loss, 1);  // all-reduce: the step's loss over ranks
     *n_tokens = total;
     return loss;
 }
 
 void zero_clear_grads(ZeroState *z) {
     t5_zero_grads(z->m);
-    if (z->grad_on_host) z->grads_started = 0;  // the next backward's pieces overwrite, not add
-    else if (z->grad_part) z->m->be->zero(z->grad_part, (z->part.end - z->part.begin) * z->m->elem);
+    if (z->grads.on_host) z->grads.started = 0;  // the next backward's pieces overwrite, not add
+    else if (z->grads.part) z->m->be->zero(z->grads.part, (z->part.end - z->part.begin) * z->m->elem);
 }
 
-// T5_DUMP_GRAD_NORMS (zero.c): one JSON line per step, {"step": N, "grad_norms": {name: norm}},
+// T5_DUMP_GRAD_NORMS (zero/debug.c): one JSON line per step, {"step": N, "grad_norms": {name: norm}},
 // the norms in layout order (= model.parameters() order), unscaled, frozen tensors left out.
 static void dump_grad_norms(const ZeroState *z, const double *sq, double scale) {
     const ParamLayout *L = &z->m->lay;
-    FILE *f = fopenCheck(z->dump_grad_norms, "a");
+    FILE *f = fopenCheck(z->debug.dump_grad_norms, "a");
     fprintf(f, "{\"step\": %ld, \"grad_norms\": {", z->steps_seen + 1);
     for (int i = 0, k = 0; i < L->count; i++)
         if (!L->specs[i].frozen) fprintf(f, "%s\"%s\": %.9g", k++ ? ", " : "", L->specs[i].name, (float)sqrt(sq[i]) / scale);
@@ -108,13 +191,13 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     // rank: no sum needed), then the norm of the norms, rounded as torch rounds them
     const ZeroOwned *w = &z->own;
     double *sq = mallocCheck(((size_t)m->lay.count + 1) * sizeof(double));
-    if (z->grad_on_host)  // taken piece by piece during the last backward (grads_reduce_scatter.c)
-        memcpy(sq, z->grad_sq, (size_t)m->lay.count * sizeof(double));
+    if (z->grads.on_host)  // taken piece by piece during the last backward (grads_reduce_scatter.c)
+        memcpy(sq, z->grads.sq, (size_t)m->lay.count * sizeof(double));
     else
         optimizer_tensor_norms_sq(m->be, &m->lay, w->grads.ptr, m->elem, w->grad_range.begin, w->grad_range.end, sq);
-    if (w->grads_partitioned) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);
+    if (w->grads_partitioned) comm_allreduce_sum_f64(z->comm, sq, (size_t)m->lay.count);  // all-reduce: norms of the partitions
     r.grad_norm = optimizer_total_norm(&m->lay, sq) / scale;
-    if (z->dump_grad_norms) dump_grad_norms(z, sq, scale);
+    if (z->debug.dump_grad_norms) dump_grad_norms(z, sq, scale);
     free(sq);
     z->steps_seen++;
     if (!isfinite(r.grad_norm)) {
@@ -134,8 +217,8 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     }
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
-    double t_norm = z->step_times ? step_mark(z) : 0;
-    if (z->async_update) {
+    double t_norm = z->debug.step_times ? step_mark(z) : 0;
+    if (z->upd.on) {
         // offload at stage 1-2: on its own thread while the next forward starts; zero_update_join
         // publishes the weights and clears the gradients
         zero_update_start(z, (float)r.lr, (float)(coef / scale));
@@ -143,10 +226,10 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
         // AdamW on the owned range, wherever zero_init placed it (device, or host with offload)
         zero_owned_update(w, opt, &z->off, m->be, &m->lay, (float)r.lr, (float)(coef / scale), NULL, NULL);
     }
-    if (z->step_times) print_step_times(z, t_norm, z->async_update ? -1 : step_mark(z));
-    if (!z->async_update) {
-        if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);
-        zero_stage3_forget_gathered(z);  // stage 3: the gathered copies predate the update
+    if (z->debug.step_times) print_step_times(z, t_norm, z->upd.on ? -1 : step_mark(z));
+    if (!z->upd.on) {
+        if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);  // all-gather the updated weights, unit by unit
+        if (z->stage == 3) zero_fetch_forget(&z->fetch);  // the gathered copies predate the update (re-gathers the persistent units)
         zero_clear_grads(z);
     }
     if (scaler) loss_scaler_update(scaler, 0);

@@ -3,8 +3,9 @@
 // backward ends; but the next forward needs the new weights only unit by unit, in the
 // layout's order, which is the order the update goes through the partition. So the update
 // runs on its own thread (zero_update_start): offload_adamw_step reports, chunk by chunk,
-// how far its new weights have landed on the device, and the next forward's fetch hook
-// (zero_update_fetch_params) waits for each unit only when it reaches it, then all-gathers
+// how far its new weights have landed on the device, and the next forward
+// (zero_update_publish_unit, called by zero/step.c) waits for each unit only when it reaches
+// it, then all-gathers
 // the unit's partitions (several ranks) as params_allgather.c would have. The forward's
 // first units thus run while the CPU still updates the last ones.
 //
@@ -32,10 +33,10 @@ static size_t unit_owned_end(const ZeroState *z, int unit) {
 
 static void update_progress(void *ctx, size_t done) {
     ZeroState *z = ctx;
-    pthread_mutex_lock(&z->update_mu);
-    z->update_done = done;
-    pthread_cond_broadcast(&z->update_cv);
-    pthread_mutex_unlock(&z->update_mu);
+    pthread_mutex_lock(&z->upd.mu);
+    z->upd.done = done;
+    pthread_cond_broadcast(&z->upd.cv);
+    pthread_mutex_unlock(&z->upd.mu);
 }
 
 static void *update_main(void *arg) {
@@ -46,28 +47,26 @@ static void *update_main(void *arg) {
     // with idle threads sleeping)
     int procs = omp_get_num_procs();
     omp_set_num_threads(procs > 1 ? procs - 1 : 1);
-    zero_owned_update(&z->own, &z->opt, &z->off, z->m->be, &z->m->lay, z->update_lr, z->update_scale,
+    zero_owned_update(&z->own, &z->opt, &z->off, z->m->be, &z->m->lay, z->upd.lr, z->upd.scale,
                       update_progress, z);
     update_progress(z, z->part.end - z->part.begin);
-    z->update_seconds = clock_seconds() - z->update_t0;
+    z->upd.seconds = clock_seconds() - z->upd.t0;
     return NULL;
 }
 
 int zero_update_overlaps(const ZeroState *z) {
-    const char *v = getenv("T5_SYNC_UPDATE");
-    int sync = v && *v && strcmp(v, "0") != 0;
-    return !sync && z->offload && (z->stage == 1 || z->stage == 2);
+    return !z->debug.sync_update && z->offload && (z->stage == 1 || z->stage == 2);
 }
 
 void zero_update_start(ZeroState *z, float lr, float grad_scale) {
-    z->update_lr = lr;
-    z->update_scale = grad_scale;
-    z->update_done = 0;
-    for (int u = 0; u < z->m->lay.n_units; u++) z->unit_stale[u] = 1;
-    z->update_running = 1;
-    z->update_t0 = clock_seconds();
-    z->update_waited = 0;
-    int rc = pthread_create(&z->update_thread, NULL, update_main, z);
+    z->upd.lr = lr;
+    z->upd.scale = grad_scale;
+    z->upd.done = 0;
+    for (int u = 0; u < z->m->lay.n_units; u++) z->upd.unit_stale[u] = 1;
+    z->upd.running = 1;
+    z->upd.t0 = clock_seconds();
+    z->upd.waited = 0;
+    int rc = pthread_create(&z->upd.thread, NULL, update_main, z);
     if (rc != 0) t5_die(__FILE__, __LINE__, "cannot start the offloaded update's thread", "raise the process's thread limit");
 }
 
@@ -75,32 +74,30 @@ void zero_update_start(ZeroState *z, float lr, float grad_scale) {
 // one's piece to land, then all-gather it (several ranks).
 static void publish_through(ZeroState *z, int unit) {
     for (int u = 0; u <= unit; u++) {
-        if (!z->unit_stale[u]) continue;
+        if (!z->upd.unit_stale[u]) continue;
         size_t need = unit_owned_end(z, u);
-        double t0 = z->step_times ? clock_seconds() : 0;
-        pthread_mutex_lock(&z->update_mu);
-        while (z->update_done < need) pthread_cond_wait(&z->update_cv, &z->update_mu);
-        pthread_mutex_unlock(&z->update_mu);
-        if (z->step_times) z->update_waited += clock_seconds() - t0;
+        double t0 = z->debug.step_times ? clock_seconds() : 0;
+        pthread_mutex_lock(&z->upd.mu);
+        while (z->upd.done < need) pthread_cond_wait(&z->upd.cv, &z->upd.mu);
+        pthread_mutex_unlock(&z->upd.mu);
+        if (z->debug.step_times) z->upd.waited += clock_seconds() - t0;
         zero_allgather_unit(z, u);
-        z->unit_stale[u] = 0;
+        z->upd.unit_stale[u] = 0;
     }
 }
 
-void zero_update_fetch_params(void *ctx, T5Model *m, int unit) {
-    ZeroState *z = ctx;
-    if (z->unit_stale[unit]) publish_through(z, unit);
-    zero_allgather_fetch_params(ctx, m, unit);  // the unit's all-gather, if still in flight
+void zero_update_publish_unit(ZeroState *z, int unit) {
+    if (z->upd.unit_stale[unit]) publish_through(z, unit);
 }
 
 void zero_update_join(ZeroState *z) {
-    if (!z->update_running) return;
-    int rc = pthread_join(z->update_thread, NULL);
+    if (!z->upd.running) return;
+    int rc = pthread_join(z->upd.thread, NULL);
     if (rc != 0) t5_die(__FILE__, __LINE__, "cannot join the offloaded update's thread", "a bug: report it");
-    z->update_running = 0;
+    z->upd.running = 0;
     publish_through(z, z->m->lay.n_units - 1);
-    if (z->step_times)
+    if (z->debug.step_times)
         printf("step %ld update (ms): %.1f on its own thread, %.1f of it waited for by the next forward\n",
-               z->steps_seen, 1e3 * z->update_seconds, 1e3 * z->update_waited);
+               z->steps_seen, 1e3 * z->upd.seconds, 1e3 * z->upd.waited);
     zero_clear_grads(z);  // (stage 1: the update read the device gradient until now)
 }

@@ -10,20 +10,6 @@
 #include "../common/half.h"
 #include "checkpoint.h"
 
-// Test hook T5_TEST_OVERFLOW_STEP=N[:R]: rank R (default every rank) scales step N's
-// backward by infinity, as an fp16 overflow in that rank's backward would; the reduction
-// carries the inf/nan to every rank, which must all skip step N (tests of the loss scaler
-// across ranks, bench/zero_equivalence.sh). Returns N for this rank, else 0.
-static long zero_test_overflow_step(int rank) {
-    const char *v = getenv("T5_TEST_OVERFLOW_STEP");
-    if (!v || !*v) return 0;
-    char *end = NULL;
-    long n = strtol(v, &end, 10), r = -1;
-    if (*end == ':') r = strtol(end + 1, &end, 10);
-    if (*end || n < 1) t5_fail("T5_TEST_OVERFLOW_STEP=\"%s\": expected STEP or STEP:RANK (a test hook)", v);
-    return r < 0 || r == rank ? n : 0;
-}
-
 // Allocate through the backend and count what the allocator handed out.
 static void *counted_alloc(const Backend *be, size_t bytes, size_t *counter) {
     size_t before = be->mem_in_use();
@@ -129,48 +115,6 @@ ZeroOptions zero_options_stage(int stage) {
     return o;
 }
 
-ZeroOptions zero_options_from_config(const DsConfig *c, const char *path) {
-    const DsOffloadOptimizer *oo = &c->zero.offload_optimizer;
-    if (oo->device != OFFLOAD_NONE && oo->ratio.v < 1.0)
-        t5_fail("%s: zero_optimization.offload_optimizer.ratio %g: a partial offload is not built yet; HINT: remove "
-                "ratio (1: all of the optimizer state in host memory)", path, oo->ratio.v);
-    if (oo->device != OFFLOAD_NONE && c->zero.stage < 1)
-        t5_fail("%s: zero_optimization.offload_optimizer needs stage 1, 2 or 3 (stage is %d), as in DeepSpeed", path,
-                (int)c->zero.stage);
-    const DsOffloadParam *op = &c->zero.offload_param;
-    if (op->device == OFFLOAD_NVME)
-        t5_fail("%s: zero_optimization.offload_param.device \"nvme\" is not built yet; HINT: \"device\": \"cpu\" "
-                "(parameters in host memory), or offload only the optimizer to nvme", path);
-    if (op->device == OFFLOAD_CPU && oo->device == OFFLOAD_NONE)
-        t5_fail("%s: zero_optimization.offload_param without offload_optimizer: this build offloads the parameters "
-                "only together with the optimizer state; HINT: add \"offload_optimizer\": {\"device\": \"cpu\"}", path);
-    ZeroOptions o = {0};
-    o.stage = (int)c->zero.stage;
-    o.offload_param = op->device == OFFLOAD_CPU;
-    o.offload_param_pin = op->pin_memory.v;
-    o.offload_optimizer = oo->device == OFFLOAD_CPU || oo->device == OFFLOAD_NVME;
-    if (oo->device == OFFLOAD_NVME) {  // ZeRO-Infinity: the optimizer state in a file on a fast disk
-        nvme_check_dir(oo->nvme_path, "zero_optimization.offload_optimizer.nvme_path", path);
-        if (strlen(oo->nvme_path) >= sizeof o.nvme_path)
-            t5_fail("%s: key \"zero_optimization.offload_optimizer.nvme_path\": the path is longer than %zu characters; "
-                    "HINT: a shorter directory", path, sizeof o.nvme_path - 1);
-        snprintf(o.nvme_path, sizeof o.nvme_path, "%s", oo->nvme_path);
-    }
-    o.nvme_aio = (NvmeAio){.block_size = (size_t)c->aio.block_size.v, .queue_depth = (int)c->aio.queue_depth.v,
-                           .threads = (int)c->aio.intra_op_parallelism.v, .single_submit = c->aio.single_submit.v,
-                           .overlap_events = c->aio.overlap_events.v};
-    o.pin_memory = oo->pin_memory.v;
-    o.reduce_bucket = (size_t)c->zero.reduce_bucket_size.v;
-    o.gather_bucket = (size_t)c->zero.allgather_bucket_size.v;
-    o.overlap_comm = c->zero.overlap_comm.v;
-    o.prefetch = c->zero.stage3_prefetch_bucket_size.v > 0;
-    o.prefetch_elems = (size_t)c->zero.stage3_prefetch_bucket_size.v;
-    o.max_live = (size_t)c->zero.stage3_max_live_parameters.v;
-    o.persist_threshold = (size_t)c->zero.stage3_param_persistence_threshold.v;
-    o.max_reuse = (size_t)c->zero.stage3_max_reuse_distance.v;
-    return o;
-}
-
 // model_load deferred everything (defer_weights): allocate the compute weights and the
 // gradients the stage keeps whole, straight from the host copy (stage 3's partition and
 // stage 2-3's gradient partition come later): no whole copy the stage does not keep. Whole
@@ -256,20 +200,20 @@ static void place_grads(ZeroState *z) {
     if (m->grads) be->free(m->grads);
     m->grads = NULL;
     const ParamUnit *sh = &L->units[L->unit_shared];
-    z->grad_shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
+    z->grads.shared = counted_alloc(be, (sh->hi - sh->lo) * e, &z->mem.grad_work);
     for (int k = 0; k < 2; k++)
-        z->grad_work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
+        z->grads.work[k] = counted_alloc(be, largest_unit(L, L->unit_shared) * e, &z->mem.grad_work);
     if (!z->offload) {
-        z->grad_part = counted_alloc(be, np * e, &z->mem.grads);
+        z->grads.part = counted_alloc(be, np * e, &z->mem.grads);
         return;
     }
     // offload: the partition's gradient in host memory, page-locked (the pieces go down on the
     // copy engine during backward, straight from the work buffers)
-    z->grad_on_host = 1;
-    z->grad_part = be->host_alloc(np * e, 1);
+    z->grads.on_host = 1;
+    z->grads.part = be->host_alloc(np * e, 1);
     z->mem.host_grads = np * e;
-    z->grad_sq = calloc((size_t)L->count + 1, sizeof(double));
-    if (!z->grad_sq) t5_die(__FILE__, __LINE__, "out of host memory", "free host RAM");
+    z->grads.sq = calloc((size_t)L->count + 1, sizeof(double));
+    if (!z->grads.sq) t5_die(__FILE__, __LINE__, "out of host memory", "free host RAM");
 }
 
 // offload_param: the partition in host memory (page-locked with pin_memory), and a device
@@ -277,40 +221,44 @@ static void place_grads(ZeroState *z) {
 static void place_stage3_params_host(ZeroState *z, WeightsSrc *w, int pinned) {
     T5Model *m = z->m;
     const Backend *be = m->be;
+    ZeroFetch *f = &z->fetch;
     size_t e = m->elem, np = z->part.end - z->part.begin;
-    z->param_on_host = 1;
-    z->param_pinned = pinned;
-    z->param_part = be->host_alloc(np * e, pinned);
+    f->on_host = 1;
+    f->pinned = pinned;
+    f->params = be->host_alloc(np * e, pinned);
     z->mem.host += np * e;
     if (m->params) {  // a whole copy on the device: this rank's piece comes down, the copy goes
-        be->to_host(z->param_part, (char *)m->params + z->part.begin * e, np * e);
+        be->to_host(f->params, (char *)m->params + z->part.begin * e, np * e);
         be->free(m->params);
         m->params = NULL;
     } else {
-        src_put_host(w, m, z->param_part, be->act_dtype, z->part.begin, np);
+        src_put_host(w, m, f->params, be->act_dtype, z->part.begin, np);
     }
     size_t piece = largest_owned_piece(z);
-    z->param_up = counted_alloc(be, (piece ? piece : 1) * e, &z->mem.param_work);
+    f->up = counted_alloc(be, (piece ? piece : 1) * e, &z->mem.param_work);
 }
 
-// Stage 3: the partition of the compute weights (units are gathered on use), from the
-// whole copy (freed before the partition is taken) or straight from the host copy.
+// Stage 3: the partition of the compute weights (units are gathered on use: z->fetch), from
+// the whole copy (freed before the partition is taken) or straight from the host copy.
 static void place_stage3_params(ZeroState *z, WeightsSrc *w, const ZeroOptions *o) {
     T5Model *m = z->m;
     const Backend *be = m->be;
     size_t e = m->elem, np = z->part.end - z->part.begin;
+    z->fetch.m = m;
+    z->fetch.comm = z->comm;
+    z->fetch.part = z->part;
     if (o->offload_param) return place_stage3_params_host(z, w, o->offload_param_pin);
     if (m->params) {
         void *staged = mallocCheck(np ? np * e : 1);
         be->to_host(staged, (char *)m->params + z->part.begin * e, np * e);
         be->free(m->params);
         m->params = NULL;
-        z->param_part = counted_alloc(be, np * e, &z->mem.params);
-        be->to_device(z->param_part, staged, np * e);
+        z->fetch.params = counted_alloc(be, np * e, &z->mem.params);
+        be->to_device(z->fetch.params, staged, np * e);
         free(staged);
     } else {
-        z->param_part = counted_alloc(be, np * e, &z->mem.params);
-        src_put(w, m, z->param_part, be->act_dtype, z->part.begin, np);
+        z->fetch.params = counted_alloc(be, np * e, &z->mem.params);
+        src_put(w, m, z->fetch.params, be->act_dtype, z->part.begin, np);
     }
 }
 
@@ -322,12 +270,12 @@ static void owned_build(ZeroState *z) {
     memset(w, 0, sizeof *w);
     w->range = z->part;
     w->range_is_partition = z->stage >= 1;
-    void *compute = z->stage == 3 ? z->param_part : (char *)m->params + z->part.begin * m->elem;
+    void *compute = z->stage == 3 ? z->fetch.params : (char *)m->params + z->part.begin * m->elem;
     if (z->offload && z->off.on_nvme) w->master = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_MASTER};
     else if (z->offload) w->master = (OwnedBuf){z->off.master, OWNED_HOST, DTYPE_F32, 0};
     else if (z->master) w->master = (OwnedBuf){z->master, OWNED_DEVICE, DTYPE_F32, 0};
     else if (act == DTYPE_F32) w->master = (OwnedBuf){compute, OWNED_DEVICE, DTYPE_F32, 0};
-    if (z->offload || z->master) w->params = (OwnedBuf){compute, z->param_on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
+    if (z->offload || z->master) w->params = (OwnedBuf){compute, z->fetch.on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
     if (z->offload && z->off.on_nvme) {
         w->m = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_EXP_AVG};
         w->v = (OwnedBuf){&z->off.nvme, OWNED_NVME, DTYPE_F32, NVME_EXP_AVG_SQ};
@@ -338,27 +286,7 @@ static void owned_build(ZeroState *z) {
     }
     w->grads_partitioned = z->stage >= 2;
     w->grad_range = z->stage >= 2 ? z->part : (Range){0, m->lay.total};
-    w->grads = (OwnedBuf){z->stage >= 2 ? z->grad_part : m->grads, z->grad_on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
-}
-
-// Each stage's unit hooks (T5UnitHooks): stage 0-1 reduce each unit's gradient as backward
-// finishes it; stage 1-2 wait for a unit's all-gathered weights only when forward reaches it;
-// stage 2-3 reduce-scatter gradients; stage 3 gathers weights on use.
-static void hooks_set(ZeroState *z) {
-    if (z->stage <= 1) z->hooks.end_grads = zero_allreduce_end_grads;
-    if (z->stage == 1 || z->stage == 2)
-        z->hooks.fetch_params = z->async_update ? zero_update_fetch_params : zero_allgather_fetch_params;
-    if (z->stage >= 2) {
-        z->hooks.begin_grads = zero_reduce_scatter_begin_grads;
-        z->hooks.end_grads = zero_reduce_scatter_end_grads;
-    }
-    if (z->stage == 3) {
-        z->hooks.fetch_params = zero_stage3_fetch_params;
-        z->hooks.release_params = zero_stage3_release_params;
-        z->hooks.all_finished = zero_stage3_all_finished;
-    }
-    z->hooks.ctx = z;
-    z->m->hooks = &z->hooks;
+    w->grads = (OwnedBuf){z->stage >= 2 ? z->grads.part : m->grads, z->grads.on_host ? OWNED_HOST : OWNED_DEVICE, act, 0};
 }
 
 static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
@@ -373,12 +301,10 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     z->reduce_bucket = o->reduce_bucket;
     z->gather_bucket = o->gather_bucket;
     z->overlap_comm = o->overlap_comm;
-    z->prefetch = o->prefetch;
     z->offload = o->offload_optimizer && oc;
     if (z->offload && stage < 1)
         t5_fail("offload_optimizer needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule): set zero_optimization.stage");
-    z->fetched = z->fetched_buf = -1;
-    z->grad_ticket[0] = z->grad_ticket[1] = z->grad_shared_ticket = COMM_TICKET_NONE;
+    z->grads.work_ticket[0] = z->grads.work_ticket[1] = z->grads.shared_ticket = COMM_TICKET_NONE;
     z->part = stage >= 1 ? partition_range(m->lay.total, comm->world, comm->rank) : (Range){0, m->lay.total};
     place_whole(z, w, oc != NULL);
     place_master(z, w, o->pin_memory, o->nvme_path, &o->nvme_aio, oc);
@@ -387,24 +313,14 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     t5_bind_flat(m);
     z->unit_ticket = mallocCheck((size_t)m->lay.n_units * sizeof(CommTicket));
     for (int u = 0; u < m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
-    if (stage == 3) zero_stage3_init(z, o);
-    z->inject_step = zero_test_overflow_step(comm->rank);
-    z->unit_stale = callocCheck((size_t)m->lay.n_units, 1);
-    z->async_update = oc && zero_update_overlaps(z);
-    if (z->async_update) {
-        pthread_mutex_init(&z->update_mu, NULL);
-        pthread_cond_init(&z->update_cv, NULL);
+    if (stage == 3) zero_fetch_init(&z->fetch, o, &z->mem.param_work);
+    z->debug = zero_debug_from_env(comm->rank);  // (a malformed T5_TEST_OVERFLOW_STEP stops here)
+    z->upd.unit_stale = callocCheck((size_t)m->lay.n_units, 1);
+    z->upd.on = oc && zero_update_overlaps(z);
+    if (z->upd.on) {
+        pthread_mutex_init(&z->upd.mu, NULL);
+        pthread_cond_init(&z->upd.cv, NULL);
     }
-    // Debug hook T5_DUMP_GRAD_NORMS=FILE: rank 0 appends, per optimizer step, every tensor's
-    // pre-clip gradient norm (zero/step.c), to set beside the norms torch's clip_grad_norm_
-    // stacks (tools/make_exact_fixture.py records HF's; tests/test_exact.c compares them)
-    const char *dump = getenv("T5_DUMP_GRAD_NORMS");
-    z->dump_grad_norms = comm->rank == 0 && dump && *dump ? dump : NULL;
-    // Debug hook T5_STEP_TIMES=1: rank 0 prints where each optimizer step's time went
-    // (zero/step.c; the device is synchronized at each mark, which costs a little)
-    const char *times = getenv("T5_STEP_TIMES");
-    z->step_times = comm->rank == 0 && times && *times && strcmp(times, "0") != 0;
-    hooks_set(z);
     if (oc && !z->offload) {
         size_t before = be->mem_in_use();
         adamw_init(&z->opt, be, *oc, z->part.begin, z->part.end);
@@ -450,27 +366,23 @@ void zero_free(ZeroState *z) {
     comm_wait_all(z->comm);  // nor any collective
     if (z->offload) offload_free(&z->off, &z->opt, be);
     else if (z->opt.m) adamw_free(&z->opt, be);
-    if (z->param_on_host) {
-        be->host_free(z->param_part, z->param_pinned);
-        z->param_part = NULL;
-    }
-    if (z->grad_on_host) {
+    if (z->grads.on_host) {
         for (int k = 0; k < 3; k++) be->copy_wait(ZERO_SLOT_GRAD_DOWN + k);  // no piece still coming down
-        be->host_free(z->grad_part, 1);
-        z->grad_part = NULL;
-        free(z->grad_sq);
+        be->host_free(z->grads.part, 1);
+        z->grads.part = NULL;
+        free(z->grads.sq);
     }
-    void *bufs[] = {z->master, z->grad_part, z->param_part, z->grad_work[0], z->grad_work[1], z->grad_shared, z->param_up};
+    void *bufs[] = {z->master, z->grads.part, z->grads.work[0], z->grads.work[1], z->grads.shared};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(bufs[i]);
-    if (z->stage == 3) zero_stage3_free(z);
+    zero_fetch_free(&z->fetch);  // (stage 3)
     free(z->unit_ticket);
-    free(z->unit_stale);
-    if (z->async_update) {
-        pthread_mutex_destroy(&z->update_mu);
-        pthread_cond_destroy(&z->update_cv);
+    free(z->upd.unit_stale);
+    if (z->upd.on) {
+        pthread_mutex_destroy(&z->upd.mu);
+        pthread_cond_destroy(&z->upd.cv);
     }
-    if (z->m->hooks == &z->hooks) z->m->hooks = NULL;
+    if (z->m->visitor == &z->visitor) z->m->visitor = NULL;
     memset(z, 0, sizeof *z);
 }
 
@@ -489,8 +401,8 @@ void zero_print_memory(const ZeroState *z) {
     }
     else if (z->offload)
         printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
-    if (z->grad_on_host) printf("; gradient partition in host memory %zu B (pinned)", k->host_grads);
-    if (z->async_update) printf("; the CPU update overlaps the next forward");
+    if (z->grads.on_host) printf("; gradient partition in host memory %zu B (pinned)", k->host_grads);
+    if (z->upd.on) printf("; the CPU update overlaps the next forward");
     printf("; device peak so far %zu B\n", z->m->be->mem_peak());
     fflush(stdout);
 }
@@ -502,6 +414,11 @@ void zero_sync(ZeroState *z) {
     zero_update_join(z);
     comm_wait_all(z->comm);
     for (int u = 0; u < z->m->lay.n_units; u++) z->unit_ticket[u] = COMM_TICKET_NONE;
+    if (z->stage == 3) zero_fetch_collectives_done(&z->fetch);
+}
+
+void zero_stage3_print_stats(const ZeroState *z) {
+    if (z->stage == 3) zero_fetch_print_stats(&z->fetch);
 }
 
 void zero_params_to_host(ZeroState *z, float *host) {
@@ -523,14 +440,25 @@ void zero_params_to_host(ZeroState *z, float *host) {
     free(mine);
 }
 
-// Evaluation and generation read the weights through the same hooks as training: stages
-// 0-2 hold them whole (after the last all-gather lands); stage 3 keeps gathering unit by
-// unit (never the whole model on one rank), and generation steps in lock-step across
-// ranks (T5UnitHooks.all_finished). The learned fetch order adapts to generation's.
-void zero_eval_begin(ZeroState *z) {
-    if (z) zero_sync(z);
+int zero_has_fp32_weights(const ZeroState *z) {
+    return z->own.master.place != OWNED_NONE;
 }
 
-void zero_eval_end(ZeroState *z) {
-    (void)z;
+int zero_weights_partitioned(const ZeroState *z) {
+    return z->own.range_is_partition;
+}
+
+Range zero_weights_piece(const ZeroState *z, size_t lo, size_t hi) {
+    Range own = z->own.range, none = {0, 0};
+    if (!z->own.range_is_partition) return z->comm->rank == 0 ? (Range){lo, hi} : none;
+    Range p = {lo > own.begin ? lo : own.begin, hi < own.end ? hi : own.end};
+    return p.begin < p.end ? p : none;
+}
+
+void zero_weights_piece_to_host(const ZeroState *z, Range p, float *dst) {
+    zero_owned_f32_to_host(&z->own.master, z->m->be, p.begin - z->own.range.begin, p.end - p.begin, dst);
+}
+
+void zero_resume_at_step(ZeroState *z, long steps) {
+    z->steps_seen = steps;
 }

@@ -17,13 +17,15 @@
 // that record; nothing after zero_init asks the stage or offload where a state is. The model
 // (T5Model) holds only the compute weights and gradients it computes with. One optimizer
 // step (zero/step.c) is then the same at every stage:
-//   forward/backward per micro-batch   stage 0-1: on the step's last micro-batch, each
-//                                       unit's gradient is all-reduced as soon as backward
-//                                       finishes it (T5UnitHooks, zero/grads_allreduce.c);
-//                                       stage 2-3: each unit's gradient is reduce-scattered
-//                                       into the owners' partitions as soon as backward
-//                                       finishes it; stage 3: each unit's weights are
-//                                       all-gathered just before use, freed after
+//   forward/backward per micro-batch   segment by segment (model/t5.h T5Segment), each
+//                                       collective named in zero/step.c: stage 0-1: on the
+//                                       step's last micro-batch, each unit's gradient is
+//                                       all-reduced as soon as backward finishes it
+//                                       (zero/grads_allreduce.c); stage 2-3: each unit's
+//                                       gradient is reduce-scattered into the owners'
+//                                       partitions as soon as backward finishes it; stage 3:
+//                                       each unit's weights are all-gathered just before
+//                                       use, freed after
 //   reduce gradients                   wait for the collectives issued during backward
 //   norm, clip, loss-scaler check      on the partition, summed over ranks (stage 2-3)
 //   AdamW on the owned range           stage 0: everything; 1-3: the partition
@@ -33,16 +35,19 @@
 //                                       (zero/params_allgather.c); stage 3: nothing (gathered at use)
 // docs/ZERO.md walks through a step at each stage.
 #pragma once
-#include <pthread.h>
 #include <stddef.h>
 
 #include "../model/t5.h"
 #include "../dist/comm.h"
-#include "../deepspeed/ds_config.h"
 #include "offload.h"
 #include "../optim/adamw.h"
+#include "debug.h"
+#include "grads_reduce_scatter.h"
+#include "options.h"
 #include "owned.h"
+#include "params_fetch.h"
 #include "partition.h"
+#include "update_async.h"
 
 // Bytes this rank allocated for each model state, counted by the backend's allocator
 // (mem_in_use before and after each allocation), and for the working buffers.
@@ -51,37 +56,8 @@ typedef struct {
     size_t grad_work;   // stage 2-3: the gradient of the unit backward is writing (+ the embedding's)
     size_t param_work;  // stage 3: the gathered weights of the unit in use
     size_t host;        // offload: master + moments + staging in host memory
-    size_t host_grads;  // offload at stage 2-3: the gradient partition in host memory (grad_on_host)
+    size_t host_grads;  // offload at stage 2-3: the gradient partition in host memory (grads.on_host)
 } ZeroMem;
-
-// What a run asks of ZeRO (from --deepspeed's zero_optimization; zeros = stage 0 defaults).
-typedef struct {
-    int stage;             // 0-3
-    size_t reduce_bucket;  // elements per all-reduce / reduce-scatter (0: a whole unit / the whole model)
-    size_t gather_bucket;  // elements per all-gather (0: a whole unit / the whole model)
-    int overlap_comm;      // a unit's gradient reduction runs while backward goes on, and (stage 1-2)
-                           // the weights' all-gather while the next forward goes on (GPU ranks)
-    int prefetch;          // stage 3: gather coming units while the current one computes (GPU ranks)
-    size_t prefetch_elems; // stage 3: elements gathered ahead (stage3_prefetch_bucket_size; at least
-                           // one unit when > 0: a unit is the smallest piece gathered)
-    size_t max_live;       // stage 3: gathered elements alive at once (stage3_max_live_parameters):
-                           // bounds the buffer pool
-    size_t persist_threshold;  // stage 3: units this small stay gathered (stage3_param_persistence_threshold)
-    size_t max_reuse;      // stage 3: stage3_max_reuse_distance (elements)
-    int offload_optimizer; // stage 1-3: master weights and moments in host memory, AdamW on the CPU (offload.h)
-    int pin_memory;        // offload: page-locked host buffers
-    int offload_param;     // stage 3 ("offload_param": {"device": "cpu"}): the partition of the compute
-                           // weights in host memory; each unit's piece goes up to be gathered
-    int offload_param_pin; // offload_param: page-locked
-    char nvme_path[512];   // offload to NVMe ("device": "nvme"): the directory of the rank's state file
-                           // (zero/nvme.h); "" = host memory
-    NvmeAio nvme_aio;      // the NVMe I/O: the config's "aio" block (zero/nvme.h), else DeepSpeed's defaults
-    int inference;         // evaluation only (no --do_train): no gradients, master weights or moments,
-                           // in the plan (zero/planner.c) as in zero_init (which gets no AdamWConfig)
-} ZeroOptions;
-
-// Copy slots (kernels/backend.h) of the gradient stream above; zero/offload.c's step uses 0-3.
-enum { ZERO_SLOT_GRAD_DOWN = 4, ZERO_SLOT_GRAD_UP = 7 };
 
 typedef struct ZeroState {
     int stage;          // 0-3
@@ -90,81 +66,20 @@ typedef struct ZeroState {
     Range part;         // this rank's partition of [0, lay.total)
     size_t reduce_bucket;  // elements per all-reduce / reduce-scatter (reduce_bucket_size; 0 = whole unit)
     size_t gather_bucket;  // elements per all-gather (allgather_bucket_size; 0 = whole unit)
-    int overlap_comm, prefetch;  // ZeroOptions
+    int overlap_comm;            // ZeroOptions
     int offload;                 // the optimizer state is in host memory (off)
     ZeroOffload off;
     float *master;      // (part) fp32 master weights on the device: 16-bit compute without offload
-    void *grad_part;    // (part) act dtype: stage >= 2, the reduced gradient of the partition
-    void *param_part;   // (part) act dtype: stage 3, the partition of the compute weights (host memory
-                        // with offload_param: param_on_host)
-    int param_on_host;  // offload_param: param_part is host memory (host_alloc)
-    int param_pinned;
-    void *param_up;     // (the largest piece of a unit this rank owns) act dtype, device: offload_param's
-                        // upload of the piece a gather sends
-    // stage >= 2: two work buffers (largest unit but the embedding) taking turns, so backward
-    // writes one unit's gradient while the previous unit's reduce-scatter reads the other;
-    // the shared embedding's gradient has its own (open for all of backward)
-    void *grad_work[2];
-    CommTicket grad_ticket[2];  // the reduce-scatter that last read each buffer
-    int grad_next;              // the buffer the next unit takes
-    void *grad_shared;
-    CommTicket grad_shared_ticket;
-    // offload_optimizer at stage 2-3: grad_part is page-locked HOST memory (grad_on_host), and no
-    // gradient partition sits on the device. Each unit's piece is reduced in place in its work
-    // buffer and goes down from there on the copy engine (slot ZERO_SLOT_GRAD_DOWN + the
-    // buffer's index, 2 = the embedding's) while backward goes on; a micro-batch after the
-    // step's first brings the piece's running sum up into the work buffer first
-    // (ZERO_SLOT_GRAD_UP), so backward adds onto it. On the step's last micro-batch each piece's
-    // per-tensor norms are taken on the device as it is reduced (grad_sq), so the step needs
-    // no pass over the host copy.
-    int grad_on_host;
-    int grads_started;          // grad_part holds this step's earlier micro-batches (0: stale,
-                                // overwritten rather than added to)
-    double *grad_sq;            // (lay.count) grad_on_host: per-tensor sums of squares of this rank's
-                                // pieces (optimizer_tensor_norms_sq), filled during the last backward
-    // stage 0-1: the micro-batch in backward is the step's last (its units' gradients are
-    // then complete and reduced as they finish); stage 1-2: each unit's pending all-gather
-    // of the updated weights (COMM_TICKET_NONE once the compute stream waited for it)
-    int last_micro;
+    ZeroGradBuffers grads;  // stage 2-3: the gradient partition and the work buffers (grads_reduce_scatter.h)
+    // stage 1-2: each unit's pending all-gather of the updated weights (COMM_TICKET_NONE once
+    // the compute stream waited for it)
     CommTicket *unit_ticket;    // (lay.n_units)
     long steps_seen;            // optimizer steps taken or skipped (zero_step_apply calls)
-    long inject_step;           // T5_TEST_OVERFLOW_STEP: this rank's gradient overflows at that step (0: never)
-    const char *dump_grad_norms;  // T5_DUMP_GRAD_NORMS (rank 0): file to append each step's per-tensor norms to
-    int step_times;               // T5_STEP_TIMES (rank 0): print each step's phases (zero/step.c)
-    double t_step_begin, t_backward_end;  // step_times: wall seconds at the marks
-    // stage 3 (zero/params_fetch.c): a pool of buffers (largest non-persistent unit each) holding
-    // gathered units, each remembering its unit (-1: none) until the weights change
-    int n_pool;
-    void **pool;                // (n_pool) buffers
-    int *pool_unit;             // (n_pool) the unit a buffer holds, or -1
-    CommTicket *pool_ticket;    // (n_pool) the gather that last wrote it
-    int *pool_ahead;            // (n_pool) 1: filled by a prefetch and not used since
-    int fetched, fetched_buf;   // the unit in use and its buffer (-1: none, or a persistent unit)
-    // stage 3: units of at most stage3_param_persistence_threshold elements stay gathered on
-    // every rank in one buffer, refreshed after each update (unit_ticket waits for that)
-    void *persist;
-    size_t *persist_off;        // (lay.n_units) element offset in persist, or SIZE_MAX
-    // stage 3 prefetch: the fetch order is learned, not declared: succ[(a, b)] is the unit
-    // fetched after a and then b last time (-1: unknown). Two units of history tell forward
-    // from backward (enc4, enc5 -> enc6; enc6, enc5 -> enc4) and training from generation.
-    int *succ;                  // ((n_units + 1)^2)
-    int hist_a, hist_b;         // the two units fetched last (-1: none)
-    size_t prefetch_elems;      // stage3_prefetch_bucket_size: elements gathered ahead (0: none)
-    size_t max_reuse;           // stage3_max_reuse_distance: a unit needed again within this many
-                                // elements is not overwritten by a prefetch
-    long n_gathered, n_prefetched, n_reused;  // fetches that waited for a gather / found a prefetch / reused a buffer
-    // offload at stage 1-2 (update_async.c): the step's CPU update runs on its own thread while
-    // the next forward starts
-    int async_update;           // this run does so (zero_update_overlaps)
-    int update_running;         // a thread is updating (zero_update_join ends it)
-    pthread_t update_thread;
-    pthread_mutex_t update_mu;
-    pthread_cond_t update_cv;
-    size_t update_done;         // elements of the owned range whose new weights are on the device
-    float update_lr, update_scale;
-    double update_t0, update_seconds, update_waited;  // step_times: the thread's start, its run, forward's waits
-    unsigned char *unit_stale;  // (lay.n_units) 1: the unit's new weights are not published yet
-    T5UnitHooks hooks;
+    ZeroDebug debug;            // test and debug switches (debug.h)
+    ZeroStepMarks marks;        // debug.step_times: the step's marks
+    ZeroFetch fetch;            // stage 3: the partition of the compute weights and the units gathered from it
+    ZeroUpdateAsync upd;        // offload at stage 1-2: the CPU update on its own thread (update_async.h)
+    T5UnitVisitor visitor;      // evaluation at stage 3 (zero/eval.c): how t5_forward and generation fetch units
     AdamW opt;
     ZeroOwned own;      // where the owned range's master, moments, gradient and weights live (owned.h)
     ZeroMem mem;
@@ -197,38 +112,49 @@ void zero_init_checkpoint(ZeroState *z, T5Model *m, const Comm *comm, const Zero
                           const char *dir);
 // Stage 0 on one rank (tools and tests that train alone).
 ZeroOptions zero_options_stage(int stage);
-// The zero_optimization section of a resolved DeepSpeed config (deepspeed/ds_config.h) as
-// ZeroOptions; what DeepSpeed has and this build does not (NVMe, parameter offload, a
-// partial offload ratio) is refused by name, with the config's path.
-ZeroOptions zero_options_from_config(const DsConfig *c, const char *path);
 void zero_free(ZeroState *z);
 // One line per rank with the allocator's counts (what tests/test_data_parallel.c checks).
 void zero_print_memory(const ZeroState *z);
 // The fp32 weights of the whole model on rank 0 (host, lay.total floats); collective:
 // every rank calls it. host is unused on other ranks (may be NULL there).
 void zero_params_to_host(ZeroState *z, float *host);
-// Evaluation/generation need whole weights: stage 3 gathers them into m->params for the
-// duration (2 Psi bytes more) and stops fetching per unit; a no-op at stages 0-2.
+// The fp32 weights as a saved model reads them (trainer/checkpoint.c trainer_save_model),
+// without knowing where they live: has: this rank has them (16-bit compute loaded without
+// host weights has none); partitioned: each rank holds only its partition (stages 1-3; else
+// every rank holds them whole); piece: the part of flat range [lo, hi) this rank sends to
+// rank 0 (whole: rank 0 all of it, the others none; partitioned: its partition's share;
+// none: {0, 0}); piece_to_host: those weights into dst (host, p.end - p.begin floats).
+int zero_has_fp32_weights(const ZeroState *z);
+int zero_weights_partitioned(const ZeroState *z);
+Range zero_weights_piece(const ZeroState *z, size_t lo, size_t hi);
+void zero_weights_piece_to_host(const ZeroState *z, Range p, float *dst);
+// A resumed run: the optimizer steps the checkpoint took (zero/step.c counts on from there).
+void zero_resume_at_step(ZeroState *z, long steps);
+// Evaluation and generation (zero/eval.c): begin finishes what the last step left in flight
+// (stages 0-2 then hold whole weights) and, at stage 3, installs the unit visitor (model/t5.h)
+// through which t5_forward and generation gather each unit as they read it, in lock-step
+// across ranks; end removes it. z may be NULL (no ZeRO state: nothing to do).
 void zero_eval_begin(ZeroState *z);
 void zero_eval_end(ZeroState *z);
 
 // ---- per stage: grads_allreduce.c (0-1), params_allgather.c (1-2), grads_reduce_scatter.c (2-3), params_fetch.c (3)
-// stage 0-1: gradient hook (end: on the step's last micro-batch, all-reduce the unit's
-// gradient over ranks in buckets of reduce_bucket_size, on the communication stream)
-void zero_allreduce_end_grads(void *ctx, T5Model *m, int unit);
+// stage 0-1: all-reduce a finished unit's gradient over ranks in buckets of
+// reduce_bucket_size, on the communication stream (zero/step.c: on the step's last micro-batch)
+void zero_allreduce_unit_grads(ZeroState *z, int unit);
 // stage 1-2: all-gather every rank's partition of the compute weights after the update,
-// unit by unit (asynchronous with overlap_comm); the fetch hook waits for a unit's gather
-// before forward or backward reads it
+// unit by unit (asynchronous with overlap_comm); wait_unit: the compute stream waits for a
+// unit's gather before forward or backward reads it (zero/step.c)
 void zero_allgather_params(ZeroState *z);
 void zero_allgather_unit(ZeroState *z, int unit);  // one unit's (the same, asynchronous with overlap_comm)
-void zero_allgather_fetch_params(void *ctx, T5Model *m, int unit);
+void zero_allgather_wait_unit(ZeroState *z, int unit);
 // stage 1-2 with offload (update_async.c): the CPU update on its own thread while the next
-// forward starts; the fetch hook waits for each unit's new weights (and gathers them);
+// forward starts; publish_unit (zero/step.c, before forward reads a unit) waits for the
+// new weights of the units up to it and all-gathers them;
 // join waits for the thread and publishes what is left. overlaps: this run does so (not
 // with the test hook T5_SYNC_UPDATE=1).
 int zero_update_overlaps(const ZeroState *z);
 void zero_update_start(ZeroState *z, float lr, float grad_scale);
-void zero_update_fetch_params(void *ctx, T5Model *m, int unit);
+void zero_update_publish_unit(ZeroState *z, int unit);
 void zero_update_join(ZeroState *z);
 // Everything a step left in flight has finished: the offloaded update's thread, the
 // collectives (the compute stream waits for them). Before reading weights or optimizer
@@ -236,35 +162,13 @@ void zero_update_join(ZeroState *z);
 void zero_sync(ZeroState *z);
 // The gradients the step consumed are cleared for the next one (zero/step.c).
 void zero_clear_grads(ZeroState *z);
-// stage 2-3: gradient hooks (begin: point the unit at a zeroed work buffer; end: reduce-
-// scatter it into the owners' partitions, adding what the partition already holds)
-void zero_reduce_scatter_begin_grads(void *ctx, T5Model *m, int unit);
-void zero_reduce_scatter_end_grads(void *ctx, T5Model *m, int unit);
-// stage 2-3 with grad_on_host: wait until every piece of this backward is in host memory
+// stage 2-3 (zero/step.c around backward's segments): open points the unit's gradient at a
+// zeroed work buffer; unit_grads reduce-scatters it into the owners' partitions, adding what
+// the partition already holds (last_micro: offload also takes the piece's norms)
+void zero_reduce_scatter_open(ZeroState *z, int unit);
+void zero_reduce_scatter_unit_grads(ZeroState *z, int unit, int last_micro);
+// stage 2-3 with grads.on_host: wait until every piece of this backward is in host memory
 // (zero/step.c after each backward; the next one adds to them, the optimizer reads them)
 void zero_reduce_scatter_wait_host(ZeroState *z);
-// stage 3: weight hooks (fetch: all-gather the unit into a weight buffer, unless it is
-// there already, and prefetch the next one; release: the unit is no longer in use)
-void zero_stage3_fetch_params(void *ctx, T5Model *m, int unit);
-void zero_stage3_release_params(void *ctx, T5Model *m, int unit);
-// stage 3: set-up of the buffer pool and persistent units (after the partition exists) and
-// their release; the weights changed (the gathered copies are stale; persistent units are
-// gathered again, asynchronously)
-void zero_stage3_init(ZeroState *z, const ZeroOptions *o);
-void zero_stage3_free(ZeroState *z);
-void zero_stage3_forget_gathered(ZeroState *z);
-// stage 3: one line with the fetches so far: gathered on demand, found gathered ahead by a
-// prefetch, found still gathered from an earlier use (how well the prefetch predicts)
+// stage 3: one line with the fetches so far (zero_fetch_print_stats); nothing at other stages
 void zero_stage3_print_stats(const ZeroState *z);
-// stage 3 generation: every rank keeps stepping until all are finished (T5UnitHooks)
-int zero_stage3_all_finished(void *ctx, int finished);
-// The stage-3 buffers the options give for a layout: pool buffers x elements each, and the
-// persistent units' elements (the planner and zero_stage3_init agree through this).
-typedef struct {
-    int n_pool;
-    size_t pool_elems, persist_elems;
-    int max_live_below_two;  // stage3_max_live_parameters admits fewer than two units (said at start-up)
-} Stage3Buffers;
-Stage3Buffers zero_stage3_buffers(const ParamLayout *L, const ZeroOptions *o);
-// One line per stage-3 key saying what it does in this run (start-up, rank 0).
-void zero_stage3_describe(const ParamLayout *L, const ZeroOptions *o, const char *path);

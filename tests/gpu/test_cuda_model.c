@@ -52,7 +52,7 @@ static void fp32_against_hf(const char *variant, float smoothing) {
     free(want);
     size_t nl = (size_t)b->B * b->T * m.cfg.vocab_size;
     float *logits = mallocCheck(nl * sizeof(float));
-    be->to_host(logits, m.logits, nl * sizeof(float));
+    be->to_host(logits, m.acts.logits, nl * sizeof(float));
     want = read_ref(&st, "logits", nl);
     snprintf(what, sizeof what, "cuda fp32 %s: logits", variant);
     test_close(what, logits, want, nl, 1e-5);
@@ -110,7 +110,7 @@ static void fp32_against_hf(const char *variant, float smoothing) {
     be->to_host(g2, ck.grads, m.lay.total * sizeof(float));
     snprintf(what, sizeof what, "cuda fp32 %s: kept sublayer norms and FFN hidden states give bitwise-equal gradients",
              variant);
-    test_check(ck.enc[0].ffn.h && !memcmp(g, g2, m.lay.total * sizeof(float)), what);
+    test_check(ck.acts.enc[0].ffn.h && !memcmp(g, g2, m.lay.total * sizeof(float)), what);
     free(g2);
     free(g);
     t5_free(&ck);
