@@ -18,7 +18,7 @@
 #include "../common/check.h"
 #include "../data/collate.h"
 #include "../data/dataset.h"
-#include "../data/prepare_cmd.h"
+#include "../cmd/cmd.h"
 #include "../data/sampler.h"
 #include "../data/spm.h"
 #include "../data/text_reader.h"
