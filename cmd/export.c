@@ -22,7 +22,7 @@
 #include "../common/flags.h"
 #include "../model/hf_dir.h"
 #include "../model/params.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "../trainer/output_dir.h"
 #include "../zero/checkpoint.h"
 

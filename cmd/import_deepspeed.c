@@ -1,6 +1,6 @@
 // cmd/import_deepspeed.c: `train_t5 import-deepspeed` (see cmd.h).
 //
-// The checkpoint is read by model/ds_checkpoint.c; here its tensors are matched BY NAME to
+// The checkpoint is read by formats/ds_checkpoint.c; here its tensors are matched BY NAME to
 // train_t5's flat layout (DeepSpeed's order is its param groups', e.g. HF's decay / no-decay
 // split), and OUT gets:
 //   config.json, model.safetensors     the fp32 weights (hf_save_model), = zero_to_fp32's
@@ -26,7 +26,7 @@
 #include "../common/fileio.h"
 #include "../common/flags.h"
 #include "../common/json_read.h"
-#include "../model/ds_checkpoint.h"
+#include "../formats/ds_checkpoint.h"
 #include "../model/hf_dir.h"
 #include "../model/params.h"
 #include "../optim/loss_scaler.h"

@@ -2,7 +2,7 @@
 // optionally a batch file and AdamW settings), their parsing and the model they load.
 #pragma once
 
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "../model/t5.h"
 
 typedef struct {

@@ -39,7 +39,7 @@
 #include "../common/fileio.h"
 #include "../model/hf_dir.h"
 #include "../model/params.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "test.h"
 #include "test_files.h"
 #include "test_tmp.h"

@@ -1,5 +1,5 @@
 // tests/test_torch_bin.c: PyTorch .bin weights and DeepSpeed ZeRO checkpoints read without
-// torch (model/torch_pickle.c, model/torch_file.c, model/ds_checkpoint.c,
+// torch (formats/torch_pickle.c, formats/torch_file.c, formats/ds_checkpoint.c,
 // cmd/import_deepspeed.c), against the files torch and DeepSpeed wrote themselves
 // (tests/fixtures/ds_ckpt, tools/make_ds_checkpoint.py) and the corner cases made without
 // torch (tests/fixtures/torch_bin, tests/fixtures/ds_synth: several ranks, padding, frozen
@@ -26,8 +26,8 @@
 #include "../model/hf_dir.h"
 #include "../model/load.h"
 #include "../model/params.h"
-#include "../model/safetensors.h"
-#include "../model/torch_file.h"
+#include "../formats/safetensors.h"
+#include "../formats/torch_file.h"
 #include "../cmd/cmd.h"
 #include "../zero/checkpoint.h"
 #include "../zero/owned.h"

@@ -12,7 +12,7 @@
 #include "../common/check.h"
 #include "../common/flags.h"
 #include "../deepspeed/ds_source.h"
-#include "../model/hf_cache.h"
+#include "../formats/hf_cache.h"
 #include "../dist/launch.h"
 #include "../optim/adamw.h"
 #include "../optim/lr_schedule.h"

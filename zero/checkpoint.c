@@ -19,7 +19,7 @@
 #include "../common/file_open.h"
 #include "../common/fileio.h"
 #include "../common/json_read.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 
 #define OLD_OPT_FILE "optimizer.safetensors"  // the layout before the shards
 #define OLD_STATE_FILE "zero_state.json"
