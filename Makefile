@@ -9,8 +9,8 @@
 #   make test-gpu   GPU tests (run on the GPU machine)
 #   make blog-table the 2021 post's table with HF + DeepSpeed beside us (two-GPU machine; bench/blog_table.sh)
 #   make clean
-# Sources are picked up by directory: every .c in common/ model/ kernels/cpu/ dist/ optim/
-# deepspeed/ zero/ data/ eval/ plot/ trainer/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
+# Sources are picked up by directory: every .c in common/ formats/ model/ kernels/cpu/ dist/ optim/
+# deepspeed/ zero/ data/ eval/ plot/ trainer/ cmd/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
 # With nvcc, kernels/cuda/*.cu and dist/*.cu (NCCL) join it and the binary links -lnccl;
 # without, the *_absent.c files stand in for them (entry points that refuse --device cuda
 # naming the build), so no caller needs an #ifdef.
@@ -27,7 +27,7 @@ CFLAGS  += $(MPI_CFLAGS)
 LDLIBS  := -lcjson -lsentencepiece -lprotobuf-c -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
 ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined,float-cast-overflow" HAVE_NVCC=0
 
-LIB_DIRS := common model kernels kernels/cpu dist optim deepspeed zero data eval plot trainer
+LIB_DIRS := common formats model kernels kernels/cpu dist optim deepspeed zero data eval plot trainer cmd
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_CXX  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 TEST_SRC := $(wildcard tests/test_*.c)

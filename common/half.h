@@ -1,6 +1,6 @@
 // common/half.h: fp16 and bf16 <-> fp32 conversions (round to nearest even, nan kept
 // quiet), inline so that loops over large buffers (checkpoint I/O, the offloaded optimizer)
-// vectorize. model/safetensors.h exports them as st_*.
+// vectorize. formats/safetensors.h exports them as st_*.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../common/check.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 
 static int *read_ints(StFile *st, const char *name, int required, int64_t *rows, int64_t *cols) {
     const StTensor *t = st_find(st, name);

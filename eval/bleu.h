@@ -11,7 +11,7 @@
 // stray invalid bytes here count as one non-space character each). Lines are compared as
 // sacreBLEU's CLI does after its `line.rstrip()`: Python's Unicode whitespace
 // (str.isspace) is trailing-stripped for BLEU and removed for chrF.
-// `train_t5 bleu HYP REF` (bleu_main) prints the scores and signatures; see bleu_main.
+// `train_t5 bleu HYP REF` (cmd/bleu.c) prints the scores and signatures.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -76,16 +76,9 @@ double chrf_stats_score(const ChrfStats *s);
 // "chrF2 = 58.41"
 int chrf_score_format(double score, char *buf, size_t cap);
 
+// Length of s after Python's s.rstrip() (sacreBLEU's CLI strips every line so).
+size_t bleu_rstrip_len(const char *s, size_t n);
+
 // sacrebleu Tokenizer13a()(s) (without BLEU's rstrip): returns a malloc'd NUL-terminated
 // string, its length in *out_len when not NULL.
 char *bleu_tokenize_13a(const char *s, size_t len, size_t *out_len);
-
-// `train_t5 bleu HYP_FILE REF_FILE`: argv[0] is the subcommand name ("bleu"), argv[1] the
-// hypotheses, argv[2] the references (one per line, same line count). Prints
-//   BLEU = ... (bleu_score_format)
-//   chrF2 = ... (chrf_score_format)
-//   BLEU signature: <BLEU_SIGNATURE>
-//   chrF2 signature: <CHRF_SIGNATURE>
-// and returns 0. Bad input (missing file, invalid UTF-8, line counts that differ, empty
-// files, extra arguments) exits 1 with one "error:" line. -h/--help prints the usage.
-int bleu_main(int argc, char **argv);

@@ -2,7 +2,7 @@
 //
 // Weights come from dir/model.safetensors, or, when that is absent, from the shards
 // named by dir/model.safetensors.index.json ({"weight_map": {tensor: shard file}}), then
-// from pytorch_model.bin and pytorch_model.bin.index.json (model/torch_file.c), as
+// from pytorch_model.bin and pytorch_model.bin.index.json (formats/torch_file.c), as
 // from_pretrained looks for them. Names accepted besides the layout's own:
 //  - encoder.embed_tokens.weight / decoder.embed_tokens.weight: tied aliases of
 //    shared.weight (either may be the only stored copy);
@@ -24,7 +24,7 @@
 #include "../common/file_open.h"
 #include "../common/fileio.h"
 #include "../common/json_read.h"
-#include "torch_file.h"
+#include "../formats/torch_file.h"
 
 #define SINGLE_FILE "model.safetensors"
 #define INDEX_FILE "model.safetensors.index.json"
@@ -64,7 +64,7 @@ static void refuse_non_file(const char *path) {
 typedef void (*WeightsOpenFn)(StFile *st, const char *path);
 
 // from_pretrained's order: safetensors (single, then sharded), then PyTorch .bin (single, then
-// sharded; model/torch_file.c reads them, zip or legacy format, as StFiles).
+// sharded; formats/torch_file.c reads them, zip or legacy format, as StFiles).
 static const struct {
     const char *single, *index;
     WeightsOpenFn open;

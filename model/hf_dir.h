@@ -8,7 +8,7 @@
 #pragma once
 #include "config.h"
 #include "params.h"
-#include "safetensors.h"
+#include "../formats/safetensors.h"
 
 // Resolve --model: a directory with config.json, or a preset name. Fills cfg and
 // returns 1 if there are weights to load (a directory), 0 for a bare preset.

@@ -10,7 +10,7 @@
 #include "../common/check.h"
 #include "block.h"
 #include "bump.h"
-#include "safetensors.h"
+#include "../formats/safetensors.h"
 
 // Assign (or, with base NULL, measure) every buffer of the decoder.
 static size_t decoder_layout(T5Decoder *d, char *base) {

@@ -432,7 +432,7 @@ expect_train_error "num_gpus -2" "--num_gpus" --do_train --data_dir "$T/d_ok" --
 expect_train_error "num_gpus on cpu" "mpirun" --do_train --data_dir "$T/d_ok" --num_gpus 2 --device cpu
 expect_train_error "num_gpus, no CUDA" "--num_gpus 1: this train_t5 was built without CUDA" --do_train --data_dir "$T/d_ok" \
   --num_gpus 1
-# HF flags (trainer/args.c's table): every unknown flag in one error; refused ones named with the reason
+# HF flags (trainer/args_table.c): every unknown flag in one error; refused ones named with the reason
 expect_train_error "3 unknown flags" "unknown flags --foo, --learning_rte (did you mean --learning_rate?), --qux" \
   --do_train --data_dir "$T/d_ok" --foo 1 --learning_rte 1e-3 --qux
 expect_train_error "refused flags" "--adafactor: Adafactor is not built" --do_train --data_dir "$T/d_ok" --adafactor \
@@ -515,7 +515,7 @@ expect_train_error "epochs 3e8, batch 1" "more than 2147483647" --do_train --dat
   --per_device_train_batch_size 1 --num_train_epochs 3e8
 expect_train_error "epochs 1e10" "more than 2147483647" --do_train --data_dir "$T/d_ok" --max_steps -1 \
   --num_train_epochs 1e10
-for f in $(grep -oE '(USE|ALIAS)\("[a-z_]+", FLAG_FLOAT' trainer/args.c | cut -d'"' -f2); do
+for f in $(grep -oE '(USE|ALIAS)\("[a-z_]+", FLAG_FLOAT' trainer/args_table.c | cut -d'"' -f2); do
   for v in inf nan 1e300; do
     expect_train_error "--$f $v" "--$f" --do_train --data_dir "$T/d_ok" "--$f" "$v"
   done

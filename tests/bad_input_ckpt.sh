@@ -9,7 +9,7 @@
 #     under another rank's name, the index of another checkpoint, `latest` naming another save:
 #     refused by --resume_from_checkpoint (1 rank) and `train_t5 export`. tests/test_ckpt_identity.c
 #     has the whole family at 1 and 2 ranks.
-#  2. import-deepspeed (trainer/import_deepspeed.c, model/ds_checkpoint.c): DeepSpeed
+#  2. import-deepspeed (cmd/import_deepspeed.c, formats/ds_checkpoint.c): DeepSpeed
 #     checkpoints made without torch (tools/make_ds_synthetic_fixtures.py) holding what a resume
 #     would refuse or what misleads: `latest` naming "..", an absolute path, a path, ".", nothing,
 #     a NUL; --tag ".."; the loss scaler's cur_scale nan / -4 / 0 / inf / a string, cur_iter,

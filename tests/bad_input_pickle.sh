@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/bad_input_pickle.sh: hostile pytorch_model.bin files (issue 35, "Pickle VM"): the pickle
-# VM (model/torch_pickle.c) and the zip / legacy container (model/torch_file.c) as a hostile
+# VM (formats/torch_pickle.c) and the zip / legacy container (formats/torch_file.c) as a hostile
 # user or a damaged download would feed them, through `train_t5 info --model DIR` under the
 # AddressSanitizer build. Each hostile file must end in exit code 1 (no signal, no sanitizer
 # report) with ONE "error: ..." line (optionally a HINT line) naming the file and what is

@@ -1,4 +1,4 @@
-// tests/test_args.c: the trainer's command line as an HF user writes it (trainer/args.c).
+// tests/test_args.c: the trainer's command line as an HF user writes it (trainer/args.c, trainer/args_table.c).
 //   table    docs/TRAINER.md's flag table and the parser's table agree, row by row, both ways
 //            (implemented / alias of --x / accepted, changes nothing / refused [unless v])
 //   flags    the list, each implemented with HF's meaning or refused by name: a run
@@ -18,7 +18,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "../trainer/args.h"
 #include "test_files.h"
 #include "test.h"

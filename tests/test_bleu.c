@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../cmd/cmd.h"
 #include "../common/check.h"
 #include "../eval/bleu.h"
 #include "test.h"

@@ -1,5 +1,5 @@
 // tests/test_checkpoint.c: checkpoints at any scale (zero/checkpoint.c, trainer/checkpoint.c,
-// trainer/export.c) through ./train_t5 on CPU ranks under mpirun (run from the repository
+// cmd/export.c) through ./train_t5 on CPU ranks under mpirun (run from the repository
 // root, after make).
 //
 // 1. Exact resume: 10 steps straight (a checkpoint at 5 and 10) against the same run resumed
@@ -39,7 +39,7 @@
 #include "../common/fileio.h"
 #include "../model/hf_dir.h"
 #include "../model/params.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "test.h"
 #include "test_files.h"
 #include "test_tmp.h"

@@ -29,7 +29,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "test.h"
 #include "test_files.h"
 #include "test_tmp.h"

@@ -15,7 +15,7 @@
 #include "../model/config.h"
 #include "../model/hf_dir.h"
 #include "../model/params.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "test.h"
 #include "test_io_util.h"
 

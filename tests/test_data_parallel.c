@@ -30,7 +30,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "../zero/partition.h"
 #include "test_files.h"
 #include "test.h"

@@ -10,7 +10,7 @@
 #include "../common/check.h"
 #include "../data/batch_file.h"
 #include "../model/load.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "../zero/step.h"
 #include "test.h"
 

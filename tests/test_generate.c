@@ -19,7 +19,7 @@
 #include "../common/check.h"
 #include "../model/generate.h"
 #include "../model/load.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "test_files.h"
 #include "test.h"
 #include "../trainer/progress.h"

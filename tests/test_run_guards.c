@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "test.h"
 #include "test_files.h"
 #include "test_tmp.h"

@@ -1,6 +1,6 @@
 // tests/test_torch_bin.c: PyTorch .bin weights and DeepSpeed ZeRO checkpoints read without
-// torch (model/torch_pickle.c, model/torch_file.c, model/ds_checkpoint.c,
-// trainer/import_deepspeed.c), against the files torch and DeepSpeed wrote themselves
+// torch (formats/torch_pickle.c, formats/torch_file.c, formats/ds_checkpoint.c,
+// cmd/import_deepspeed.c), against the files torch and DeepSpeed wrote themselves
 // (tests/fixtures/ds_ckpt, tools/make_ds_checkpoint.py) and the corner cases made without
 // torch (tests/fixtures/torch_bin, tests/fixtures/ds_synth: several ranks, padding, frozen
 // parameters). Checks:
@@ -26,9 +26,9 @@
 #include "../model/hf_dir.h"
 #include "../model/load.h"
 #include "../model/params.h"
-#include "../model/safetensors.h"
-#include "../model/torch_file.h"
-#include "../trainer/import_deepspeed.h"
+#include "../formats/safetensors.h"
+#include "../formats/torch_file.h"
+#include "../cmd/cmd.h"
 #include "../zero/checkpoint.h"
 #include "../zero/owned.h"
 #include "../zero/step.h"
@@ -92,7 +92,7 @@ static int run_import(const char *ckpt, const char *out, const char *extra1, con
     char *argv[8] = {"train_t5", "import-deepspeed", (char *)ckpt, (char *)out, (char *)extra1, (char *)extra2, NULL};
     int argc = 4 + (extra1 != NULL) + (extra2 != NULL);
     fflush(stdout);
-    return import_deepspeed_main(argc, argv, 2);
+    return cmd_run_import_deepspeed(argc, argv);
 }
 
 // The imported model equals zero_to_fp32's state dict: each tensor of ours bitwise, each of

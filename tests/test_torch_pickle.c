@@ -1,4 +1,4 @@
-// tests/test_torch_pickle.c: the pickle VM (model/torch_pickle.c, model/torch_pickle_key.c)
+// tests/test_torch_pickle.c: the pickle VM (formats/torch_pickle.c, formats/torch_pickle_key.c)
 // on pickles written byte by byte here, for what a whole-file test cannot see (issue 35):
 //  - dict keys as Python's dict has them: a key stored again keeps its place and takes the
 //    last value; 1 == 1.0 == True, -0.0 == 0, a NaN only equals itself, tuples by items,
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "../common/check.h"
-#include "../model/torch_pickle.h"
+#include "../formats/torch_pickle.h"
 #include "test.h"
 #include "test_fork.h"
 #include "test_io_util.h"

@@ -20,7 +20,7 @@
 
 #include "../common/check.h"
 #include "../common/fileio.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "test_files.h"
 #include "test.h"
 

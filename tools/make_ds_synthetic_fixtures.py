@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tools/make_ds_synthetic_fixtures.py: DeepSpeed ZeRO-2/3 checkpoints of SEVERAL ranks made
-without torch or DeepSpeed, for model/ds_checkpoint.c's tests (tests/test_torch_bin.c).
+without torch or DeepSpeed, for formats/ds_checkpoint.c's tests (tests/test_torch_bin.c).
 
 tools/make_ds_checkpoint.py makes the real thing, but on one GPU: one rank, where ZeRO's
 padding and ZeRO-3's per-parameter split never show. Here known weights (a model.safetensors)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tools/make_torch_bin_fixtures.py: torch.save files made WITHOUT torch, for the .bin reader's
-tests (model/torch_file.c, tests/test_torch_bin.c): the same weights as a model.safetensors,
+tests (formats/torch_file.c, tests/test_torch_bin.c): the same weights as a model.safetensors,
 written in torch's zip format and its legacy (< 1.6) format with the exact pickles torch.save
 writes (protocol 2; torch._utils._rebuild_tensor_v2 over ('storage', torch.FloatStorage, key,
 location, numel[, view]) persistent ids; collections.OrderedDict), plus the corner cases and

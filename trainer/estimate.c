@@ -1,55 +1,15 @@
-// trainer/estimate.c: `train_t5 estimate`: per-rank GPU and host bytes for a model, batch,
-// precision, world size and offload, for ZeRO stages 0-3 (zero/planner.c, the same
-// arithmetic the allocator follows), with the ZeRO paper's model-state formula beside it
-// and the communication volume per step; --png draws the same plan (estimate_png.c). Needs no GPU.
+// trainer/estimate.c: the table of `train_t5 estimate` (cmd/estimate.c) and of --explain:
+// per-rank GPU and host bytes for a model, batch, precision, world size and offload, for ZeRO
+// stages 0-3 (zero/planner.c, the same arithmetic the allocator follows), with the ZeRO
+// paper's model-state formula beside it and the communication volume per step; estimate_png.c
+// draws the same plan. Needs no GPU.
 #include "estimate.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/check.h"
-#include "../common/flags.h"
-#include "../model/hf_dir.h"
-#include "../plot/canvas.h"
 #include "../zero/planner.h"
 #include "../zero/zero.h"
-
-int estimate_main(int argc, char **argv, int start) {
-    const char *model = "t5-large";
-    const char *png = NULL;
-    int batch = 16, seq = 128, world = 1, bf16 = 0, fp16 = 0, offload = 0, ckpt = 0, help = 0;
-    FlagSpec specs[] = {
-        {"model", FLAG_STRING, &model, "preset or model directory (t5-large)"},
-        {"batch", FLAG_INT, &batch, "micro-batch per rank (16)"},
-        {"seq", FLAG_INT, &seq, "source = target tokens (128)"},
-        {"world_size", FLAG_INT, &world, "ranks (1)"},
-        {"bf16", FLAG_BOOL, &bf16, "bf16 mixed precision"},
-        {"fp16", FLAG_BOOL, &fp16, "fp16 mixed precision"},
-        {"offload_optimizer", FLAG_BOOL, &offload, "optimizer state in host memory"},
-        {"gradient_checkpointing", FLAG_BOOL, &ckpt, "recompute block activations"},
-        {"png", FLAG_STRING, &png, "also draw what each rank holds at each stage into this PNG"},
-        {"help", FLAG_BOOL, &help, "this help"},
-    };
-    int n_specs = (int)(sizeof specs / sizeof specs[0]);
-    flags_parse(argc, argv, start, specs, n_specs, "estimate");
-    if (help) {
-        flags_print_help(specs, n_specs);
-        return 0;
-    }
-    if (bf16 && fp16) t5_fail("estimate: --fp16 and --bf16 contradict each other: pick one");
-    if (batch < 1 || seq < 2 || world < 1) t5_fail("estimate: --batch, --seq and --world_size must be positive");
-    if (png) canvas_check_out_path(png, "--png");  // before the model is resolved or anything printed
-    T5Config cfg;
-    hf_resolve_model(model, &cfg);
-    Dtype dt = bf16 ? DTYPE_BF16 : fp16 ? DTYPE_F16 : DTYPE_F32;
-    estimate_print_table(model, &cfg, dt, batch, seq, seq, ckpt, world, offload, 0, -1);
-    if (png) {
-        EstimateSetup su = {model, &cfg, dt, batch, seq, seq, ckpt, world, offload, 0};
-        estimate_draw_png(&su, png);
-        printf("wrote %s\n", png);
-    }
-    return 0;
-}
 
 double estimate_rows(const EstimateSetup *s, EstimateRow rows[ESTIMATE_STAGES]) {
     ZeroPlan z0 = planner_memory_zero(s->cfg, s->dt, s->batch, s->S, s->T, s->ckpt, 0, 0, 1, 0);

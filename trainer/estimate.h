@@ -1,4 +1,5 @@
-// trainer/estimate.h: `train_t5 estimate` (estimate.c) and its picture (estimate_png.c).
+// trainer/estimate.h: the per-rank memory table of `train_t5 estimate` (cmd/estimate.c) and
+// --explain (estimate.c), and its picture (estimate_png.c).
 #pragma once
 
 #include "../kernels/backend.h"
@@ -24,7 +25,6 @@ typedef struct {
     double paper;
 } EstimateRow;
 
-int estimate_main(int argc, char **argv, int start);
 // The rows of stages 0-3 for s; returns Psi (parameters). Optimizer offload applies from
 // stage 1 on, as in DeepSpeed.
 double estimate_rows(const EstimateSetup *s, EstimateRow rows[ESTIMATE_STAGES]);

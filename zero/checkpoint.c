@@ -21,7 +21,7 @@
 #include "../common/file_open.h"
 #include "../common/fileio.h"
 #include "../common/json_read.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
 #include "checkpoint_index.h"
 
 #define OLD_OPT_FILE "optimizer.safetensors"  // the layout before the shards

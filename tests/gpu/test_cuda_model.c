@@ -15,7 +15,7 @@
 #include "../../common/half.h"
 #include "../../data/batch_file.h"
 #include "../../model/load.h"
-#include "../../model/safetensors.h"
+#include "../../formats/safetensors.h"
 #include "../../kernels/cuda/cuda_ops.h"
 #include "../../trainer/device.h"
 #include "../../zero/step.h"

@@ -1,4 +1,4 @@
-// model/safetensors.c: safetensors reader (full header validation, chunked reads with
+// formats/safetensors.c: safetensors reader (full header validation, chunked reads with
 // dtype conversion) and streaming writer (see safetensors.h).
 //
 // Validation follows the reference implementation (huggingface/safetensors, Rust
@@ -27,7 +27,7 @@
 #include "../common/half.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "model/safetensors.c: big-endian hosts are not supported (safetensors data is little-endian)"
+#error "formats/safetensors.c: big-endian hosts are not supported (safetensors data is little-endian)"
 #endif
 
 #define ST_MAX_HEADER (100u * 1000u * 1000u)  // the reference implementation's MAX_HEADER_SIZE

@@ -1,4 +1,4 @@
-// model/torch_file.c: torch.save files, zip and legacy (see torch_file.h).
+// formats/torch_file.c: torch.save files, zip and legacy (see torch_file.h).
 //
 // The zip layout is PKWARE's APPNOTE (end of central directory, ZIP64 locator and record,
 // central directory, local headers; ZIP64 extra field 0x0001) as torch's PyTorchStreamWriter
@@ -20,7 +20,7 @@
 #include "../common/hash_index.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "model/torch_file.c: big-endian hosts are not supported (torch writes little-endian storages)"
+#error "formats/torch_file.c: big-endian hosts are not supported (torch writes little-endian storages)"
 #endif
 
 // ---- zip records (APPNOTE.TXT 4.3) ------------------------------------------------------

@@ -1,6 +1,6 @@
-// trainer/import_deepspeed.c: `train_t5 import-deepspeed` (see import_deepspeed.h).
+// cmd/import_deepspeed.c: `train_t5 import-deepspeed` (see cmd.h).
 //
-// The checkpoint is read by model/ds_checkpoint.c; here its tensors are matched BY NAME to
+// The checkpoint is read by formats/ds_checkpoint.c; here its tensors are matched BY NAME to
 // train_t5's flat layout (DeepSpeed's order is its param groups', e.g. HF's decay / no-decay
 // split), and OUT gets:
 //   config.json, model.safetensors     the fp32 weights (hf_save_model), = zero_to_fp32's
@@ -13,7 +13,7 @@
 // to the rules that resume applies (zero_counters_ok, trainer_state_read; finite weights and
 // moments), and a value it would refuse, or one that misleads (a negative step count, a loss
 // scale of nan), is refused here naming the DeepSpeed file and field.
-#include "import_deepspeed.h"
+#include "cmd.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -26,12 +26,12 @@
 #include "../common/fileio.h"
 #include "../common/flags.h"
 #include "../common/json_read.h"
-#include "../model/ds_checkpoint.h"
+#include "../formats/ds_checkpoint.h"
 #include "../model/hf_dir.h"
 #include "../model/params.h"
 #include "../optim/loss_scaler.h"
 #include "../zero/checkpoint.h"
-#include "run.h"
+#include "../trainer/run.h"
 
 #define USAGE "train_t5 import-deepspeed CKPT_DIR OUT [--tag TAG] [--model M]"
 #define STRAY_CROSS_BIAS "decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight"
@@ -204,7 +204,7 @@ static void check_values(const DsCheckpoint *c, const char *name, const char *wh
                     name, what, (double)x[i], i, HINT_DAMAGED);
 }
 
-int import_deepspeed_main(int argc, char **argv, int start) {
+int cmd_run_import_deepspeed(int argc, char **argv) {
     const char *tag = NULL, *model = NULL;
     int help = 0;
     FlagSpec specs[] = {
@@ -216,7 +216,7 @@ int import_deepspeed_main(int argc, char **argv, int start) {
     int n_specs = (int)(sizeof specs / sizeof specs[0]);
     // CKPT_DIR and OUT: the words that are neither a flag nor a flag's value
     const char **pos = mallocCheck(sizeof(char *) * (size_t)(argc ? argc : 1));
-    int npos = flags_parse_words(argc, argv, start, specs, n_specs, "import-deepspeed", pos);
+    int npos = flags_parse_words(argc, argv, 2, specs, n_specs, "import-deepspeed", pos);
     if (npos > 2) t5_fail("import-deepspeed: unexpected argument \"%s\"; HINT: %s", pos[2], USAGE);
     if (help) {
         printf("%s\n  A DeepSpeed ZeRO-2/3 checkpoint into an HF model directory OUT (fp32 model.safetensors equal to\n"

@@ -1,4 +1,4 @@
-// model/hf_cache.h: a model name found in the Hugging Face hub cache, as from_pretrained finds it.
+// formats/hf_cache.h: a model name found in the Hugging Face hub cache, as from_pretrained finds it.
 // `--model t5-large` (or google-t5/t5-large) on a machine where transformers has downloaded it
 // resolves to the cached snapshot directory: $HF_HUB_CACHE, else $HF_HOME/hub, else
 // $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub; in it

@@ -1,4 +1,4 @@
-// model/torch_pickle.h: a small pickle VM for the pickles torch.save writes (protocol 2):
+// formats/torch_pickle.h: a small pickle VM for the pickles torch.save writes (protocol 2):
 // state dicts of HF pytorch_model.bin files and DeepSpeed checkpoints. It builds a tree of
 // plain values (None, bool, int, float, str, tuple, list, dict) plus three torch kinds:
 // a storage reference (the `storage` persistent id), a tensor (_rebuild_tensor_v2 over a
@@ -73,7 +73,7 @@ struct PkValue {
             int64_t *shape, *stride;  // ndim each
         };
     };
-    // As a dict key (model/torch_pickle_key.c): the first value seen equal to this one as
+    // As a dict key (formats/torch_pickle_key.c): the first value seen equal to this one as
     // Python's == says (1 == 1.0 == True), and the hash of that value.
     PkValue *canon;
     uint64_t hash;

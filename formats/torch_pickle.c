@@ -1,4 +1,4 @@
-// model/torch_pickle.c: the pickle VM of torch_pickle.h.
+// formats/torch_pickle.c: the pickle VM of torch_pickle.h.
 //
 // Semantics follow CPython's Lib/pickle.py (_Unpickler) for the opcodes implemented; torch's
 // classes follow torch/_utils.py (_rebuild_tensor_v2, _rebuild_parameter) and

@@ -1,4 +1,4 @@
-// model/ds_checkpoint.h: DeepSpeed ZeRO-2/3 checkpoints read without DeepSpeed or torch
+// formats/ds_checkpoint.h: DeepSpeed ZeRO-2/3 checkpoints read without DeepSpeed or torch
 // (layout of DeepSpeed 0.19: DIR/latest names the tag; DIR/TAG/*_model_states.pt and
 // *_optim_states.pt, one optim file per data-parallel rank). The full fp32 parameters are
 // reassembled from the ranks' partitions exactly as deepspeed/utils/zero_to_fp32.py does

@@ -1,4 +1,4 @@
-// model/torch_pickle_key.h: dict keys of the pickle VM (model/torch_pickle.c) compared as
+// formats/torch_pickle_key.h: dict keys of the pickle VM (formats/torch_pickle.c) compared as
 // Python compares them, in time linear in the pickle. Each value used as a key gets a
 // canonical value (PkValue.canon): the first value seen that Python's == finds equal to it
 // (1, 1.0 and True are one key; two tuples are one key when their items are), so that two

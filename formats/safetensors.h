@@ -1,4 +1,4 @@
-// model/safetensors.h: streaming reader and writer for the safetensors format
+// formats/safetensors.h: streaming reader and writer for the safetensors format
 // (8-byte little-endian header length, JSON header {name: {dtype, shape,
 // data_offsets}}, optional "__metadata__", then the raw tensor bytes).
 // The header is validated in full before any tensor is read: dtype known, shape

@@ -1,4 +1,4 @@
-// model/hf_cache.c: a model name looked up in the Hugging Face hub cache (see hf_cache.h).
+// formats/hf_cache.c: a model name looked up in the Hugging Face hub cache (see hf_cache.h).
 #include "hf_cache.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
-// data/prepare_cmd.c: `train_t5 prepare` (see prepare_cmd.h).
-#include "prepare_cmd.h"
+// cmd/prepare.c: `train_t5 prepare` (see cmd.h).
+#include "cmd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +10,9 @@
 #include "../common/clock.h"
 #include "../common/fileio.h"
 #include "../common/flags.h"
-#include "dataset.h"
-#include "splits.h"
-#include "spm.h"
+#include "../data/dataset.h"
+#include "../data/splits.h"
+#include "../data/spm.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -159,3 +159,5 @@ int prepare_main(int argc, char **argv) {
     free(tok_path);
     return 0;
 }
+
+int cmd_run_prepare(int argc, char **argv) { return prepare_main(argc - 1, argv + 1); }

@@ -1,4 +1,4 @@
-// trainer/bench.c: `train_t5 bench`: training throughput of a model on synthetic
+// cmd/bench.c: `train_t5 bench`: training throughput of a model on synthetic
 // batches (random token ids, src = tgt = --seq tokens, no padding), the same workload as
 // bench/hf_baseline.py and bench/ds_baseline.py, for bench/throughput.sh and
 // bench/zero_scaling.sh. It runs ZeRO like training does: --deepspeed CFG takes the
@@ -16,7 +16,7 @@
 // own arithmetic, zero/planner.c); --find_max_batch searches the largest batch (multiples
 // of 8) the plan admits. The config's scheduler is not used: the lr stays at 1e-4 (the
 // lr does not change the step's time).
-#include "bench.h"
+#include "cmd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +34,8 @@
 #include "../kernels/backend_registry.h"
 #include "../zero/planner.h"
 #include "../zero/step.h"
-#include "device.h"
-#include "progress.h"
+#include "../trainer/device.h"
+#include "../trainer/progress.h"
 #include "../common/ticker.h"
 
 typedef struct {
@@ -309,10 +309,10 @@ static void bench_profile_steps(const BenchArgs *a, Comm *comm, T5Model *m, Zero
     if (comm->rank == 0) backend_profile_report(stdout, 1e3 * pe, a->profile, 30);
 }
 
-int bench_main(int argc, char **argv, int start) {
+int cmd_run_bench(int argc, char **argv) {
     double t_start = now_seconds();
     BenchArgs a;
-    if (!bench_parse(&a, argc, argv, start)) return 0;
+    if (!bench_parse(&a, argc, argv, 2)) return 0;
     if (a.num_gpus > 0) {
         if (strcmp(a.device, "cuda") != 0)
             t5_fail("bench: --num_gpus %d with --device %s: several CPU ranks run only under mpirun", a.num_gpus, a.device);

@@ -1,4 +1,4 @@
-// model/ds_checkpoint.c: DeepSpeed ZeRO-2/3 checkpoints (see ds_checkpoint.h).
+// formats/ds_checkpoint.c: DeepSpeed ZeRO-2/3 checkpoints (see ds_checkpoint.h).
 //
 // Facts from DeepSpeed 0.19 (deepspeed/utils/zero_to_fp32.py, runtime/engine.py,
 // runtime/zero/stage_1_and_2.py and stage3.py), re-written here:

@@ -1,8 +1,8 @@
-// trainer/plot_cmd.c: `train_t5 plot`: a PNG of one or more runs' training curves from their
+// cmd/plot.c: `train_t5 plot`: a PNG of one or more runs' training curves from their
 // trainer_state.json (trainer/log_history.c): loss with eval_loss, learning_rate, grad_norm,
 // and eval_bleu when a run has it, one panel each, one colour per run, the folders named in
 // the legend. Drawn by plot/ (cairo); written atomically, after every input was read.
-#include "plot_cmd.h"
+#include "cmd.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include "../plot/canvas.h"
 #include "../plot/chart.h"
 #include "../plot/legend.h"
-#include "log_history.h"
+#include "../trainer/log_history.h"
 
 #define PLOT_USAGE "usage: train_t5 plot OUTPUT_DIR [OUTPUT_DIR2 ...] [--out FILE.png] [--width W --height H]"
 #define MAX_RUNS PLOT_PALETTE_SIZE  // one colour each
@@ -107,7 +107,7 @@ static void draw(const char *out, int width, int height, const char *const *labe
     canvas_free(c);
 }
 
-int plot_main(int argc, char **argv, int start) {
+int cmd_run_plot(int argc, char **argv) {
     const char *out = NULL;
     int width = 1200, height = 800, help = 0;
     FlagSpec specs[] = {
@@ -119,7 +119,7 @@ int plot_main(int argc, char **argv, int start) {
     int n_specs = (int)(sizeof specs / sizeof specs[0]);
     // the folders are the words that are neither a flag nor a flag's value
     const char **dirs = mallocCheck(sizeof(char *) * (size_t)(argc ? argc : 1));
-    int nd = flags_parse_words(argc, argv, start, specs, n_specs, "plot", dirs);
+    int nd = flags_parse_words(argc, argv, 2, specs, n_specs, "plot", dirs);
     if (help) {
         printf("%s\n  A PNG of each run's trainer_state.json log_history: loss and eval_loss, learning_rate,\n"
                "  grad_norm and eval_bleu against step; several folders are overlaid, one colour each.\n", PLOT_USAGE);

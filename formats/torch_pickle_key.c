@@ -1,4 +1,4 @@
-// model/torch_pickle_key.c: Python's == and hash for dict keys (see torch_pickle_key.h).
+// formats/torch_pickle_key.c: Python's == and hash for dict keys (see torch_pickle_key.h).
 //
 // Python (Objects/dictobject.c): a key stored again keeps its first key object and takes the
 // last value; keys compare by identity first, then ==. Numbers compare by exact value across

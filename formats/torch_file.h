@@ -1,9 +1,9 @@
-// model/torch_file.h: files written by torch.save, read without torch: the zip format
+// formats/torch_file.h: files written by torch.save, read without torch: the zip format
 // (torch >= 1.6: an uncompressed zip, ZIP64 when large, holding PREFIX/data.pkl and one
 // PREFIX/data/KEY file per storage) and the legacy format (torch < 1.6, as hub T5 .bin files
 // were written: a magic-number pickle, the protocol version, sys_info, the main pickle, the
 // list of storage keys, then each storage as an int64 element count and its raw bytes).
-// The main pickle becomes a value tree (model/torch_pickle.h); tensors stay in the file and
+// The main pickle becomes a value tree (formats/torch_pickle.h); tensors stay in the file and
 // are read on demand, converted to fp32. Any problem is a one-line error naming the file.
 // Names (zip entries, storage keys) are looked up by hash; every offset and size from the
 // file is checked without overflow against the file's size, and each storage must hold

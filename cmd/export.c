@@ -1,4 +1,4 @@
-// trainer/export.c: `train_t5 export CKPT OUT [--dtype fp32|bf16|fp16] [--max_shard_size 5GB]
+// cmd/export.c: `train_t5 export CKPT OUT [--dtype fp32|bf16|fp16] [--max_shard_size 5GB]
 // [--overwrite]`: an HF model directory (config.json, spiece.model, generation_config.json
 // when the checkpoint has one, and model.safetensors, or above --max_shard_size
 // model-0000i-of-0000n.safetensors + model.safetensors.index.json as save_pretrained names
@@ -6,8 +6,7 @@
 // stage-3 save without stage3_gather_16bit_weights_on_model_save) or a model.safetensors
 // (checkpoints written before the shards). One tensor at a time: the peak host memory is
 // the largest tensor plus a conversion buffer. Every input is checked before OUT is touched.
-#include "export.h"
-#include "output_dir.h"
+#include "cmd.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -23,7 +22,8 @@
 #include "../common/flags.h"
 #include "../model/hf_dir.h"
 #include "../model/params.h"
-#include "../model/safetensors.h"
+#include "../formats/safetensors.h"
+#include "../trainer/output_dir.h"
 #include "../zero/checkpoint.h"
 
 #define EXPORT_USAGE "usage: train_t5 export CKPT OUT [--dtype fp32|bf16|fp16] [--max_shard_size 5GB] [--overwrite]"
@@ -163,7 +163,7 @@ static void remove_stale(const char *out) {
     closedir(d);
 }
 
-int export_main(int argc, char **argv, int start) {
+int cmd_run_export(int argc, char **argv) {
     const char *dtype_s = "fp32", *max_s = DEFAULT_MAX_SHARD;
     int overwrite = 0, help = 0;
     FlagSpec specs[] = {
@@ -175,7 +175,7 @@ int export_main(int argc, char **argv, int start) {
     int n_specs = (int)(sizeof specs / sizeof specs[0]);
     // the two paths: the words that are neither a flag nor a flag's value
     const char **pos = mallocCheck(sizeof(char *) * (size_t)(argc ? argc : 1));
-    int np = flags_parse_words(argc, argv, start, specs, n_specs, "export", pos);
+    int np = flags_parse_words(argc, argv, 2, specs, n_specs, "export", pos);
     if (np > 2) t5_fail("export: a third path \"%s\"; HINT: %s", pos[2], EXPORT_USAGE);
     if (help) {
         printf("%s\n  An HF model directory (from_pretrained loads it) from a train_t5 checkpoint-N or output\n"
