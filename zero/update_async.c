@@ -22,6 +22,7 @@
 #include "../common/check.h"
 #include "../common/clock.h"
 #include "zero.h"
+#include "../common/t5_env.h"
 
 // Elements of the owned range a unit's new weights end at (relative to the range's first).
 static size_t unit_owned_end(const ZeroState *z, int unit) {
@@ -54,8 +55,7 @@ static void *update_main(void *arg) {
 }
 
 int zero_update_overlaps(const ZeroState *z) {
-    const char *v = getenv("T5_SYNC_UPDATE");
-    int sync = v && *v && strcmp(v, "0") != 0;
+    int sync = t5_env_flag(T5_ENV_SYNC_UPDATE);
     return !sync && z->offload && (z->stage == 1 || z->stage == 2);
 }
 

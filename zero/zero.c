@@ -9,13 +9,14 @@
 #include "../common/check.h"
 #include "../common/half.h"
 #include "checkpoint.h"
+#include "../common/t5_env.h"
 
 // Test hook T5_TEST_OVERFLOW_STEP=N[:R]: rank R (default every rank) scales step N's
 // backward by infinity, as an fp16 overflow in that rank's backward would; the reduction
 // carries the inf/nan to every rank, which must all skip step N (tests of the loss scaler
 // across ranks, bench/zero_equivalence.sh). Returns N for this rank, else 0.
 static long zero_test_overflow_step(int rank) {
-    const char *v = getenv("T5_TEST_OVERFLOW_STEP");
+    const char *v = t5_env_get(T5_ENV_TEST_OVERFLOW_STEP);
     if (!v || !*v) return 0;
     char *end = NULL;
     long n = strtol(v, &end, 10), r = -1;
@@ -398,12 +399,11 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
     // Debug hook T5_DUMP_GRAD_NORMS=FILE: rank 0 appends, per optimizer step, every tensor's
     // pre-clip gradient norm (zero/step.c), to set beside the norms torch's clip_grad_norm_
     // stacks (tools/make_exact_fixture.py records HF's; tests/test_exact.c compares them)
-    const char *dump = getenv("T5_DUMP_GRAD_NORMS");
+    const char *dump = t5_env_get(T5_ENV_DUMP_GRAD_NORMS);
     z->dump_grad_norms = comm->rank == 0 && dump && *dump ? dump : NULL;
     // Debug hook T5_STEP_TIMES=1: rank 0 prints where each optimizer step's time went
     // (zero/step.c; the device is synchronized at each mark, which costs a little)
-    const char *times = getenv("T5_STEP_TIMES");
-    z->step_times = comm->rank == 0 && times && *times && strcmp(times, "0") != 0;
+    z->step_times = comm->rank == 0 && t5_env_flag(T5_ENV_STEP_TIMES);
     hooks_set(z);
     if (oc && !z->offload) {
         size_t before = be->mem_in_use();
