@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "file_open.h"
+#include "t5_env.h"
 
 // A write that failed: the disk is full, the file-size limit is reached (EFBIG: the process
 // ignores SIGXFSZ, train_t5.c), or permissions; the unfinished file is removed at exit.
@@ -100,7 +101,7 @@ static size_t count_current, count_peak;
 int check_mem_counting(void) {
     int s = __atomic_load_n(&count_state, __ATOMIC_RELAXED);
     if (s == 0) {
-        const char *e = getenv("T5_COUNT_HOST_MEM");
+        const char *e = t5_env_get(T5_ENV_COUNT_HOST_MEM);
         s = e && strcmp(e, "1") == 0 ? 1 : -1;
         __atomic_store_n(&count_state, s, __ATOMIC_RELAXED);
     }

@@ -42,6 +42,7 @@ typedef struct Comm {
     const CommOps *ops;   // the implementation (see the top of this file); set by comm_init
     void *nccl;           // NCCL communicator state (dist/comm_nccl.cu) for GPU ranks, else NULL
     HostLayout hosts;     // every rank's host (dist/hosts.h), gathered by comm_attach_device
+    double nccl_timeout_s; // GPU ranks: seconds a collective may take (--ddp_timeout); 0: T5_NCCL_TIMEOUT or 1800
 } Comm;
 
 // The table every implementation fills; the comm_* functions below document each entry.

@@ -32,6 +32,7 @@
 
 extern "C" {
 #include "../common/check.h"
+#include "../common/t5_env.h"
 #include "../kernels/backend.h"
 #include "comm.h"
 #include "launch.h"
@@ -231,9 +232,9 @@ static void nccl_init(Comm *c) {
                  c->local_rank);
         t5_die(__FILE__, __LINE__, msg, "comm_nccl_attach selects the GPU of the local rank first (a bug in the caller)");
     }
-    const char *t = getenv("T5_NCCL_TIMEOUT");
-    s->timeout_s = DEFAULT_TIMEOUT_S;
-    if (t && *t) {
+    const char *t = t5_env_get(T5_ENV_NCCL_TIMEOUT);
+    s->timeout_s = c->nccl_timeout_s > 0 ? c->nccl_timeout_s : DEFAULT_TIMEOUT_S;  // the caller's (--ddp_timeout) first
+    if (!(c->nccl_timeout_s > 0) && t && *t) {
         char *end = NULL;
         s->timeout_s = strtod(t, &end);
         if (*end || !(s->timeout_s > 0)) t5_fail("T5_NCCL_TIMEOUT=\"%s\": expected seconds > 0", t);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/t5_env.h"
 
 // FNV-1a, 64 bits.
 static uint64_t fnv(uint64_t h, const char *s, size_t n) {
@@ -20,7 +21,7 @@ HostRecord hosts_this_record(void) {
     HostRecord r;
     memset(&r, 0, sizeof r);
     uint64_t key = 0xcbf29ce484222325ull;
-    const char *given = getenv("T5_HOST_NAME");
+    const char *given = t5_env_get(T5_ENV_HOST_NAME);
     if (given && *given) {
         size_t n = strlen(given);
         int ok = n < HOST_NAME_CHARS;

@@ -22,6 +22,7 @@
 #include "../common/check.h"
 #include "../common/clock.h"
 #include "liveness.h"
+#include "../common/t5_env.h"
 
 extern char **environ;
 
@@ -110,7 +111,7 @@ int launch_env_read(LaunchEnv *e) {
     memset(e, 0, sizeof *e);
     int world = 0, rank = 0, local = 0;
     if (env_int("WORLD_SIZE", &world)) {
-        const char *by = getenv("T5_LAUNCHER");
+        const char *by = t5_env_get(T5_ENV_LAUNCHER);
         e->launcher = by && !strcmp(by, "num_gpus") ? "num_gpus" : "torchrun";
         if (world < 1) t5_fail("WORLD_SIZE=%d: must be >= 1", world);
         if (!env_int("RANK", &rank) && world > 1)

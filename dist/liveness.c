@@ -21,6 +21,7 @@
 #include "../common/check.h"
 #include "../common/clock.h"
 #include "hosts.h"
+#include "../common/t5_env.h"
 
 // A message: four 32-bit words in network order, {MAGIC | type, a, b, c}.
 #define LV_MAGIC 0x4C560000u  // "LV"
@@ -74,7 +75,7 @@ static const char *host_of(int r, char *buf, size_t n) {
 }
 
 double liveness_timeout_s(void) {
-    const char *v = getenv("T5_HEARTBEAT_TIMEOUT");
+    const char *v = t5_env_get(T5_ENV_HEARTBEAT_TIMEOUT);
     if (!v || !*v) return LIVENESS_DEFAULT_TIMEOUT_S;
     char *end = NULL;
     double s = strtod(v, &end);

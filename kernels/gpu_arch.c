@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/t5_env.h"
 
 // The Makefile passes both (CUDA_ARCH, CUDA_PTX); a build by other means says "none".
 #ifndef T5_CUDA_CUBINS
@@ -135,7 +136,7 @@ int gpu_arch_parse_cc(const char *s) {
 }
 
 int gpu_arch_fake_cc(void) {
-    const char *v = getenv("T5_TEST_COMPUTE_CAPABILITY");
+    const char *v = t5_env_get(T5_ENV_TEST_COMPUTE_CAPABILITY);
     if (!v || !*v) return 0;
     int cc = gpu_arch_parse_cc(v);
     if (cc < 0)

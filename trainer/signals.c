@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/t5_env.h"
 
 enum { SIG_STOP_COUNT = 3 };
 static const int STOP_SIGS[SIG_STOP_COUNT] = {SIGTERM, SIGINT, SIGUSR1};
@@ -49,7 +50,7 @@ static void on_stop_signal(int sig, siginfo_t *info, void *ctx) {
 
 void signals_install(void) {
     if (g_installed) return;
-    const char *launcher = getenv("T5_LAUNCHER");  // dist/launch.c sets it for the ranks it starts
+    const char *launcher = t5_env_get(T5_ENV_LAUNCHER);  // dist/launch.c sets it for the ranks it starts
     g_launcher = launcher && !strcmp(launcher, "num_gpus") ? getppid() : 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -89,7 +90,7 @@ int signals_agree_stop(const Comm *c, char *what, size_t cap) {
 }
 
 void signals_test_hook(const char *where, int rank) {
-    const char *spec = getenv("T5_TEST_SIGNAL");
+    const char *spec = t5_env_get(T5_ENV_TEST_SIGNAL);
     if (!spec) return;
     const char *colon = strchr(spec, ':'), *at = strchr(spec, '@');
     if (!colon || (size_t)(colon - spec) != strlen(where) || strncmp(spec, where, strlen(where)) != 0) return;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../common/check.h"
+#include "../common/t5_env.h"
 #include "../common/fileio.h"
 #include "../eval/bleu.h"
 #include "../data/collate.h"
@@ -105,7 +106,7 @@ static void run_eval_during_training(Run *r, const Dataset *val, int track_best)
 // main thread sleep S seconds after step 2, as a rank busy for minutes would (rank 0 saving
 // a checkpoint while the others wait in a collective). The heartbeat must not end it.
 static void test_hook_stall(const Run *r) {
-    const char *who = getenv("T5_TEST_STALL_RANK"), *secs = getenv("T5_TEST_STALL_S");
+    const char *who = t5_env_get(T5_ENV_TEST_STALL_RANK), *secs = t5_env_get(T5_ENV_TEST_STALL_S);
     if (!who || !secs || atoi(who) != r->comm.rank) return;
     fflush(stdout);
     fprintf(stderr, "rank %d: T5_TEST_STALL_S: sleeping %s s after step %d\n", r->comm.rank, secs, r->global_step);
@@ -361,7 +362,7 @@ static char *continue_command(const Run *r, const char *ckpt) {
         if (i >= r->arg_start && !strncmp(w, "--resume_from_checkpoint=", 25)) continue;
         n += shell_word(cmd + n, cap - n, w);
     }
-    const char *launcher = getenv("T5_LAUNCHER");
+    const char *launcher = t5_env_get(T5_ENV_LAUNCHER);
     if (launcher && !strcmp(launcher, "num_gpus") && n < cap) n += (size_t)snprintf(cmd + n, cap - n, " --num_gpus %d", r->comm.world);
     if (n < cap) n += (size_t)snprintf(cmd + n, cap - n, " --resume_from_checkpoint");
     if (n < cap) shell_word(cmd + n, cap - n, ckpt);

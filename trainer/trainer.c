@@ -42,6 +42,7 @@
 #include "tensorboard.h"
 #include "run_log.h"
 #include "train_loop.h"
+#include "../common/t5_env.h"
 
 
 // ---------------------------------------------------------------------------------
@@ -214,17 +215,17 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
 
 // ---------------------------------------------------------------------------------
 
-// --ddp_timeout: the NCCL watchdog's limit (dist/comm_nccl.cu reads T5_NCCL_TIMEOUT); the
-// variable and a flag that disagree are an error naming both.
-static void apply_ddp_timeout(const TrainArgs *a) {
-    char want[32];
-    snprintf(want, sizeof want, "%d", a->ddp_timeout);
-    const char *env = getenv("T5_NCCL_TIMEOUT");
+// --ddp_timeout: the NCCL watchdog's limit, handed to the communicator (Comm.nccl_timeout_s).
+// T5_NCCL_TIMEOUT (a launcher's setting for every rank) decides when the flag is left at HF's
+// default; the two set to different values are an error naming both. Returns 0 for "the
+// variable decides" (dist/comm_nccl.cu reads it then).
+static double ddp_timeout_seconds(const TrainArgs *a) {
+    const char *env = t5_env_get(T5_ENV_NCCL_TIMEOUT);
     if (env && atof(env) != (double)a->ddp_timeout) {
-        if (a->ddp_timeout == 1800) return;  // the flag left at HF's default: the variable decides
+        if (a->ddp_timeout == 1800) return 0;  // the flag left at HF's default: the variable decides
         t5_fail("--ddp_timeout %d and T5_NCCL_TIMEOUT=%s contradict each other: drop one", a->ddp_timeout, env);
     }
-    setenv("T5_NCCL_TIMEOUT", want, 1);
+    return (double)a->ddp_timeout;
 }
 
 // Start-up, before anything is written or read besides the flags' files (docs/TRAINER.md
@@ -607,13 +608,14 @@ int trainer_main(int argc, char **argv, int start) {
     TrainArgs *a = &r.a;
     if (a->explain) return trainer_explain(&r);  // the dry run: no ranks started, nothing connected
     if (a->num_gpus > 0) return launch_spawn_ranks(a->num_gpus, argc, argv);  // the ranks redo all of this
-    apply_ddp_timeout(a);
+    double nccl_timeout_s = ddp_timeout_seconds(a);
     // a random init made on the host would run on a helper thread from here, beside the
     // communicator, the data and the plan (load_model waits for it); run_load_options makes
     // it in place instead (device_init: model_weights_begin has nothing to do)
     ModelLoadOptions lo = run_load_options(&r, NULL);
     if (lo.init_random) r.weights_job = model_weights_begin(a->model, &r.p.model_cfg, 0, lo);
     comm_init(&r.comm);
+    r.comm.nccl_timeout_s = nccl_timeout_s;
     comm_attach_device(&r.comm, a->device);  // GPU ranks: this rank's GPU (its targets checked) and NCCL
     check_ranks_agree(&r);                   // every rank started with the same settings
     check_rank_gpu(&r);                      // what the run asks of that GPU: bf16, TF32

@@ -5,13 +5,14 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/t5_env.h"
 
 // Test hook T5_TEST_OVERFLOW_STEP=N[:R]: rank R (default every rank) scales step N's
 // backward by infinity, as an fp16 overflow in that rank's backward would; the reduction
 // carries the inf/nan to every rank, which must all skip step N (tests of the loss scaler
 // across ranks, bench/zero_equivalence.sh). Returns N for this rank, else 0.
 static long test_overflow_step(int rank) {
-    const char *v = getenv("T5_TEST_OVERFLOW_STEP");
+    const char *v = t5_env_get(T5_ENV_TEST_OVERFLOW_STEP);
     if (!v || !*v) return 0;
     char *end = NULL;
     long n = strtol(v, &end, 10), r = -1;
@@ -20,23 +21,18 @@ static long test_overflow_step(int rank) {
     return r < 0 || r == rank ? n : 0;
 }
 
-static int env_on(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 ZeroDebug zero_debug_from_env(int rank) {
     ZeroDebug d = {0};
     d.overflow_step = test_overflow_step(rank);
     // Debug hook T5_DUMP_GRAD_NORMS=FILE: rank 0 appends, per optimizer step, every tensor's
     // pre-clip gradient norm (zero/step.c), to set beside the norms torch's clip_grad_norm_
     // stacks (tools/make_exact_fixture.py records HF's; tests/test_exact.c compares them)
-    const char *dump = getenv("T5_DUMP_GRAD_NORMS");
+    const char *dump = t5_env_get(T5_ENV_DUMP_GRAD_NORMS);
     d.dump_grad_norms = rank == 0 && dump && *dump ? dump : NULL;
     // Debug hook T5_STEP_TIMES=1: rank 0 prints where each optimizer step's time went
     // (zero/step.c; the device is synchronized at each mark, which costs a little)
-    d.step_times = rank == 0 && env_on("T5_STEP_TIMES");
+    d.step_times = rank == 0 && t5_env_flag(T5_ENV_STEP_TIMES);
     // Test hook T5_SYNC_UPDATE=1: the offloaded update in place (zero/update_async.c)
-    d.sync_update = env_on("T5_SYNC_UPDATE");
+    d.sync_update = t5_env_flag(T5_ENV_SYNC_UPDATE);
     return d;
 }

@@ -16,6 +16,7 @@
 #include "../common/half.h"
 #include "../kernels/cpu/adamw_math.h"
 #include "../optim/cpu_adam.h"
+#include "../common/t5_env.h"
 
 #define OFFLOAD_CHUNK ((size_t)16 << 20)  // elements per transfer: 4 staging buffers of 32-64 MiB
 // copy slots (backend.h): chunk k's gradient comes down into SLOT_GRAD + k % 2, its weights
@@ -25,7 +26,7 @@ enum { SLOT_GRAD = 0, SLOT_PARAM = 2 };
 // Test hook T5_OFFLOAD_CHUNK=N: N elements a chunk instead of OFFLOAD_CHUNK, so that the CPU
 // tests' small models run the pipeline over many chunks (tests/test_data_parallel.c).
 static size_t offload_chunk_elems(void) {
-    const char *v = getenv("T5_OFFLOAD_CHUNK");
+    const char *v = t5_env_get(T5_ENV_OFFLOAD_CHUNK);
     if (!v || !*v) return OFFLOAD_CHUNK;
     char *end = NULL;
     long long k = strtoll(v, &end, 10);

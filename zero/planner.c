@@ -13,6 +13,7 @@
 #include "../model/params.h"
 #include "../model/t5.h"
 #include "zero.h"
+#include "../common/t5_env.h"
 
 MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T, int gradient_checkpointing, int window) {
     MemPlan p = {0};
@@ -115,8 +116,8 @@ ZeroPlan planner_memory_zero_opts(const T5Config *cfg, Dtype act_dtype, int B, i
 }
 
 // A test hook's bytes, or -1 when it is not set.
-static double test_hook_bytes(const char *name) {
-    const char *v = getenv(name);
+static double test_hook_bytes(T5EnvVar var) {
+    const char *v = t5_env_get(var), *name = t5_env_name(var);
     if (!v || !*v) return -1;
     char *end = NULL;
     double x = strtod(v, &end);
@@ -165,7 +166,7 @@ void planner_check_offload(const ZeroPlan *z, const void *zero_options, int rank
     const double k = ranks_here > 0 ? ranks_here : 1;
     char need[32], one[32], avail[32];
     if (z->host > 0) {
-        double have = test_hook_bytes("T5_TEST_HOST_AVAILABLE");
+        double have = test_hook_bytes(T5_ENV_TEST_HOST_AVAILABLE);
         if (have < 0) have = host_available_bytes();
         if (have >= 0 && k * (double)z->host > have)
             offload_verdict(dry, "%s: the offloaded state needs %s of host memory (%s a rank x %d rank%s on this host) "
@@ -184,7 +185,7 @@ void planner_check_offload(const ZeroPlan *z, const void *zero_options, int rank
                    size_text(avail, sizeof avail, have));
     }
     if (z->nvme > 0 && o->nvme_path[0]) {
-        double have = test_hook_bytes("T5_TEST_NVME_FREE");
+        double have = test_hook_bytes(T5_ENV_TEST_NVME_FREE);
         struct statvfs st;
         if (have < 0 && statvfs(o->nvme_path, &st) == 0) have = (double)st.f_bavail * (double)st.f_frsize;
         if (have >= 0 && k * (double)z->nvme > have)

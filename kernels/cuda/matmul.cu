@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "gemm.cuh"
+#include "../../common/t5_env.h"
 
 static size_t dtype_bytes(Dtype dt) { return dt == DTYPE_F32 ? 4 : 2; }
 
@@ -49,21 +50,16 @@ static cudaDataType_t dtype_cuda(Dtype dt) {
     t5_fail("cuda matmul: unknown dtype code %d (supported: fp32, fp16, bf16)", (int)dt);
 }
 
-// Read once: T5_GEMM_VERBOSE, T5_GEMM_FALLBACK (see the header comment).
-static int gemm_env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && v[0] && strcmp(v, "0") != 0;
-}
 // The two flags are read from the environment once per process (not device state).
 static int gemm_verbose(void) {
     static int flag = -1;
-    if (flag < 0) flag = gemm_env_flag("T5_GEMM_VERBOSE");
+    if (flag < 0) flag = t5_env_flag(T5_ENV_GEMM_VERBOSE);
     return flag;
 }
 static int gemm_force_fallback(void) {
     static int flag = -1;
     if (flag < 0) {
-        flag = gemm_env_flag("T5_GEMM_FALLBACK");
+        flag = t5_env_flag(T5_ENV_GEMM_FALLBACK);
         if (flag) fprintf(stderr, "NOTICE: T5_GEMM_FALLBACK is set: every GEMM runs on the simple CUDA kernel (slow)\n");
     }
     return flag;
