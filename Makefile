@@ -9,9 +9,9 @@
 #   make test-gpu   GPU tests (run on the GPU machine)
 #   make blog-table the 2021 post's table with HF + DeepSpeed beside us (two-GPU machine; bench/blog_table.sh)
 #   make clean
-# Sources are picked up by directory: every .c in common/ formats/ model/ kernels/cpu/ dist/ optim/
+# Sources are picked up by directory: every .c in common/ formats/ model/ kernels/cpu/ comm/ optim/
 # deepspeed/ zero/ data/ eval/ plot/ trainer/ cmd/ goes into build/libt5.a; every tests/test_*.c becomes build/tests/test_*.
-# With nvcc, kernels/cuda/*.cu and dist/*.cu (NCCL) join it and the binary links -lnccl;
+# With nvcc, kernels/cuda/*.cu and comm/*.cu (NCCL) join it and the binary links -lnccl;
 # without, the *_absent.c files stand in for them (entry points that refuse --device cuda
 # naming the build), so no caller needs an #ifdef.
 
@@ -27,7 +27,7 @@ CFLAGS  += $(MPI_CFLAGS)
 LDLIBS  := -lcjson -lsentencepiece -lprotobuf-c -lstdc++ -lm -fopenmp $(MPI_LIBS) $(SAN)
 ASAN    := OPT="-O1 -g -fno-omit-frame-pointer" SAN="-fsanitize=address,undefined,float-cast-overflow" HAVE_NVCC=0
 
-LIB_DIRS := common formats model kernels kernels/cpu dist optim deepspeed zero data eval plot trainer cmd
+LIB_DIRS := common formats model kernels kernels/cpu comm optim deepspeed zero data eval plot trainer cmd
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_CXX  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -35,7 +35,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 # ---- feature detection: print what was found, never silently drop a feature -------
 CUDA_HOME ?= /usr/local/cuda
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
-CUDA_SRC  := $(wildcard kernels/cuda/*.cu dist/*.cu)
+CUDA_SRC  := $(wildcard kernels/cuda/*.cu comm/*.cu)
 # GPU targets (docs/CUDA.md "GPUs"): one cubin per compute capability in CUDA_ARCH (Turing 7.5
 # for fp16/fp32 on the 2021 post's Titan RTX cards, Ampere 8.0/8.6, Ada 8.9, Hopper 9.0) and PTX
 # of the newest, which the driver compiles for GPUs newer than every cubin (Blackwell).
@@ -197,7 +197,7 @@ ASAN_SCRIPTS := tests/bad_input.sh tests/bad_input_pickle.sh tests/bad_input_tok
                 tests/bad_input_files.sh tests/bad_input_dsblocks.sh
 TEST_SCRIPTS := $(ASAN_SCRIPTS) tests/check_links.sh tests/post_commands.sh tests/post_dry_runs.sh \
                 tests/tensorboard_events.sh tests/plot_png.sh tests/progress_tty.sh tests/readme_demo.sh tests/accelerate_env.sh \
-                tests/ds_blocks.sh \
+                tests/ds_blocks.sh tests/layout_rules.sh \
                 bench/test_zero_scaling.sh bench/test_blog_table.sh
 
 test: deps

@@ -4,14 +4,14 @@
 // bench/zero_scaling.sh. It runs ZeRO like training does: --deepspeed CFG takes the
 // config's zero_optimization (stage, buckets, overlap, prefetch, offload), optimizer
 // settings and fp16 loss scaler, and the ranks come from any launcher (--num_gpus N,
-// mpirun, torchrun-style variables, Slurm: dist/launch.h); each rank trains on its own
+// mpirun, torchrun-style variables, Slurm: comm/launch.h); each rank trains on its own
 // synthetic batch of --batch samples. Rank 0 prints one machine-readable line:
 //   RESULT impl=train_t5 mode=<ckpt|plain> model=M precision=P batch=B seq=S
 //          samples_per_s=X tokens_per_s=X tflops=X peak_gib=X status=ok|oom
 //          stage=K world=N peak_gib_ranks=a,b,... comm_ms_per_step=X step_ms=X
 // samples_per_s and tflops count all ranks together; peak_gib is the largest rank's
 // allocator peak; comm_ms_per_step is the communication stream's busy time per step
-// (dist/comm.h comm_busy_ms; -1 without NCCL). A batch the memory plan says cannot fit
+// (comm/comm.h comm_busy_ms; -1 without NCCL). A batch the memory plan says cannot fit
 // under --max_gpu_memory reports status=oom without running (the plan is the allocator's
 // own arithmetic, zero/planner.c); --find_max_batch searches the largest batch (multiples
 // of 8) the plan admits. The config's scheduler is not used: the lr stays at 1e-4 (the
@@ -26,11 +26,11 @@
 #include "../common/flags.h"
 #include "../model/hf_dir.h"
 #include "../model/load.h"
-#include "../dist/comm.h"
+#include "../comm/comm.h"
 #include "../deepspeed/ds_config.h"
 #include "../deepspeed/ds_zero_options.h"
 #include "../deepspeed/ds_source.h"
-#include "../dist/launch.h"
+#include "../comm/launch.h"
 #include "../kernels/backend_registry.h"
 #include "../zero/planner.h"
 #include "../zero/step.h"

@@ -11,10 +11,10 @@
 
 typedef enum {
     // settings passed to every rank
-    T5_ENV_HEARTBEAT_TIMEOUT,  // seconds a silent rank may stay silent (dist/liveness.c)
-    T5_ENV_NCCL_TIMEOUT,       // seconds a GPU collective may take (dist/comm_nccl.cu; --ddp_timeout)
-    T5_ENV_HOST_NAME,          // the name this rank gives its host (dist/hosts.c)
-    T5_ENV_LAUNCHER,           // "num_gpus": set by dist/launch.c for the ranks it starts
+    T5_ENV_HEARTBEAT_TIMEOUT,  // seconds a silent rank may stay silent (comm/liveness.c)
+    T5_ENV_NCCL_TIMEOUT,       // seconds a GPU collective may take (comm/comm_nccl.cu; --ddp_timeout)
+    T5_ENV_HOST_NAME,          // the name this rank gives its host (comm/hosts.c)
+    T5_ENV_LAUNCHER,           // "num_gpus": set by comm/launch.c for the ranks it starts
     // test and debug hooks
     T5_ENV_TEST_STALL_RANK,    // with T5_TEST_STALL_S: that rank sleeps after step 2 (trainer/trainer.c)
     T5_ENV_TEST_STALL_S,

@@ -163,7 +163,7 @@ const KeySpec k_keys[] = {
     STR("flops_profiler.output_file", flops_profiler.output_file, F_NULL, "null",
         "the profile is written to this file (null or \"\": printed)"),
 
-    // ---- comms_logger (comm/config.py, utils/comms_logging.py): dist/comm_log.h ----
+    // ---- comms_logger (comm/config.py, utils/comms_logging.py): comm/comm_log.h ----
     SEC("comms_logger", O(comms_logger.present), "every collective's size and time; DeepSpeed's table at the end"),
     BOOL("comms_logger.enabled", comms_logger.enabled, 0, 0,
          "record each collective (made blocking to time it, as DeepSpeed does) and print the summary table after "

@@ -426,7 +426,7 @@ expect_train_error "deepspeed fp16 on cpu" "fp16_ds.json: fp16.enabled is true, 
 expect_train_error "fp16 on cpu" "--fp16 needs a GPU (--device cuda), but the device is cpu (--device cpu)" --do_train \
   --data_dir "$T/d_ok" --fp16 --device cpu
 expect_train_error "label smoothing 1" "--label_smoothing_factor" --do_train --data_dir "$T/d_ok" --label_smoothing 1.5
-# launchers (dist/launch.c): refused before anything is written, and before any NCCL need
+# launchers (comm/launch.c): refused before anything is written, and before any NCCL need
 expect_train_error "num_gpus 0" "--num_gpus" --do_train --data_dir "$T/d_ok" --num_gpus 0
 expect_train_error "num_gpus -2" "--num_gpus" --do_train --data_dir "$T/d_ok" --num_gpus -2
 expect_train_error "num_gpus on cpu" "mpirun" --do_train --data_dir "$T/d_ok" --num_gpus 2 --device cpu

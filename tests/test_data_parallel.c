@@ -1,5 +1,5 @@
 // tests/test_data_parallel.c: ZeRO stages 0-3 over CPU ranks under mpirun (zero/grads_*.c, params_*.c,
-// zero/step.c, dist/comm.c, zero/partition.h), run through ./train_t5 (run from the
+// zero/step.c, comm/comm.c, zero/partition.h), run through ./train_t5 (run from the
 // repository root).
 //
 // Acceptance 1: the same global batch (24 examples per step = 1 x 12 x 2, 2 x 6 x 2,
@@ -212,7 +212,7 @@ static void check_memory(const char *tmp, const char *tag, int world, int stage,
 
 // A rank killed mid-run (SIGKILL): the others must not hang. Under mpirun the launcher
 // ends the job and names the rank; checked: mpirun exits non-zero by itself (not by the
-// 90 s timeout) within 30 s of the kill, and mpirun or the heartbeat (dist/liveness.h,
+// 90 s timeout) within 30 s of the kill, and mpirun or the heartbeat (comm/liveness.h,
 // whichever is first) says which rank died. At 2 ranks and at 8 (issue 22's 8-GPU case, on
 // CPU ranks; `batch` per rank keeps world x batch within the 24 fixture lines).
 static void kill_rank_test(const char *tmp, int world, int batch) {

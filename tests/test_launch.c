@@ -1,5 +1,5 @@
-// tests/test_launch.c: the launchers on the CPU, no NCCL (dist/launch.c, comm_init and
-// comm_attach_device in dist/comm.c):
+// tests/test_launch.c: the launchers on the CPU, no NCCL (comm/launch.c, comm_init and
+// comm_attach_device in comm/comm.c):
 //   - launch_tcp_broadcast: 3 forked ranks on 127.0.0.1 receive rank 0's blob byte for
 //     byte (the 128 bytes of an NCCL id, and 3 MB); a rank with nobody listening, rank 0
 //     with a rank missing, and a WORLD_SIZE mismatch end with an error naming the address
@@ -35,8 +35,8 @@
 #include "../kernels/backend.h"
 #include "../trainer/args.h"
 #include "../trainer/signals.h"
-#include "../dist/comm.h"
-#include "../dist/launch.h"
+#include "../comm/comm.h"
+#include "../comm/launch.h"
 #include "test.h"
 #include "test_fork.h"
 

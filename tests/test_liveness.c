@@ -1,5 +1,5 @@
 // tests/test_liveness.c: a frozen or dead rank ends the whole job, a slow one does not
-// (dist/liveness.c, launch_tcp_broadcast_watched / launch_tcp_watch in dist/launch.c, the
+// (comm/liveness.c, launch_tcp_broadcast_watched / launch_tcp_watch in comm/launch.c, the
 // heartbeat's start in comm_init). Run from the repository root.
 //   - the heartbeat alone: groups of forked ranks on 127.0.0.1 with T5_HEARTBEAT_TIMEOUT=3:
 //     a stopped rank (SIGSTOP) is named by rank 0, which wakes it (SIGCONT) so it ends too;
@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "../common/check.h"
-#include "../dist/launch.h"
-#include "../dist/liveness.h"
+#include "../comm/launch.h"
+#include "../comm/liveness.h"
 #include "test_files.h"
 #include "test.h"
 #include "test_fork.h"

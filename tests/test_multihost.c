@@ -1,9 +1,9 @@
 // tests/test_multihost.c: jobs over several hosts, on one machine (run from the repository root).
 //   - where a rank runs: the launcher variables of a two-node job as torchrun, the deepspeed
-//     launcher, srun and mpirun set them for a rank on the second node (dist/launch.c): its
+//     launcher, srun and mpirun set them for a rank on the second node (comm/launch.c): its
 //     rank, its GPU (the node-local rank) and the ranks of its host; Slurm's
 //     SLURM_TASKS_PER_NODE read per node;
-//   - the host layout from the ranks' records (dist/hosts.c): hosts numbered by their lowest
+//   - the host layout from the ranks' records (comm/hosts.c): hosts numbered by their lowest
 //     rank, the ranks of each, T5_HOST_NAME checked;
 //   - then ./train_t5 on CPU ranks under one mpirun with two app contexts standing for two hosts
 //     (T5_HOST_NAME=a / b, each with its own --output_dir: its node-local disk; MPI is the CPU
@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "../common/check.h"
-#include "../dist/hosts.h"
-#include "../dist/launch.h"
+#include "../comm/hosts.h"
+#include "../comm/launch.h"
 #include "test.h"
 #include "test_files.h"
 #include "test_fork.h"

@@ -1,6 +1,6 @@
 // trainer/accelerate_env.h: the Accelerate route. `accelerate launch [--use_deepspeed ...]
 // [--mixed_precision bf16] --no_python ./train_t5 ...` starts the ranks as torchrun does (the
-// launcher variables dist/launch.h reads) and passes its choices in variables that HF's Trainer
+// launcher variables comm/launch.h reads) and passes its choices in variables that HF's Trainer
 // reads: ACCELERATE_USE_DEEPSPEED with ACCELERATE_DEEPSPEED_CONFIG_FILE (a config file) or the
 // ACCELERATE_DEEPSPEED_ZERO_STAGE / _OFFLOAD_* / _ZERO3_SAVE_16BIT_MODEL and
 // ACCELERATE_GRADIENT_ACCUMULATION_STEPS / _GRADIENT_CLIPPING variables (the config accelerate's

@@ -14,7 +14,7 @@
 #include "../common/flags.h"
 #include "../deepspeed/ds_source.h"
 #include "../formats/hf_cache.h"
-#include "../dist/launch.h"
+#include "../comm/launch.h"
 #include "../optim/lr_schedule.h"
 #include "accelerate_env.h"
 #include "device.h"

@@ -7,7 +7,7 @@
 
 #include "../common/check.h"
 #include "../model/params.h"
-#include "../dist/comm_log.h"
+#include "../comm/comm_log.h"
 #include "../deepspeed/ds_zero_options.h"
 #include "plan.h"
 

@@ -6,7 +6,7 @@
 
 #include "../common/check.h"
 #include "../common/file_open.h"
-#include "../dist/comm_log.h"
+#include "../comm/comm_log.h"
 #include "../kernels/backend_registry.h"
 #include "progress.h"
 

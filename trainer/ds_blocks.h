@@ -2,7 +2,7 @@
 // (docs/TRAINER.md "DeepSpeed blocks"), called by trainer/trainer.c at the loop's begin, around
 // each step and at its end:
 //   tensorboard, csv_monitor  rank 0's monitor files at each optimizer step (ds_monitor.h);
-//   comms_logger              the Comm's collectives recorded (dist/comm_log.h), rank 0's table
+//   comms_logger              the Comm's collectives recorded (comm/comm_log.h), rank 0's table
 //                             printed when training ends;
 //   flops_profiler            GPU runs: the step after profile_step steps runs on rank 0 under
 //                             the CUDA op profiler (kernels/backend_registry.h), whose table
@@ -11,7 +11,7 @@
 // the NVMe engine (zero/nvme.h); the start-up lines and NOTICEs are trainer/deepspeed.c's.
 #pragma once
 #include "../deepspeed/ds_config.h"
-#include "../dist/comm.h"
+#include "../comm/comm.h"
 #include "../model/t5.h"
 #include "../optim/lr_schedule.h"
 #include "../zero/zero.h"

@@ -9,7 +9,7 @@
 #include "../data/splits.h"
 #include "../data/tokenize.h"
 #include "../model/t5.h"
-#include "../dist/comm.h"
+#include "../comm/comm.h"
 #include "../deepspeed/ds_config.h"
 #include "../optim/loss_scaler.h"
 #include "../optim/lr_schedule.h"

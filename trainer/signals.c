@@ -50,7 +50,7 @@ static void on_stop_signal(int sig, siginfo_t *info, void *ctx) {
 
 void signals_install(void) {
     if (g_installed) return;
-    const char *launcher = t5_env_get(T5_ENV_LAUNCHER);  // dist/launch.c sets it for the ranks it starts
+    const char *launcher = t5_env_get(T5_ENV_LAUNCHER);  // comm/launch.c sets it for the ranks it starts
     g_launcher = launcher && !strcmp(launcher, "num_gpus") ? getppid() : 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -9,7 +9,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "../dist/comm.h"
+#include "../comm/comm.h"
 
 // Handlers on for SIGTERM, SIGINT, SIGUSR1 (training begins); off: their old actions back.
 void signals_install(void);

@@ -34,7 +34,7 @@
 #include "../model/generate.h"
 #include "../model/load.h"
 #include "../zero/checkpoint.h"
-#include "../dist/comm.h"
+#include "../comm/comm.h"
 #include "../deepspeed/ds_config.h"
 #include "../zero/partition.h"
 #include "../zero/planner.h"

@@ -25,7 +25,7 @@
 #include "../model/generate.h"
 #include "../model/load.h"
 #include "../zero/checkpoint.h"
-#include "../dist/comm.h"
+#include "../comm/comm.h"
 #include "../deepspeed/ds_config.h"
 #include "../zero/partition.h"
 #include "../zero/planner.h"
@@ -218,7 +218,7 @@ static void plan_check(Run *r, const T5Config *cfg, Dtype dt, int B, int S, int 
 // --ddp_timeout: the NCCL watchdog's limit, handed to the communicator (Comm.nccl_timeout_s).
 // T5_NCCL_TIMEOUT (a launcher's setting for every rank) decides when the flag is left at HF's
 // default; the two set to different values are an error naming both. Returns 0 for "the
-// variable decides" (dist/comm_nccl.cu reads it then).
+// variable decides" (comm/comm_nccl.cu reads it then).
 static double ddp_timeout_seconds(const TrainArgs *a) {
     const char *env = t5_env_get(T5_ENV_NCCL_TIMEOUT);
     if (env && atof(env) != (double)a->ddp_timeout) {

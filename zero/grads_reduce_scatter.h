@@ -4,7 +4,7 @@
 // reduce-scatters reading them. zero/zero.c allocates them (place_grads);
 // zero/grads_reduce_scatter.c (open, unit_grads, wait_host) uses them, called by zero/step.c.
 #pragma once
-#include "../dist/comm.h"  // CommTicket
+#include "../comm/comm.h"  // CommTicket
 
 typedef struct {
     void *part;         // (partition) act dtype: the reduced gradient of the rank's partition

@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "../common/range.h"
-#include "../dist/comm.h"
+#include "../comm/comm.h"
 #include "../model/t5.h"
 #include "options.h"
 

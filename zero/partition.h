@@ -2,7 +2,7 @@
 // contiguous range of the flat parameter space (model/params.h), the same for parameters,
 // gradients, master weights and optimizer moments: rank r owns
 // [r * chunk, min(n, (r + 1) * chunk)) with chunk = ceil(n / world) (common/range.h, which the
-// ranged collectives of dist/comm.h cut by too). A tensor may straddle two ranks;
+// ranged collectives of comm/comm.h cut by too). A tensor may straddle two ranks;
 // optim/adamw.c splits its update at the boundary.
 #pragma once
 #include "../common/range.h"

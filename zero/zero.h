@@ -38,7 +38,7 @@
 #include <stddef.h>
 
 #include "../model/t5.h"
-#include "../dist/comm.h"
+#include "../comm/comm.h"
 #include "offload.h"
 #include "../optim/adamw.h"
 #include "debug.h"

@@ -1,9 +1,9 @@
-// dist/hosts.h: which ranks share a host. A job over several hosts (torchrun --nnodes, deepspeed
+// comm/hosts.h: which ranks share a host. A job over several hosts (torchrun --nnodes, deepspeed
 // --hostfile, srun over nodes, mpirun -H a:2,b:2) has things that belong to a host, not a rank:
 // its memory and NVMe disk (the offload checks count this host's ranks), its node-local
 // checkpoint directory (the host's first rank writes the host's copy of the small files:
 // trainer/checkpoint.c), and the messages that say where a rank ran (a rank lost on another
-// host is named with that host: dist/liveness.c).
+// host is named with that host: comm/liveness.c).
 //
 // Every rank names its host -- T5_HOST_NAME when set (a container's or a test's name for it),
 // else the host name -- and tells hosts apart by that name plus the kernel's boot id (two

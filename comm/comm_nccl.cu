@@ -1,4 +1,4 @@
-// dist/comm_nccl.cu: the NCCL table of dist/comm.h, for GPU ranks (comm_nccl_ops,
+// comm/comm_nccl.cu: the NCCL table of comm/comm.h, for GPU ranks (comm_nccl_ops,
 // attached by comm_attach_device through comm_nccl_attach). Buffers are device pointers
 // on the backend's stream; host arrays (token counts, losses, checkpoint and prediction
 // gathers) go over MPI when the ranks were started by mpirun, else through a device
@@ -262,7 +262,7 @@ static void nccl_init(Comm *c) {
             const char *addr;
             int port;
             launch_master_addr(c->launcher, &addr, &port);
-            // the connections stay open for the heartbeat (dist/liveness.h)
+            // the connections stay open for the heartbeat (comm/liveness.h)
             launch_tcp_broadcast_watched(addr, port, c->rank, c->world, &id, sizeof id, LAUNCH_TCP_TIMEOUT_S);
         }
     }

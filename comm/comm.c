@@ -1,5 +1,5 @@
-// dist/comm.c: rank start-up (comm_init, comm_attach_device, comm_finalize): which of the
-// three tables of dist/comm.h a rank uses, and the partition arithmetic they share.
+// comm/comm.c: rank start-up (comm_init, comm_attach_device, comm_finalize): which of the
+// three tables of comm/comm.h a rank uses, and the partition arithmetic they share.
 #include "comm.h"
 
 #include <stdlib.h>
@@ -29,7 +29,7 @@ void comm_init(Comm *c) {
         const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
         if (!lr || !*lr) lr = getenv("MPI_LOCALRANKID");  // MPICH / Hydra
         c->local_rank = lr && *lr ? atoi(lr) : c->rank;
-        if (c->world > 1) {  // the heartbeat (dist/liveness.h): rank 0's host and port travel over MPI
+        if (c->world > 1) {  // the heartbeat (comm/liveness.h): rank 0's host and port travel over MPI
             LaunchRank0 at;
             int ls = c->rank == 0 ? launch_tcp_listen_any(&at) : -1;
             mpiCheck(MPI_Bcast(&at, (int)sizeof at, MPI_BYTE, 0, MPI_COMM_WORLD));

@@ -1,4 +1,4 @@
-// dist/comm_mpi.c: the MPI table of dist/comm.h: CPU ranks (host buffers, fp32
+// comm/comm_mpi.c: the MPI table of comm/comm.h: CPU ranks (host buffers, fp32
 // collectives) under mpirun. MPI counts are int: large buffers go in chunks. Several
 // ranks without MPI (torchrun/Slurm CPU ranks) reach this table and are refused with a hint.
 #include <limits.h>

@@ -1,4 +1,4 @@
-// dist/comm_log.c: the comms logger (see comm_log.h).
+// comm/comm_log.c: the comms logger (see comm_log.h).
 #include "comm_log.h"
 
 #include <math.h>

@@ -1,19 +1,19 @@
-// dist/comm.h: communication between ranks: one object, Comm, whose `ops` is a table of
+// comm/comm.h: communication between ranks: one object, Comm, whose `ops` is a table of
 // functions with three implementations, chosen once at start-up:
-//   single rank (dist/comm_single.c): copies only, never a call into MPI or NCCL;
-//   MPI         (dist/comm_mpi.c): CPU ranks, host buffers, fp32 collectives;
-//   NCCL        (dist/comm_nccl.cu): GPU ranks, device buffers on the backend's stream,
+//   single rank (comm/comm_single.c): copies only, never a call into MPI or NCCL;
+//   MPI         (comm/comm_mpi.c): CPU ranks, host buffers, fp32 collectives;
+//   NCCL        (comm/comm_nccl.cu): GPU ranks, device buffers on the backend's stream,
 //               any Dtype; host scalars go over MPI when it is up, else through NCCL.
 // ZeRO's stages and the trainer only call the comm_* wrappers below, which call through
 // c->ops; nothing else in the code knows how ranks talk, and no caller tests for CUDA.
-// A build without nvcc links dist/comm_nccl_absent.c instead of the NCCL table: asking for
+// A build without nvcc links comm/comm_nccl_absent.c instead of the NCCL table: asking for
 // it (--device cuda) is then an error naming the build, never a fall-back.
 //
 // Start-up (comm_init): under mpirun (OMPI_COMM_WORLD_SIZE / PMI_SIZE set) MPI is
 // initialized and every rank learns (rank, world). torchrun/deepspeed-style variables
 // (WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), Slurm's (SLURM_NTASKS,
 // SLURM_PROCID, SLURM_LOCALID + MASTER_ADDR/PORT) and --num_gpus (which sets the torchrun
-// ones for the ranks it spawns) give (rank, world, local_rank) without MPI: dist/launch.h.
+// ones for the ranks it spawns) give (rank, world, local_rank) without MPI: comm/launch.h.
 // Without a launcher the run is one rank and no MPI call is made. comm_init picks the
 // single-rank table for one rank and the MPI table for several; comm_attach_device then
 // swaps in the NCCL table for GPU ranks (it selects device local_rank and creates the
@@ -40,8 +40,8 @@ typedef struct Comm {
     int mpi;              // 1: MPI initialized by comm_init
     const char *launcher; // "none", "mpirun", "torchrun", "slurm", "num_gpus"
     const CommOps *ops;   // the implementation (see the top of this file); set by comm_init
-    void *nccl;           // NCCL communicator state (dist/comm_nccl.cu) for GPU ranks, else NULL
-    HostLayout hosts;     // every rank's host (dist/hosts.h), gathered by comm_attach_device
+    void *nccl;           // NCCL communicator state (comm/comm_nccl.cu) for GPU ranks, else NULL
+    HostLayout hosts;     // every rank's host (comm/hosts.h), gathered by comm_attach_device
     double nccl_timeout_s; // GPU ranks: seconds a collective may take (--ddp_timeout); 0: T5_NCCL_TIMEOUT or 1800
 } Comm;
 
@@ -68,10 +68,10 @@ struct CommOps {
 };
 
 // The three tables. comm_nccl_ops exists in every build; without CUDA, attaching it
-// fails naming the build (dist/comm_nccl_absent.c).
+// fails naming the build (comm/comm_nccl_absent.c).
 extern const CommOps comm_single_ops, comm_mpi_ops;
 const CommOps *comm_nccl_ops(void);
-// The NCCL table's attach step (dist/comm_nccl.cu): select GPU local_rank, create the
+// The NCCL table's attach step (comm/comm_nccl.cu): select GPU local_rank, create the
 // communicator, set c->nccl. Called by comm_attach_device.
 void comm_nccl_attach(Comm *c);
 

@@ -1,4 +1,4 @@
-// dist/liveness.c: the heartbeat between ranks (see liveness.h). One thread per process; it
+// comm/liveness.c: the heartbeat between ranks (see liveness.h). One thread per process; it
 // owns the sockets and never touches stdio buffers the main thread may hold: a failure is
 // one write(2) of the whole message to stderr, then _exit(1), as the NCCL watchdog does
 // (the main thread may be blocked inside MPI, NCCL or CUDA, so it is not waited for).

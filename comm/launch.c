@@ -1,4 +1,4 @@
-// dist/launch.c: launcher environments, the TCP rendezvous that carries the NCCL id, and
+// comm/launch.c: launcher environments, the TCP rendezvous that carries the NCCL id, and
 // --num_gpus (see launch.h).
 #include "launch.h"
 

@@ -1,4 +1,4 @@
-// dist/comm_single.c: the single-rank table of dist/comm.h (a CPU run without a launcher,
+// comm/comm_single.c: the single-rank table of comm/comm.h (a CPU run without a launcher,
 // or mpirun -np 1): every collective is the identity or a copy; no MPI call is made.
 #include <string.h>
 

@@ -1,11 +1,11 @@
-// dist/liveness.h: is every rank still alive? A heartbeat between the ranks, kept apart from
+// comm/liveness.h: is every rank still alive? A heartbeat between the ranks, kept apart from
 // progress: a rank busy for minutes (rank 0 writing a checkpoint while the others wait at a
 // barrier) keeps beating and is never ended; a process that is stopped (SIGSTOP, Ctrl-Z, a
 // debugger), hung or gone with its host falls silent and ends the whole job.
 //
 // Shape: a star around rank 0 over TCP. Rank 0 holds one connection per other rank, every
 // other rank one connection to rank 0 (the connections of the rendezvous that carried the
-// NCCL id, or made for this under mpirun: dist/launch.h). Only this control plane goes
+// NCCL id, or made for this under mpirun: comm/launch.h). Only this control plane goes
 // there; every tensor still travels over NCCL or MPI (torchrun's store and NCCL's own
 // bootstrap are TCP side channels of the same kind). Each rank runs one thread that sends
 // a small heartbeat every second and watches what arrives:
@@ -41,7 +41,7 @@ void liveness_start(int rank, int world, const int *fds, double timeout_s);
 // Say goodbye to the peers (they stop watching this rank), end the thread and close its
 // connections. Nothing to do when no heartbeat runs.
 void liveness_stop(void);
-// The job's hosts (dist/hosts.h), once known: from then on a failure names the failed rank's
+// The job's hosts (comm/hosts.h), once known: from then on a failure names the failed rank's
 // host, and the noticing rank's, when the job spans several ("rank 1 of 4 (host b) ended
 // unexpectedly; rank 0 (host a) noticed"). A copy is kept; callable before or after
 // liveness_start.

@@ -1,4 +1,4 @@
-// dist/comm_log.h: DeepSpeed's comms logger ("comms_logger" in --deepspeed's config;
+// comm/comm_log.h: DeepSpeed's comms logger ("comms_logger" in --deepspeed's config;
 // deepspeed/utils/comms_logging.py): every collective the Comm runs, recorded by op name and
 // message size with its latency, and DeepSpeed's summary table (op, message size, count,
 // total and trimmed-mean latency, algbw, busbw) printed at the end of training.

@@ -1,4 +1,4 @@
-// dist/launch.h: how ranks are started without mpirun, and how GPU ranks meet.
+// comm/launch.h: how ranks are started without mpirun, and how GPU ranks meet.
 //   torchrun / deepspeed style  WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
 //   Slurm (srun, no mpirun)     SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID + MASTER_ADDR/PORT
 //   --num_gpus N                this binary re-executes itself N times on this host with the
@@ -6,8 +6,8 @@
 //                               they report that launcher (launch_spawn_ranks)
 // Rank 0 then sends the NCCL unique id to the others over one TCP rendezvous at
 // MASTER_ADDR:MASTER_PORT (launch_tcp_broadcast_watched); those connections stay open and
-// carry the heartbeat that ends the job when a rank dies or freezes (dist/liveness.h).
-// Under mpirun, MPI starts the ranks and carries the id (dist/comm.c, dist/comm_nccl.cu);
+// carry the heartbeat that ends the job when a rank dies or freezes (comm/liveness.h).
+// Under mpirun, MPI starts the ranks and carries the id (comm/comm.c, comm/comm_nccl.cu);
 // only the heartbeat's connections are made here, to a port rank 0 announces over MPI
 // (launch_tcp_listen_any, launch_tcp_watch). docs/LAUNCH.md: every launcher, step by step.
 // Pure C (sockets, fork/exec): built and tested without CUDA (tests/test_launch.c).
@@ -64,7 +64,7 @@ void launch_tcp_watch(const LaunchRank0 *at, int listen_fd, int rank, int world)
 // comm_init reads the GPU index from one place.
 void launch_use_local_rank_flag(int local_rank);
 // How many ranks of the job run on this host, as the launcher says (before the ranks have
-// exchanged their hosts, dist/hosts.h: a dry run): LOCAL_WORLD_SIZE (torchrun), LOCAL_SIZE
+// exchanged their hosts, comm/hosts.h: a dry run): LOCAL_WORLD_SIZE (torchrun), LOCAL_SIZE
 // (the deepspeed launcher), OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), this node's entry of
 // SLURM_TASKS_PER_NODE (srun, node SLURM_NODEID); without any, world when the launcher starts
 // every rank here ("none", "num_gpus"), else 1.

@@ -1,5 +1,5 @@
-// dist/comm_nccl_absent.c: the NCCL table's entry points in a build without nvcc (the
-// Makefile links this file instead of dist/comm_nccl.cu): GPU ranks are refused, naming
+// comm/comm_nccl_absent.c: the NCCL table's entry points in a build without nvcc (the
+// Makefile links this file instead of comm/comm_nccl.cu): GPU ranks are refused, naming
 // the build, never run on another transport.
 #include "../common/check.h"
 #include "comm.h"

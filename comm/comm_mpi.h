@@ -1,4 +1,4 @@
-// dist/comm_mpi.h: internal to dist/: the MPI check macro shared by comm.c (start-up) and
+// comm/comm_mpi.h: internal to comm/: the MPI check macro shared by comm.c (start-up) and
 // comm_mpi.c (the MPI table), and the MPI table's host-array entries, which the NCCL
 // table (comm_nccl.cu) calls for GPU ranks started under mpirun.
 #pragma once

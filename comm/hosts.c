@@ -1,4 +1,4 @@
-// dist/hosts.c: a rank's host record and the layout of ranks over hosts (hosts.h).
+// comm/hosts.c: a rank's host record and the layout of ranks over hosts (hosts.h).
 #include "hosts.h"
 
 #include <errno.h>
