@@ -37,7 +37,9 @@
 #include <string.h>
 
 #include "gemm.cuh"
-#include "../../common/t5_env.h"
+extern "C" {
+#include "../../common/t5_env.h"  // T5_GEMM_VERBOSE, T5_GEMM_FALLBACK
+}
 
 static size_t dtype_bytes(Dtype dt) { return dt == DTYPE_F32 ? 4 : 2; }
 
