@@ -41,7 +41,7 @@ static FILE *open_text(const char *path, const char *what) {
     if (fd < 0) {
         int err = errno;
         if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-            t5_fail("%s: is %s, where the %s file is expected; HINT: write the data to a regular file first (%s)",
+            t5_fail("%s: is %s, not a regular file (the %s file); HINT: write the data to a regular file first (%s)",
                     path, file_kind_name(st.st_mode), what, layout);
         t5_fail("%s: cannot open the %s file: %s; check the path (%s)", path, what, strerror(err), layout);
     }
@@ -49,7 +49,7 @@ static FILE *open_text(const char *path, const char *what) {
     if (S_ISDIR(st.st_mode))
         t5_fail("%s: is a directory, where the %s file is expected; HINT: %s", path, what, layout);
     if (!S_ISREG(st.st_mode))
-        t5_fail("%s: is %s, where the %s file is expected (it is read twice: counted, then read); HINT: write the "
+        t5_fail("%s: is %s, not a regular file (the %s file: it is read twice, counted, then read); HINT: write the "
                 "data to a regular file first (%s)",
                 path, file_kind_name(st.st_mode), what, layout);
     int flags = fcntl(fd, F_GETFL);
