@@ -13,6 +13,7 @@
 #include "../common/check.h"
 #include "../deepspeed/ds_config.h"
 #include "../zero/nvme.h"
+#include "../deepspeed/ds_zero_options.h"
 #include "../zero/zero.h"
 #include "test.h"
 #include "test_tmp.h"
