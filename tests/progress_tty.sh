@@ -50,6 +50,8 @@ check() {
     read -r first gap count < <(draws "$T/$label.out" "$T/$label.tim" "$marker")
     if [ "$rc" -ne 0 ]; then bad "$label: exit $rc: $(tr '\r' '\n' < "$T/$label.out" | grep -v '^$' | tail -n 2 | tr '\n' ' ' | cut -c1-300)"; return; fi
     if [ "$first" = none ]; then bad "$label: no \"$marker\" line was drawn"; return; fi
+    # a run shorter than 4 s (a fast machine) shows its first and last draw only: 2 suffice then
+    awk "BEGIN{exit !($t1 - $t0 >= 4.0)}" || min=2
     awk "BEGIN{exit !($count >= $min && $gap <= 5.0)}" \
         && ok "$label: \"$marker\" drawn $count times, every $gap s at most (<= 5; the run took $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s)" \
         || bad "$label: $count draws of \"$marker\" (want >= $min), largest gap $gap s (want <= 5)"
@@ -75,8 +77,8 @@ PY
 MODEL=(--device cpu --model tests/fixtures/trainer_model --tokenizer_name data/sample/spiece.model --data_dir data/sample
        --task translation_en_to_ro --predict_with_generate --generation_num_beams 4
        --per_device_eval_batch_size 4 --cache_dir "$T/cache" --overwrite_output_dir)
-check eval "eval: batch" 3 -- "$BIN" "${MODEL[@]}" --generation_max_length 64 --do_eval --n_val 16 --output_dir "$T/o_eval"
-check predict "predict: batch" 3 -- "$BIN" "${MODEL[@]}" --generation_max_length 64 --do_predict --n_test 16 \
+check eval "eval: batch" 3 -- "$BIN" "${MODEL[@]}" --generation_max_length 64 --do_eval --n_val 32 --output_dir "$T/o_eval"
+check predict "predict: batch" 3 -- "$BIN" "${MODEL[@]}" --generation_max_length 64 --do_predict --n_test 32 \
     --output_dir "$T/o_predict"
 check bench "bench: " 3 -- "$BIN" bench --device cpu --model tests/fixtures/trainer_model --batch 8 --seq 64 --steps 6 --warmup 2
 # the typescript of eval holds the cleared line: the metrics come after the progress line is gone
