@@ -15,30 +15,14 @@
 
 #define BLEU_USAGE "usage: train_t5 bleu HYP_FILE REF_FILE"
 
-// A growing file buffer: room for extra more bytes and a NUL after len, doubling.
-typedef struct {
-    char *p;
-    size_t len, cap;
-} Buf;
-
-static void buf_reserve(Buf *b, size_t extra) {
-    if (b->len + extra + 1 <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) t5_die(__FILE__, __LINE__, "out of memory", "score fewer or shorter lines");
-    b->p = p;
-    b->cap = cap;
-}
-
 // Whole file (regular file or pipe) into a NUL-terminated buffer.
 static char *slurp(const char *path, const char *what, size_t *len_out) {
     FILE *f = file_open_stream(path, what);  // a device or directory: one line; a FIFO nobody writes: empty
     if (!f) t5_fail("cannot open %s file '%s': %s (%s)", what, path, strerror(errno), BLEU_USAGE);
-    Buf b = {0};
-    buf_reserve(&b, 1 << 16);
+    BleuBuf b = {0};
+    bleu_buf_reserve(&b, 1 << 16);
     for (;;) {
-        buf_reserve(&b, 1 << 16);
+        bleu_buf_reserve(&b, 1 << 16);
         size_t got = fread(b.p + b.len, 1, b.cap - b.len - 1, f);
         b.len += got;
         if (got == 0) break;

@@ -70,12 +70,7 @@ size_t bleu_rstrip_len(const char *s, size_t n) {
 
 // ---- growable byte buffer ----------------------------------------------------------------
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-} Buf;
-
-static void buf_reserve(Buf *b, size_t extra) {
+void bleu_buf_reserve(BleuBuf *b, size_t extra) {
     if (b->len + extra + 1 <= b->cap) return;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1) cap *= 2;
@@ -84,21 +79,21 @@ static void buf_reserve(Buf *b, size_t extra) {
     b->p = p;
     b->cap = cap;
 }
-static void buf_put(Buf *b, const void *s, size_t n) {
-    buf_reserve(b, n);
+static void buf_put(BleuBuf *b, const void *s, size_t n) {
+    bleu_buf_reserve(b, n);
     if (n) memcpy(b->p + b->len, s, n);
     b->len += n;
     b->p[b->len] = '\0';
 }
-static void buf_putc(Buf *b, char c) { buf_put(b, &c, 1); }
+static void buf_putc(BleuBuf *b, char c) { buf_put(b, &c, 1); }
 
 // ---- the 13a tokenizer -----------------------------------------------------------------
 
 // out = in.replace(from, to) (Python str.replace: left to right, non-overlapping).
-static void replace_all(Buf *out, const Buf *in, const char *from, const char *to) {
+static void replace_all(BleuBuf *out, const BleuBuf *in, const char *from, const char *to) {
     size_t fl = strlen(from), tl = strlen(to);
     out->len = 0;
-    buf_reserve(out, in->len);
+    bleu_buf_reserve(out, in->len);
     const char *p = in->p, *end = in->p + in->len;
     for (;;) {
         const char *hit = memmem(p, (size_t)(end - p), from, fl);
@@ -123,11 +118,11 @@ static int is_re1_char(unsigned char c) {
 // multi-byte character is a non-digit that is never '.', ',' or '-', so every match and
 // every skipped byte is the same as on code points.
 //   2: ([^0-9])([\.,]) -> "\1 \2 "   3: ([\.,])([^0-9]) -> " \1 \2"   4: ([0-9])(-) -> "\1 \2 "
-static void re_pass(Buf *out, const Buf *in, int which) {
+static void re_pass(BleuBuf *out, const BleuBuf *in, int which) {
     const unsigned char *s = (const unsigned char *)in->p;
     size_t n = in->len;
     out->len = 0;
-    buf_reserve(out, n + n / 2);
+    bleu_buf_reserve(out, n + n / 2);
     for (size_t i = 0; i < n;) {
         if (i + 1 < n) {
             unsigned char a = s[i], b = s[i + 1];
@@ -148,10 +143,10 @@ static void re_pass(Buf *out, const Buf *in, int which) {
 }
 
 // ' '.join(s.split()) with Python's whitespace.
-static void collapse_spaces(Buf *out, const Buf *in) {
+static void collapse_spaces(BleuBuf *out, const BleuBuf *in) {
     const unsigned char *s = (const unsigned char *)in->p;
     out->len = 0;
-    buf_reserve(out, in->len);
+    bleu_buf_reserve(out, in->len);
     int pending = 0;
     for (size_t i = 0; i < in->len;) {
         uint32_t cp;
@@ -168,8 +163,8 @@ static void collapse_spaces(Buf *out, const Buf *in) {
 }
 
 // Tokenizer13a.__call__ into *out (cleared first).
-static void tokenize_13a(const char *s, size_t len, Buf *out) {
-    Buf a = {0}, b = {0};
+static void tokenize_13a(const char *s, size_t len, BleuBuf *out) {
+    BleuBuf a = {0}, b = {0};
     buf_put(&a, s, len);
     replace_all(&b, &a, "<skipped>", "");
     replace_all(&a, &b, "-\n", "");
@@ -187,7 +182,7 @@ static void tokenize_13a(const char *s, size_t len, Buf *out) {
     buf_put(&a, b.p, b.len);
     buf_putc(&a, ' ');
     b.len = 0;
-    buf_reserve(&b, 3 * a.len);
+    bleu_buf_reserve(&b, 3 * a.len);
     for (size_t i = 0; i < a.len; i++) {
         unsigned char c = (unsigned char)a.p[i];
         if (is_re1_char(c)) {
@@ -206,9 +201,9 @@ static void tokenize_13a(const char *s, size_t len, Buf *out) {
 }
 
 char *bleu_tokenize_13a(const char *s, size_t len, size_t *out_len) {
-    Buf out = {0};
+    BleuBuf out = {0};
     tokenize_13a(s ? s : "", s ? len : 0, &out);
-    buf_reserve(&out, 0);  // a NUL-terminated buffer even for ""
+    bleu_buf_reserve(&out, 0);  // a NUL-terminated buffer even for ""
     out.p[out.len] = '\0';
     if (out_len) *out_len = out.len;
     return out.p;
@@ -271,7 +266,7 @@ void bleu_stats_merge(BleuStats *dst, const BleuStats *src) {
 
 // Token start offsets of a tokenized line (tokens separated by single spaces); the token
 // k spans [start[k], start[k+1] - 1), with start[ntok] = len + 1.
-static size_t token_starts(const Buf *t, size_t **starts_out) {
+static size_t token_starts(const BleuBuf *t, size_t **starts_out) {
     size_t n = 0;
     size_t *st = mallocCheck((t->len / 2 + 2) * sizeof *st);
     if (t->len > 0) {
@@ -288,7 +283,7 @@ void bleu_stats_add_n(BleuStats *s, const char *hyp, size_t hyp_len, const char 
     if (!hyp) hyp = "", hyp_len = 0;
     if (!ref) ref = "", ref_len = 0;
     // BLEU._preprocess_segment: tokenizer(sent.rstrip())
-    Buf th = {0}, tr = {0};
+    BleuBuf th = {0}, tr = {0};
     tokenize_13a(hyp, bleu_rstrip_len(hyp, hyp_len), &th);
     tokenize_13a(ref, bleu_rstrip_len(ref, ref_len), &tr);
     size_t *hs, *rs;
@@ -375,12 +370,12 @@ void chrf_stats_merge(ChrfStats *dst, const ChrfStats *src) {
 
 // ''.join(s.split()) into *out; returns the number of characters, with the byte offset of
 // each in offs[0..n] (offs[n] = out->len).
-static size_t strip_whitespace(const char *s, size_t len, Buf *out, size_t **offs_out) {
+static size_t strip_whitespace(const char *s, size_t len, BleuBuf *out, size_t **offs_out) {
     const unsigned char *u = (const unsigned char *)s;
     size_t *offs = mallocCheck((len + 1) * sizeof *offs);
     size_t n = 0;
     out->len = 0;
-    buf_reserve(out, len);
+    bleu_buf_reserve(out, len);
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         size_t k = utf8_next(u, i, len, &cp);
@@ -398,7 +393,7 @@ static size_t strip_whitespace(const char *s, size_t len, Buf *out, size_t **off
 void chrf_stats_add_n(ChrfStats *s, const char *hyp, size_t hyp_len, const char *ref, size_t ref_len) {
     if (!hyp) hyp = "", hyp_len = 0;
     if (!ref) ref = "", ref_len = 0;
-    Buf bh = {0}, br = {0};
+    BleuBuf bh = {0}, br = {0};
     size_t *oh, *orf;
     size_t lh = strip_whitespace(hyp, hyp_len, &bh, &oh);
     size_t lr = strip_whitespace(ref, ref_len, &br, &orf);

@@ -14,6 +14,14 @@
 // `train_t5 bleu HYP REF` (cmd/bleu.c) prints the scores and signatures.
 #pragma once
 #include <stddef.h>
+
+// A growing byte buffer (the scorer's tokens, the bleu command's files): bleu_buf_reserve
+// makes room for `extra` more bytes and a NUL after len, doubling.
+typedef struct {
+    char *p;
+    size_t len, cap;
+} BleuBuf;
+void bleu_buf_reserve(BleuBuf *b, size_t extra);
 #include <stdint.h>
 
 #define BLEU_MAX_ORDER 4   // sacrebleu BLEU.MAX_NGRAM_ORDER
