@@ -148,6 +148,19 @@ typedef struct Backend {
     // dweight (O,I) += dout^T @ inp. dinp or dweight may be NULL (skipped; a frozen weight).
     void (*matmul_backward)(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
                             int N, int I, int O, int dinp_set);
+    // `batch` linears in one call (a sublayer's q, k, v over one input; cross-attention's k, v;
+    // a gated FFN's wi_0, wi_1): one launch with batch times the tiles of each, which fills a
+    // large GPU where one 1024-wide projection leaves SMs idle. Operand z of each argument is
+    // at element offset z * its stride (inp_stride 0: one input shared by all z):
+    //   out_z (N,O) = inp_z (N,I) @ weight_z (O,I)^T                    (forward)
+    //   dweight_z (O,I) += dout_z (N,O)^T @ inp_z (N,I)                 (backward_weights)
+    // Each z gives the numbers of matmul_forward / matmul_backward's dweight on its operands
+    // (the CPU backend: bitwise; CUDA: the same fp32 sums, under the algorithm cuBLASLt picks for
+    // the batched shape). Strides >= the operand's size (no overlap) except inp's 0.
+    void (*matmul_forward_batched)(void *out, size_t out_stride, const void *inp, size_t inp_stride,
+                                   const void *weight, size_t weight_stride, int N, int I, int O, int batch);
+    void (*matmul_backward_weights_batched)(void *dweight, size_t dweight_stride, const void *dout, size_t dout_stride,
+                                            const void *inp, size_t inp_stride, int N, int I, int O, int batch);
 
     // ---- T5 relative position bias: bias (H,Tq,Tk) = table (num_buckets,H)[bucket(k - q)]
     // with query positions q_offset .. q_offset+Tq-1 (q_offset > 0 when decoding with a

@@ -44,6 +44,57 @@ static void residual_add(const T5BlockView *v, void *x_out, void *y, const void 
     be->dropout_add_guard(x_out, y, x_in, nD, drop);  // one pass (+ a clamp launch in fp16)
 }
 
+// The stride (elements) of n buffers p[0..n-1] that lie evenly spaced in increasing order,
+// each at least `size` elements (no overlap), as matmul_*_batched takes them; 0 when they do
+// not, or when the stride's bytes are not a multiple of 16 (cuBLASLt's vector loads: a
+// lesser alignment could cost it its fast algorithms), or the test knob forbids batches.
+// Weights of one unit are adjacent (params.c adds q, k, v and wi_0, wi_1 in a row, unpadded;
+// a unit is one contiguous range under every ZeRO stage), and t5.c takes the activations
+// q, k, v and the scratch d_q, d_k, d_v one after the other, so training batches them.
+static size_t linears_stride(const T5BlockView *v, const void *const *p, int n, size_t size) {
+    if (n < 2 || v->test->unbatched_linears) return 0;
+    const ptrdiff_t d = (const char *)p[1] - (const char *)p[0];
+    if (d <= 0 || d % 16 || (size_t)d % v->elem || (size_t)d / v->elem < size) return 0;
+    for (int i = 2; i < n; i++)
+        if ((const char *)p[i] - (const char *)p[i - 1] != d) return 0;
+    return (size_t)d / v->elem;
+}
+
+// out_z (n, O) = inp (n, I) @ W_z^T for the `count` weights w[z]: one batched GEMM when the
+// weights and outputs lie evenly (linears_stride), else one GEMM each (the same numbers).
+static void linears_forward(const T5BlockView *v, void *const *out, const void *inp, const size_t *w, int count, int n,
+                            int I, int O) {
+    const void *W[3];
+    for (int z = 0; z < count; z++) W[z] = t5_view_param(v, w[z]);
+    size_t ws = linears_stride(v, W, count, (size_t)O * I), os = linears_stride(v, (const void *const *)out, count, (size_t)n * O);
+    if (ws && os) {
+        v->be->matmul_forward_batched(out[0], os, inp, 0, W[0], ws, n, I, O, count);
+        v->test->batched_linear_calls++;
+        return;
+    }
+    for (int z = 0; z < count; z++) v->be->matmul_forward(out[z], inp, W[z], n, I, O);
+}
+
+// The backward of linears_forward: dW_z += dout_z^T inp (one batched GEMM when the
+// gradients and dout lie evenly), then dinp (+)= sum_z dout_z @ W_z as `count` GEMMs in z
+// order (dinp_set: the first one overwrites). dinp and dW are independent products, so the
+// split leaves every number as matmul_backward's.
+static void linears_backward(const T5BlockView *v, void *dinp, const void *const *dout, const void *inp, const size_t *w,
+                             int count, int n, int I, int O, int dinp_set) {
+    const Backend *be = v->be;
+    const void *dW[3];
+    for (int z = 0; z < count; z++) dW[z] = t5_view_grad(v, w[z]);
+    size_t gs = linears_stride(v, dW, count, (size_t)O * I), ds = linears_stride(v, dout, count, (size_t)n * O);
+    const int batched = gs && ds;
+    for (int z = 0; z < count; z++)
+        be->matmul_backward(dinp, batched ? NULL : (void *)dW[z], dout[z], inp, t5_view_param(v, w[z]), n, I, O,
+                            dinp_set && z == 0);
+    if (batched) {
+        be->matmul_backward_weights_batched((void *)dW[0], gs, dout[0], ds, inp, 0, n, I, O, count);
+        v->test->batched_linear_calls++;
+    }
+}
+
 // Project keys and values of nk rows into k_out, v_out.
 static void attn_project_kv(const T5BlockView *v, const SublayerScratch *s, const AttnOffsets *w, void *k_out, void *v_out,
                             const void *kv_src, int nk) {
@@ -65,13 +116,21 @@ void t5_attn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, co
     if (a->ln) kept.ln_out = a->ln, kept.ln_rstd = a->rstd;
     s = &kept;
     t5_sublayer_norm(v, s, w->ln, x_in, nq);
-    be->matmul_forward(a->q, s->ln_out, t5_view_param(v, w->q), nq, D, HK);
-    if (cache) {
+    if (cache) {  // generation: q alone, this step's k, v into the cache (separate GEMMs)
+        be->matmul_forward(a->q, s->ln_out, t5_view_param(v, w->q), nq, D, HK);
         if (Tq != 1) t5_fail("t5_attn_sublayer_forward: a cached step has one query per row, not %d", Tq);
         if (cache->append_k) attn_project_kv(v, s, w, cache->append_k, cache->append_v, NULL, nq);
         be->attention_decode(a->ctx, a->q, &cache->view, bias, nq, cache->len, c->num_heads, c->d_kv);
     } else {
-        attn_project_kv(v, s, w, a->k, a->v, kv_src, kv_src ? B * Tk : nq);
+        // self: q, k, v of the norm output in one launch; cross: q, then k, v of kv_src in one
+        const size_t qkv[3] = {w->q, w->k, w->v};
+        void *outs[3] = {a->q, a->k, a->v};
+        if (kv_src) {
+            be->matmul_forward(a->q, s->ln_out, t5_view_param(v, w->q), nq, D, HK);
+            linears_forward(v, outs + 1, kv_src, qkv + 1, 2, B * Tk, D, HK);
+        } else {
+            linears_forward(v, outs, s->ln_out, qkv, 3, nq, D, HK);
+        }
         be->attention_forward(a->ctx, a->att, a->q, a->k, a->v, bias, key_mask, B, Tq, Tk, Tk, c->num_heads, c->d_kv,
                               causal, 0, t5_view_dropout(v, stack, layer, sub, SITE_ATT));
     }
@@ -91,8 +150,9 @@ void t5_ffn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, con
     if (a->h) kept.ffn_h = a->h;
     s = &kept;
     t5_sublayer_norm(v, s, w->ln, x_in, n);
-    be->matmul_forward(a->a, s->ln_out, t5_view_param(v, w->wi), n, D, F);
-    if (c->is_gated) be->matmul_forward(a->b, s->ln_out, t5_view_param(v, w->wi_1), n, D, F);
+    const size_t wi[2] = {w->wi, w->wi_1};
+    void *outs[2] = {a->a, a->b};
+    linears_forward(v, outs, s->ln_out, wi, c->is_gated ? 2 : 1, n, D, F);  // gated: wi_0, wi_1 in one launch
     // the hidden state act(a) [* b] is not stored: backward regenerates it from a (and b)
     be->ffn_act_forward(s->ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act,
                         t5_view_dropout(v, stack, layer, sub, SITE_FFN_HIDDEN));  // act and its dropout in one pass
@@ -165,11 +225,16 @@ void t5_attn_sublayer_backward(const T5BlockView *v, const AttnOffsets *w, const
         t5_sublayer_norm(v, &s, w->ln, x_in, nq);
         ln = s.ln_out, rstd = s.ln_rstd;
     }
-    be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), v->scratch->d_q, ln, t5_view_param(v, w->q), nq, D, HK, 1);
-    const void *src = kv_src ? kv_src : ln;
-    void *dsrc = kv_src ? d_kv_src : v->scratch->d_ln;
-    be->matmul_backward(dsrc, t5_view_grad(v, w->k), v->scratch->d_k, src, t5_view_param(v, w->k), nk, D, HK, 0);
-    be->matmul_backward(dsrc, t5_view_grad(v, w->v), v->scratch->d_v, src, t5_view_param(v, w->v), nk, D, HK, 0);
+    // the weight gradients of q, k, v (self) or k, v (cross) as one batched GEMM
+    const size_t qkv[3] = {w->q, w->k, w->v};
+    const void *d_qkv[3] = {v->scratch->d_q, v->scratch->d_k, v->scratch->d_v};
+    if (kv_src) {
+        be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), v->scratch->d_q, ln, t5_view_param(v, w->q), nq, D,
+                            HK, 1);
+        linears_backward(v, d_kv_src, d_qkv + 1, kv_src, qkv + 1, 2, nk, D, HK, 0);
+    } else {
+        linears_backward(v, v->scratch->d_ln, d_qkv, ln, qkv, 3, nq, D, HK, 1);
+    }
     t5_norm_backward(v, dx, t5_view_grad(v, w->ln), v->scratch->d_ln, x_in, t5_view_param(v, w->ln), rstd, nq, next);
 }
 
@@ -200,7 +265,8 @@ void t5_ffn_sublayer_backward(const T5BlockView *v, const FfnOffsets *w, const F
         t5_sublayer_norm(v, &s, w->ln, x_in, n);
         ln = s.ln_out, rstd = s.ln_rstd;
     }
-    be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->wi), d_a, ln, t5_view_param(v, w->wi), n, D, F, 1);
-    if (c->is_gated) be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->wi_1), v->scratch->d_b, ln, t5_view_param(v, w->wi_1), n, D, F, 0);
+    const size_t wi[2] = {w->wi, w->wi_1};
+    const void *d_wi[2] = {d_a, v->scratch->d_b};
+    linears_backward(v, v->scratch->d_ln, d_wi, ln, wi, c->is_gated ? 2 : 1, n, D, F, 1);
     t5_norm_backward(v, dx, t5_view_grad(v, w->ln), v->scratch->d_ln, x_in, t5_view_param(v, w->ln), rstd, n, next);
 }

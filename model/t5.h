@@ -170,6 +170,9 @@ typedef struct {
 // What only tests set or read (T5Model.test).
 typedef struct {
     int unfused_backward_dropout;   // 1 = every branch dropout as its own pass (no fusion)
+    int unbatched_linears;          // 1 = q, k, v (and wi_0, wi_1) as separate GEMMs, never
+                                    // matmul_*_batched (block.c linears_stride)
+    long batched_linear_calls;      // matmul_*_batched calls made (block.c; tests check it)
     long branch_passes;             // t5_branch_grad's own passes since t5_backward began (0 when
                                     // every branch gradient came fused: tests check it)
 } T5TestKnobs;

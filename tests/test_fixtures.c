@@ -123,6 +123,38 @@ static void check_fused_branch_dropout(Fixture *fx, T5Model *m) {
     m->dropout_p = 0.0f;
 }
 
+// q, k, v (cross: k, v; gated: wi_0, wi_1) as batched GEMMs (block.c linears_forward /
+// linears_backward) against one GEMM each: the same loss and bitwise-equal gradients (the
+// CPU batch is a loop of the single ops), and the batched path really taken: per block one
+// forward and one backward call for the self-attention, the same for the cross-attention's
+// k, v and for a gated FFN.
+static void check_batched_linears(Fixture *fx, T5Model *m) {
+    char what[320];
+    const T5Batch *b = fx->b;
+    T5Model un;
+    model_load(&un, fx->dir, backend_cpu(), fx->lo);
+    un.dropout_p = m->dropout_p = 0.1f;
+    m->dropout_seed = un.dropout_seed = 91;
+    un.test.unbatched_linears = 1;
+    t5_plan_activations(&un, b->B, b->S, b->T);
+    t5_zero_grads(m);
+    m->test.batched_linear_calls = 0;
+    long n1 = 0, n2 = 0;
+    double l1 = t5_forward(m, b, fx->smoothing, &n1), l2 = t5_forward(&un, b, fx->smoothing, &n2);
+    t5_backward(m, fx->smoothing, (float)(1.0 / (double)n1));
+    t5_backward(&un, fx->smoothing, (float)(1.0 / (double)n2));
+    const T5Config *c = &m->cfg;
+    long per_pass = (long)c->num_layers + 2L * c->num_decoder_layers +
+                    (c->is_gated ? (long)c->num_layers + c->num_decoder_layers : 0);
+    snprintf(what, sizeof what, "%s: q, k, v (and gated wi_0, wi_1) as batched GEMMs: same loss, bitwise-equal grads as "
+             "one GEMM each; %ld batched calls (want %ld), unbatched %ld", fx->variant, m->test.batched_linear_calls,
+             2 * per_pass, un.test.batched_linear_calls);
+    test_check(l1 == l2 && !memcmp(m->grads, un.grads, m->lay.total * sizeof(float)) &&
+                   m->test.batched_linear_calls == 2 * per_pass && un.test.batched_linear_calls == 0, what);
+    t5_free(&un);
+    m->dropout_p = 0.0f;
+}
+
 // Gradient checkpointing and kept sublayer norms / FFN hidden states
 // (T5Model.keep_sublayer_acts): what is recomputed or kept gives the same loss and
 // bitwise-equal gradients as the plain plan m (dropout on: a recompute must regenerate
@@ -412,6 +444,7 @@ static void run_variant(const char *variant) {
     check_forward(&fx, &m, &n);
     check_backward(&fx, &m, n);
     check_fused_branch_dropout(&fx, &m);
+    check_batched_linears(&fx, &m);
     check_plan_variant(&fx, &m, 1, 0);
     check_plan_variant(&fx, &m, 0, 1);
     check_plan_variant(&fx, &m, 1, 1);

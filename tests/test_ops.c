@@ -41,6 +41,7 @@ static void test_backend_struct(void) {
         (const void *)be->dropout_backward, (const void *)be->crossentropy_forward_backward,
         (const void *)be->sumsq, (const void *)be->tensor_norm, (const void *)be->tensor_norms, (const void *)be->adamw_update,
         (const void *)be->beam_topk, (const void *)be->beam_table_reorder, (const void *)be->attention_decode,
+        (const void *)be->matmul_forward_batched, (const void *)be->matmul_backward_weights_batched,
     };
     int all = 1;
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) all &= fns[i] != NULL;
@@ -241,10 +242,39 @@ static void test_matmul_size(int N, int I, int O, int finite_differences) {
     free(o1), free(w1), free(o3), free(w3);
 }
 
+// matmul_forward_batched / matmul_backward_weights_batched: entry z is bitwise the single op
+// on operand z (backend.h), with the input shared (stride 0) or its own, operands spaced by a
+// gap past their size (strides are distances, not sizes), gradients added to a prefill.
+static void test_matmul_batched_case(int N, int I, int O, int batch, int shared_inp) {
+    const size_t gap = 5, si = shared_inp ? 0 : (size_t)N * I + gap, sw = (size_t)O * I + gap, so = (size_t)N * O + gap;
+    const size_t nin = shared_inp ? (size_t)N * I : si * batch, nw = sw * batch, nout = so * batch;
+    float *inp = rand_array(nin, 1.0f), *w = rand_array(nw, 1.0f), *dout = rand_array(nout, 1.0f);
+    float *out = rand_array(nout, 1.0f), *want = copy_array(out, nout);  // the gaps must stay as they are
+    float *dw = rand_array(nw, 1.0f), *dw_want = copy_array(dw, nw);
+    be->matmul_forward_batched(out, so, inp, si, w, sw, N, I, O, batch);
+    be->matmul_backward_weights_batched(dw, sw, dout, so, inp, si, N, I, O, batch);
+    for (int z = 0; z < batch; z++) {
+        be->matmul_forward(want + z * so, inp + z * si, w + z * sw, N, I, O);
+        be->matmul_backward(NULL, dw_want + z * sw, dout + z * so, inp + z * si, w + z * sw, N, I, O, 0);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "matmul_forward_batched %d x N=%d I=%d O=%d (%s input) = matmul_forward each, bitwise",
+             batch, N, I, O, shared_inp ? "shared" : "own");
+    check_bitwise(name, out, want, nout * sizeof(float));
+    snprintf(name, sizeof name,
+             "matmul_backward_weights_batched %d x N=%d I=%d O=%d (%s input) += as matmul_backward's dweight, bitwise",
+             batch, N, I, O, shared_inp ? "shared" : "own");
+    check_bitwise(name, dw, dw_want, nw * sizeof(float));
+    free(inp), free(w), free(dout), free(out), free(want), free(dw), free(dw_want);
+}
+
 static void test_matmul(void) {
     test_matmul_size(7, 13, 11, 1);
     test_matmul_size(9, 21, 35, 1);     // one full 4x16 register tile plus edges
     test_matmul_size(37, 70, 133, 0);   // many full tiles and ragged edges
+    test_matmul_batched_case(7, 13, 29, 3, 1);  // q, k, v of one norm output
+    test_matmul_batched_case(9, 21, 35, 2, 0);  // operands of their own
+    test_matmul_batched_case(37, 70, 17, 1, 1);
 }
 
 // ---- relative position bucket and bias ---------------------------------------------------

@@ -47,6 +47,10 @@ void cpu_rmsnorm_backward_dropout(void *dinp, void *dweight, const void *dout, c
 void cpu_matmul_forward(void *out, const void *inp, const void *weight, int N, int I, int O);
 void cpu_matmul_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight, int N,
                          int I, int O, int dinp_set);
+void cpu_matmul_forward_batched(void *out, size_t out_stride, const void *inp, size_t inp_stride, const void *weight,
+                                size_t weight_stride, int N, int I, int O, int batch);
+void cpu_matmul_backward_weights_batched(void *dweight, size_t dweight_stride, const void *dout, size_t dout_stride,
+                                         const void *inp, size_t inp_stride, int N, int I, int O, int batch);
 
 // position_bias.c (t5_relative_position_bucket is declared in backend.h)
 void cpu_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int q_offset, int num_buckets,

@@ -105,6 +105,22 @@ void cpu_matmul_forward(void *out, const void *inp, const void *weight_, int N, 
     free(wt);
 }
 
+// The batched linears of backend.h: operand z at z * its stride. One call per z, so each
+// result is bitwise matmul_forward's / matmul_backward's on that operand.
+void cpu_matmul_forward_batched(void *out, size_t out_stride, const void *inp, size_t inp_stride, const void *weight,
+                                size_t weight_stride, int N, int I, int O, int batch) {
+    for (int z = 0; z < batch; z++)
+        cpu_matmul_forward((float *)out + z * out_stride, (const float *)inp + z * inp_stride,
+                           (const float *)weight + z * weight_stride, N, I, O);
+}
+
+void cpu_matmul_backward_weights_batched(void *dweight, size_t dweight_stride, const void *dout, size_t dout_stride,
+                                         const void *inp, size_t inp_stride, int N, int I, int O, int batch) {
+    for (int z = 0; z < batch; z++)
+        gemm_f32((float *)dweight + z * dweight_stride, (size_t)I, (const float *)dout + z * dout_stride, 1,
+                 (size_t)O, (const float *)inp + z * inp_stride, (size_t)I, O, N, I, 1);
+}
+
 // dinp (N,I) += dout (N,O) @ weight (O,I)      (skipped when dinp is NULL)
 // dweight (O,I) += dout^T (O,N) @ inp (N,I)  (skipped when dweight is NULL: frozen weight)
 void cpu_matmul_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight, int N,

@@ -37,6 +37,14 @@
                                       const void *weight, int N, int I, int O, int dinp_set) {                    \
         cuda_matmul_backward(DT, dinp, dweight, dout, inp, weight, N, I, O, dinp_set);                            \
     }                                                                                                             \
+    static void SFX##_matmul_forward_batched(void *out, size_t os, const void *inp, size_t is, const void *w,     \
+                                             size_t ws, int N, int I, int O, int batch) {                         \
+        cuda_matmul_forward_batched(DT, out, os, inp, is, w, ws, N, I, O, batch);                                 \
+    }                                                                                                             \
+    static void SFX##_matmul_backward_weights_batched(void *dw, size_t dws, const void *dout, size_t ds,          \
+                                                      const void *inp, size_t is, int N, int I, int O, int batch) {\
+        cuda_matmul_backward_weights_batched(DT, dw, dws, dout, ds, inp, is, N, I, O, batch);                     \
+    }                                                                                                             \
     static void SFX##_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int q_offset,   \
                                             int num_buckets, int max_distance, int bidirectional) {               \
         cuda_position_bias_forward(DT, bias, table, Tq, Tk, H, q_offset, num_buckets, max_distance,               \
@@ -142,6 +150,8 @@
         .rmsnorm_backward_dropout = SFX##_rmsnorm_backward_dropout,                                               \
         .matmul_forward = SFX##_matmul_forward,                                                                   \
         .matmul_backward = SFX##_matmul_backward,                                                                 \
+        .matmul_forward_batched = SFX##_matmul_forward_batched,                                                   \
+        .matmul_backward_weights_batched = SFX##_matmul_backward_weights_batched,                                 \
         .position_bias_forward = SFX##_position_bias_forward,                                                     \
         .position_bias_backward = SFX##_position_bias_backward,                                                   \
         .attention_forward = SFX##_attention_forward,                                                             \

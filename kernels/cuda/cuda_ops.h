@@ -81,6 +81,11 @@ void cuda_adamw_update(Dtype dt, float *master, void *param_out, const void *gra
 void cuda_matmul_forward(Dtype dt, void *out, const void *inp, const void *weight, int N, int I, int O);
 void cuda_matmul_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
                           int N, int I, int O, int dinp_set);
+void cuda_matmul_forward_batched(Dtype dt, void *out, size_t out_stride, const void *inp, size_t inp_stride,
+                                 const void *weight, size_t weight_stride, int N, int I, int O, int batch);
+void cuda_matmul_backward_weights_batched(Dtype dt, void *dweight, size_t dweight_stride, const void *dout,
+                                          size_t dout_stride, const void *inp, size_t inp_stride, int N, int I, int O,
+                                          int batch);
 void cuda_attention_forward(Dtype dt, void *out, void *att, const void *q, const void *k, const void *v,
                             const void *bias, const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H,
                             int d_kv, int causal, int q_offset, DropoutArgs drop);

@@ -436,3 +436,26 @@ extern "C" void cuda_matmul_backward(Dtype dt, void *dinp, void *dweight, const 
     if (dinp) cuda_gemm_strided(dt, 0, 0, I, N, O, weight, I, 0, dout, O, 0, dinp, I, 0, 1, !dinp_set);
     if (dweight) cuda_gemm_strided(dt, 0, 1, I, O, N, inp, I, 0, dout, O, 0, dweight, I, 0, 1, 1);
 }
+
+// The batched linears (backend.h): the forward and dweight products above as one strided
+// batch, operand z at z * stride (inp's stride 0: every entry reads the same input).
+extern "C" void cuda_matmul_forward_batched(Dtype dt, void *out, size_t out_stride, const void *inp,
+                                            size_t inp_stride, const void *weight, size_t weight_stride, int N,
+                                            int I, int O, int batch) {
+    if (N <= 0 || O <= 0 || batch <= 0) return;
+    if (I <= 0) {
+        for (int z = 0; z < batch; z++)
+            cudaCheck(cudaMemsetAsync((char *)out + z * out_stride * dtype_bytes(dt), 0,
+                                      (size_t)N * O * dtype_bytes(dt), t5_stream()));
+        return;
+    }
+    cuda_gemm_strided(dt, 1, 0, O, N, I, weight, I, (long long)weight_stride, inp, I, (long long)inp_stride, out, O,
+                      (long long)out_stride, batch, 0);
+}
+
+extern "C" void cuda_matmul_backward_weights_batched(Dtype dt, void *dweight, size_t dweight_stride, const void *dout,
+                                                     size_t dout_stride, const void *inp, size_t inp_stride, int N,
+                                                     int I, int O, int batch) {
+    cuda_gemm_strided(dt, 0, 1, I, O, N, inp, I, (long long)inp_stride, dout, O, (long long)dout_stride, dweight, I,
+                      (long long)dweight_stride, batch, 1);
+}

@@ -127,6 +127,16 @@ static void w_matmul_backward(void *dinp, void *dw, const void *dout, const void
     PROF(gemm_class(I, O), P.real->matmul_backward(dinp, dw, dout, inp, w, N, I, O, dinp_set),
          "matmul_backward %dx%d->%d%s%s", N, I, O, dinp ? (dinp_set ? " dinp=" : " dinp+=") : "", dw ? " dw" : "");
 }
+static void w_matmul_forward_batched(void *out, size_t os, const void *inp, size_t is, const void *w, size_t ws,
+                                     int N, int I, int O, int batch) {
+    PROF(gemm_class(I, O), P.real->matmul_forward_batched(out, os, inp, is, w, ws, N, I, O, batch),
+         "matmul_forward_batched %d x %dx%d->%d", batch, N, I, O);
+}
+static void w_matmul_backward_weights_batched(void *dw, size_t dws, const void *dout, size_t ds, const void *inp,
+                                              size_t is, int N, int I, int O, int batch) {
+    PROF(gemm_class(I, O), P.real->matmul_backward_weights_batched(dw, dws, dout, ds, inp, is, N, I, O, batch),
+         "matmul_backward_weights_batched %d x %dx%d->%d dw", batch, N, I, O);
+}
 static void w_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int qo, int nb, int md,
                                     int bi) {
     PROF(PC_EMBED_BIAS, P.real->position_bias_forward(bias, table, Tq, Tk, H, qo, nb, md, bi),
@@ -228,6 +238,8 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.rmsnorm_forward = w_rmsnorm_forward, w.rmsnorm_backward = w_rmsnorm_backward;
     w.rmsnorm_backward_dropout = w_rmsnorm_backward_dropout;
     w.matmul_forward = w_matmul_forward, w.matmul_backward = w_matmul_backward;
+    w.matmul_forward_batched = w_matmul_forward_batched;
+    w.matmul_backward_weights_batched = w_matmul_backward_weights_batched;
     w.position_bias_forward = w_position_bias_forward, w.position_bias_backward = w_position_bias_backward;
     w.attention_forward = w_attention_forward, w.attention_backward = w_attention_backward;
     w.ffn_act_forward = w_ffn_act_forward, w.ffn_act_backward = w_ffn_act_backward;
