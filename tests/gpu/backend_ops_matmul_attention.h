@@ -4,6 +4,8 @@
 //   - backward ops run into prefilled gradient buffers (they must ADD); the attention
 //     backward gets the subject's own saved probabilities on both sides, so its check
 //     measures the backward alone;
+//   - the batched linears (q, k, v in one GEMM) with shared and own inputs, gaps between
+//     entries and a batch of one;
 //   - odd shapes (matmul N=7 I=13 O=29; attention B=3 H=3 Tq=7 Tk=11 dk=5), shapes that
 //     take every softmax path (scalar Tk=11/301, vector Tk=12/128/300, looping Tk=1100),
 //     kv_rows > Tk (keys in a longer buffer), and
@@ -101,6 +103,59 @@ static void matmul_case(const OpsPair *P, const Tol *t, int N, int I, int O) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) S->free(bufs[i]);
     float *hb[] = {inp, w, dout, pin, pw, out_c, din_c, dw_c, out, din, dw, din0_c, dw0_c, din0, dw0};
     for (size_t i = 0; i < sizeof hb / sizeof hb[0]; i++) free(hb[i]);
+}
+
+// matmul_forward_batched / matmul_backward_weights_batched: `batch` linears with operand z
+// at z * stride, the input shared (stride 0) or its own; `gap` elements between operands
+// (strides are distances: an odd gap also drops the entries' alignment to 2 bytes). Outputs
+// start from random values: the gaps must come back as they were (the whole buffer is
+// compared), dweight adds into them. Also: the subject's batch against its own single calls
+// on each operand (printed: bitwise equal or not; cuBLASLt may pick another algorithm for the
+// batched shape, and the CPU check is what decides), and a repeated call bitwise equal.
+static void matmul_batched_case(const OpsPair *P, const Tol *t, int N, int I, int O, int batch, int shared, size_t gap) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = t->dt;
+    const size_t es = dt_size(dt);
+    const double tol = (I >= 1024 || O >= 1024 || N >= 1024) ? t->mm_long_k : t->mm, tol_acc = tol * t->mm_acc;
+    const size_t si = shared ? 0 : (size_t)N * I + gap, sw = (size_t)O * I + gap, so = (size_t)N * O + gap;
+    const size_t nin = shared ? (size_t)N * I : si * batch, nw = sw * batch, nout = so * batch;
+    float *inp = rand_dt(dt, nin, 1.0f), *w = rand_dt(dt, nw, 1.0f), *dout = rand_dt(dt, nout, 1.0f);
+    float *out_c = rand_dt(dt, nout, 1.0f), *dw_c = rand_dt(dt, nw, 1.0f);
+    void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw), *dout_g = dev_from(S, dt, dout, nout);
+    void *out_g = dev_from(S, dt, out_c, nout), *dw_g = dev_from(S, dt, dw_c, nw);
+    void *out1_g = dev_from(S, dt, out_c, nout), *dw1_g = dev_from(S, dt, dw_c, nw);  // single calls
+    void *out2_g = dev_from(S, dt, out_c, nout), *dw2_g = dev_from(S, dt, dw_c, nw);  // repeated batch
+    R->matmul_forward_batched(out_c, so, inp, si, w, sw, N, I, O, batch);
+    R->matmul_backward_weights_batched(dw_c, sw, dout, so, inp, si, N, I, O, batch);
+    S->matmul_forward_batched(out_g, so, inp_g, si, w_g, sw, N, I, O, batch);
+    S->matmul_backward_weights_batched(dw_g, sw, dout_g, so, inp_g, si, N, I, O, batch);
+    size_t mem_before = S->mem_in_use();
+    S->matmul_forward_batched(out2_g, so, inp_g, si, w_g, sw, N, I, O, batch);
+    S->matmul_backward_weights_batched(dw2_g, sw, dout_g, so, inp_g, si, N, I, O, batch);
+    size_t mem_after = S->mem_in_use();
+    for (int z = 0; z < batch; z++) {
+        S->matmul_forward((char *)out1_g + z * so * es, (const char *)inp_g + z * si * es,
+                          (const char *)w_g + z * sw * es, N, I, O);
+        S->matmul_backward(NULL, (char *)dw1_g + z * sw * es, (const char *)dout_g + z * so * es,
+                           (const char *)inp_g + z * si * es, NULL, N, I, O, 0);
+    }
+    char name[256], tag[128];
+    snprintf(tag, sizeof tag, "%s %d x N=%d I=%d O=%d %s input, gap %zu", dt_name(dt), batch, N, I, O,
+             shared ? "shared" : "own", gap);
+    snprintf(name, sizeof name, "matmul_forward_batched          [%s] out (gaps kept)", tag);
+    check_dev(S, name, dt, out_g, out_c, nout, tol);
+    snprintf(name, sizeof name, "matmul_backward_weights_batched [%s] dweight (+= prefill, gaps kept)", tag);
+    check_dev(S, name, dt, dw_g, dw_c, nw, tol_acc);
+    snprintf(name, sizeof name, "matmul batched [%s] repeated call bitwise equal", tag);
+    test_check(same_bytes(S, out_g, out2_g, nout * es) && same_bytes(S, dw_g, dw2_g, nw * es), name);
+    snprintf(name, sizeof name, "matmul batched [%s] repeated calls allocate nothing (%zu -> %zu bytes)", tag,
+             mem_before, mem_after);
+    test_check(mem_before == mem_after, name);
+    printf("INFO   matmul batched [%s] vs one call per entry: forward %s, dweight %s\n", tag,
+           same_bytes(S, out_g, out1_g, nout * es) ? "bitwise equal" : "DIFFERENT bits",
+           same_bytes(S, dw_g, dw1_g, nw * es) ? "bitwise equal" : "DIFFERENT bits");
+    FREE_SUB(S, inp_g, w_g, dout_g, out_g, dw_g, out1_g, dw1_g, out2_g, dw2_g);
+    FREE_HOST(inp, w, dout, out_c, dw_c);
 }
 
 // ---- attention -----------------------------------------------------------------------------------
@@ -388,6 +443,10 @@ static void case_matmul(const OpsPair *P) {
         matmul_case(P, t, 2048, 1024, 4096);
         matmul_case(P, t, 2048, 4096, 1024);
     }
+    matmul_batched_case(P, t, 7, 13, 29, 3, 1, 5);    // odd everything, 2-byte aligned entries
+    matmul_batched_case(P, t, 130, 72, 48, 2, 0, 8);  // own inputs (cross-attention k, v; gated wi)
+    matmul_batched_case(P, t, 33, 64, 40, 1, 1, 0);   // a batch of one
+    if (!ops_quick) matmul_batched_case(P, t, 2048, 1024, 1024, 3, 1, 0);  // t5-large q, k, v
 }
 
 // Every case once as the backend chooses (the fused kernels where they apply), and the

@@ -41,7 +41,7 @@ static const OpCase OP_CASES[] = {
     {"sumsq", GROUP_POINTWISE, case_sumsq},
     {"tensor_norms", GROUP_POINTWISE, case_tensor_norms},
     {"adamw_update", GROUP_POINTWISE, case_adamw},
-    {"matmul_forward/backward", GROUP_MATMUL_ATTENTION, case_matmul},
+    {"matmul_forward/backward, matmul_*_batched", GROUP_MATMUL_ATTENTION, case_matmul},
     {"attention_forward/backward", GROUP_MATMUL_ATTENTION, case_attention},
     {"beam_topk", GROUP_SEARCH, case_beam_topk},
     {"beam_table_reorder", GROUP_SEARCH, case_beam_table_reorder},

@@ -1,7 +1,7 @@
 // tests/gpu/test_backend_ops_perf.c: timings of the CUDA backend's ops at t5-large sizes
 // (PERF lines, informational: no checks), called through the Backend and timed with CUDA
 // events on the backend's stream: rmsnorm, cross-entropy, embedding backward, FFN
-// activations, AdamW and sumsq (bf16), matmul TFLOP/s and attention ms.
+// activations, AdamW and sumsq (bf16), matmul TFLOP/s (and q, k, v as one batched GEMM) and attention ms.
 // Environment: T5_TEST_NO_PERF=1 or T5_TEST_QUICK=1 skip everything (compute-sanitizer
 // runs); T5_GEMM_FALLBACK=1 skips the matmul/attention timings (the slow kernel);
 // T5_TEST_PERF_ONLY=1 times the encoder self-attention only (for profilers).
@@ -225,6 +225,50 @@ static void perf_matmul(Dtype dt, int N, int I, int O) {
     free(h);
 }
 
+// q, k, v of one norm output (N, D) -> 3 x (N, HK): three matmul_forward calls against one
+// matmul_forward_batched, and the three weight gradients against one
+// matmul_backward_weights_batched (model/block.c linears_forward / linears_backward).
+static void perf_matmul_qkv(Dtype dt, int N, int D, int HK) {
+    const Backend *be = backend_open("cuda", 0, dt);
+    const size_t es = dt_size(dt), nin = (size_t)N * D, nw = (size_t)HK * D, nout = (size_t)N * HK;
+    float *h = rand_dt(dt, nout > nw ? nout : nw, 1.0f);
+    void *inp = dev_from(be, dt, h, nin), *w = be->alloc(3 * nw * es), *out = be->alloc(3 * nout * es);
+    void *dout = be->alloc(3 * nout * es), *dw = be->alloc(3 * nw * es);
+    for (int z = 0; z < 3; z++) {
+        upload(be, dt, (char *)w + z * nw * es, h, nw);
+        upload(be, dt, (char *)dout + z * nout * es, h, nout);
+    }
+    cudaStream_t s = (cudaStream_t)cuda_stream();
+    cudaEvent_t e[5];
+    for (int i = 0; i < 5; i++) cudaEventCreate(&e[i]);
+    enum { WARM = 3, ITERS = 20 };
+    for (int i = 0; i < WARM + ITERS; i++) {
+        if (i == WARM) cudaEventRecord(e[0], s);
+        for (int z = 0; z < 3; z++)
+            be->matmul_forward((char *)out + z * nout * es, inp, (char *)w + z * nw * es, N, D, HK);
+    }
+    cudaEventRecord(e[1], s);
+    for (int i = 0; i < ITERS; i++) be->matmul_forward_batched(out, nout, inp, 0, w, nw, N, D, HK, 3);
+    cudaEventRecord(e[2], s);
+    for (int i = 0; i < ITERS; i++)
+        for (int z = 0; z < 3; z++)
+            be->matmul_backward(NULL, (char *)dw + z * nw * es, (char *)dout + z * nout * es, inp, NULL, N, D, HK, 0);
+    cudaEventRecord(e[3], s);
+    for (int i = 0; i < ITERS; i++) be->matmul_backward_weights_batched(dw, nw, dout, nout, inp, 0, N, D, HK, 3);
+    cudaEventRecord(e[4], s);
+    float t[4];
+    for (int i = 0; i < 4; i++) t[i] = elapsed_ms(e[i], e[i + 1]) / ITERS;
+    double flop = 3 * 2.0 * N * (double)D * HK;
+    printf("PERF matmul q,k,v %s N=%d D=%d HK=%d: fwd 3 calls %.3f ms %.1f TFLOP/s, batched %.3f ms %.1f TFLOP/s | "
+           "dW 3 calls %.3f ms %.1f TFLOP/s, batched %.3f ms %.1f TFLOP/s\n",
+           dt_name(dt), N, D, HK, t[0], flop / t[0] * 1e-9, t[1], flop / t[1] * 1e-9, t[2], flop / t[2] * 1e-9, t[3],
+           flop / t[3] * 1e-9);
+    fflush(stdout);
+    for (int i = 0; i < 5; i++) cudaEventDestroy(e[i]);
+    FREE_SUB(be, inp, w, out, dout, dw);
+    free(h);
+}
+
 // version: "fused" (attention_fused.cu where the shape allows) or "gemm" (attention.cu's
 // cuBLASLt + softmax path for every shape).
 static void perf_attention_version(const char *version, Dtype dt, int B, int H, int T, int DK, int use_bias,
@@ -302,6 +346,8 @@ int main(void) {
         perf_matmul(DTYPE_BF16, 8192, 1024, 4096);
         perf_matmul(DTYPE_BF16, 8192, 4096, 1024);
         perf_matmul(DTYPE_F16, 8192, 1024, 4096);
+        perf_matmul_qkv(DTYPE_BF16, 8192, 1024, 1024);  // t5-large B=64 x 128 tokens
+        perf_matmul_qkv(DTYPE_BF16, 2048, 1024, 1024);  // B=16
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 1, 0, 0.1f);  // encoder self-attention, training
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 0, 1, 0.1f);  // decoder self-attention, training
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 0, 1, 0, 0.0f);  // cross-attention, no dropout
