@@ -141,6 +141,12 @@ typedef struct Backend {
     // pass (CUDA), one pass over dinp fewer a sublayer (model/block.c).
     void (*rmsnorm_backward_dropout)(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
                                      const float *rstd, int N, int D, void *dnext, DropoutArgs next_drop);
+    // dropout_add_guard(x_out, y, x_in, N*D, drop), then rmsnorm_forward(out, rstd, x_out, weight,
+    // N, D, eps): a sublayer's residual add and the next sublayer's norm, bitwise the two calls,
+    // in one pass where they take two (CUDA bf16/fp32; fp16 runs the two calls: its overflow
+    // guard looks at the whole tensor first). x_out may alias x_in or y; out aliases none.
+    void (*residual_rmsnorm_forward)(void *x_out, void *out, float *rstd, const void *y, const void *x_in,
+                                     const void *weight, int N, int D, float eps, DropoutArgs drop);
 
     // ---- linear without bias: out (N,O) = inp (N,I) @ weight (O,I)^T --------------
     void (*matmul_forward)(void *out, const void *inp, const void *weight, int N, int I, int O);

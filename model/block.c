@@ -38,10 +38,43 @@ void t5_sublayer_norm(const T5BlockView *v, const SublayerScratch *s, size_t ln_
     v->be->rmsnorm_forward(s->ln_out, s->ln_rstd, x_in, t5_view_param(v, ln_weight), n, c->d_model, c->layer_norm_epsilon);
 }
 
-// x_out = x_in + dropout(y) (y (n,D) is left as it was unless it is x_out); HF T5Block's fp16 guard.
-static void residual_add(const T5BlockView *v, void *x_out, void *y, const void *x_in, size_t nD, DropoutArgs drop) {
+// x_out = x_in + dropout(y) (y (n,D) is left as it was unless it is x_out); HF T5Block's fp16
+// guard. When the block forward named the next sublayer's norm (scratch next_ln_w), that norm
+// of x_out too, in the same pass (residual_rmsnorm_forward: bitwise the two ops).
+static void residual_add(const T5BlockView *v, void *x_out, void *y, const void *x_in, int n, DropoutArgs drop) {
     const Backend *be = v->be;
-    be->dropout_add_guard(x_out, y, x_in, nD, drop);  // one pass (+ a clamp launch in fp16)
+    T5Scratch *sc = v->scratch;
+    const int D = v->cfg->d_model;
+    sc->normed_x = NULL;
+    if (sc->next_ln_w && !v->test->unfused_residual_norm) {
+        be->residual_rmsnorm_forward(x_out, sc->next_ln_out, sc->next_ln_rstd, y, x_in, sc->next_ln_w, n, D,
+                                     v->cfg->layer_norm_epsilon, drop);
+        sc->normed_x = x_out;
+        v->test->fused_residual_norms++;
+    } else {
+        be->dropout_add_guard(x_out, y, x_in, (size_t)n * D, drop);  // one pass (+ a clamp launch in fp16)
+    }
+    sc->next_ln_w = NULL;
+}
+
+// The forward norm of a sublayer: already written by the residual add before it when that
+// add was told this sublayer's weight and destination (block forwards: next_norm), else run.
+static void sublayer_norm_forward(const T5BlockView *v, const SublayerScratch *s, size_t ln_weight, const void *x_in,
+                                  int n) {
+    T5Scratch *sc = v->scratch;
+    const int done = sc->normed_x == x_in && sc->next_ln_out == s->ln_out && sc->next_ln_rstd == s->ln_rstd &&
+                     sc->next_ln_done_w == t5_view_param(v, ln_weight);
+    sc->normed_x = NULL;
+    if (!done) t5_sublayer_norm(v, s, ln_weight, x_in, n);
+}
+
+// Names the norm of the sublayer after the next one to run (its weight, and its kept ln or the
+// shared s->ln_out, as that sublayer's forward picks them) for the residual add to fuse.
+static void next_norm(const T5BlockView *v, const SublayerScratch *s, size_t ln_weight, void *kept_ln, float *kept_rstd) {
+    T5Scratch *sc = v->scratch;
+    sc->next_ln_w = sc->next_ln_done_w = t5_view_param(v, ln_weight);
+    sc->next_ln_out = kept_ln ? kept_ln : s->ln_out;
+    sc->next_ln_rstd = kept_ln ? kept_rstd : s->ln_rstd;
 }
 
 // The stride (elements) of n buffers p[0..n-1] that lie evenly spaced in increasing order,
@@ -115,7 +148,7 @@ void t5_attn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, co
     SublayerScratch kept = *s;  // the norm into the sublayer's own buffers when they are kept
     if (a->ln) kept.ln_out = a->ln, kept.ln_rstd = a->rstd;
     s = &kept;
-    t5_sublayer_norm(v, s, w->ln, x_in, nq);
+    sublayer_norm_forward(v, s, w->ln, x_in, nq);
     if (cache) {  // generation: q alone, this step's k, v into the cache (separate GEMMs)
         be->matmul_forward(a->q, s->ln_out, t5_view_param(v, w->q), nq, D, HK);
         if (Tq != 1) t5_fail("t5_attn_sublayer_forward: a cached step has one query per row, not %d", Tq);
@@ -136,7 +169,7 @@ void t5_attn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, co
     }
     void *y = s->proj ? s->proj : x_out;
     be->matmul_forward(y, a->ctx, t5_view_param(v, w->o), nq, HK, D);
-    residual_add(v, x_out, y, x_in, (size_t)nq * D, t5_view_dropout(v, stack, layer, sub, SITE_ATT_OUT));
+    residual_add(v, x_out, y, x_in, nq, t5_view_dropout(v, stack, layer, sub, SITE_ATT_OUT));
 }
 
 void t5_ffn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, const FfnOffsets *w, FfnActs *a,
@@ -149,7 +182,7 @@ void t5_ffn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, con
     if (a->ln) kept.ln_out = a->ln, kept.ln_rstd = a->rstd;
     if (a->h) kept.ffn_h = a->h;
     s = &kept;
-    t5_sublayer_norm(v, s, w->ln, x_in, n);
+    sublayer_norm_forward(v, s, w->ln, x_in, n);
     const size_t wi[2] = {w->wi, w->wi_1};
     void *outs[2] = {a->a, a->b};
     linears_forward(v, outs, s->ln_out, wi, c->is_gated ? 2 : 1, n, D, F);  // gated: wi_0, wi_1 in one launch
@@ -158,7 +191,7 @@ void t5_ffn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, con
                         t5_view_dropout(v, stack, layer, sub, SITE_FFN_HIDDEN));  // act and its dropout in one pass
     void *y = s->proj ? s->proj : x_out;
     be->matmul_forward(y, s->ffn_h, t5_view_param(v, w->wo), n, F, D);
-    residual_add(v, x_out, y, x_in, (size_t)n * D, t5_view_dropout(v, stack, layer, sub, SITE_FFN_OUT));
+    residual_add(v, x_out, y, x_in, n, t5_view_dropout(v, stack, layer, sub, SITE_FFN_OUT));
 }
 
 void t5_enc_block_forward(const T5BlockView *v, int l, BlockActs *a, void *const *x, int S, const void *bias,
@@ -166,6 +199,7 @@ void t5_enc_block_forward(const T5BlockView *v, int l, BlockActs *a, void *const
     const ParamLayout *L = v->lay;
     SublayerScratch s = t5_train_scratch(v->scratch);
     int B = v->B;
+    next_norm(v, &s, L->enc[l].ffn.ln, a->ffn.ln, a->ffn.rstd);  // the FFN's norm in the attention's residual add
     t5_attn_sublayer_forward(v, &s, &L->enc[l].self, &a->self, x[0], x[1], B, S, NULL, S, NULL, bias, mask, 0, 0, l, 0);
     t5_ffn_sublayer_forward(v, &s, &L->enc[l].ffn, &a->ffn, x[1], x[2], B, S, 0, l, 1);
 }
@@ -174,7 +208,10 @@ void t5_dec_block_forward(const T5BlockView *v, const SublayerScratch *s, int l,
                           const void *enc_out, int S, const void *bias, const int *enc_mask, KvCache *self_cache,
                           KvCache *cross_cache) {
     const BlockOffsets *w = &v->lay->dec[l];
+    // each sublayer's residual add also makes the next one's norm (residual_add)
+    next_norm(v, s, w->cross.ln, a->cross.ln, a->cross.rstd);
     t5_attn_sublayer_forward(v, s, &w->self, &a->self, x[0], x[1], B, T, NULL, T, self_cache, bias, NULL, 1, 1, l, 0);
+    next_norm(v, s, w->ffn.ln, a->ffn.ln, a->ffn.rstd);
     t5_attn_sublayer_forward(v, s, &w->cross, &a->cross, x[1], x[2], B, T, enc_out, S, cross_cache, NULL, enc_mask, 0,
                              1, l, 1);
     t5_ffn_sublayer_forward(v, s, &w->ffn, &a->ffn, x[2], x[3], B, T, 1, l, 2);

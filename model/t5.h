@@ -143,6 +143,15 @@ typedef struct {
     // weight gradients that read it. One per sublayer would be 2 GB at t5-large B=64.
     void *ln_out;         // (B,max(S,T),D)
     float *ln_rstd;       // (B*max(S,T))
+    // The next sublayer's norm fused into a residual add (block.c residual_add): set by the
+    // block forward before a sublayer (next_ln_w NULL: none), consumed by its residual add, which
+    // then records the x_out it normed; the next sublayer skips its norm when its input,
+    // weight and destination are those.
+    const void *next_ln_w;     // the next sublayer's norm weight (D), or NULL
+    void *next_ln_out;         // (n,D) where its output goes (its kept ln, or ln_out)
+    float *next_ln_rstd;       // (n)
+    const void *normed_x;      // the residual add's x_out whose norm is in next_ln_out, or NULL
+    const void *next_ln_done_w;  // the weight that norm used
     // ---- backward ----
     void *d_enc_x, *d_dec_x;        // (B,S,D), (B,T,D) running residual gradient
     void *d_enc_final;              // (B,S,D) gradient of the encoder output (from cross-attention)
@@ -173,6 +182,8 @@ typedef struct {
     int unbatched_linears;          // 1 = q, k, v (and wi_0, wi_1) as separate GEMMs, never
                                     // matmul_*_batched (block.c linears_stride)
     long batched_linear_calls;      // matmul_*_batched calls made (block.c; tests check it)
+    int unfused_residual_norm;      // 1 = residual add and the next norm as two ops (no residual_rmsnorm_forward)
+    long fused_residual_norms;      // residual_rmsnorm_forward calls made (block.c; tests check it)
     long branch_passes;             // t5_branch_grad's own passes since t5_backward began (0 when
                                     // every branch gradient came fused: tests check it)
 } T5TestKnobs;

@@ -155,6 +155,35 @@ static void check_batched_linears(Fixture *fx, T5Model *m) {
     m->dropout_p = 0.0f;
 }
 
+// Each block's residual adds fused with the next sublayer's norm (residual_rmsnorm_forward:
+// encoder attention -> FFN, decoder self -> cross -> FFN) against the two ops: the same loss
+// and bitwise-equal gradients (backward recomputes the norms with rmsnorm_forward), with
+// dropout on, and the fusion really made: num_layers + 2 * num_decoder_layers per forward.
+static void check_fused_residual_norm(Fixture *fx, T5Model *m) {
+    char what[320];
+    const T5Batch *b = fx->b;
+    T5Model un;
+    model_load(&un, fx->dir, backend_cpu(), fx->lo);
+    un.dropout_p = m->dropout_p = 0.1f;
+    m->dropout_seed = un.dropout_seed = 93;
+    un.test.unfused_residual_norm = 1;
+    t5_plan_activations(&un, b->B, b->S, b->T);
+    t5_zero_grads(m);
+    m->test.fused_residual_norms = 0;
+    long n1 = 0, n2 = 0;
+    double l1 = t5_forward(m, b, fx->smoothing, &n1), l2 = t5_forward(&un, b, fx->smoothing, &n2);
+    long fused = m->test.fused_residual_norms, want = (long)m->cfg.num_layers + 2L * m->cfg.num_decoder_layers;
+    t5_backward(m, fx->smoothing, (float)(1.0 / (double)n1));
+    t5_backward(&un, fx->smoothing, (float)(1.0 / (double)n2));
+    snprintf(what, sizeof what, "%s: residual add + next norm fused (dropout 0.1): same loss, bitwise-equal grads as "
+             "two ops; %ld fused in the forward (want %ld), unfused %ld", fx->variant, fused, want,
+             un.test.fused_residual_norms);
+    test_check(l1 == l2 && !memcmp(m->grads, un.grads, m->lay.total * sizeof(float)) && fused == want &&
+                   un.test.fused_residual_norms == 0, what);
+    t5_free(&un);
+    m->dropout_p = 0.0f;
+}
+
 // Gradient checkpointing and kept sublayer norms / FFN hidden states
 // (T5Model.keep_sublayer_acts): what is recomputed or kept gives the same loss and
 // bitwise-equal gradients as the plain plan m (dropout on: a recompute must regenerate
@@ -445,6 +474,7 @@ static void run_variant(const char *variant) {
     check_backward(&fx, &m, n);
     check_fused_branch_dropout(&fx, &m);
     check_batched_linears(&fx, &m);
+    check_fused_residual_norm(&fx, &m);
     check_plan_variant(&fx, &m, 1, 0);
     check_plan_variant(&fx, &m, 0, 1);
     check_plan_variant(&fx, &m, 1, 1);

@@ -130,6 +130,33 @@ static void test_dropout_add(void) {
     }
 }
 
+// residual_rmsnorm_forward = dropout_add_guard then rmsnorm_forward, bitwise, with and without
+// dropout, and with x_out in place of x_in (the generation decoder's one buffer).
+static void test_residual_rmsnorm(void) {
+    const int N = 7, D = 37;
+    const size_t n = (size_t)N * D;
+    const DropoutArgs drops[2] = {{0.0f, 0}, {0.25f, 99}};
+    for (int k = 0; k < 2; k++) {
+        float *y = rand_array(n, 1.0f), *x = rand_array(n, 1.0f), *w = rand_array(D, 1.0f);
+        float *xo = zeros_array(n), *ln = zeros_array(n), *rstd = zeros_array(N);
+        float *xo_want = zeros_array(n), *ln_want = zeros_array(n), *rstd_want = zeros_array(N);
+        be->dropout_add_guard(xo_want, y, x, n, drops[k]);
+        be->rmsnorm_forward(ln_want, rstd_want, xo_want, w, N, D, 1e-6f);
+        be->residual_rmsnorm_forward(xo, ln, rstd, y, x, w, N, D, 1e-6f, drops[k]);
+        float *ln2 = zeros_array(n), *rstd2 = zeros_array(N);
+        be->residual_rmsnorm_forward(x, ln2, rstd2, y, x, w, N, D, 1e-6f, drops[k]);  // x_out = x_in
+        char name[160];
+        snprintf(name, sizeof name, "residual_rmsnorm_forward p=%g = dropout_add_guard then rmsnorm_forward, bitwise "
+                 "(and in place)", drops[k].p);
+        test_check(!memcmp(xo, xo_want, n * sizeof(float)) && !memcmp(ln, ln_want, n * sizeof(float)) &&
+                       !memcmp(rstd, rstd_want, N * sizeof(float)) && !memcmp(x, xo_want, n * sizeof(float)) &&
+                       !memcmp(ln2, ln_want, n * sizeof(float)) && !memcmp(rstd2, rstd_want, N * sizeof(float)),
+                   name);
+        free(y), free(x), free(w), free(xo), free(ln), free(rstd), free(xo_want), free(ln_want), free(rstd_want);
+        free(ln2), free(rstd2);
+    }
+}
+
 static void test_elementwise(void) {
     const size_t n = 1003;
     float *a = rand_array(n, 1.0f), *b = rand_array(n, 1.0f), *out = zeros_array(n), *y = copy_array(b, n);
@@ -428,6 +455,7 @@ int main(void) {
     test_tensor_norm();
     test_tensor_norms();
     test_dropout_add();
+    test_residual_rmsnorm();
     test_adamw();
     return test_summary();
 }

@@ -30,6 +30,7 @@ static const Backend cpu_backend = {
     .rmsnorm_forward = cpu_rmsnorm_forward,
     .rmsnorm_backward = cpu_rmsnorm_backward,
     .rmsnorm_backward_dropout = cpu_rmsnorm_backward_dropout,
+    .residual_rmsnorm_forward = cpu_residual_rmsnorm_forward,
     .matmul_forward = cpu_matmul_forward,
     .matmul_backward = cpu_matmul_backward,
     .matmul_forward_batched = cpu_matmul_forward_batched,

@@ -42,6 +42,8 @@ void cpu_rmsnorm_backward(void *dinp, void *dweight, const void *dout, const voi
                           const float *rstd, int N, int D);
 void cpu_rmsnorm_backward_dropout(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
                                   const float *rstd, int N, int D, void *dnext, DropoutArgs next_drop);
+void cpu_residual_rmsnorm_forward(void *x_out, void *out, float *rstd, const void *y, const void *x_in,
+                                  const void *weight, int N, int D, float eps, DropoutArgs drop);
 
 // matmul.c
 void cpu_matmul_forward(void *out, const void *inp, const void *weight, int N, int I, int O);

@@ -63,3 +63,10 @@ void cpu_rmsnorm_backward_dropout(void *dinp, void *dweight, const void *dout, c
     cpu_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, D);
     cpu_dropout_forward(dnext, dinp, (size_t)N * D, next_drop);
 }
+
+// The residual add of a sublayer, then the next sublayer's norm (backend.h): the two ops.
+void cpu_residual_rmsnorm_forward(void *x_out, void *out, float *rstd, const void *y, const void *x_in,
+                                  const void *weight, int N, int D, float eps, DropoutArgs drop) {
+    cpu_dropout_add_guard(x_out, y, x_in, (size_t)N * D, drop);
+    cpu_rmsnorm_forward(out, rstd, x_out, weight, N, D, eps);
+}

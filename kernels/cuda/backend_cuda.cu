@@ -30,6 +30,11 @@
                                                DropoutArgs drop) {                                                \
         cuda_rmsnorm_backward_dropout(DT, dinp, dweight, dout, inp, weight, rstd, N, D, dnext, drop);             \
     }                                                                                                             \
+    static void SFX##_residual_rmsnorm_forward(void *x_out, void *out, float *rstd, const void *y,                \
+                                               const void *x_in, const void *w, int N, int D, float eps,          \
+                                               DropoutArgs drop) {                                                \
+        cuda_residual_rmsnorm_forward(DT, x_out, out, rstd, y, x_in, w, N, D, eps, drop);                         \
+    }                                                                                                             \
     static void SFX##_matmul_forward(void *out, const void *inp, const void *weight, int N, int I, int O) {       \
         cuda_matmul_forward(DT, out, inp, weight, N, I, O);                                                       \
     }                                                                                                             \
@@ -148,6 +153,7 @@
         .rmsnorm_forward = SFX##_rmsnorm_forward,                                                                 \
         .rmsnorm_backward = SFX##_rmsnorm_backward,                                                               \
         .rmsnorm_backward_dropout = SFX##_rmsnorm_backward_dropout,                                               \
+        .residual_rmsnorm_forward = SFX##_residual_rmsnorm_forward,                                               \
         .matmul_forward = SFX##_matmul_forward,                                                                   \
         .matmul_backward = SFX##_matmul_backward,                                                                 \
         .matmul_forward_batched = SFX##_matmul_forward_batched,                                                   \

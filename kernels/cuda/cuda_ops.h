@@ -54,6 +54,8 @@ void cuda_rmsnorm_backward_dropout(Dtype dt, void *dinp, void *dweight, const vo
                                    const void *weight, const float *rstd, int N, int D, void *dnext, DropoutArgs drop);
 void cuda_rmsnorm_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
                            const void *weight, const float *rstd, int N, int D);
+void cuda_residual_rmsnorm_forward(Dtype dt, void *x_out, void *out, float *rstd, const void *y, const void *x_in,
+                                   const void *weight, int N, int D, float eps, DropoutArgs drop);
 void cuda_position_bias_forward(Dtype dt, void *bias, const void *table, int Tq, int Tk, int H, int q_offset,
                                 int num_buckets, int max_distance, int bidirectional);
 void cuda_position_bias_backward(Dtype dt, void *dtable, const void *dbias, int Tq, int Tk, int H, int q_offset,

@@ -118,6 +118,11 @@ static void w_rmsnorm_backward_dropout(void *dinp, void *dw, const void *dout, c
     PROF(PC_NORM, P.real->rmsnorm_backward_dropout(dinp, dw, dout, inp, w, rstd, N, D, dnext, drop),
          "rmsnorm_backward+dropout N=%d D=%d", N, D);
 }
+static void w_residual_rmsnorm_forward(void *xo, void *out, float *rstd, const void *y, const void *xi, const void *w,
+                                       int N, int D, float eps, DropoutArgs drop) {
+    PROF(PC_NORM, P.real->residual_rmsnorm_forward(xo, out, rstd, y, xi, w, N, D, eps, drop),
+         "residual+rmsnorm_forward N=%d D=%d%s", N, D, drop.p > 0 ? " dropout" : "");
+}
 static int gemm_class(int I, int O) { return O == P.vocab || I == P.vocab ? PC_LM_HEAD : PC_GEMM; }
 static void w_matmul_forward(void *out, const void *inp, const void *w, int N, int I, int O) {
     PROF(gemm_class(I, O), P.real->matmul_forward(out, inp, w, N, I, O), "matmul_forward %dx%d->%d", N, I, O);
@@ -237,6 +242,7 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.embedding_forward = w_embedding_forward, w.embedding_backward = w_embedding_backward;
     w.rmsnorm_forward = w_rmsnorm_forward, w.rmsnorm_backward = w_rmsnorm_backward;
     w.rmsnorm_backward_dropout = w_rmsnorm_backward_dropout;
+    w.residual_rmsnorm_forward = w_residual_rmsnorm_forward;
     w.matmul_forward = w_matmul_forward, w.matmul_backward = w_matmul_backward;
     w.matmul_forward_batched = w_matmul_forward_batched;
     w.matmul_backward_weights_batched = w_matmul_backward_weights_batched;

@@ -8,6 +8,8 @@
 //             fixed row range [b*R, (b+1)*R) (R from N alone), sums its rows per column
 //             in shared memory (each column owned by one thread), writes one fp32 partial
 //             row; a second kernel sums the partials in block order and adds into dweight.
+//   residual  residual_rmsnorm_forward: a sublayer's x_out = x_in + dropout(y) and the next
+//             sublayer's forward norm of x_out in one warp-per-row kernel (bf16, fp32).
 #include "common.cuh"
 #include "point_drop.cuh"
 
@@ -129,6 +131,92 @@ static void rmsnorm_forward(void *out, float *rstd, const void *inp, const void 
         rmsnorm_forward_kernel<T, 1>
             <<<N, threads, 0, t5_stream()>>>((T *)out, rstd, (const T *)inp, (const T *)weight, D, eps);
     cudaLaunchCheck();
+}
+
+// ---- residual add + forward, fused (residual_rmsnorm_forward) -------------------------------
+// A sublayer's residual add x_out = x_in + dropout(y) (DropoutAddF's arithmetic: the kept
+// value rounded to T, then one fp32 add rounded to T) and the next sublayer's norm of x_out,
+// one warp per row as rmsnorm_forward_warp_kernel: the rounded x_out stays in registers for
+// the norm instead of being read back (one (N,D) pass and a launch fewer). The sum of
+// squares runs over the same values in the same order (per lane: packs, then elements; then
+// warp_sum), so rstd and out are bitwise the separate kernels'. The dropout mask of element
+// i = row*D + c is dropout_add's (keep_pack: c and D are multiples of V, so i is too).
+// x_out may alias x_in or y: each lane reads its elements before writing them.
+template <typename T, int V, int NP>
+__global__ void __launch_bounds__(32 * RMS_WARPS)
+    residual_rmsnorm_warp_kernel(T *x_out, T *out, float *rstd, const T *y, const T *x_in, const T *weight, int N,
+                                 int D, float eps, PointDrop drop) {
+    const int lane = threadIdx.x % 32, n = blockIdx.x * RMS_WARPS + threadIdx.x / 32;
+    if (n >= N) return;
+    const size_t row = (size_t)n * D;
+    float f[NP][V];
+    float ss = 0.0f;
+#pragma unroll
+    for (int t = 0; t < NP; t++) {
+        const int c = (lane + 32 * t) * V;
+        if (c < D) {
+            float a[V], b[V];
+            load_vec<T, V>(a, y + row + c);
+            load_vec<T, V>(b, x_in + row + c);
+            if (drop.p == 0.0f) {
+#pragma unroll
+                for (int k = 0; k < V; k++) a[k] = __fadd_rn(a[k], b[k]);
+            } else {
+                bool kp[V];
+                drop.keep_pack<V>(row + c, kp);
+#pragma unroll
+                for (int k = 0; k < V; k++) a[k] = __fadd_rn(drop.value_kept<T>(a[k], kp[k]), b[k]);
+            }
+            store_vec<T, V>(x_out + row + c, a);
+#pragma unroll
+            for (int k = 0; k < V; k++) f[t][k] = round_to<T>(a[k]);  // the value x_out now holds
+#pragma unroll
+            for (int k = 0; k < V; k++) ss += f[t][k] * f[t][k];
+        }
+    }
+    ss = warp_sum(ss);
+    const float r = 1.0f / sqrtf(ss / (float)D + eps);
+    if (lane == 0) rstd[n] = r;
+#pragma unroll
+    for (int t = 0; t < NP; t++) {
+        const int c = (lane + 32 * t) * V;
+        if (c < D) {
+            float w[V], o[V];
+            load_vec<T, V>(w, weight + c);
+#pragma unroll
+            for (int k = 0; k < V; k++) o[k] = w[k] * round_to<T>(f[t][k] * r);
+            store_vec<T, V>(out + row + c, o);
+        }
+    }
+}
+
+template <typename T, int P, int NP>
+static void residual_rms_launch(T *x_out, T *out, float *rstd, const T *y, const T *x_in, const T *weight, int N,
+                                int D, float eps, PointDrop drop) {
+    residual_rmsnorm_warp_kernel<T, P, NP><<<CEIL_DIV(N, RMS_WARPS), 32 * RMS_WARPS, 0, t5_stream()>>>(
+        x_out, out, rstd, y, x_in, weight, N, D, eps, drop);
+}
+
+// 1: launched fused; 0: the shape or alignment needs the separate kernels.
+template <typename T>
+static int residual_rmsnorm_forward(void *x_out, void *out, float *rstd, const void *y, const void *x_in,
+                                    const void *weight, int N, int D, float eps, DropoutArgs drop) {
+    constexpr int P = pack_of<T>();
+    const bool vec = D % P == 0 && aligned16(x_out) && aligned16(out) && aligned16(y) && aligned16(x_in) &&
+                     aligned16(weight);
+    const int np = vec ? rms_warp_np(D, P) : 0;
+    if (!np) return 0;
+    const PointDrop pd = point_drop(drop);
+    T *xo = (T *)x_out, *o = (T *)out;
+    const T *yy = (const T *)y, *xi = (const T *)x_in, *w = (const T *)weight;
+    switch (np) {
+    case 1: residual_rms_launch<T, P, 1>(xo, o, rstd, yy, xi, w, N, D, eps, pd); break;
+    case 2: residual_rms_launch<T, P, 2>(xo, o, rstd, yy, xi, w, N, D, eps, pd); break;
+    case 4: residual_rms_launch<T, P, 4>(xo, o, rstd, yy, xi, w, N, D, eps, pd); break;
+    default: residual_rms_launch<T, P, 8>(xo, o, rstd, yy, xi, w, N, D, eps, pd); break;
+    }
+    cudaLaunchCheck();
+    return 1;
 }
 
 // ---- backward ---------------------------------------------------------------------------------
@@ -282,4 +370,21 @@ extern "C" void cuda_rmsnorm_backward_dropout(Dtype dt, void *dinp, void *dweigh
                                               const void *weight, const float *rstd, int N, int D, void *dnext,
                                               DropoutArgs next_drop) {
     DISPATCH_DTYPE(dt, rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd, N, D, dnext, next_drop);
+}
+
+// backend.h residual_rmsnorm_forward. fp16 keeps the two calls: HF's overflow guard clamps
+// the whole tensor when ANY element is inf, which the norm of a row cannot know before every
+// row's add has run (dropout_add_guard's flag); other shapes the warp kernel does not take
+// (D not whole 16-byte packs, D > 32*8 packs, unaligned pointers) also run the two calls.
+extern "C" void cuda_residual_rmsnorm_forward(Dtype dt, void *x_out, void *out, float *rstd, const void *y,
+                                              const void *x_in, const void *weight, int N, int D, float eps,
+                                              DropoutArgs drop) {
+    if (N <= 0 || D <= 0) return;
+    int fused = 0;
+    if (dt == DTYPE_F32) fused = residual_rmsnorm_forward<float>(x_out, out, rstd, y, x_in, weight, N, D, eps, drop);
+    else if (dt == DTYPE_BF16)
+        fused = residual_rmsnorm_forward<__nv_bfloat16>(x_out, out, rstd, y, x_in, weight, N, D, eps, drop);
+    if (fused) return;
+    cuda_dropout_add_guard(dt, x_out, y, x_in, (size_t)N * D, drop);
+    cuda_rmsnorm_forward(dt, out, rstd, x_out, weight, N, D, eps);
 }

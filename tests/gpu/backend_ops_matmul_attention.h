@@ -443,6 +443,10 @@ static void case_matmul(const OpsPair *P) {
         matmul_case(P, t, 2048, 1024, 4096);
         matmul_case(P, t, 2048, 4096, 1024);
     }
+}
+
+static void case_matmul_batched(const OpsPair *P) {
+    const Tol *t = tol_of(P->dt);
     matmul_batched_case(P, t, 7, 13, 29, 3, 1, 5);    // odd everything, 2-byte aligned entries
     matmul_batched_case(P, t, 130, 72, 48, 2, 0, 8);  // own inputs (cross-attention k, v; gated wi)
     matmul_batched_case(P, t, 33, 64, 40, 1, 1, 0);   // a batch of one

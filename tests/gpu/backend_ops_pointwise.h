@@ -307,6 +307,69 @@ static void case_dropout_add_guard(const OpsPair *P) {
         }
 }
 
+static void poison_dev(const Backend *S, void *d, size_t bytes) {
+    unsigned char *h = xmalloc(bytes);
+    memset(h, 0xff, bytes);
+    S->to_device(d, h, bytes);
+    free(h);
+}
+
+// residual_rmsnorm_forward on the subject = its dropout_add_guard then rmsnorm_forward,
+// bitwise (x_out, out, rstd), at shapes the warp kernel takes and those it leaves to the two
+// calls (odd D, D = 8192 beyond its packs, a misaligned pointer), with and without dropout,
+// and with x_out in place of x_in; x_out against the oracle's add, and out / rstd against the
+// oracle's norm of the subject's x_out. Outputs start poisoned (NaN bytes).
+static void case_residual_rmsnorm(const OpsPair *P) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const size_t es = dt_size(dt);
+    static const int shapes[][3] = {{1, 13, 0},   {7, 512, 0},    {333, 1024, 0}, {64, 4096, 0},
+                                    {5, 1001, 0}, {20000, 64, 0}, {3, 8192, 0},   {33, 1024, 1}};
+    const DropoutArgs drops[2] = {{0.0f, 0}, {0.1f, 4242}};
+    const float eps = 1e-6f;
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+        for (int k = 0; k < 2; k++)
+            for (int inplace = 0; inplace <= 1; inplace++) {
+                const int N = shapes[c][0], D = shapes[c][1];
+                const size_t ND = (size_t)N * D, off = (size_t)shapes[c][2];  // element offset: unaligned
+                float *y = rand_dt(dt, ND, 1.0f), *x = rand_dt(dt, ND, 2.0f), *w = rand_dt(dt, D, 1.0f);
+                float *xo_ref = alloc_f(ND);
+                R->dropout_add(xo_ref, y, x, ND, drops[k]);
+                char *by = S->alloc((ND + 1) * es), *bx = S->alloc((ND + 1) * es), *bx2 = S->alloc((ND + 1) * es);
+                char *bxo = S->alloc((ND + 1) * es), *bxo2 = S->alloc((ND + 1) * es);
+                char *bln = S->alloc((ND + 1) * es), *bln2 = S->alloc((ND + 1) * es);
+                float *rstd = S->alloc(N * sizeof(float)), *rstd2 = S->alloc(N * sizeof(float));
+                void *d_y = by + off * es, *d_x = bx + off * es, *d_x2 = bx2 + off * es, *d_w = dev_from(S, dt, w, D);
+                void *d_xo = inplace ? d_x : bxo + off * es, *d_xo2 = inplace ? d_x2 : bxo2 + off * es;
+                void *d_ln = bln + off * es, *d_ln2 = bln2 + off * es;
+                upload(S, dt, d_y, y, ND);
+                upload(S, dt, d_x, x, ND);
+                upload(S, dt, d_x2, x, ND);
+                void *poisoned[6] = {bxo, bxo2, bln, bln2, rstd, rstd2};  // NaN bytes
+                for (int i = 0; i < 6; i++) poison_dev(S, poisoned[i], i < 4 ? (ND + 1) * es : N * sizeof(float));
+                S->residual_rmsnorm_forward(d_xo, d_ln, rstd, d_y, d_x, d_w, N, D, eps, drops[k]);
+                S->dropout_add_guard(d_xo2, d_y, d_x2, ND, drops[k]);
+                S->rmsnorm_forward(d_ln2, rstd2, d_xo2, d_w, N, D, eps);
+                char name[200], tag[120];
+                snprintf(tag, sizeof tag, "%s N=%d D=%d p=%g%s%s", dt_name(dt), N, D, drops[k].p,
+                         inplace ? " in place" : "", off ? " unaligned" : "");
+                snprintf(name, sizeof name, "residual_rmsnorm_forward %s = dropout_add_guard, rmsnorm_forward", tag);
+                int same = same_bytes(S, d_xo, d_xo2, ND * es) && same_bytes(S, d_ln, d_ln2, ND * es) &&
+                           same_bytes(S, rstd, rstd2, N * sizeof(float));
+                test_check(same, name);
+                float *xo = host_from(S, dt, d_xo, ND), *ln_ref = alloc_f(ND), *rstd_ref = alloc_f(N);
+                R->rmsnorm_forward(ln_ref, rstd_ref, xo, w, N, D, eps);
+                snprintf(name, sizeof name, "residual_rmsnorm_forward %s x_out vs oracle", tag);
+                check_dev(S, name, dt, d_xo, xo_ref, ND, tol_for(dt, 0));
+                snprintf(name, sizeof name, "residual_rmsnorm_forward %s out vs oracle", tag);
+                check_dev(S, name, dt, d_ln, ln_ref, ND, tol_for(dt, 0));
+                snprintf(name, sizeof name, "residual_rmsnorm_forward %s rstd vs oracle", tag);
+                check_dev(S, name, DTYPE_F32, rstd, rstd_ref, N, TOL_F32);
+                FREE_SUB(S, by, bx, bx2, bxo, bxo2, bln, bln2, rstd, rstd2, d_w);
+                FREE_HOST(y, x, w, xo_ref, xo, ln_ref, rstd_ref);
+            }
+}
+
 static void case_ffn_act(const OpsPair *P) {
     const Backend *R = P->ref, *S = P->sub;
     const Dtype dt = P->dt;

@@ -41,8 +41,10 @@ static const OpCase OP_CASES[] = {
     {"sumsq", GROUP_POINTWISE, case_sumsq},
     {"tensor_norms", GROUP_POINTWISE, case_tensor_norms},
     {"adamw_update", GROUP_POINTWISE, case_adamw},
-    {"matmul_forward/backward, matmul_*_batched", GROUP_MATMUL_ATTENTION, case_matmul},
+    {"residual_rmsnorm_forward", GROUP_POINTWISE, case_residual_rmsnorm},  // last: the cases above keep their inputs
+    {"matmul_forward/backward", GROUP_MATMUL_ATTENTION, case_matmul},
     {"attention_forward/backward", GROUP_MATMUL_ATTENTION, case_attention},
+    {"matmul_forward_batched, matmul_backward_weights_batched", GROUP_MATMUL_ATTENTION, case_matmul_batched},
     {"beam_topk", GROUP_SEARCH, case_beam_topk},
     {"beam_table_reorder", GROUP_SEARCH, case_beam_table_reorder},
     {"attention_decode", GROUP_SEARCH, case_attention_decode},

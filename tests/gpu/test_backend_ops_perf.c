@@ -1,7 +1,8 @@
 // tests/gpu/test_backend_ops_perf.c: timings of the CUDA backend's ops at t5-large sizes
 // (PERF lines, informational: no checks), called through the Backend and timed with CUDA
 // events on the backend's stream: rmsnorm, cross-entropy, embedding backward, FFN
-// activations, AdamW and sumsq (bf16), matmul TFLOP/s (and q, k, v as one batched GEMM) and attention ms.
+// activations, AdamW and sumsq (bf16), residual add + norm fused, matmul TFLOP/s (and q, k, v as one
+// batched GEMM) and attention ms.
 // Environment: T5_TEST_NO_PERF=1 or T5_TEST_QUICK=1 skip everything (compute-sanitizer
 // runs); T5_GEMM_FALLBACK=1 skips the matmul/attention timings (the slow kernel);
 // T5_TEST_PERF_ONLY=1 times the encoder self-attention only (for profilers).
@@ -225,6 +226,38 @@ static void perf_matmul(Dtype dt, int N, int I, int O) {
     free(h);
 }
 
+// A sublayer's residual add then the next norm: dropout_add_guard + rmsnorm_forward against
+// residual_rmsnorm_forward (model/block.c residual_add), dropout on as in training.
+static void perf_residual_rmsnorm(Dtype dt, int N, int D) {
+    const Backend *be = backend_open("cuda", 0, dt);
+    const size_t ND = (size_t)N * D;
+    float *h = rand_dt(dt, ND, 1.0f);
+    void *y = dev_from(be, dt, h, ND), *x = dev_from(be, dt, h, ND), *w = dev_from(be, dt, h, D);
+    void *xo = be->alloc(ND * dt_size(dt)), *ln = be->alloc(ND * dt_size(dt));
+    float *rstd = be->alloc(N * sizeof(float));
+    const DropoutArgs drop = {0.1f, 7};
+    cudaStream_t s = (cudaStream_t)cuda_stream();
+    cudaEvent_t e[3];
+    for (int i = 0; i < 3; i++) cudaEventCreate(&e[i]);
+    enum { WARM = 3, ITERS = 50 };
+    for (int i = 0; i < WARM + ITERS; i++) {
+        if (i == WARM) cudaEventRecord(e[0], s);
+        be->dropout_add_guard(xo, y, x, ND, drop);
+        be->rmsnorm_forward(ln, rstd, xo, w, N, D, 1e-6f);
+    }
+    cudaEventRecord(e[1], s);
+    for (int i = 0; i < ITERS; i++) be->residual_rmsnorm_forward(xo, ln, rstd, y, x, w, N, D, 1e-6f, drop);
+    cudaEventRecord(e[2], s);
+    float two = elapsed_ms(e[0], e[1]) / ITERS * 1e3f, one = elapsed_ms(e[1], e[2]) / ITERS * 1e3f;
+    double bytes = 4.0 * ND * dt_size(dt);  // fused: read y, x; write x_out, out
+    printf("PERF residual add + rmsnorm %s N=%d D=%d p=0.1: two ops %.1f us | fused %.1f us (%.0f GB/s)\n", dt_name(dt),
+           N, D, two, one, bytes / one * 1e-3);
+    fflush(stdout);
+    for (int i = 0; i < 3; i++) cudaEventDestroy(e[i]);
+    FREE_SUB(be, y, x, w, xo, ln, rstd);
+    free(h);
+}
+
 // q, k, v of one norm output (N, D) -> 3 x (N, HK): three matmul_forward calls against one
 // matmul_forward_batched, and the three weight gradients against one
 // matmul_backward_weights_batched (model/block.c linears_forward / linears_backward).
@@ -342,6 +375,8 @@ int main(void) {
     }
     run_perf_pointwise_1();
     run_perf_pointwise_2();
+    perf_residual_rmsnorm(DTYPE_BF16, 8192, 1024);  // t5-large B=64 x 128 tokens
+    perf_residual_rmsnorm(DTYPE_BF16, 2048, 1024);  // B=16
     if (!env_on("T5_GEMM_FALLBACK")) {
         perf_matmul(DTYPE_BF16, 8192, 1024, 4096);
         perf_matmul(DTYPE_BF16, 8192, 4096, 1024);
