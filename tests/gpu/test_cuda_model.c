@@ -5,7 +5,8 @@
 //   bf16 and fp16 (mixed precision, fp16 with the dynamic loss scaler): 20 training steps
 //         whose losses track the fp32 CPU run of the same steps;
 //   the random init made on the GPU (zero_init_random's path) against the host's;
-//   kept sublayer norms / FFN hidden states: bitwise-equal gradients.
+//   kept sublayer norms / FFN hidden states: bitwise-equal gradients;
+//   the step's fusions (residual add + norm: bitwise; q, k, v batched) against the plain ops.
 // Run from the repository root on a machine with a GPU (make test-gpu).
 #include <math.h>
 #include <stdlib.h>
@@ -165,6 +166,68 @@ static void precision_tracks(const char *variant, int bf16, int fp16, int tf32, 
     test_check(n == 20 && worst <= tol && (!tf32 || worst >= 1e-5), what);
 }
 
+// One forward and backward on the GPU (dropout 0.1) with the step's fusions on and with one of
+// them off: the fused residual add + norm (residual_rmsnorm_forward) must give the same loss
+// and gradients bit for bit; q, k, v as one batched GEMM are the same sums, bitwise unless
+// cuBLASLt picks another algorithm for the batched shape (printed), within rounding always.
+// Both paths must have been taken (the counters).
+static void step_fusions(const char *variant, int bf16, int fp16) {
+    char dir[256], path[300], what[320];
+    snprintf(dir, sizeof dir, "tests/fixtures/%s", variant);
+    snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+    const Backend *be = device_backend("cuda", 0, bf16, fp16, 0, 0);
+    const char *dtn = bf16 ? "bf16" : fp16 ? "fp16" : "fp32";
+    const size_t es = bf16 || fp16 ? 2 : 4;
+    double loss[3];
+    unsigned char *g[3] = {NULL, NULL, NULL};
+    long fused[3], batched[3];
+    size_t total = 0;
+    for (int run = 0; run < 3; run++) {  // 0: as trained, 1: norms unfused, 2: linears unbatched
+        T5Model m;
+        ModelLoadOptions lo = {0};
+        model_load(&m, dir, be, lo);
+        m.dropout_p = 0.1f;
+        m.dropout_seed = 2024;
+        m.test.unfused_residual_norm = run == 1;
+        m.test.unbatched_linears = run == 2;
+        BatchFile bf;
+        batch_file_load(&bf, path, m.cfg.vocab_size, 0, 0);
+        t5_plan_activations(&m, bf.batch.B, bf.batch.S, bf.batch.T);
+        long n = 0;
+        loss[run] = t5_forward(&m, &bf.batch, 0.1f, &n);
+        t5_zero_grads(&m);
+        t5_backward(&m, 0.1f, (float)(1.0 / n));
+        total = m.lay.total;
+        g[run] = mallocCheck(total * es);
+        be->to_host(g[run], m.grads, total * es);
+        fused[run] = m.test.fused_residual_norms, batched[run] = m.test.batched_linear_calls;
+        batch_file_free(&bf);
+        t5_free(&m);
+    }
+    snprintf(what, sizeof what, "cuda %s %s: residual add + norm fused (%ld) = two ops (%ld): loss and gradients bitwise",
+             dtn, variant, fused[0], fused[1]);
+    test_check(fused[0] > 0 && fused[1] == 0 && loss[0] == loss[1] && !memcmp(g[0], g[1], total * es), what);
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < total; i++) {
+        float a, b;
+        if (es == 4) {
+            memcpy(&a, g[0] + 4 * i, 4), memcpy(&b, g[2] + 4 * i, 4);
+        } else {
+            uint16_t x, y;
+            memcpy(&x, g[0] + 2 * i, 2), memcpy(&y, g[2] + 2 * i, 2);
+            a = bf16 ? half_bf16_to_f32(x) : half_f16_to_f32(x), b = bf16 ? half_bf16_to_f32(y) : half_f16_to_f32(y);
+        }
+        md = fmax(md, fabs((double)a - b)), mr = fmax(mr, fabs((double)b));
+    }
+    const double tol = es == 4 ? 1e-5 : 3e-2;
+    snprintf(what, sizeof what, "cuda %s %s: q, k, v batched (%ld calls) vs one GEMM each: loss %.9g vs %.9g, gradients "
+             "%s (max diff %.2e of %.2e, tol %.0e)", dtn, variant, batched[0], loss[0], loss[2],
+             !memcmp(g[0], g[2], total * es) ? "bitwise equal" : "differ", md, mr, tol);
+    test_check(batched[0] > 0 && batched[2] == 0 && fabs(loss[0] - loss[2]) <= tol * fabs(loss[2]) && md <= tol * mr,
+               what);
+    for (int run = 0; run < 3; run++) free(g[run]);
+}
+
 // HF T5Block's fp16 guard: with an inf present everything is clamped to +-64504,
 // without one nothing changes.
 static void fp16_clamp(void) {
@@ -262,5 +325,8 @@ int main(void) {
     }
     precision_tracks("relu_tied", 0, 1, 0, 1e-2);
     precision_tracks("gated_noscale", 0, 1, 0, 1e-2);
+    step_fusions("relu_tied", 0, 0);
+    step_fusions("gated_noscale", 0, 1);
+    if (cuda_compute_capability() >= GPU_CC_BF16) step_fusions("relu_tied", 1, 0);
     return test_summary();
 }
