@@ -68,8 +68,10 @@ static void sublayer_norm_forward(const T5BlockView *v, const SublayerScratch *s
     if (!done) t5_sublayer_norm(v, s, ln_weight, x_in, n);
 }
 
-// Names the norm of the sublayer after the next one to run (its weight, and its kept ln or the
-// shared s->ln_out, as that sublayer's forward picks them) for the residual add to fuse.
+// Called before a sublayer of a block: names the norm of the sublayer after it (its weight, and
+// its kept ln or the shared s->ln_out, as that sublayer's forward picks them) for the first
+// one's residual add to fuse. Only within a block: the next block's weights belong to another
+// unit, which ZeRO-3 may not have fetched yet.
 static void next_norm(const T5BlockView *v, const SublayerScratch *s, size_t ln_weight, void *kept_ln, float *kept_rstd) {
     T5Scratch *sc = v->scratch;
     sc->next_ln_w = sc->next_ln_done_w = t5_view_param(v, ln_weight);
@@ -99,7 +101,8 @@ static void linears_forward(const T5BlockView *v, void *const *out, const void *
                             int I, int O) {
     const void *W[3];
     for (int z = 0; z < count; z++) W[z] = t5_view_param(v, w[z]);
-    size_t ws = linears_stride(v, W, count, (size_t)O * I), os = linears_stride(v, (const void *const *)out, count, (size_t)n * O);
+    size_t ws = linears_stride(v, W, count, (size_t)O * I);
+    size_t os = linears_stride(v, (const void *const *)out, count, (size_t)n * O);
     if (ws && os) {
         v->be->matmul_forward_batched(out[0], os, inp, 0, W[0], ws, n, I, O, count);
         v->test->batched_linear_calls++;
