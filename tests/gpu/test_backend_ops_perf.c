@@ -264,7 +264,8 @@ static void perf_residual_rmsnorm(Dtype dt, int N, int D) {
 static void perf_matmul_qkv(Dtype dt, int N, int D, int HK) {
     const Backend *be = backend_open("cuda", 0, dt);
     const size_t es = dt_size(dt), nin = (size_t)N * D, nw = (size_t)HK * D, nout = (size_t)N * HK;
-    float *h = rand_dt(dt, nout > nw ? nout : nw, 1.0f);
+    const size_t nh = nout > nw ? (nout > nin ? nout : nin) : (nw > nin ? nw : nin);
+    float *h = rand_dt(dt, nh, 1.0f);
     void *inp = dev_from(be, dt, h, nin), *w = be->alloc(3 * nw * es), *out = be->alloc(3 * nout * es);
     void *dout = be->alloc(3 * nout * es), *dw = be->alloc(3 * nw * es);
     for (int z = 0; z < 3; z++) {
