@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/clock.h"
 #include "block.h"
 #include "bump.h"
 #include "../formats/safetensors.h"
@@ -213,11 +214,21 @@ void t5_decoder_step_topk(T5Decoder *d, const int *tokens, const float *beam_sco
     const Backend *be = d->m->be;
     const int B = d->B, nb = d->beams, V = d->m->cfg.vocab_size, K = beam_scores ? 2 * nb : 1;
     if (!beam_scores && nb != 1) t5_fail("t5_decoder_step_topk: greedy (no beam scores) with %d beams; it needs 1", nb);
+    double t0 = d->prof ? clock_seconds() : 0.0, t2 = 0.0;
     decoder_step_device(d, tokens);
     if (beam_scores) be->to_device(d->beam_scores, beam_scores, (size_t)d->N * sizeof(float));
     be->beam_topk(d->topk_scores, d->topk_idx, d->logits, beam_scores ? d->beam_scores : NULL, B, nb, V, K);
+    if (d->prof) {  // the read-back below waits for the GPU anyway: wait here, to see how long
+        double t1 = clock_seconds();
+        be->synchronize();
+        t2 = clock_seconds();
+        d->prof->issue += t1 - t0;
+        d->prof->gpu_wait += t2 - t1;
+        d->prof->steps++;
+    }
     be->to_host(out_scores, d->topk_scores, (size_t)B * K * sizeof(float));
     be->to_host(out_idx, d->topk_idx, (size_t)B * K * sizeof(int));
+    if (d->prof) d->prof->readback += clock_seconds() - t2;
     d->t++;
 }
 
@@ -229,7 +240,9 @@ void t5_decoder_reorder(T5Decoder *d, const int *src_rows) {
         identity &= src_rows[i] == i;
     }
     if (identity || d->t == 0) return;
+    double t0 = d->prof ? clock_seconds() : 0.0;
     be->to_device(d->src_rows, src_rows, (size_t)N * sizeof(int));
     be->beam_table_reorder(d->table[1 - d->cur], d->table[d->cur], d->src_rows, N, d->cap, d->t);
     d->cur = 1 - d->cur;
+    if (d->prof) d->prof->reorder += clock_seconds() - t0;
 }

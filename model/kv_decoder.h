@@ -16,6 +16,7 @@
 // Letters: B batch, S source length, N = B*beams decoder rows, cap = max_length-1 cache
 // positions, D d_model, HK = num_heads*d_kv, H heads, F d_ff, V vocab.
 #pragma once
+#include "gen_profile.h"
 #include "t5.h"
 
 // One allocation per decoder (be->alloc), sized for N rows and cap positions; no
@@ -46,6 +47,7 @@ typedef struct {
     float *logits_host;         // (N, V) fp32 logits of the last step (t5_decoder_step; made on its first call)
     void *logits_raw;           // (N, V) act-dtype bytes when act_dtype is not fp32, else NULL
     int *table_host;            // (N, cap) the identity table, uploaded by encode
+    GenProfile *prof;           // NULL, or where step_topk and reorder add their phase times
 } T5Decoder;
 
 // Allocate for B batch items x beams rows, sources up to S, sequences up to max_length
