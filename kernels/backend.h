@@ -67,8 +67,9 @@ typedef struct {
 // pos (device int) NULL: the keys are j < Tk and the bias is (H, Tk). pos set (generation's
 // step, so that a captured CUDA graph replays every step: the position comes from memory,
 // not from a launch argument): the query sits at position t = *pos < Tk, the keys are j <= t,
-// and the bias is the (H, Tk, Tk) table of every query position, row t read (bias[h][t][j]);
-// Tk is then the capacity. The caller checks t < Tk before it uploads t.
+// and the bias is (H, Tk) by distance: key j reads bias[h][Tk - 1 - t + j] (what
+// position_bias_forward gives for one query at q_offset Tk - 1: entry i holds relative
+// position i - (Tk - 1)); Tk is then the capacity. The caller checks t < Tk before it uploads t.
 typedef struct {
     const void *k, *v;
     long slot_stride, pos_stride;

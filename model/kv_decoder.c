@@ -41,7 +41,7 @@ static size_t decoder_layout(T5Decoder *d, char *base) {
     d->rstd = bump_take(&bp, N * sizeof(float));
     d->q = bump_take(&bp, N * HK * e);
     d->ctx = bump_take(&bp, N * HK * e);
-    d->bias = bump_take(&bp, H * cap * cap * e);
+    d->bias = bump_take(&bp, H * cap * e);
     d->ffa = bump_take(&bp, N * F * e);
     d->ffb = c->is_gated ? bump_take(&bp, N * F * e) : NULL;
     d->ffh = bump_take(&bp, N * F * e);
@@ -144,11 +144,13 @@ void t5_decoder_encoded(T5Decoder *d, const int *attention_mask) {
     for (int l = 0; l < c->num_decoder_layers; l++) {
         const AttnOffsets *w = &L->dec[l].cross;
         t5_unit_fetch(m, L->unit_dec0 + l);
-        // every query position's causal bias at once (the steps read row t: KvView.pos); the
-        // same table entries as one position's bias with q_offset t (a lookup by j - t)
+        // the causal bias by distance, once per batch: one query at position cap-1 over keys
+        // 0..cap-1 holds every relative position -(cap-1)..0 (the step at t reads it from
+        // cap-1-t on: KvView.pos); the same table entries as a bias with q_offset t
         if (l == 0)
-            be->position_bias_forward(d->bias, t5_param(m, L->dec[0].self.relbias), d->cap, d->cap, c->num_heads, 0,
-                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
+            be->position_bias_forward(d->bias, t5_param(m, L->dec[0].self.relbias), 1, d->cap, c->num_heads,
+                                      d->cap - 1, c->relative_attention_num_buckets,
+                                      c->relative_attention_max_distance, 0);
         be->matmul_forward(d->cross_k[l], m->acts.enc_final, t5_param(m, w->k), (int)nS, D, HK);
         be->matmul_forward(d->cross_v[l], m->acts.enc_final, t5_param(m, w->v), (int)nS, D, HK);
         t5_unit_release(m, L->unit_dec0 + l);
@@ -195,7 +197,7 @@ static void decoder_launch(T5Decoder *d, int K, int with_scores) {
     void *x[4] = {d->x, d->x, d->x, d->x};  // in place: each sublayer adds its output (in d->y) to d->x
     for (int l = 0; l < c->num_decoder_layers; l++) {
         t5_unit_fetch(m, L->unit_dec0 + l);
-        // query position t (d->pos) against keys 0..t, row t of the causal bias table; the
+        // query position t (d->pos) against keys 0..t, the bias by distance; the
         // step's keys/values go through k_new / v_new into the cache at t (kv_append)
         KvCache self = {{d->k_cache[l], d->v_cache[l], 1, N, d->table[d->cur], cap, 1, NULL, 0, d->pos}, cap,
                         d->k_new, d->v_new};

@@ -15,8 +15,8 @@
 //
 // A step's launches take no argument that changes from step to step: the position t, the
 // tokens and the running beam scores are device memory uploaded before it, the self-attention
-// keys/values go to position t by kv_append, attention_decode reads t (KvView.pos) and row t
-// of a per-batch (H, cap, cap) position-bias table. So on a backend with graphs (CUDA) the
+// keys/values go to position t by kv_append, attention_decode reads t (KvView.pos) and the
+// per-batch (H, cap) position bias by distance from cap-1-t on. So on a backend with graphs (CUDA) the
 // step is captured once per decoder and live beam table and replayed (t5_decoder_step_topk):
 // the same kernels with the same arguments, so the same bits as running them one by one.
 // Not captured: fp16 (its overflow guard keeps host state between launches), ZeRO units
@@ -48,7 +48,7 @@ typedef struct {
     void *x, *y, *ln;           // (N, D) residual stream, sublayer output before the residual add, norm output
     float *rstd;                // (N)
     void *q, *ctx;              // (N, HK)
-    void *bias;                 // (H, cap, cap) causal position bias of every query position (made per batch)
+    void *bias;                 // (H, cap) causal position bias by distance: entry i is relative position i-(cap-1) (made per batch)
     void *ffa, *ffb, *ffh;      // (N, F) FFN input projections and activation
     void *logits;               // (N, V)
     float *topk_scores;         // (B, 2*beams) beam_topk's candidates (t5_decoder_step_topk)

@@ -211,12 +211,12 @@ static void check_decode_table(int N, int cap, int Tk, int H, int dk) {
              N, cap, Tk, H, dk);
     test_check(memcmp(want, got, (size_t)N * HK * 4) == 0, buf);
     // the position from memory (KvView.pos, a graph-replayed step): capacity cap, t = Tk - 1,
-    // the bias row t of an (H, cap, cap) table whose other rows are poison
-    float *full = mallocCheck((size_t)H * cap * cap * sizeof(float));
-    for (size_t e = 0; e < (size_t)H * cap * cap; e++) full[e] = 1e30f;
+    // the (H, cap) bias by distance (key j at cap - 1 - t + j), the distances past t poison
+    float *full = mallocCheck((size_t)H * cap * sizeof(float));
+    for (size_t e = 0; e < (size_t)H * cap; e++) full[e] = 1e30f;
     const int t = Tk - 1;
     for (int h = 0; h < H; h++)
-        for (int j = 0; j < Tk; j++) full[(size_t)h * cap * cap + (size_t)t * cap + j] = bias[(size_t)h * Tk + j];
+        for (int j = 0; j < Tk; j++) full[(size_t)h * cap + (size_t)(cap - 1 - t + j)] = bias[(size_t)h * Tk + j];
     for (size_t e = 0; e < (size_t)N * HK; e++) got[e] = NAN;
     kv.pos = &t;
     cpu_attention_decode(got, q, &kv, full, N, cap, H, dk);

@@ -3,7 +3,7 @@
 //   q (N, H*dk); row i's key/value j read through a KvView (backend.h): slot p from the
 //   beam table or i / slot_div, element (p * slot_stride + j * pos_stride) * H*dk
 //   scores s_j = q . k_j + bias[h, j]; P = softmax over the unmasked keys; out = P @ v
-//   (kv->pos set: keys j <= *pos, bias[h, *pos, j] of an (H, Tk, Tk) table; backend.h)
+//   (kv->pos set: keys j <= t = *pos, bias[h, Tk - 1 - t + j], by distance; backend.h)
 // The arithmetic is cpu_attention_forward's with Tq = 1 (attention.c), operation for
 // operation (the same cpu_attention_softmax_row), so a cached step gives the bits of the
 // dense forward's last position.
@@ -24,10 +24,10 @@ void cpu_attention_decode(void *out_, const void *q_, const KvView *kv, const vo
                           int dk) {
     if (N < 1 || Tk < 1 || H < 1 || dk < 1 || kv->slot_div < 1)
         t5_fail("attention_decode: N %d, Tk %d, H %d, dk %d, slot_div %d must all be >= 1", N, Tk, H, dk, kv->slot_div);
-    // pos: position t from memory, keys 0..t, bias row t of the (H, Tk, Tk) table (backend.h)
+    // pos: position t from memory, keys 0..t, the (H, Tk) bias by distance (backend.h)
     const int t = kv->pos ? *kv->pos : -1, len = kv->pos ? t + 1 : Tk;
     if (kv->pos && (t < 0 || t >= Tk)) t5_fail("attention_decode: position %d outside the capacity %d", t, Tk);
-    const size_t bias_h = kv->pos ? (size_t)Tk * Tk : (size_t)Tk, bias_t = kv->pos ? (size_t)t * Tk : 0;
+    const size_t bias_t = kv->pos ? (size_t)(Tk - 1 - t) : 0;
     if (kv->table && kv->table_ld < Tk)
         t5_fail("attention_decode: beam table rows of %d positions, %d keys", kv->table_ld, Tk);
     if (kv->key_mask && kv->mask_ld < Tk)
@@ -40,7 +40,7 @@ void cpu_attention_decode(void *out_, const void *q_, const KvView *kv, const vo
     for (int i = 0; i < N; i++)
         for (int h = 0; h < H; h++) {
             const float *qi = q + (size_t)i * HD + (size_t)h * dk;
-            const float *brow = bias ? bias + (size_t)h * bias_h + bias_t : NULL;
+            const float *brow = bias ? bias + (size_t)h * Tk + bias_t : NULL;
             const int *mrow = kv->key_mask ? kv->key_mask + (size_t)(i / kv->slot_div) * kv->mask_ld : NULL;
             float *p = scratch + ((size_t)i * H + h) * len;
             float *o = out + (size_t)i * HD + (size_t)h * dk;

@@ -18,8 +18,8 @@
 // bf16 dk = 64): the reads are coalesced whatever slot the beam table names.
 // Deterministic: no atomics, fixed orders.
 // KvView.pos set (generation's graph-replayed step): the position t comes from memory, the
-// loops run over t + 1 keys and the bias row t of an (H, Tk, Tk) table; Tk (the capacity)
-// only sizes the shared scores. The same loops over the same keys: the bits of Tk = t + 1.
+// loops run over t + 1 keys and key j reads bias[h][Tk - 1 - t + j] (an (H, Tk) bias by
+// distance); Tk (the capacity) only sizes the shared scores. The same loops over the same keys: the bits of Tk = t + 1.
 // kv_append (the step's K/V into the cache at the position from memory) is here too.
 #include <math.h>
 #include <stdint.h>
@@ -43,10 +43,10 @@ __global__ void __launch_bounds__(DECODE_THREADS)
     __shared__ float red[DECODE_WARPS][DECODE_MAX_DK];  // the warps' partial outputs
     __shared__ float wred[DECODE_WARPS];
     const int h = blockIdx.x, i = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    // kv.pos: the query's position t from memory (a replayed graph's step), keys 0..t, bias
-    // row t of the (H, Tk, Tk) table; the host checked t < Tk (clamped only against a wild read)
+    // kv.pos: the query's position t from memory (a replayed graph's step), keys 0..t, the
+    // (H, Tk) bias by distance; the host checked t < Tk (clamped only against a wild read)
     const int t = kv.pos ? min(max(*kv.pos, 0), Tk - 1) : Tk - 1, len = t + 1;
-    const size_t brow = kv.pos ? (size_t)h * Tk * Tk + (size_t)t * Tk : (size_t)h * Tk;
+    const size_t brow = (size_t)h * Tk + (size_t)(Tk - 1 - t);
     const size_t HD = (size_t)H * dk, col = (size_t)h * dk;
     const T *K = (const T *)kv.k, *Vv = (const T *)kv.v;
     const int *mrow = kv.key_mask ? kv.key_mask + (size_t)(i / kv.slot_div) * kv.mask_ld : nullptr;

@@ -16,7 +16,7 @@
 //     position-major cache read through a beam table (each position's slots a permutation
 //     of the rows) with a position bias; d_kv 64, 40 (not a multiple of 32), 128; within
 //     attention_forward's tolerance of the oracle; every call twice: the same bytes; with the
-//     position from device memory (KvView.pos, the (H, cap, cap) bias): within tolerance of
+//     position from device memory (KvView.pos, the (H, cap) bias by distance): within tolerance of
 //     the oracle and bitwise the subject's call over t + 1 keys without it;
 //   - kv_append: exact bytes at position t, every other position untouched.
 #pragma once
@@ -181,19 +181,19 @@ static void decode_case(const OpsPair *P, int N, int nb, int cap, int Tk, int H,
 }
 
 // attention_decode with the position from device memory (KvView.pos: a graph-replayed
-// step): a position-major cache of capacity cap through a beam table, the (H, cap, cap) bias
-// table, position t. Against the oracle's pos path within tolerance, and bitwise against the
-// subject's own call without pos over t + 1 keys with bias row t (the same loops, the same bits).
+// step): a position-major cache of capacity cap through a beam table, the (H, cap) bias by
+// distance, position t. Against the oracle's pos path within tolerance, and bitwise against the
+// subject's own call without pos over t + 1 keys with those bias entries (the same loops, the same bits).
 static void decode_pos_case(const OpsPair *P, int N, int cap, int t, int H, int dk) {
     const Backend *R = P->ref, *S = P->sub;
     const Dtype dt = P->dt;
     const Tol *tl = tol_of(dt);
     const int HK = H * dk, len = t + 1;
-    const size_t nkv = (size_t)cap * N * HK, nq = (size_t)N * HK, nb = (size_t)H * cap * cap;
+    const size_t nkv = (size_t)cap * N * HK, nq = (size_t)N * HK, nb = (size_t)H * cap;
     float *q = rand_dt(dt, nq, 1.0f), *k = rand_dt(dt, nkv, 1.0f), *v = rand_dt(dt, nkv, 1.0f);
     float *bias = rand_dt(dt, nb, 2.0f), *row = alloc_f((size_t)H * len), *want = alloc_f(nq);
-    for (int h = 0; h < H; h++)  // row t of each head's table, as a (H, t + 1) bias
-        for (int j = 0; j < len; j++) row[(size_t)h * len + j] = bias[(size_t)h * cap * cap + (size_t)t * cap + j];
+    for (int h = 0; h < H; h++)  // the distances of keys 0..t, as an (H, t + 1) bias
+        for (int j = 0; j < len; j++) row[(size_t)h * len + j] = bias[(size_t)h * cap + (size_t)(cap - 1 - t + j)];
     int *tab = xmalloc((size_t)N * cap * sizeof(int));
     for (int j = 0; j < cap; j++) {
         for (int i = 0; i < N; i++) tab[i * cap + j] = i;

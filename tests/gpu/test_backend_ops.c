@@ -99,7 +99,7 @@ static void test_backend_structs(void) {
                  be->ctx != NULL && be->ctx == open_subject(DTYPE_F32)->ctx;  // one context per device
         // every entry bound (the struct is a sequence of function pointers from synchronize on)
         const void *const *fp = (const void *const *)&be->synchronize;
-        const void *const *end = (const void *const *)(&be->attention_decode + 1);
+        const void *const *end = (const void *const *)(&be->graph_free + 1);
         int nulls = 0;
         for (; fp < end; fp++) nulls += *fp == NULL;
         char name[160];
