@@ -19,6 +19,12 @@ CPU check: python3 bench/hf_generate.py --tiny --device cpu --n 4 --batch 2 --ma
 With --save DIR the model is also written as a Hugging Face directory, so that bench/eval_vs_hf.sh
 runs train_t5 on the very same weights: the same tokens are generated, so both searches run the
 same number of steps (two different random inits stop at different lengths, greedy especially).
+--load DIR generates with such a directory's weights instead of a random init (in --precision:
+the fp32 run of a bf16-saved model holds the same values). --predictions FILE writes the decoded
+predictions, one a line, as Seq2SeqTrainer's predict_with_generate + run_translation decode them
+(tokens after the decoder start, pad / </s> / <unk> and the extra ids skipped, stripped), for
+comparing with train_t5's generated_predictions.txt. metric_gen_len in RESULT is run_translation's
+gen_len (the mean count of non-pad ids of each returned row), the figure train_t5's eval_gen_len is.
 """
 import argparse
 import os
@@ -48,6 +54,8 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--save", metavar="DIR", help="save_pretrained the (random) model to DIR, so that train_t5 "
                     "generates with the same weights (--model DIR)")
+    ap.add_argument("--load", metavar="DIR", help="from_pretrained DIR (a --save directory) instead of a random init")
+    ap.add_argument("--predictions", metavar="FILE", help="write the decoded predictions, one a line")
     a = ap.parse_args()
 
     import sentencepiece as spm
@@ -61,7 +69,11 @@ def main():
     name = "tiny" if a.tiny else a.model
     dev = torch.device(a.device)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[a.precision]
-    model = T5ForConditionalGeneration(make_config(name)).to(dev, dtype=dtype).eval()
+    if a.load:
+        model = T5ForConditionalGeneration.from_pretrained(a.load, dtype=dtype).to(dev).eval()
+        name = a.load
+    else:
+        model = T5ForConditionalGeneration(make_config(name)).to(dev, dtype=dtype).eval()
     if a.save:
         model.save_pretrained(a.save)
         print(f"INFO: weights saved to {a.save}")
@@ -84,18 +96,27 @@ def main():
         sync()
         if dev.type == "cuda":
             torch.cuda.reset_peak_memory_stats(dev)
-        width = 0
+        width, outs = 0, []
         t0 = time.perf_counter()
         for inp, att in batches:
             out = model.generate(input_ids=inp, attention_mask=att, **gen)
             width += out.shape[1] * out.shape[0]
+            outs.append(out)  # read after the timing: no host copy inside the loop
         sync()
         secs = time.perf_counter() - t0
+    rows = [r for out in outs for r in out.tolist()]
+    nonpad = sum(sum(1 for t in r if t != 0) for r in rows)  # run_translation: count_nonzero(pred != pad)
+    if a.predictions:
+        pieces = sp.get_piece_size()
+        with open(a.predictions, "w", encoding="utf-8") as f:
+            for r in rows:  # batch_decode(skip_special_tokens=True) + strip; r[0] is the decoder start
+                f.write(sp.decode([t for t in r[1:] if 2 < t < pieces]).strip() + "\n")
+        print(f"INFO: {len(rows)} predictions written to {a.predictions}")
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else 0.0
     print(f"INFO: {len(batches)} batches of {a.batch}, {a.beams} beams, max_length {a.max_length}: {secs:.2f} s")
     print(f"RESULT impl=hf model={name} precision={a.precision} n={a.n} batch={a.batch} beams={a.beams} "
           f"max_length={a.max_length} seconds={secs:.3f} samples_per_s={a.n / secs:.2f} "
-          f"gen_len={width / a.n:.2f} peak_gib={peak:.2f}")
+          f"gen_len={width / a.n:.2f} metric_gen_len={nonpad / a.n:.4f} peak_gib={peak:.2f}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ typedef enum {
     T5_ENV_SYNC_UPDATE,        // 1: the offloaded update never overlaps the next forward (zero/update_async.c)
     T5_ENV_DUMP_GRAD_NORMS,    // FILE: rank 0 appends each tensor's pre-clip gradient norm (zero/zero.c)
     T5_ENV_STEP_TIMES,         // 1: rank 0 prints where each step's time went (zero/zero.c)
+    T5_ENV_EVAL_PROFILE,       // 1: rank 0 prints where an evaluation's time went (trainer/evaluate.c)
+    T5_ENV_GEN_GRAPHS,         // 0: generation's decoder steps run op by op, no CUDA graphs (model/kv_decoder.c)
     T5_ENV_COUNT_HOST_MEM,     // 1: count host allocations (common/check.c)
     T5_ENV_GEMM_VERBOSE,       // 1: each cuBLASLt choice printed (kernels/cuda/matmul.cu)
     T5_ENV_GEMM_FALLBACK,      // 1: every GEMM on the simple CUDA kernel (kernels/cuda/matmul.cu)

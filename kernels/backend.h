@@ -64,6 +64,12 @@ typedef struct {
 // The cross-attention K/V are per item (B, S, H*dk): slot_stride S, pos_stride 1.
 // key_mask (N / slot_div, mask_ld) int32 0/1 (1 = attend) or NULL: row i uses row
 // i / slot_div of it. All pointers are device pointers.
+// pos (device int) NULL: the keys are j < Tk and the bias is (H, Tk). pos set (generation's
+// step, so that a captured CUDA graph replays every step: the position comes from memory,
+// not from a launch argument): the query sits at position t = *pos < Tk, the keys are j <= t,
+// and the bias is (H, Tk) by distance: key j reads bias[h][Tk - 1 - t + j] (what
+// position_bias_forward gives for one query at q_offset Tk - 1: entry i holds relative
+// position i - (Tk - 1)); Tk is then the capacity. The caller checks t < Tk before it uploads t.
 typedef struct {
     const void *k, *v;
     long slot_stride, pos_stride;
@@ -71,6 +77,7 @@ typedef struct {
     int table_ld, slot_div;
     const int *key_mask;
     int mask_ld;
+    const int *pos;
 } KvView;
 
 #define BACKEND_COPY_SLOTS 8  // slots of to_host_async / to_device_async
@@ -284,6 +291,22 @@ typedef struct Backend {
     // attention_forward with Tq = 1 up to the order of the sums.
     void (*attention_decode)(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H,
                              int dk);
+    // kv_append: k_cache + t * slot_bytes <- k_new, v_cache + t * slot_bytes <- v_new
+    // (slot_bytes each), t = *pos read from device memory (the step's position, as
+    // attention_decode's KvView.pos): a step's keys and values into a position-major cache
+    // with the same launch at every position. The caller checks t against the capacity.
+    void (*kv_append)(void *k_cache, void *v_cache, const void *k_new, const void *v_new, const int *pos,
+                      size_t slot_bytes);
+
+    // ---- CUDA graphs (generation's decoder step); NULL where the backend has none (CPU) ----
+    // graph_begin: the ops that follow on this process's stream are recorded, not run, until
+    // graph_end, which returns the instantiated graph; graph_replay runs it (on the stream, in
+    // order with the ops around it); graph_free releases it. Only ops whose arguments stay
+    // valid may be recorded: no host copies (to_device / to_host), no allocations.
+    void (*graph_begin)(void);
+    void *(*graph_end)(void);
+    void (*graph_replay)(void *graph);
+    void (*graph_free)(void *graph);
 } Backend;
 
 // Largest K of beam_topk: 2 * generate.c's MAX_BEAMS (64).

@@ -155,7 +155,12 @@ void t5_attn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, co
     if (cache) {  // generation: q alone, this step's k, v into the cache (separate GEMMs)
         be->matmul_forward(a->q, s->ln_out, t5_view_param(v, w->q), nq, D, HK);
         if (Tq != 1) t5_fail("t5_attn_sublayer_forward: a cached step has one query per row, not %d", Tq);
-        if (cache->append_k) attn_project_kv(v, s, w, cache->append_k, cache->append_v, NULL, nq);
+        if (cache->append_k) {
+            attn_project_kv(v, s, w, cache->append_k, cache->append_v, NULL, nq);
+            if (cache->view.pos)  // position-major: position t's block is pos_stride rows of HK
+                be->kv_append((void *)cache->view.k, (void *)cache->view.v, cache->append_k, cache->append_v,
+                              cache->view.pos, (size_t)cache->view.pos_stride * HK * v->elem);
+        }
         be->attention_decode(a->ctx, a->q, &cache->view, bias, nq, cache->len, c->num_heads, c->d_kv);
     } else {
         // self: q, k, v of the norm output in one launch; cross: q, then k, v of kv_src in one

@@ -32,7 +32,10 @@ typedef struct {
     int len;                 // positions attended over after this step
     void *append_k, *append_v;  // (rows, HK): this step's keys / values are projected straight
                                 // here (the cache slot of position len-1); NULL: the cache is
-                                // complete (cross-attention K/V)
+                                // complete (cross-attention K/V). With view.pos set (the step's
+                                // position in device memory, a graph-replayed step) they are
+                                // staging buffers that kv_append copies into the position-major
+                                // cache view.k / view.v at *view.pos, and len is the capacity
 } KvCache;
 
 // What the block code sees of the model: the backend and config, the units' weights and

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/clock.h"
 
 // ---------------------------------------------------------------------------------
 // torch.topk on the CPU: aten/src/ATen/native/TopKImpl.h (topk_impl_loop) fills a queue of
@@ -588,6 +589,8 @@ static int beam_search(T5Decoder *d, const GenerateConfig *gc, int *out, int *ou
 static int generate_impl(T5Model *m, const int *input_ids, const int *attention_mask, int B, int S,
                          const GenerateConfig *gc, int *out, int *out_len, int force_beam) {
     check_inputs(m, input_ids, attention_mask, B, S, gc);
+    GenProfile *p = gc->profile;
+    double t0 = p ? clock_seconds() : 0.0;
     T5Decoder d;
     t5_decoder_init(&d, m, B, gc->num_beams, S, gc->max_length);
     if (gc->encoder_ready) {
@@ -597,9 +600,24 @@ static int generate_impl(T5Model *m, const int *input_ids, const int *attention_
     } else {
         t5_decoder_encode(&d, input_ids, attention_mask);
     }
+    double t1 = 0.0, in_steps = 0.0;
+    if (p) {
+        m->be->synchronize();  // the cross-attention K/V GEMMs count as setup, not as the first step
+        t1 = clock_seconds();
+        p->setup += t1 - t0;
+        p->batches++;
+        p->rows += d.N;
+        in_steps = p->issue + p->gpu_wait + p->readback + p->reorder;
+        d.prof = p;
+    }
     int width = (gc->num_beams == 1 && !force_beam) ? greedy_search(&d, gc, out, out_len)
                                                     : beam_search(&d, gc, out, out_len);
+    double t2 = p ? clock_seconds() : 0.0;
     t5_decoder_free(&d);
+    if (p) {  // the search loop's time not spent in the decoder's steps and reorders is bookkeeping
+        p->search += (t2 - t1) - (p->issue + p->gpu_wait + p->readback + p->reorder - in_steps);
+        p->teardown += clock_seconds() - t2;
+    }
     return width;
 }
 

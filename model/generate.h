@@ -27,6 +27,8 @@ typedef struct {
                            // batch just ran): generation does not run the encoder again
     int *progress;         // when set: the decode position after every step (a progress line reads it
                            // from another thread: common/ticker.h)
+    GenProfile *profile;   // when set: phase times are added there (model/gen_profile.h; one extra
+                           // wait per step splits issuing from the GPU's work, the tokens unchanged)
 } GenerateConfig;
 
 // input_ids / attention_mask (B,S): host int arrays (a padded batch). out (B, max_length)

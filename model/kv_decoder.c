@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/clock.h"
+#include "../common/t5_env.h"
 #include "block.h"
 #include "bump.h"
 #include "../formats/safetensors.h"
@@ -29,7 +31,10 @@ static size_t decoder_layout(T5Decoder *d, char *base) {
     d->table[1] = bump_take(&bp, N * cap * sizeof(int));
     d->src_rows = bump_take(&bp, N * sizeof(int));
     d->mask = bump_take(&bp, B * S * sizeof(int));
-    d->tokens = bump_take(&bp, N * sizeof(int));
+    d->tokens = bump_take(&bp, (N + 1) * sizeof(int));
+    d->pos = d->tokens ? d->tokens + N : NULL;
+    d->k_new = bump_take(&bp, N * HK * e);
+    d->v_new = bump_take(&bp, N * HK * e);
     d->x = bump_take(&bp, N * D * e);
     d->y = bump_take(&bp, N * D * e);
     d->ln = bump_take(&bp, N * D * e);
@@ -91,9 +96,18 @@ void t5_decoder_init(T5Decoder *d, T5Model *m, int B, int beams, int S, int max_
     d->table_host = mallocCheck((size_t)d->N * d->cap * sizeof(int));
     for (int i = 0; i < d->N; i++)
         for (int j = 0; j < d->cap; j++) d->table_host[(size_t)i * d->cap + j] = i;
+    d->step_host = mallocCheck(((size_t)d->N + 1) * sizeof(int));
+    // graphs where a step is only launches (kv_decoder.h says why not fp16 nor fetched units)
+    const Backend *be = m->be;
+    const int units_fetched = m->visitor && (m->visitor->fetch || m->visitor->release);
+    const char *off = t5_env_get(T5_ENV_GEN_GRAPHS);
+    d->graphs = be->graph_begin && be->act_dtype != DTYPE_F16 && !units_fetched && !(off && !strcmp(off, "0"));
 }
 
 void t5_decoder_free(T5Decoder *d) {
+    for (int k = 0; k < 2; k++)
+        if (d->graph[k]) d->m->be->graph_free(d->graph[k]);
+    free(d->step_host);
     if (d->arena) d->m->be->free(d->arena);
     free(d->k_cache);  // the pointer-table block
     free(d->logits_host);
@@ -130,6 +144,13 @@ void t5_decoder_encoded(T5Decoder *d, const int *attention_mask) {
     for (int l = 0; l < c->num_decoder_layers; l++) {
         const AttnOffsets *w = &L->dec[l].cross;
         t5_unit_fetch(m, L->unit_dec0 + l);
+        // the causal bias by distance, once per batch: one query at position cap-1 over keys
+        // 0..cap-1 holds every relative position -(cap-1)..0 (the step at t reads it from
+        // cap-1-t on: KvView.pos); the same table entries as a bias with q_offset t
+        if (l == 0)
+            be->position_bias_forward(d->bias, t5_param(m, L->dec[0].self.relbias), 1, d->cap, c->num_heads,
+                                      d->cap - 1, c->relative_attention_num_buckets,
+                                      c->relative_attention_max_distance, 0);
         be->matmul_forward(d->cross_k[l], m->acts.enc_final, t5_param(m, w->k), (int)nS, D, HK);
         be->matmul_forward(d->cross_v[l], m->acts.enc_final, t5_param(m, w->v), (int)nS, D, HK);
         t5_unit_release(m, L->unit_dec0 + l);
@@ -140,21 +161,31 @@ void t5_decoder_encoded(T5Decoder *d, const int *attention_mask) {
     d->t = 0;
 }
 
-// The step on the device: one token per row at position t, logits (N,V) into d->logits.
-static void decoder_step_device(T5Decoder *d, const int *tokens) {
+// The step's inputs to the device, one copy: each row's token and the position t (d->pos).
+static void decoder_upload(T5Decoder *d, const int *tokens) {
+    const int N = d->N, V = d->m->cfg.vocab_size;
+    if (d->t >= d->cap)
+        t5_fail("t5_decoder_step: position %d is past the cache capacity %d (max_length %d)", d->t, d->cap, d->cap + 1);
+    for (int i = 0; i < N; i++)
+        if (tokens[i] < 0 || tokens[i] >= V) t5_fail("t5_decoder_step: token %d of row %d is outside [0, %d)", tokens[i], i, V);
+    memcpy(d->step_host, tokens, (size_t)N * sizeof(int));
+    d->step_host[N] = d->t;
+    d->m->be->to_device(d->tokens, d->step_host, ((size_t)N + 1) * sizeof(int));
+}
+
+// The step's launches: logits (N,V) into d->logits of the tokens at position t, both read
+// from d->tokens; with K > 0 also beam_topk's candidates (d->beam_scores when with_scores).
+// No argument depends on t or on the tokens, so this can be captured as a graph (beyond the
+// live beam table, table[cur]: one graph per cur).
+static void decoder_launch(T5Decoder *d, int K, int with_scores) {
     T5Model *m = d->m;
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     const ParamLayout *L = &m->lay;
-    int N = d->N, S = d->S, t = d->t, cap = d->cap;
-    int D = c->d_model, H = c->num_heads, V = c->vocab_size;
+    int N = d->N, S = d->S, cap = d->cap;
+    int D = c->d_model, V = c->vocab_size;
     float eps = c->layer_norm_epsilon;
-    size_t nD = (size_t)N * D, HK = (size_t)t5_config_inner_dim(c), slot = (size_t)N * HK * m->elem;
-    if (t >= cap) t5_fail("t5_decoder_step: position %d is past the cache capacity %d (max_length %d)", t, cap, cap + 1);
-    for (int i = 0; i < N; i++)
-        if (tokens[i] < 0 || tokens[i] >= V) t5_fail("t5_decoder_step: token %d of row %d is outside [0, %d)", tokens[i], i, V);
-
-    be->to_device(d->tokens, tokens, (size_t)N * sizeof(int));
+    size_t nD = (size_t)N * D;
     t5_unit_fetch(m, L->unit_shared);
     be->embedding_forward(d->x, d->tokens, t5_param(m, L->shared), N, D);
     t5_unit_release(m, L->unit_shared);
@@ -166,13 +197,11 @@ static void decoder_step_device(T5Decoder *d, const int *tokens) {
     void *x[4] = {d->x, d->x, d->x, d->x};  // in place: each sublayer adds its output (in d->y) to d->x
     for (int l = 0; l < c->num_decoder_layers; l++) {
         t5_unit_fetch(m, L->unit_dec0 + l);
-        // query position t against keys 0..t, causal bucketing (HF compute_bias with cache_position)
-        if (l == 0)
-            be->position_bias_forward(d->bias, t5_param(m, L->dec[0].self.relbias), 1, t + 1, H, t,
-                                      c->relative_attention_num_buckets, c->relative_attention_max_distance, 0);
-        KvCache self = {{d->k_cache[l], d->v_cache[l], 1, N, d->table[d->cur], cap, 1, NULL, 0}, t + 1,
-                        (char *)d->k_cache[l] + t * slot, (char *)d->v_cache[l] + t * slot};
-        KvCache cross = {{d->cross_k[l], d->cross_v[l], S, 1, NULL, 0, d->beams, d->mask, S}, S, NULL, NULL};
+        // query position t (d->pos) against keys 0..t, the bias by distance; the
+        // step's keys/values go through k_new / v_new into the cache at t (kv_append)
+        KvCache self = {{d->k_cache[l], d->v_cache[l], 1, N, d->table[d->cur], cap, 1, NULL, 0, d->pos}, cap,
+                        d->k_new, d->v_new};
+        KvCache cross = {{d->cross_k[l], d->cross_v[l], S, 1, NULL, 0, d->beams, d->mask, S, NULL}, S, NULL, NULL};
         T5BlockView v = t5_block_view(m);
         t5_dec_block_forward(&v, &s, l, &acts, x, N, 1, NULL, S, d->bias, NULL, &self, &cross);
         t5_unit_release(m, L->unit_dec0 + l);
@@ -185,12 +214,14 @@ static void decoder_step_device(T5Decoder *d, const int *tokens) {
     t5_unit_fetch(m, L->unit_lm_head);
     be->matmul_forward(d->logits, d->ln, t5_param(m, L->lm_head), N, D, V);
     t5_unit_release(m, L->unit_lm_head);
+    if (K > 0) be->beam_topk(d->topk_scores, d->topk_idx, d->logits, with_scores ? d->beam_scores : NULL, d->B, d->beams, V, K);
 }
 
 const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
     T5Model *m = d->m;
     const Backend *be = m->be;
-    decoder_step_device(d, tokens);
+    decoder_upload(d, tokens);
+    decoder_launch(d, 0, 0);
     size_t NV = (size_t)d->N * m->cfg.vocab_size;
     if (!d->logits_host) {  // on first use: the search (t5_decoder_step_topk) never needs them
         d->logits_host = mallocCheck(NV * sizeof(float));
@@ -211,13 +242,34 @@ const float *t5_decoder_step(T5Decoder *d, const int *tokens) {
 
 void t5_decoder_step_topk(T5Decoder *d, const int *tokens, const float *beam_scores, float *out_scores, int *out_idx) {
     const Backend *be = d->m->be;
-    const int B = d->B, nb = d->beams, V = d->m->cfg.vocab_size, K = beam_scores ? 2 * nb : 1;
+    const int B = d->B, nb = d->beams, K = beam_scores ? 2 * nb : 1;
     if (!beam_scores && nb != 1) t5_fail("t5_decoder_step_topk: greedy (no beam scores) with %d beams; it needs 1", nb);
-    decoder_step_device(d, tokens);
+    double t0 = d->prof ? clock_seconds() : 0.0, t2 = 0.0;
+    decoder_upload(d, tokens);
     if (beam_scores) be->to_device(d->beam_scores, beam_scores, (size_t)d->N * sizeof(float));
-    be->beam_topk(d->topk_scores, d->topk_idx, d->logits, beam_scores ? d->beam_scores : NULL, B, nb, V, K);
+    // the first step runs op by op (it makes the GEMM plans and scratch the capture then finds);
+    // after it, each live table's step is captured once and replayed: the same launches
+    if (d->graphs && d->t > 0) {
+        if (!d->graph[d->cur]) {
+            be->graph_begin();
+            decoder_launch(d, K, beam_scores != NULL);
+            d->graph[d->cur] = be->graph_end();
+        }
+        be->graph_replay(d->graph[d->cur]);
+    } else {
+        decoder_launch(d, K, beam_scores != NULL);
+    }
+    if (d->prof) {  // the read-back below waits for the GPU anyway: wait here, to see how long
+        double t1 = clock_seconds();
+        be->synchronize();
+        t2 = clock_seconds();
+        d->prof->issue += t1 - t0;
+        d->prof->gpu_wait += t2 - t1;
+        d->prof->steps++;
+    }
     be->to_host(out_scores, d->topk_scores, (size_t)B * K * sizeof(float));
     be->to_host(out_idx, d->topk_idx, (size_t)B * K * sizeof(int));
+    if (d->prof) d->prof->readback += clock_seconds() - t2;
     d->t++;
 }
 
@@ -229,7 +281,9 @@ void t5_decoder_reorder(T5Decoder *d, const int *src_rows) {
         identity &= src_rows[i] == i;
     }
     if (identity || d->t == 0) return;
+    double t0 = d->prof ? clock_seconds() : 0.0;
     be->to_device(d->src_rows, src_rows, (size_t)N * sizeof(int));
     be->beam_table_reorder(d->table[1 - d->cur], d->table[d->cur], d->src_rows, N, d->cap, d->t);
     d->cur = 1 - d->cur;
+    if (d->prof) d->prof->reorder += clock_seconds() - t0;
 }

@@ -13,9 +13,19 @@
 // N*t ints (backend beam_table_reorder); position t of row i is written at slot i, so
 // no cache entry is ever moved or overwritten.
 //
+// A step's launches take no argument that changes from step to step: the position t, the
+// tokens and the running beam scores are device memory uploaded before it, the self-attention
+// keys/values go to position t by kv_append, attention_decode reads t (KvView.pos) and the
+// per-batch (H, cap) position bias by distance from cap-1-t on. So on a backend with graphs (CUDA) the
+// step is captured once per decoder and live beam table and replayed (t5_decoder_step_topk):
+// the same kernels with the same arguments, so the same bits as running them one by one.
+// Not captured: fp16 (its overflow guard keeps host state between launches), ZeRO units
+// fetched per layer (stage 3, offload: host work inside the step), T5_GEN_GRAPHS=0.
+//
 // Letters: B batch, S source length, N = B*beams decoder rows, cap = max_length-1 cache
 // positions, D d_model, HK = num_heads*d_kv, H heads, F d_ff, V vocab.
 #pragma once
+#include "gen_profile.h"
 #include "t5.h"
 
 // One allocation per decoder (be->alloc), sized for N rows and cap positions; no
@@ -32,11 +42,13 @@ typedef struct {
     int cur;
     int *src_rows;              // (N) reorder sources, uploaded per reorder
     int *mask;                  // (B, S) encoder attention mask
-    int *tokens;                // (N) input token of the step
+    int *tokens;                // (N + 1) input token of each row, then the step's position t
+    const int *pos;             // = tokens + N: t in device memory (KvView.pos), uploaded with the tokens
+    void *k_new, *v_new;        // (N, HK) the step's self-attention keys / values (kv_append copies them to t)
     void *x, *y, *ln;           // (N, D) residual stream, sublayer output before the residual add, norm output
     float *rstd;                // (N)
     void *q, *ctx;              // (N, HK)
-    void *bias;                 // (H, cap) position bias of the step's query
+    void *bias;                 // (H, cap) causal position bias by distance: entry i is relative position i-(cap-1) (made per batch)
     void *ffa, *ffb, *ffh;      // (N, F) FFN input projections and activation
     void *logits;               // (N, V)
     float *topk_scores;         // (B, 2*beams) beam_topk's candidates (t5_decoder_step_topk)
@@ -46,6 +58,13 @@ typedef struct {
     float *logits_host;         // (N, V) fp32 logits of the last step (t5_decoder_step; made on its first call)
     void *logits_raw;           // (N, V) act-dtype bytes when act_dtype is not fp32, else NULL
     int *table_host;            // (N, cap) the identity table, uploaded by encode
+    int *step_host;             // (N + 1) the tokens and t, uploaded as one copy
+    GenProfile *prof;           // NULL, or where step_topk and reorder add their phase times
+    // CUDA graphs of t5_decoder_step_topk (backend graph_*): the step's launches read
+    // everything that changes from device memory (tokens, t, beam scores, the beam table), so
+    // one graph per live table (table[cur], cur = 0, 1) replays every step after the first
+    int graphs;                 // 1: steps after the first replay a graph (see t5_decoder_init)
+    void *graph[2];             // (2) the captured step for table[0] / table[1], NULL until made
 } T5Decoder;
 
 // Allocate for B batch items x beams rows, sources up to S, sequences up to max_length

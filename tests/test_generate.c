@@ -9,8 +9,11 @@
 //     the middle (relative 1e-5): the cache checked independently of the search;
 // and generate_topk reproduces torch.topk's CPU order of equal values
 // (tests/fixtures/generate_topk). Run from the repository root.
+// Every case again with T5_GEN_GRAPHS=0 (the decoder step op by op, not a replayed CUDA
+// graph): the same tokens bitwise.
 // tests/gpu/test_cuda_generate.c runs this file on the CUDA backend in fp32 (it defines
-// TEST_GENERATE_CUDA before including it): the same fixtures, token for token.
+// TEST_GENERATE_CUDA before including it): the same fixtures, token for token, the CUDA graph
+// path (the default there) against op by op, and the same in bf16 (graphs on = off bitwise).
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -200,6 +203,54 @@ static void check_step_topk(T5Model *m, const char *model, const int *ids, const
     test_check(bad == 0, what);
 }
 
+// The same generation with the decoder step run op by op (T5_GEN_GRAPHS=0) instead of a
+// replayed CUDA graph: the same rows, lengths and width bitwise (on the CPU both are op by op).
+static void check_graphs_off(T5Model *m, const char *model, const char *name, const int *ids, const int *mask, int B,
+                             int S, const GenerateConfig *gc, const int *out, const int *out_len, int width,
+                             double secs_on) {
+    int *out2 = mallocCheck((size_t)B * gc->max_length * sizeof(int)), *len2 = mallocCheck((size_t)B * sizeof(int));
+    for (size_t i = 0; i < (size_t)B * gc->max_length; i++) out2[i] = -7;  // poison
+    setenv("T5_GEN_GRAPHS", "0", 1);
+    double t0 = now_seconds();
+    int width2 = t5_generate(m, ids, mask, B, S, gc, out2, len2);
+    double secs_off = now_seconds() - t0;
+    unsetenv("T5_GEN_GRAPHS");
+    int same = width2 == width && !memcmp(len2, out_len, (size_t)B * sizeof(int)) &&
+               !memcmp(out2, out, (size_t)B * gc->max_length * sizeof(int));
+    char what[240];
+    snprintf(what, sizeof what, "%s %s: graphs on = off bitwise (rows, lengths, width %d); %.3f s on, %.3f s off", model,
+             name, width, secs_on, secs_off);
+    test_check(same, what);
+    free(out2), free(len2);
+}
+
+#ifdef TEST_GENERATE_CUDA
+// bf16 on the GPU (what evaluation runs): every case with graphs on and off, the same tokens
+// bitwise, and the time of each (no fixture: bf16 differs from HF's fp32 tokens).
+static void check_graphs_bf16(const char *model, const char *dir, const cJSON *cases, const int *ids, const int *mask,
+                              int B, int S, int maxL) {
+    T5Model m;
+    ModelLoadOptions lo = {0};
+    model_load(&m, dir, device_backend("cuda", 0, 1, 0, 0, 0), lo);
+    t5_plan_activations(&m, 2 * B, S, maxL);
+    int *out = mallocCheck((size_t)B * maxL * sizeof(int)), *out_len = mallocCheck((size_t)B * sizeof(int));
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cases) {
+        char name[96];
+        snprintf(name, sizeof name, "bf16 %s", json_get(c, "name")->valuestring);
+        GenerateConfig gc = {.num_beams = json_get(c, "num_beams")->valueint,
+                             .max_length = json_get(c, "max_length")->valueint,
+                             .length_penalty = (float)json_get(c, "length_penalty")->valuedouble,
+                             .early_stopping = cJSON_IsTrue(json_get(c, "early_stopping"))};
+        double t0 = now_seconds();
+        int width = t5_generate(&m, ids, mask, B, S, &gc, out, out_len);
+        check_graphs_off(&m, model, name, ids, mask, B, S, &gc, out, out_len, width, now_seconds() - t0);
+    }
+    free(out), free(out_len);
+    t5_free(&m);
+}
+#endif
+
 static void run_model(const char *model) {
     char dir[256], path[320];
     snprintf(dir, sizeof dir, "tests/fixtures/generate_%s", model);
@@ -236,6 +287,7 @@ static void run_model(const char *model) {
         double secs = now_seconds() - t0;
         total += secs;
         compare_case(model, name, json_get(c, "sequences"), out, width, B, gc.max_length, secs);
+        check_graphs_off(&m, model, name, ids, mask, B, S, &gc, out, out_len, width, secs);
         if (!strcmp(name, "greedy")) {
             greedy_ref = json_get(c, "sequences");
             greedy_w = width, greedy_L = gc.max_length;
@@ -262,6 +314,9 @@ static void run_model(const char *model) {
     check_encoder_ready(&m, model, ids, mask, B, S);
     check_cache_vs_forward(&m, model, ids, mask, B, S, greedy_ref);
     check_step_topk(&m, model, ids, mask, B, S);
+#ifdef TEST_GENERATE_CUDA
+    check_graphs_bf16(model, dir, cases, ids, mask, B, S, maxL);
+#endif
 
     free(out), free(out_len), free(greedy), free(ids), free(mask);
     st_close(&st);

@@ -168,7 +168,7 @@ static void check_decode_cross(int B, int nb, int S, int H, int dk) {
     }
     DropoutArgs nodrop = {0.0f, 0};
     cpu_attention_forward(want, att, q, kr, vr, NULL, mask_r, N, 1, S, S, H, dk, 0, 0, nodrop);
-    KvView kv = {k, v, S, 1, NULL, 0, nb, mask, S};
+    KvView kv = {k, v, S, 1, NULL, 0, nb, mask, S, NULL};
     cpu_attention_decode(got, q, &kv, NULL, N, S, H, dk);
     char buf[200];
     snprintf(buf, sizeof buf, "attention_decode per item (B %d x %d beams, S %d, H %d, dk %d, masked) = attention_forward, bitwise",
@@ -204,12 +204,26 @@ static void check_decode_table(int N, int cap, int Tk, int H, int dk) {
         }
     DropoutArgs nodrop = {0.0f, 0};
     cpu_attention_forward(want, att, q, kd, vd, bias, NULL, N, 1, Tk, Tk, H, dk, 1, Tk - 1, nodrop);
-    KvView kv = {kc, vc, 1, N, table, cap, 1, NULL, 0};
+    KvView kv = {kc, vc, 1, N, table, cap, 1, NULL, 0, NULL};
     cpu_attention_decode(got, q, &kv, bias, N, Tk, H, dk);
     char buf[200];
     snprintf(buf, sizeof buf, "attention_decode through a beam table (N %d, cap %d, %d keys, H %d, dk %d, bias) = attention_forward, bitwise",
              N, cap, Tk, H, dk);
     test_check(memcmp(want, got, (size_t)N * HK * 4) == 0, buf);
+    // the position from memory (KvView.pos, a graph-replayed step): capacity cap, t = Tk - 1,
+    // the (H, cap) bias by distance (key j at cap - 1 - t + j), the distances past t poison
+    float *full = mallocCheck((size_t)H * cap * sizeof(float));
+    for (size_t e = 0; e < (size_t)H * cap; e++) full[e] = 1e30f;
+    const int t = Tk - 1;
+    for (int h = 0; h < H; h++)
+        for (int j = 0; j < Tk; j++) full[(size_t)h * cap + (size_t)(cap - 1 - t + j)] = bias[(size_t)h * Tk + j];
+    for (size_t e = 0; e < (size_t)N * HK; e++) got[e] = NAN;
+    kv.pos = &t;
+    cpu_attention_decode(got, q, &kv, full, N, cap, H, dk);
+    snprintf(buf, sizeof buf, "attention_decode with the position from memory (t %d, capacity %d) = attention_forward, bitwise",
+             t, cap);
+    test_check(memcmp(want, got, (size_t)N * HK * 4) == 0, buf);
+    free(full);
     free(q), free(kd), free(vd), free(kc), free(vc), free(bias), free(att), free(want), free(got), free(table);
 }
 
@@ -236,7 +250,7 @@ static void fail_reorder_row(const void *arg) {
 static void fail_decode_table(const void *arg) {
     float q[4] = {0}, k[4] = {0}, o[4];
     int table[2] = {0, 0};
-    KvView kv = {k, k, 1, 1, table, *(const int *)arg, 1, NULL, 0};
+    KvView kv = {k, k, 1, 1, table, *(const int *)arg, 1, NULL, 0, NULL};
     cpu_attention_decode(o, q, &kv, NULL, 1, 2, 1, 4);
 }
 

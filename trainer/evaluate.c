@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/t5_env.h"
 #include "../common/fileio.h"
 #include "../common/ticker.h"
 #include "../eval/bleu.h"
@@ -132,15 +133,17 @@ static char *decode_row(const Spm *spm, const int *row, int len) {
 //   int64 k, int32 nb, double mean token loss, then per example (generation only):
 //   double generated tokens, string prediction, string reference.
 // label_len: the split's target length (val/test_max_target_length, trainer/args.h).
-// times: seconds added to [0] the loss pass, [1] generation, [2] decoding the predictions;
-// decoded: where generation writes its decode position (a progress line reads it).
+// times: seconds added to [0] the loss pass, [1] generation, [2] decoding the predictions,
+// [3] collating the batch; decoded: where generation writes its decode position (a progress
+// line reads it); prof: NULL, or generation's phase profile (T5_EVAL_PROFILE).
 static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_len, Collated *c, int *out, int *out_len,
-                       Bytes *rec, double times[3], int *decoded) {
+                       Bytes *rec, double times[4], int *decoded, GenProfile *prof) {
     const TrainArgs *a = &r->a;
     T5Model *m = &r->m;
     int B = a->per_device_eval_batch_size, L = a->generation_max_length;
     long n = (long)ds->count, start = k * B;
     int nb = (int)(n - start < B ? n - start : B);
+    double tc = now_seconds();
     uint64_t *idx = mallocCheck((size_t)B * sizeof(uint64_t));
     for (int i = 0; i < nb; i++) idx[i] = (uint64_t)(start + i);
     collate_batch(c, ds, idx, nb, a->max_source_length, label_len, m->cfg.eos_token_id,
@@ -148,6 +151,7 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
     free(idx);
     long ntok = 0;
     double t0 = now_seconds();
+    times[3] += now_seconds() - tc;
     double sum = t5_forward(m, &c->batch, (float)a->label_smoothing_factor, &ntok);  // the loss read back: synchronized
     double t1 = now_seconds();
     times[0] += t1 - t0;
@@ -158,7 +162,7 @@ static void eval_batch(Run *r, const Dataset *ds, long k, int keep, int label_le
         // starts from its output (HF runs the encoder twice; the numbers are the same)
         GenerateConfig gc = {.num_beams = a->generation_num_beams, .max_length = L,
                              .length_penalty = (float)a->length_penalty, .early_stopping = a->early_stopping,
-                             .encoder_ready = 1, .progress = decoded};
+                             .encoder_ready = 1, .progress = decoded, .profile = prof};
         width = t5_generate(m, c->batch.input_ids, c->batch.attention_mask, nb, c->batch.S, &gc, out, out_len);
     }
     double t2 = now_seconds();
@@ -271,7 +275,9 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     int *out = mallocCheck((size_t)B * L * sizeof(int)), *out_len = mallocCheck((size_t)B * sizeof(int));
     Collated c = {0};
     Bytes rec = {0};
-    double times[3] = {0};
+    double times[4] = {0};
+    GenProfile prof = {0};
+    const int profiling = is_main(r) && t5_env_flag(T5_ENV_EVAL_PROFILE);
     // what a person waits on: rank 0's batches, and the decode position inside the current one
     char what[64];
     snprintf(what, sizeof what, "%s%s", prefix, world > 1 ? " (rank 0's batches)" : "");
@@ -282,13 +288,18 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
         long k = i * world + rank;
         int keep = k < n_batches;
         __atomic_store_n(&decoded, 0, __ATOMIC_RELAXED);
-        eval_batch(r, ds, keep ? k : 0, keep, label_len, &c, out, out_len, &rec, times, &decoded);
+        eval_batch(r, ds, keep ? k : 0, keep, label_len, &c, out, out_len, &rec, times, &decoded,
+                   profiling ? &prof : NULL);
         ticker_set(tick, i + 1);
     }
     ticker_stop(tick);
     if (is_main(r))  // where the time went (rank 0's batches); the runtime adds the metrics
         printf("%s time (rank 0, %ld batches): loss pass %.2f s, generation %.2f s, decoding predictions %.2f s\n",
                prefix, mine, times[0], times[1], times[2]);
+    if (profiling) {
+        printf("%s profile: collating batches %.3f s\n", prefix, times[3]);
+        if (a->predict_with_generate) gen_profile_print(&prof, prefix, m->be->device_memory);
+    }
     free(out);
     free(out_len);
     collate_free(&c);
@@ -306,7 +317,11 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     if (is_main(r)) {
         size_t total = 0;
         for (int q = 0; q < world; q++) total += counts[q];
+        double tm = now_seconds();
         evaluate_collect(a, all, total, n_batches, predictions_path, v);
+        if (profiling)
+            printf("%s profile: metrics (BLEU, chrF%s) %.3f s; evaluation so far %.3f s\n", prefix,
+                   predictions_path ? ", predictions file" : "", now_seconds() - tm, now_seconds() - t0);
         v[4] = now_seconds() - t0;
         if (m->be->device_memory) v[5] = (double)m->be->mem_peak() / 1073741824.0;
     }

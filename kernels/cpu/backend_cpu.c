@@ -57,6 +57,8 @@ static const Backend cpu_backend = {
     .beam_topk = cpu_search_beam_topk,
     .beam_table_reorder = cpu_search_beam_table_reorder,
     .attention_decode = cpu_attention_decode,
+    .kv_append = cpu_attention_kv_append,
+    // no graphs: the CPU runs each op as it is called (graph_* NULL)
 };
 
 const Backend *backend_cpu(void) { return &cpu_backend; }

@@ -121,3 +121,5 @@ static inline float cpu_attention_score(const float *q, const float *k, int dk, 
 
 // attention_decode.c (one query per row over cached keys/values)
 void cpu_attention_decode(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H, int dk);
+void cpu_attention_kv_append(void *k_cache, void *v_cache, const void *k_new, const void *v_new, const int *pos,
+                             size_t slot_bytes);

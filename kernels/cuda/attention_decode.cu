@@ -17,7 +17,12 @@
 // A warp reads one key row of a head as one contiguous dk-element range (128 bytes for
 // bf16 dk = 64): the reads are coalesced whatever slot the beam table names.
 // Deterministic: no atomics, fixed orders.
+// KvView.pos set (generation's graph-replayed step): the position t comes from memory, the
+// loops run over t + 1 keys and key j reads bias[h][Tk - 1 - t + j] (an (H, Tk) bias by
+// distance); Tk (the capacity) only sizes the shared scores. The same loops over the same keys: the bits of Tk = t + 1.
+// kv_append (the step's K/V into the cache at the position from memory) is here too.
 #include <math.h>
+#include <stdint.h>
 
 #include "common.cuh"
 
@@ -38,6 +43,10 @@ __global__ void __launch_bounds__(DECODE_THREADS)
     __shared__ float red[DECODE_WARPS][DECODE_MAX_DK];  // the warps' partial outputs
     __shared__ float wred[DECODE_WARPS];
     const int h = blockIdx.x, i = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // kv.pos: the query's position t from memory (a replayed graph's step), keys 0..t, the
+    // (H, Tk) bias by distance; the host checked t < Tk (clamped only against a wild read)
+    const int t = kv.pos ? min(max(*kv.pos, 0), Tk - 1) : Tk - 1, len = t + 1;
+    const size_t brow = (size_t)h * Tk + (size_t)(Tk - 1 - t);
     const size_t HD = (size_t)H * dk, col = (size_t)h * dk;
     const T *K = (const T *)kv.k, *Vv = (const T *)kv.v;
     const int *mrow = kv.key_mask ? kv.key_mask + (size_t)(i / kv.slot_div) * kv.mask_ld : nullptr;
@@ -50,7 +59,7 @@ __global__ void __launch_bounds__(DECODE_THREADS)
     }
     // 1. scores
     float mx = -INFINITY;
-    for (int j = warp; j < Tk; j += DECODE_WARPS) {
+    for (int j = warp; j < len; j += DECODE_WARPS) {
         if (mrow && mrow[j] == 0) {
             if (lane == 0) sc[j] = -INFINITY;
             continue;
@@ -63,7 +72,7 @@ __global__ void __launch_bounds__(DECODE_THREADS)
             if (d < dk) s += qd[e] * to_float(kj[d]);
         }
         s = round_to<T>(warp_sum(s));
-        if (bias) s += to_float(bias[(size_t)h * Tk + j]);
+        if (bias) s += to_float(bias[brow + j]);
         if (lane == 0) sc[j] = s;
         mx = fmaxf(mx, s);
     }
@@ -74,7 +83,7 @@ __global__ void __launch_bounds__(DECODE_THREADS)
 #pragma unroll
     for (int w = 1; w < DECODE_WARPS; w++) mx = fmaxf(mx, wred[w]);
     float sum = 0.0f;
-    for (int j = threadIdx.x; j < Tk; j += DECODE_THREADS) sum += sc[j] == -INFINITY ? 0.0f : expf(sc[j] - mx);
+    for (int j = threadIdx.x; j < len; j += DECODE_THREADS) sum += sc[j] == -INFINITY ? 0.0f : expf(sc[j] - mx);
     sum = warp_sum(sum);
     __syncthreads();  // every thread has read wred's maxima
     if (lane == 0) wred[warp] = sum;
@@ -83,14 +92,14 @@ __global__ void __launch_bounds__(DECODE_THREADS)
 #pragma unroll
     for (int w = 0; w < DECODE_WARPS; w++) sum += wred[w];
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // sum == 0: every key masked
-    for (int j = threadIdx.x; j < Tk; j += DECODE_THREADS)
+    for (int j = threadIdx.x; j < len; j += DECODE_THREADS)
         sc[j] = sc[j] == -INFINITY ? 0.0f : round_to<T>(expf(sc[j] - mx) * inv);
     __syncthreads();
     // 3. out = P @ v
     float acc[MAXD];
 #pragma unroll
     for (int e = 0; e < MAXD; e++) acc[e] = 0.0f;
-    for (int j = warp; j < Tk; j += DECODE_WARPS) {
+    for (int j = warp; j < len; j += DECODE_WARPS) {
         const float p = sc[j];
         if (p == 0.0f) continue;  // masked (or underflowed: adds nothing)
         const T *vj = Vv + decode_kv_row(kv, i, j) * HD + col;
@@ -129,6 +138,33 @@ static void decode_launch(void *out, const void *q, const KvView *kv, const void
         t5_fail("attention_decode: %d keys need %zu bytes of shared memory (at most 48 KiB: 12288 keys)", Tk, smem);
     attention_decode_kernel<T><<<dim3((unsigned)H, (unsigned)N), DECODE_THREADS, smem, t5_stream()>>>(
         (T *)out, (const T *)q, *kv, (const T *)bias, Tk, H, dk);
+    cudaLaunchCheck();
+}
+
+// kv_append: one slot (N x HK elements) of K and of V into position *pos of the caches.
+// 16-byte units when the slot and every pointer allow, else bytes; blockIdx.y: 0 K, 1 V.
+template <typename U>
+__global__ void kv_append_kernel(char *k_cache, char *v_cache, const char *k_new, const char *v_new, const int *pos,
+                                 size_t n_units, size_t slot_bytes) {
+    char *dst = (blockIdx.y ? v_cache : k_cache) + (size_t)*pos * slot_bytes;
+    const U *src = (const U *)(blockIdx.y ? v_new : k_new);
+    for (size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x; u < n_units; u += (size_t)gridDim.x * blockDim.x)
+        ((U *)dst)[u] = src[u];
+}
+
+extern "C" void cuda_kv_append(void *k_cache, void *v_cache, const void *k_new, const void *v_new, const int *pos,
+                               size_t slot_bytes) {
+    if (slot_bytes == 0) return;
+    const int wide = slot_bytes % 16 == 0 && ((uintptr_t)k_cache | (uintptr_t)v_cache | (uintptr_t)k_new |
+                                              (uintptr_t)v_new) % 16 == 0;
+    const size_t units = wide ? slot_bytes / 16 : slot_bytes;
+    const unsigned blocks = (unsigned)(units / 256 + 1 < 1024 ? units / 256 + 1 : 1024);
+    if (wide)
+        kv_append_kernel<uint4><<<dim3(blocks, 2), 256, 0, t5_stream()>>>(
+            (char *)k_cache, (char *)v_cache, (const char *)k_new, (const char *)v_new, pos, units, slot_bytes);
+    else
+        kv_append_kernel<unsigned char><<<dim3(blocks, 2), 256, 0, t5_stream()>>>(
+            (char *)k_cache, (char *)v_cache, (const char *)k_new, (const char *)v_new, pos, units, slot_bytes);
     cudaLaunchCheck();
 }
 

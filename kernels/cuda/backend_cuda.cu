@@ -180,6 +180,11 @@
         .beam_topk = SFX##_beam_topk,                                                                             \
         .beam_table_reorder = cuda_beam_table_reorder,                                                            \
         .attention_decode = SFX##_attention_decode,                                                               \
+        .kv_append = cuda_kv_append,                                                                              \
+        .graph_begin = cuda_graph_begin,                                                                          \
+        .graph_end = cuda_graph_end,                                                                              \
+        .graph_replay = cuda_graph_replay,                                                                        \
+        .graph_free = cuda_graph_free,                                                                            \
     };
 
 CUDA_BACKEND(f32, DTYPE_F32, "cuda-fp32", 4)

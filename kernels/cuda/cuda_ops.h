@@ -106,6 +106,14 @@ void cuda_beam_table_reorder(int *dst, const int *src, const int *src_rows, int 
 // ---- attention of one query per row over cached keys/values (attention_decode.cu) --------
 void cuda_attention_decode(Dtype dt, void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk,
                            int H, int dk);
+void cuda_kv_append(void *k_cache, void *v_cache, const void *k_new, const void *v_new, const int *pos,
+                    size_t slot_bytes);
+
+// ---- CUDA graphs (graph.cu) ----------------------------------------------------------------
+void cuda_graph_begin(void);
+void *cuda_graph_end(void);
+void cuda_graph_replay(void *graph);
+void cuda_graph_free(void *graph);
 
 // The Backend for a dtype (backend_cuda.cu). cuda_init must have been called.
 const Backend *backend_cuda(Dtype dt);

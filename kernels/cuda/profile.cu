@@ -232,6 +232,9 @@ static void w_attention_decode(void *out, const void *q, const KvView *kv, const
                                int dk) {
     PROF(PC_ATTENTION, P.real->attention_decode(out, q, kv, bias, N, Tk, H, dk), "attention_decode N=%d H=%d", N, H);
 }
+static void w_kv_append(void *kc, void *vc, const void *kn, const void *vn, const int *pos, size_t slot_bytes) {
+    PROF(PC_ATTENTION, P.real->kv_append(kc, vc, kn, vn, pos, slot_bytes), "kv_append %zu bytes", slot_bytes);
+}
 
 extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     if (!be->device_memory) t5_fail("the op profiler times CUDA ops; backend %s is not a CUDA backend", be->name);
@@ -256,6 +259,9 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.crossentropy_forward_backward = w_ce, w.sumsq = w_sumsq, w.tensor_norm = w_tensor_norm, w.tensor_norms = w_tensor_norms,
     w.adamw_update = w_adamw;
     w.beam_topk = w_beam_topk, w.beam_table_reorder = w_table_reorder, w.attention_decode = w_attention_decode;
+    w.kv_append = w_kv_append;
+    // no graphs under the profiler: its event pairs time each op as it runs, a replay has none
+    w.graph_begin = NULL, w.graph_end = NULL, w.graph_replay = NULL, w.graph_free = NULL;
     P.wrapped = w;
     return &P.wrapped;
 }

@@ -15,7 +15,10 @@
 //   - attention_decode: per-item keys (slot_div = beams) under a padding mask, and a
 //     position-major cache read through a beam table (each position's slots a permutation
 //     of the rows) with a position bias; d_kv 64, 40 (not a multiple of 32), 128; within
-//     attention_forward's tolerance of the oracle; every call twice: the same bytes.
+//     attention_forward's tolerance of the oracle; every call twice: the same bytes; with the
+//     position from device memory (KvView.pos, the (H, cap) bias by distance): within tolerance of
+//     the oracle and bitwise the subject's call over t + 1 keys without it;
+//   - kv_append: exact bytes at position t, every other position untouched.
 #pragma once
 #include "backend_ops.h"
 #include "backend_ops_matmul_attention.h"
@@ -156,7 +159,7 @@ static void decode_case(const OpsPair *P, int N, int nb, int cap, int Tk, int H,
         for (int b = 0; b < B; b++)
             for (int j = 0; j < Tk; j++) mask[b * Tk + j] = j < Tk - 2 * b;  // item b: 2b padding keys
     }
-    KvView rv = {k, v, table ? 1 : Tk, table ? N : 1, tab, cap, table ? 1 : nb, mask, Tk};
+    KvView rv = {k, v, table ? 1 : Tk, table ? N : 1, tab, cap, table ? 1 : nb, mask, Tk, NULL};
     R->attention_decode(want, q, &rv, bias, N, Tk, H, dk);
     void *qg = dev_from(S, dt, q, nq), *kg = dev_from(S, dt, k, nkv), *vg = dev_from(S, dt, v, nkv);
     void *bg = bias ? dev_from(S, dt, bias, (size_t)H * Tk) : NULL;
@@ -177,7 +180,86 @@ static void decode_case(const OpsPair *P, int N, int nb, int cap, int Tk, int H,
     free(tab), free(mask);
 }
 
+// attention_decode with the position from device memory (KvView.pos: a graph-replayed
+// step): a position-major cache of capacity cap through a beam table, the (H, cap) bias by
+// distance, position t. Against the oracle's pos path within tolerance, and bitwise against the
+// subject's own call without pos over t + 1 keys with those bias entries (the same loops, the same bits).
+static void decode_pos_case(const OpsPair *P, int N, int cap, int t, int H, int dk) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const Tol *tl = tol_of(dt);
+    const int HK = H * dk, len = t + 1;
+    const size_t nkv = (size_t)cap * N * HK, nq = (size_t)N * HK, nb = (size_t)H * cap;
+    float *q = rand_dt(dt, nq, 1.0f), *k = rand_dt(dt, nkv, 1.0f), *v = rand_dt(dt, nkv, 1.0f);
+    float *bias = rand_dt(dt, nb, 2.0f), *row = alloc_f((size_t)H * len), *want = alloc_f(nq);
+    for (int h = 0; h < H; h++)  // the distances of keys 0..t, as an (H, t + 1) bias
+        for (int j = 0; j < len; j++) row[(size_t)h * len + j] = bias[(size_t)h * cap + (size_t)(cap - 1 - t + j)];
+    int *tab = xmalloc((size_t)N * cap * sizeof(int));
+    for (int j = 0; j < cap; j++) {
+        for (int i = 0; i < N; i++) tab[i * cap + j] = i;
+        for (int i = N - 1; i > 0; i--) {
+            int r = (int)(rng_u32() % (uint32_t)(i + 1)), x = tab[i * cap + j];
+            tab[i * cap + j] = tab[r * cap + j], tab[r * cap + j] = x;
+        }
+    }
+    int tpos = t;
+    KvView rv = {k, v, 1, N, tab, cap, 1, NULL, 0, &tpos};
+    R->attention_decode(want, q, &rv, bias, N, cap, H, dk);
+    void *qg = dev_from(S, dt, q, nq), *kg = dev_from(S, dt, k, nkv), *vg = dev_from(S, dt, v, nkv);
+    void *bg = dev_from(S, dt, bias, nb), *rg = dev_from(S, dt, row, (size_t)H * len);
+    int *tg = dev_ints(S, tab, (size_t)N * cap), *pg = dev_ints(S, &tpos, 1);
+    void *og = S->alloc(nq * dt_size(dt)), *og2 = S->alloc(nq * dt_size(dt));
+    KvView sv = rv;
+    sv.k = kg, sv.v = vg, sv.table = tg, sv.pos = pg;
+    S->attention_decode(og, qg, &sv, bg, N, cap, H, dk);
+    KvView sv2 = sv;
+    sv2.pos = NULL;
+    S->attention_decode(og2, qg, &sv2, rg, N, len, H, dk);
+    char name[200];
+    snprintf(name, sizeof name, "attention_decode pos [%s N=%d cap=%d t=%d H=%d dk=%d]", dt_name(dt), N, cap, t, H, dk);
+    check_dev(S, name, dt, og, want, nq, tl->att_fwd);
+    snprintf(name, sizeof name, "attention_decode pos t=%d = without pos over %d keys [%s] bitwise", t, len, dt_name(dt));
+    check_same_bytes(S, name, og, og2, nq * dt_size(dt));
+    FREE_SUB(S, qg, kg, vg, bg, rg, tg, pg, og, og2);
+    FREE_HOST(q, k, v, bias, row, want);
+    free(tab);
+}
+
+// kv_append: a step's (rows, HK) keys and values into position t (from device memory) of
+// poisoned caches of cap positions; exactly the oracle's bytes, every other position
+// untouched. Slots of 16-byte units and of odd byte counts (the byte path).
+static void kv_append_case(const OpsPair *P, int rows, int HK, int cap, int t) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const size_t slot = (size_t)rows * HK, bytes = slot * dt_size(dt), nc = (size_t)cap * slot;
+    float *kc = rand_dt(dt, nc, 1.0f), *vc = rand_dt(dt, nc, 1.0f), *kn = rand_dt(dt, slot, 1.0f),
+          *vn = rand_dt(dt, slot, 1.0f);
+    void *kcg = dev_from(S, dt, kc, nc), *vcg = dev_from(S, dt, vc, nc), *kng = dev_from(S, dt, kn, slot),
+         *vng = dev_from(S, dt, vn, slot);
+    int tpos = t, *pg = dev_ints(S, &tpos, 1);
+    S->kv_append(kcg, vcg, kng, vng, pg, bytes);
+    // the oracle on the fp32 copies (a byte copy: the same in every dtype, compared in it)
+    R->kv_append(kc, vc, kn, vn, &tpos, slot * sizeof(float));
+    char name[200];
+    snprintf(name, sizeof name, "kv_append K [%s rows=%d HK=%d cap=%d t=%d, %zu bytes] exact, other positions untouched",
+             dt_name(dt), rows, HK, cap, t, bytes);
+    check_dev(S, name, dt, kcg, kc, nc, 0.0);
+    snprintf(name, sizeof name, "kv_append V [%s rows=%d HK=%d cap=%d t=%d] exact", dt_name(dt), rows, HK, cap, t);
+    check_dev(S, name, dt, vcg, vc, nc, 0.0);
+    FREE_SUB(S, kcg, vcg, kng, vng, pg);
+    FREE_HOST(kc, vc, kn, vn);
+}
+
+static void case_kv_append(const OpsPair *P) {
+    kv_append_case(P, 256, 1024, 20, 0);   // t5-large's slot, 64 x 4 beams: the first position
+    kv_append_case(P, 256, 1024, 20, 19);  // the last
+    kv_append_case(P, 3, 5, 7, 4);         // odd: 15 elements a slot, the byte path
+}
+
 static void case_attention_decode(const OpsPair *P) {
+    decode_pos_case(P, 64, 127, 99, 16, 64);  // t5-large heads, a position inside the capacity
+    decode_pos_case(P, 8, 9, 0, 3, 40);       // the first step
+    decode_pos_case(P, 6, 33, 32, 2, 128);    // the last position of the capacity
     decode_case(P, 12, 4, 0, 37, 16, 64, 0);   // cross-attention: 3 items x 4 beams
     decode_case(P, 64, 1, 127, 100, 16, 64, 1); // self-attention through a beam table (t5-large heads)
     decode_case(P, 8, 1, 9, 1, 3, 40, 1);      // the first step; d_kv 40

@@ -48,6 +48,7 @@ static const OpCase OP_CASES[] = {
     {"beam_topk", GROUP_SEARCH, case_beam_topk},
     {"beam_table_reorder", GROUP_SEARCH, case_beam_table_reorder},
     {"attention_decode", GROUP_SEARCH, case_attention_decode},
+    {"kv_append", GROUP_SEARCH, case_kv_append},
 };
 
 static const Dtype DTYPES[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
@@ -100,7 +101,7 @@ static void test_backend_structs(void) {
                  be->ctx != NULL && be->ctx == open_subject(DTYPE_F32)->ctx;  // one context per device
         // every entry bound (the struct is a sequence of function pointers from synchronize on)
         const void *const *fp = (const void *const *)&be->synchronize;
-        const void *const *end = (const void *const *)(&be->attention_decode + 1);
+        const void *const *end = (const void *const *)(&be->graph_free + 1);
         int nulls = 0;
         for (; fp < end; fp++) nulls += *fp == NULL;
         char name[160];
