@@ -4,6 +4,7 @@
 // (8 and 16 lanes), kept apart on purpose so that each reads as plain intrinsics of its set.
 #include "cpu_adam.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/check.h"
@@ -182,20 +183,39 @@ const char *cpu_adam_isa_name(CpuAdamIsa isa) {
 
 void cpu_adam_update(float *master, float *m, float *v, const void *g, Dtype gt, void *out, Dtype ot, size_t n,
                      const AdamwConsts *c, CpuAdamIsa isa) {
+    const CpuAdamSlice s = {.master = master, .m = m, .v = v, .g = g, .out = out, .n = n, .c = *c};
+    cpu_adam_update_slices(&s, 1, gt, ot, isa);
+}
+
+void cpu_adam_update_slices(const CpuAdamSlice *s, int count, Dtype gt, Dtype ot, CpuAdamIsa isa) {
     if (isa == CPU_ADAM_AUTO) isa = cpu_adam_isa_best();
     if (!cpu_adam_isa_supported(isa))
         t5_die(__FILE__, __LINE__, "cpu_adam_update: this CPU does not run the instruction set asked for",
                "a bug in the caller: ask cpu_adam_isa_supported first, or pass CPU_ADAM_AUTO");
-    const size_t blocks = (n + CPU_ADAM_BLOCK - 1) / CPU_ADAM_BLOCK;
+    if (count <= 0) return;
+    // first[k]: the pass's index of slice k's first block; first[count]: all the blocks
+    size_t *first = mallocCheck(((size_t)count + 1) * sizeof(size_t));
+    first[0] = 0;
+    for (int k = 0; k < count; k++) first[k + 1] = first[k] + (s[k].n + CPU_ADAM_BLOCK - 1) / CPU_ADAM_BLOCK;
+    const size_t blocks = first[count];
 #pragma omp parallel for schedule(static)
     for (size_t b = 0; b < blocks; b++) {
-        size_t lo = b * CPU_ADAM_BLOCK, hi = lo + CPU_ADAM_BLOCK < n ? lo + CPU_ADAM_BLOCK : n;
+        int lo_k = 0, hi_k = count - 1;  // the slice holding block b: the last k with first[k] <= b
+        while (lo_k < hi_k) {
+            int mid = (lo_k + hi_k + 1) / 2;
+            if (first[mid] <= b) lo_k = mid;
+            else hi_k = mid - 1;
+        }
+        const CpuAdamSlice *x = &s[lo_k];
+        const size_t lo = (b - first[lo_k]) * CPU_ADAM_BLOCK, hi = lo + CPU_ADAM_BLOCK < x->n ? lo + CPU_ADAM_BLOCK : x->n;
+        // (the kernels index from the slice's first element: i in [lo, hi))
         switch (isa) {
 #if CPU_ADAM_X86
-        case CPU_ADAM_AVX512: adam_avx512(master, m, v, g, gt, out, ot, lo, hi, c); break;
-        case CPU_ADAM_AVX2: adam_avx2(master, m, v, g, gt, out, ot, lo, hi, c); break;
+        case CPU_ADAM_AVX512: adam_avx512(x->master, x->m, x->v, x->g, gt, x->out, ot, lo, hi, &x->c); break;
+        case CPU_ADAM_AVX2: adam_avx2(x->master, x->m, x->v, x->g, gt, x->out, ot, lo, hi, &x->c); break;
 #endif
-        default: adam_scalar(master, m, v, g, gt, out, ot, lo, hi, c); break;
+        default: adam_scalar(x->master, x->m, x->v, x->g, gt, x->out, ot, lo, hi, &x->c); break;
         }
     }
+    free(first);
 }

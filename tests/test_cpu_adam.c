@@ -3,7 +3,9 @@
 // narrowed output (kernels/cpu/adamw_math.h's step, common/half.h's rounding), for each
 // gradient/output dtype, with and without weight decay, both lerp branches (beta1 0.9 and
 // 0.3), a grad scale, lengths with vector tails and several OpenMP blocks, and values that
-// round to inf, to fp16 subnormals and to nan in the 16-bit copy. Also: the dispatch refuses
+// round to inf, to fp16 subnormals and to nan in the 16-bit copy. cpu_adam_update_slices (the
+// offloaded step's one pass over a chunk's tensors) gives each slice cpu_adam_update's bits,
+// with slices of odd and empty lengths and their own weight decay. Also: the dispatch refuses
 // nothing the CPU runs and names every set.
 #include <math.h>
 #include <stdint.h>
@@ -87,8 +89,47 @@ static void scalar_is_the_reference(void) {
     test_check(same, "scalar cpu_adam_update = adamw_math_update + half_f32_to_bf16, element by element");
 }
 
+// Slices of a chunk (lengths: empty, under a vector, odd, several blocks, an exact block), each
+// with its own weight decay, in one cpu_adam_update_slices pass against the scalar
+// cpu_adam_update of each slice alone; the poisoned gap between slices' outputs stays untouched.
+static void slices_case(CpuAdamIsa isa, Dtype t) {
+    enum { K = 7, GAP = 5 };
+    const size_t lens[K] = {0, 3, 1003, 2 * CPU_ADAM_BLOCK + 17, 0, CPU_ADAM_BLOCK, 29};
+    size_t total = 0, e = t == DTYPE_F32 ? 4 : 2;
+    for (int k = 0; k < K; k++) total += lens[k] + GAP;
+    float *p = mallocCheck(total * 4), *m = mallocCheck(total * 4), *v = mallocCheck(total * 4);
+    float *p2 = mallocCheck(total * 4), *m2 = mallocCheck(total * 4), *v2 = mallocCheck(total * 4);
+    void *g = mallocCheck(total * e), *out = mallocCheck(total * e), *out2 = mallocCheck(total * e);
+    fill(p, m, v, g, t, total);
+    memcpy(p2, p, total * 4), memcpy(m2, m, total * 4), memcpy(v2, v, total * 4);
+    memset(out, 0xAB, total * e), memset(out2, 0xAB, total * e);
+    CpuAdamSlice s[K];
+    size_t off = 0;
+    for (int k = 0; k < K; k++) {
+        s[k] = (CpuAdamSlice){.master = p + off, .m = m + off, .v = v + off, .g = (const char *)g + off * e,
+                              .out = (char *)out + off * e, .n = lens[k],
+                              .c = adamw_consts(1e-3f, k % 2 ? 0.3f : 0.9f, 0.999f, 1e-8f, k % 3 ? 0.01f : 0.0f, 0.5f, 3)};
+        cpu_adam_update(p2 + off, m2 + off, v2 + off, (const char *)g + off * e, t, (char *)out2 + off * e, t, lens[k],
+                        &s[k].c, CPU_ADAM_SCALAR);
+        off += lens[k] + GAP;
+    }
+    cpu_adam_update_slices(s, K, t, t, isa);
+    size_t diff = 0;
+    for (size_t i = 0; i < total; i++) {
+        diff += memcmp(&p[i], &p2[i], 4) != 0 || memcmp(&m[i], &m2[i], 4) != 0 || memcmp(&v[i], &v2[i], 4) != 0;
+        diff += memcmp((char *)out + i * e, (char *)out2 + i * e, e) != 0;
+    }
+    char what[200];
+    snprintf(what, sizeof what, "%s %s: %d slices in one pass (lengths 0 to %d, own decay): %zu elements differ from "
+             "each slice's scalar step", cpu_adam_isa_name(isa), dt_name(t), K, 2 * CPU_ADAM_BLOCK + 17, diff);
+    test_check(diff == 0, what);
+    free(p), free(m), free(v), free(p2), free(m2), free(v2), free(g), free(out), free(out2);
+}
+
 int main(void) {
     scalar_is_the_reference();
+    for (int d = 0; d < 3; d++) slices_case(cpu_adam_isa_best(), (Dtype[]){DTYPE_F32, DTYPE_BF16, DTYPE_F16}[d]);
+    slices_case(CPU_ADAM_SCALAR, DTYPE_BF16);
     const CpuAdamIsa isas[] = {CPU_ADAM_AVX2, CPU_ADAM_AVX512};
     const Dtype dts[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
     const size_t lens[] = {1003, 3 * CPU_ADAM_BLOCK + 21};
