@@ -72,7 +72,7 @@ AVX2_TARGET static inline __m128i avx2_to_bf16(__m256 x) {
 
 // nt: streaming (non-temporal) stores, out + i aligned to the vector's bytes: the 16-bit copy
 // goes to the staging buffer the copy engine reads next, so its lines are not read in first
-// (a read-for-ownership would add 2 of the ~30 bytes a parameter moves) nor kept in cache.
+// (a read-for-ownership would add 2 bytes to the 28 a parameter moves) nor kept in cache.
 AVX2_TARGET static inline void avx2_store_out(void *out, Dtype t, size_t i, __m256 x, int nt) {
     if (t == DTYPE_F32) {
         if (nt) _mm256_stream_ps((float *)out + i, x);
