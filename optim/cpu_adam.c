@@ -218,9 +218,14 @@ void cpu_adam_update_slices(const CpuAdamSlice *s, int count, Dtype gt, Dtype ot
     first[0] = 0;
     for (int k = 0; k < count; k++) first[k + 1] = first[k] + (s[k].n + CPU_ADAM_BLOCK - 1) / CPU_ADAM_BLOCK;
     const size_t blocks = first[count];
+    // Blocks are taken a few at a time as threads come free (dynamic), not dealt out in equal
+    // shares up front (static): a thread the OS preempts (the main thread launching the next
+    // forward, the driver's threads, any other process on the host) then delays the pass by
+    // the blocks in its hands, not by its whole share. The bits do not depend on which
+    // thread runs a block.
 #pragma omp parallel
     {
-#pragma omp for schedule(static) nowait
+#pragma omp for schedule(dynamic, CPU_ADAM_GRAB) nowait
         for (size_t b = 0; b < blocks; b++) {
             int lo_k = 0, hi_k = count - 1;  // the slice holding block b: the last k with first[k] <= b
             while (lo_k < hi_k) {

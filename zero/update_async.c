@@ -45,8 +45,9 @@ static void *update_main(void *arg) {
     // launching the forward beside it, and a team thread it preempted would hold up every
     // parallel pass (seen on the H200 host: 0.9-1.0 s a t5-3b update against 0.66-0.70 s
     // with idle threads sleeping)
+    // (T5_OFFLOAD_THREADS sets another size, to measure this choice on a host)
     int procs = omp_get_num_procs();
-    omp_set_num_threads(procs > 1 ? procs - 1 : 1);
+    omp_set_num_threads(z->debug.offload_threads > 0 ? z->debug.offload_threads : procs > 1 ? procs - 1 : 1);
     zero_owned_update(&z->own, &z->opt, &z->off, z->m->be, &z->m->lay, z->upd.lr, z->upd.scale,
                       update_progress, z);
     update_progress(z, z->part.end - z->part.begin);
