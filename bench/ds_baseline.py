@@ -409,6 +409,16 @@ def main():
             f"TORCH_EXTENSIONS_DIR={os.environ.get('TORCH_EXTENSIONS_DIR', '(default)')} "
             f"NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE', '(unset)')}")
 
+    # the CPU side's thread settings, as this process runs them (observed, not set: DeepSpeed
+    # runs as a user runs it; DeepSpeedCPUAdam's OpenMP team takes OMP_NUM_THREADS, else every
+    # core the process may use)
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    say(f"INFO threads: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')} "
+        f"OMP_PROC_BIND={os.environ.get('OMP_PROC_BIND', '(unset)')} OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')} "
+        f"torch.get_num_threads()={torch.get_num_threads()} cpu_count={os.cpu_count()} affinity_cpus={affinity}")
     state = {"world": int(os.environ.get("WORLD_SIZE", "1")), "stage": args.stage}
     try:
         sps, peaks, step_ms = run(args, ds_dict, device, use_cpu, state)

@@ -15,7 +15,9 @@
 // under --max_gpu_memory reports status=oom without running (the plan is the allocator's
 // own arithmetic, zero/planner.c); --find_max_batch searches the largest batch (multiples
 // of 8) the plan admits. The config's scheduler is not used: the lr stays at 1e-4 (the
-// lr does not change the step's time).
+// lr does not change the step's time). With the optimizer offloaded, two more lines after
+// RESULT say where the timed steps' time went (zero/phases.h: "offload phases ..." and
+// "PHASES key=value ...").
 #include "cmd.h"
 
 #include <stdio.h>
@@ -267,6 +269,7 @@ static double bench_time_steps(const BenchArgs *a, Comm *comm, T5Model *m, ZeroS
             be->synchronize();
             comm_barrier(comm);
             (void)comm_busy_ms(comm);  // the warm-up's communication is not counted
+            zero_phases_reset(z);      // nor its offload phases
             t0 = now_seconds();
         }
         m->dropout_seed = (uint64_t)s;
@@ -406,6 +409,7 @@ int cmd_run_bench(int argc, char **argv) {
                skipped, 1e3 * elapsed / a.steps, a.zo.stage, a.world, a.world > 1 ? "s" : "");
         zero_stage3_print_stats(&z);
         print_result(&a, B, sps, flops, peaks, "ok", comm_ms >= 0 ? comm_ms / a.steps : -1, 1e3 * elapsed / a.steps);
+        zero_phases_print(&z, stdout);  // offload: where the timed steps' time went
     }
     if (a.profile > 0) bench_profile_steps(&a, &comm, &m, &z, &scaler, oc.lr, B);
     free(peaks);

@@ -4,6 +4,8 @@
 // (8 and 16 lanes), kept apart on purpose so that each reads as plain intrinsics of its set.
 #include "cpu_adam.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/check.h"
@@ -38,6 +40,12 @@ static void adam_scalar(float *p, float *m, float *v, const void *g, Dtype gt, v
 }
 
 #if CPU_ADAM_X86
+// out's element lo starts a whole vector of `lanes` elements of dtype t (streaming stores need it)
+static inline int out_aligned(const void *out, Dtype t, size_t lo, size_t lanes) {
+    const size_t e = t == DTYPE_F32 ? 4 : 2;
+    return ((uintptr_t)((const char *)out + lo * e) % (lanes * e)) == 0;
+}
+
 // ---- AVX2 + FMA + F16C: 8 lanes -----------------------------------------------------------
 #define AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
 
@@ -62,11 +70,18 @@ AVX2_TARGET static inline __m128i avx2_to_bf16(__m256 x) {
     return _mm256_castsi256_si128(packed);
 }
 
-AVX2_TARGET static inline void avx2_store_out(void *out, Dtype t, size_t i, __m256 x) {
-    if (t == DTYPE_F32) _mm256_storeu_ps((float *)out + i, x);
-    else if (t == DTYPE_F16)
-        _mm_storeu_si128((__m128i *)((uint16_t *)out + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    else _mm_storeu_si128((__m128i *)((uint16_t *)out + i), avx2_to_bf16(x));
+// nt: streaming (non-temporal) stores, out + i aligned to the vector's bytes: the 16-bit copy
+// goes to the staging buffer the copy engine reads next, so its lines are not read in first
+// (a read-for-ownership would add 2 bytes to the 28 a parameter moves) nor kept in cache.
+AVX2_TARGET static inline void avx2_store_out(void *out, Dtype t, size_t i, __m256 x, int nt) {
+    if (t == DTYPE_F32) {
+        if (nt) _mm256_stream_ps((float *)out + i, x);
+        else _mm256_storeu_ps((float *)out + i, x);
+        return;
+    }
+    const __m128i h = t == DTYPE_F16 ? _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT) : avx2_to_bf16(x);
+    if (nt) _mm_stream_si128((__m128i *)((uint16_t *)out + i), h);
+    else _mm_storeu_si128((__m128i *)((uint16_t *)out + i), h);
 }
 
 AVX2_TARGET static void adam_avx2(float *p, float *m, float *v, const void *g, Dtype gt, void *out, Dtype ot,
@@ -75,6 +90,7 @@ AVX2_TARGET static void adam_avx2(float *p, float *m, float *v, const void *g, D
     const __m256 w1 = _mm256_set1_ps(c->w1), w1m1 = _mm256_set1_ps(c->w1 - 1.0f), w2 = _mm256_set1_ps(c->w2);
     const __m256 b2 = _mm256_set1_ps(c->beta2), bc2 = _mm256_set1_ps(c->bc2_sqrt), eps = _mm256_set1_ps(c->eps);
     const __m256 nss = _mm256_set1_ps(c->neg_step_size);
+    const int nt = out && out_aligned(out, ot, lo, 8);
     size_t i = lo;
     for (; i + 8 <= hi; i += 8) {
         const __m256 gg = _mm256_mul_ps(avx2_load_grad(g, gt, i), gs);
@@ -89,7 +105,7 @@ AVX2_TARGET static void adam_avx2(float *p, float *m, float *v, const void *g, D
         _mm256_storeu_ps(p + i, pp);
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
-        if (out) avx2_store_out(out, ot, i, pp);
+        if (out) avx2_store_out(out, ot, i, pp, nt);
     }
     adam_scalar(p, m, v, g, gt, out, ot, i, hi, c);  // the tail
 }
@@ -114,11 +130,15 @@ AVX512_TARGET static inline __m256i avx512_to_bf16(__m512 x) {
     return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, nan));
 }
 
-AVX512_TARGET static inline void avx512_store_out(void *out, Dtype t, size_t i, __m512 x) {
-    if (t == DTYPE_F32) _mm512_storeu_ps((float *)out + i, x);
-    else if (t == DTYPE_F16)
-        _mm256_storeu_si256((__m256i *)((uint16_t *)out + i), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    else _mm256_storeu_si256((__m256i *)((uint16_t *)out + i), avx512_to_bf16(x));
+AVX512_TARGET static inline void avx512_store_out(void *out, Dtype t, size_t i, __m512 x, int nt) {  // nt: as avx2_store_out
+    if (t == DTYPE_F32) {
+        if (nt) _mm512_stream_ps((float *)out + i, x);
+        else _mm512_storeu_ps((float *)out + i, x);
+        return;
+    }
+    const __m256i h = t == DTYPE_F16 ? _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT) : avx512_to_bf16(x);
+    if (nt) _mm256_stream_si256((__m256i *)((uint16_t *)out + i), h);
+    else _mm256_storeu_si256((__m256i *)((uint16_t *)out + i), h);
 }
 
 AVX512_TARGET static void adam_avx512(float *p, float *m, float *v, const void *g, Dtype gt, void *out, Dtype ot,
@@ -127,6 +147,7 @@ AVX512_TARGET static void adam_avx512(float *p, float *m, float *v, const void *
     const __m512 w1 = _mm512_set1_ps(c->w1), w1m1 = _mm512_set1_ps(c->w1 - 1.0f), w2 = _mm512_set1_ps(c->w2);
     const __m512 b2 = _mm512_set1_ps(c->beta2), bc2 = _mm512_set1_ps(c->bc2_sqrt), eps = _mm512_set1_ps(c->eps);
     const __m512 nss = _mm512_set1_ps(c->neg_step_size);
+    const int nt = out && out_aligned(out, ot, lo, 16);
     size_t i = lo;
     for (; i + 16 <= hi; i += 16) {
         const __m512 gg = _mm512_mul_ps(avx512_load_grad(g, gt, i), gs);
@@ -141,7 +162,7 @@ AVX512_TARGET static void adam_avx512(float *p, float *m, float *v, const void *
         _mm512_storeu_ps(p + i, pp);
         _mm512_storeu_ps(m + i, mi);
         _mm512_storeu_ps(v + i, vi);
-        if (out) avx512_store_out(out, ot, i, pp);
+        if (out) avx512_store_out(out, ot, i, pp, nt);
     }
     adam_scalar(p, m, v, g, gt, out, ot, i, hi, c);
 }
@@ -182,20 +203,50 @@ const char *cpu_adam_isa_name(CpuAdamIsa isa) {
 
 void cpu_adam_update(float *master, float *m, float *v, const void *g, Dtype gt, void *out, Dtype ot, size_t n,
                      const AdamwConsts *c, CpuAdamIsa isa) {
+    const CpuAdamSlice s = {.master = master, .m = m, .v = v, .g = g, .out = out, .n = n, .c = *c};
+    cpu_adam_update_slices(&s, 1, gt, ot, isa);
+}
+
+void cpu_adam_update_slices(const CpuAdamSlice *s, int count, Dtype gt, Dtype ot, CpuAdamIsa isa) {
     if (isa == CPU_ADAM_AUTO) isa = cpu_adam_isa_best();
     if (!cpu_adam_isa_supported(isa))
         t5_die(__FILE__, __LINE__, "cpu_adam_update: this CPU does not run the instruction set asked for",
                "a bug in the caller: ask cpu_adam_isa_supported first, or pass CPU_ADAM_AUTO");
-    const size_t blocks = (n + CPU_ADAM_BLOCK - 1) / CPU_ADAM_BLOCK;
-#pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < blocks; b++) {
-        size_t lo = b * CPU_ADAM_BLOCK, hi = lo + CPU_ADAM_BLOCK < n ? lo + CPU_ADAM_BLOCK : n;
-        switch (isa) {
+    if (count <= 0) return;
+    // first[k]: the pass's index of slice k's first block; first[count]: all the blocks
+    size_t *first = mallocCheck(((size_t)count + 1) * sizeof(size_t));
+    first[0] = 0;
+    for (int k = 0; k < count; k++) first[k + 1] = first[k] + (s[k].n + CPU_ADAM_BLOCK - 1) / CPU_ADAM_BLOCK;
+    const size_t blocks = first[count];
+    // Blocks are taken a few at a time as threads come free (dynamic), not dealt out in equal
+    // shares up front (static): a thread the OS preempts (the main thread launching the next
+    // forward, the driver's threads, any other process on the host) then delays the pass by
+    // the blocks in its hands, not by its whole share. The bits do not depend on which
+    // thread runs a block.
+#pragma omp parallel
+    {
+#pragma omp for schedule(dynamic, CPU_ADAM_GRAB) nowait
+        for (size_t b = 0; b < blocks; b++) {
+            int lo_k = 0, hi_k = count - 1;  // the slice holding block b: the last k with first[k] <= b
+            while (lo_k < hi_k) {
+                int mid = (lo_k + hi_k + 1) / 2;
+                if (first[mid] <= b) lo_k = mid;
+                else hi_k = mid - 1;
+            }
+            const CpuAdamSlice *x = &s[lo_k];
+            const size_t lo = (b - first[lo_k]) * CPU_ADAM_BLOCK, hi = lo + CPU_ADAM_BLOCK < x->n ? lo + CPU_ADAM_BLOCK : x->n;
+            // (the kernels index from the slice's first element: i in [lo, hi))
+            switch (isa) {
 #if CPU_ADAM_X86
-        case CPU_ADAM_AVX512: adam_avx512(master, m, v, g, gt, out, ot, lo, hi, c); break;
-        case CPU_ADAM_AVX2: adam_avx2(master, m, v, g, gt, out, ot, lo, hi, c); break;
+            case CPU_ADAM_AVX512: adam_avx512(x->master, x->m, x->v, x->g, gt, x->out, ot, lo, hi, &x->c); break;
+            case CPU_ADAM_AVX2: adam_avx2(x->master, x->m, x->v, x->g, gt, x->out, ot, lo, hi, &x->c); break;
 #endif
-        default: adam_scalar(master, m, v, g, gt, out, ot, lo, hi, c); break;
+            default: adam_scalar(x->master, x->m, x->v, x->g, gt, x->out, ot, lo, hi, &x->c); break;
+            }
         }
+#if CPU_ADAM_X86
+        _mm_sfence();  // this thread's streaming stores are seen before the region ends (the copy engine reads next)
+#endif
     }
+    free(first);
 }

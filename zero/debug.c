@@ -34,5 +34,14 @@ ZeroDebug zero_debug_from_env(int rank) {
     d.step_times = rank == 0 && t5_env_flag(T5_ENV_STEP_TIMES);
     // Test hook T5_SYNC_UPDATE=1: the offloaded update in place (zero/update_async.c)
     d.sync_update = t5_env_flag(T5_ENV_SYNC_UPDATE);
+    // Measurement knob T5_OFFLOAD_THREADS=N: the overlapped update's team size instead of the
+    // host's cores less one (bench: is one core fewer still right on this host?)
+    const char *th = t5_env_get(T5_ENV_OFFLOAD_THREADS);
+    if (th && *th) {
+        char *end = NULL;
+        long k = strtol(th, &end, 10);
+        if (*end || k < 1 || k > 4096) t5_fail("T5_OFFLOAD_THREADS=\"%s\": expected a number of threads, 1 to 4096", th);
+        d.offload_threads = (int)k;
+    }
     return d;
 }

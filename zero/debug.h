@@ -11,6 +11,8 @@ typedef struct {
     int step_times;               // T5_STEP_TIMES=1 (rank 0): print each step's phases (zero/step.c)
     int sync_update;              // T5_SYNC_UPDATE=1: the offloaded update runs on the calling thread
                                   // (zero/update_async.c), for the CPU tests' comparison
+    int offload_threads;          // T5_OFFLOAD_THREADS=N: the overlapped update's OpenMP team (0: the
+                                  // default, the host's cores less one; zero/update_async.c)
 } ZeroDebug;
 
 // step_times: wall seconds at the step's marks (zero/step.c)

@@ -1,18 +1,20 @@
 // zero/offload.c: the optimizer's state in host memory and its update on the CPU (see
 // offload.h). The element math is the CPU backend's AdamW (kernels/cpu/adamw_math.h, the
 // torch step the CPU tests check against Hugging Face), fused with the dtype conversions
-// into one SIMD pass per tensor slice (optim/cpu_adam.c). The partition goes chunk by chunk
-// through a three-stage pipeline: while the CPU updates chunk k, chunk k+1's gradient comes
-// down and chunk k-1's new weights go up (backend.h's asynchronous copies: two copy
-// engines), through two page-locked staging buffers each way. sqrt without errno lets the
+// into one SIMD pass per chunk over its tensors' slices (optim/cpu_adam.c). The partition
+// goes chunk by chunk through a three-stage pipeline: while the CPU updates chunk k, chunk
+// k+1's gradient comes down and chunk k-1's new weights go up (backend.h's asynchronous
+// copies: two copy engines), through two page-locked staging buffers each way. sqrt without errno lets the
 // remaining scalar loops vectorize (same IEEE results).
 #pragma GCC optimize("no-math-errno")
 #include "offload.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/check.h"
+#include "../common/clock.h"
 #include "../common/half.h"
 #include "../kernels/cpu/adamw_math.h"
 #include "../optim/cpu_adam.h"
@@ -98,32 +100,56 @@ void offload_free(ZeroOffload *o, AdamW *opt, const Backend *be) {
     opt->m = opt->v = NULL;
 }
 
-// One tensor's slice [lo, hi) of the chunk: widen its gradient, AdamW on master and
-// moments (kernels/cpu/adamw_math.h: the CPU backend's exact step), narrow the new master
-// into the compute weights, in one pass over memory. frozen: the weights are only copied.
-// state[3]: master, exp_avg, exp_avg_sq, element 0 of each at flat index state_begin (the
-// partition's in host memory, or the chunk's buffers with NVMe).
-static void update_slice(AdamW *opt, Dtype t, size_t lo, size_t hi, size_t lo_c, float wd, int frozen, float lr,
+// The chunk [lo_c, hi_c) tensor by tensor (each its own weight decay), clipped to the chunk;
+// the tensors tile the flat space, so every element of the chunk is written. A frozen
+// tensor's weights are only copied (the compute weights stay the master's); the others go
+// to cpu_adam_update_slices in one parallel pass (widen the gradient, AdamW on master and
+// moments, narrow the new master into the staging buffer: kernels/cpu/adamw_math.h's exact
+// step, optim/cpu_adam.c). state[3]: master, exp_avg, exp_avg_sq, element 0 of each at
+// flat index state_begin (the partition's in host memory, or the chunk's buffers with NVMe).
+// slices: room for lay->count.
+static void update_chunk(AdamW *opt, const ParamLayout *lay, Dtype t, size_t lo_c, size_t hi_c, float lr,
                          float grad_scale, const void *stage_grad, void *stage_param, float *const state[3],
-                         size_t state_begin) {
-    const AdamwConsts c = adamw_consts(lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd, grad_scale, opt->step);
-    const size_t n = hi - lo, j0 = lo - state_begin, s0 = lo - lo_c;  // state / chunk positions
-    float *master = state[0] + j0, *m = state[1] + j0, *v = state[2] + j0;
-    if (frozen) {  // not trained: the compute weights stay the master's
-        if (t == DTYPE_F32) memcpy((float *)stage_param + s0, master, n * sizeof(float));
-        else half_from_f32_array((uint16_t *)stage_param + s0, master, n, t == DTYPE_BF16);
-        return;
-    }
-    // widen, step, narrow in one pass, SIMD and threads (optim/cpu_adam.c: the scalar step's bits)
+                         size_t state_begin, CpuAdamSlice *slices) {
     const size_t e = t == DTYPE_F32 ? 4 : 2;
-    cpu_adam_update(master, m, v, (const char *)stage_grad + s0 * e, t, (char *)stage_param + s0 * e, t, n, &c,
-                    CPU_ADAM_AUTO);
+    int count = 0;
+    for (int i = 0; i < lay->count; i++) {
+        const ParamSpec *p = &lay->specs[i];
+        size_t lo = p->offset > lo_c ? p->offset : lo_c;
+        size_t hi = p->offset + p->numel < hi_c ? p->offset + p->numel : hi_c;
+        if (lo >= hi) continue;
+        const size_t n = hi - lo, j0 = lo - state_begin, s0 = lo - lo_c;  // state / chunk positions
+        float *master = state[0] + j0;
+        if (p->frozen) {
+            if (t == DTYPE_F32) memcpy((float *)stage_param + s0, master, n * sizeof(float));
+            else half_from_f32_array((uint16_t *)stage_param + s0, master, n, t == DTYPE_BF16);
+            continue;
+        }
+        float wd = p->no_decay ? 0.0f : opt->cfg.weight_decay;
+        slices[count++] = (CpuAdamSlice){
+            .master = master, .m = state[1] + j0, .v = state[2] + j0, .g = (const char *)stage_grad + s0 * e,
+            .out = (char *)stage_param + s0 * e, .n = n,
+            .c = adamw_consts(lr, opt->cfg.beta1, opt->cfg.beta2, opt->cfg.eps, wd, grad_scale, opt->step)};
+    }
+    cpu_adam_update_slices(slices, count, t, t, CPU_ADAM_AUTO);
 }
+
+// copy_wait / NVMe waits, timed into *acc
+#define TIMED(acc, stmt)                     \
+    do {                                     \
+        double t0_ = clock_seconds();        \
+        stmt;                                \
+        (acc) += clock_seconds() - t0_;      \
+    } while (0)
 
 void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const ParamLayout *lay, const void *grads,
                         int grads_on_host, void *params, int params_on_host, float lr, float grad_scale,
                         OffloadProgress progress, void *progress_ctx) {
     opt->step++;
+    OffloadTimes *tm = &o->times;
+    tm->steps++;
+    tm->threads = omp_get_max_threads();
+    CpuAdamSlice *slices = mallocCheck(((size_t)lay->count + 1) * sizeof(CpuAdamSlice));
     const Dtype t = be->act_dtype;
     const size_t e = t == DTYPE_F32 ? 4 : 2, n = opt->end - opt->begin;
     const size_t chunks = (n + o->chunk - 1) / o->chunk;
@@ -144,9 +170,9 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
         if (k + 1 < chunks && !grads_on_host)
             be->to_host_async(o->stage_grad[1 - b], (const char *)grads + CHUNK_OFF(k + 1) * e, CHUNK_LEN(k + 1) * e,
                               SLOT_GRAD + 1 - b);
-        if (!grads_on_host) be->copy_wait(SLOT_GRAD + b);  // this chunk's gradient is here
+        if (!grads_on_host) TIMED(tm->grad_wait_s, be->copy_wait(SLOT_GRAD + b));  // this chunk's gradient is here
         const void *grad_k = grads_on_host ? (const char *)grads + CHUNK_OFF(k) * e : o->stage_grad[b];
-        be->copy_wait(SLOT_PARAM + b);  // chunk k-2's weights have left this staging buffer
+        TIMED(tm->param_wait_s, be->copy_wait(SLOT_PARAM + b));  // chunk k-2's weights have left this staging buffer
         if (progress && k >= 2) progress(progress_ctx, CHUNK_OFF(k - 1));  // ... and landed
         size_t lo_c = opt->begin + CHUNK_OFF(k), hi_c = lo_c + CHUNK_LEN(k);  // the chunk in the flat space
         float *host_state[3] = {o->master, opt->m, opt->v};
@@ -154,24 +180,16 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
         float *const *state = o->on_nvme ? o->chunk_state[set] : host_state;
         const size_t state_begin = o->on_nvme ? lo_c : opt->begin;
         if (o->on_nvme) {
-            nvme_queue_wait(&o->reader, read_done[set]);  // this chunk's master and moments are in
+            TIMED(tm->nvme_wait_s, nvme_queue_wait(&o->reader, read_done[set]));  // this chunk's master and moments are in
             if (k + 1 < chunks) {  // the next chunk's come in once its set's last write (chunk k-2) has left
-                nvme_queue_wait(&o->writer, write_done[next]);
+                TIMED(tm->nvme_wait_s, nvme_queue_wait(&o->writer, write_done[next]));
                 for (int a = 0; a < NVME_ARRAYS; a++)
                     read_done[next] = nvme_queue_submit(&o->reader, 0, a, CHUNK_OFF(k + 1), CHUNK_LEN(k + 1),
                                                         o->chunk_state[next][a]);
             }
         }
-        // tensor by tensor (each its own weight decay), clipped to the chunk; the tensors
-        // tile the flat space, so every element of the chunk is written
-        for (int i = 0; i < lay->count; i++) {
-            const ParamSpec *p = &lay->specs[i];
-            size_t lo = p->offset > lo_c ? p->offset : lo_c;
-            size_t hi = p->offset + p->numel < hi_c ? p->offset + p->numel : hi_c;
-            if (lo >= hi) continue;
-            update_slice(opt, t, lo, hi, lo_c, p->no_decay ? 0.0f : opt->cfg.weight_decay, p->frozen, lr, grad_scale,
-                         grad_k, o->stage_param[b], state, state_begin);
-        }
+        TIMED(tm->adam_s, update_chunk(opt, lay, t, lo_c, hi_c, lr, grad_scale, grad_k, o->stage_param[b], state,
+                                       state_begin, slices));
         if (o->on_nvme)  // and go back out, behind the next chunk's update
             for (int a = 0; a < NVME_ARRAYS; a++)
                 write_done[set] = nvme_queue_submit(&o->writer, 1, a, CHUNK_OFF(k), CHUNK_LEN(k), o->chunk_state[set][a]);
@@ -184,8 +202,8 @@ void offload_adamw_step(ZeroOffload *o, AdamW *opt, const Backend *be, const Par
 #undef CHUNK_LEN
     // the new weights are all up before anything reads them (backend.h: later ops do not wait),
     // and the state is all back in its file (checkpoints read it)
-    be->copy_wait(SLOT_PARAM);
-    be->copy_wait(SLOT_PARAM + 1);
+    TIMED(tm->param_wait_s, (be->copy_wait(SLOT_PARAM), be->copy_wait(SLOT_PARAM + 1)));
     if (o->on_nvme)
-        for (int s = 0; s < 3; s++) nvme_queue_wait(&o->writer, write_done[s]);
+        for (int s = 0; s < 3; s++) TIMED(tm->nvme_wait_s, nvme_queue_wait(&o->writer, write_done[s]));
+    free(slices);
 }

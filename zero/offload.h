@@ -15,6 +15,17 @@
 #include "../optim/adamw.h"
 #include "nvme.h"
 
+// Where the offloaded updates' time went (wall seconds on the updating thread, summed over
+// offload_adamw_step calls since the caller last cleared it): the CPU AdamW passes, waits for
+// a chunk's gradient to come down (none when backward streamed them to host memory), for a
+// staging buffer's weights to have gone up (and, at the end, all of them), for NVMe reads and
+// writes. bench prints them (zero/phases.h).
+typedef struct {
+    long steps;
+    double adam_s, grad_wait_s, param_wait_s, nvme_wait_s;
+    int threads;  // OpenMP threads of the last update's passes
+} OffloadTimes;
+
 typedef struct {
     int pinned;          // page-locked host buffers (pin_memory)
     float *master;       // (partition) fp32 master weights, host; NULL on NVMe
@@ -30,6 +41,7 @@ typedef struct {
     size_t host_bytes;   // master + moments (12 bytes per element) in host memory, for the memory report
     size_t nvme_bytes;   // the same on NVMe (on_nvme)
     size_t stage_bytes;  // the staging buffers
+    OffloadTimes times;
 } ZeroOffload;
 
 // Host buffers for a partition [begin, end); AdamW moments go into opt (host memory), or,

@@ -123,6 +123,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     // (docs/TRAINER.md).
     T5Model *m = z->m;
     if (z->debug.step_times) z->marks.step_begin = step_mark(z);
+    const double t_begin = clock_seconds();  // (z->phases)
     long long total_ll = 0;
     for (int i = 0; i < n_micro; i++)
         for (long k = 0; k < (long)micro[i].B * micro[i].T; k++) total_ll += micro[i].labels[k] != -100;
@@ -151,9 +152,12 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
         // stages 2-3 with overlap_comm: the gradient partitions are complete only when every
         // reduce-scatter of this backward is (the next micro-batch adds into them); stages
         // 0-1: the step's all-reduces issued during the last backward
+        const double t_wait = clock_seconds();
         comm_wait_all(z->comm);
         zero_reduce_scatter_wait_host(z);  // offload: every piece is down in host memory
+        z->phases.grads_wait_s += clock_seconds() - t_wait;
     }
+    z->phases.accumulate_s += clock_seconds() - t_begin;
     if (z->debug.step_times) z->marks.backward_end = step_mark(z);
     comm_allreduce_sum_f64(z->comm, &loss, 1);  // all-reduce: the step's loss over ranks
     *n_tokens = total;
@@ -182,6 +186,8 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     T5Model *m = z->m;
     AdamW *opt = &z->opt;
     StepResult r = {0};
+    const double t_begin = clock_seconds();  // (z->phases)
+    z->phases.steps++;
     zero_update_join(z);  // (a no-op here unless a caller skipped zero_step_accumulate)
     // every stage reduced its gradients during the last backward (zero_step_accumulate waited)
     double scale = scaler ? scaler->cur_scale : 1.0;
@@ -213,6 +219,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
         }
         else t5_fail("training step %ld: the gradient norm is %g (inf/nan); HINT: lower --learning_rate", z->steps_seen, r.grad_norm);
         zero_clear_grads(z);
+        z->phases.apply_s += clock_seconds() - t_begin;
         return r;
     }
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
@@ -224,7 +231,9 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
         zero_update_start(z, (float)r.lr, (float)(coef / scale));
     } else {
         // AdamW on the owned range, wherever zero_init placed it (device, or host with offload)
+        const double t_update = clock_seconds();
         zero_owned_update(w, opt, &z->off, m->be, &m->lay, (float)r.lr, (float)(coef / scale), NULL, NULL);
+        z->phases.update_s += clock_seconds() - t_update;
     }
     if (z->debug.step_times) print_step_times(z, t_norm, z->upd.on ? -1 : step_mark(z));
     if (!z->upd.on) {
@@ -233,6 +242,7 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
         zero_clear_grads(z);
     }
     if (scaler) loss_scaler_update(scaler, 0);
+    z->phases.apply_s += clock_seconds() - t_begin;
     return r;
 }
 

@@ -45,8 +45,9 @@ static void *update_main(void *arg) {
     // launching the forward beside it, and a team thread it preempted would hold up every
     // parallel pass (seen on the H200 host: 0.9-1.0 s a t5-3b update against 0.66-0.70 s
     // with idle threads sleeping)
+    // (T5_OFFLOAD_THREADS sets another size, to measure this choice on a host)
     int procs = omp_get_num_procs();
-    omp_set_num_threads(procs > 1 ? procs - 1 : 1);
+    omp_set_num_threads(z->debug.offload_threads > 0 ? z->debug.offload_threads : procs > 1 ? procs - 1 : 1);
     zero_owned_update(&z->own, &z->opt, &z->off, z->m->be, &z->m->lay, z->upd.lr, z->upd.scale,
                       update_progress, z);
     update_progress(z, z->part.end - z->part.begin);
@@ -76,11 +77,13 @@ static void publish_through(ZeroState *z, int unit) {
     for (int u = 0; u <= unit; u++) {
         if (!z->upd.unit_stale[u]) continue;
         size_t need = unit_owned_end(z, u);
-        double t0 = z->debug.step_times ? clock_seconds() : 0;
+        double t0 = clock_seconds();
         pthread_mutex_lock(&z->upd.mu);
         while (z->upd.done < need) pthread_cond_wait(&z->upd.cv, &z->upd.mu);
         pthread_mutex_unlock(&z->upd.mu);
-        if (z->debug.step_times) z->upd.waited += clock_seconds() - t0;
+        double waited = clock_seconds() - t0;
+        z->upd.waited += waited;
+        z->phases.fwd_wait_s += waited;
         zero_allgather_unit(z, u);
         z->upd.unit_stale[u] = 0;
     }
@@ -92,8 +95,11 @@ void zero_update_publish_unit(ZeroState *z, int unit) {
 
 void zero_update_join(ZeroState *z) {
     if (!z->upd.running) return;
+    double t0 = clock_seconds();
     int rc = pthread_join(z->upd.thread, NULL);
     if (rc != 0) t5_die(__FILE__, __LINE__, "cannot join the offloaded update's thread", "a bug: report it");
+    z->phases.join_wait_s += clock_seconds() - t0;
+    z->phases.update_s += z->upd.seconds;
     z->upd.running = 0;
     publish_through(z, z->m->lay.n_units - 1);
     if (z->debug.step_times)

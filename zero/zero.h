@@ -36,6 +36,7 @@
 // docs/ZERO.md walks through a step at each stage.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
 
 #include "../model/t5.h"
 #include "../comm/comm.h"
@@ -47,6 +48,7 @@
 #include "owned.h"
 #include "params_fetch.h"
 #include "partition.h"
+#include "phases.h"
 #include "update_async.h"
 
 // Bytes this rank allocated for each model state, counted by the backend's allocator
@@ -79,6 +81,7 @@ typedef struct ZeroState {
     ZeroStepMarks marks;        // debug.step_times: the step's marks
     ZeroFetch fetch;            // stage 3: the partition of the compute weights and the units gathered from it
     ZeroUpdateAsync upd;        // offload at stage 1-2: the CPU update on its own thread (update_async.h)
+    ZeroPhases phases;          // offload: where the steps' time went (phases.h)
     T5UnitVisitor visitor;      // evaluation at stage 3 (zero/eval.c): how t5_forward and generation fetch units
     AdamW opt;
     ZeroOwned own;      // where the owned range's master, moments, gradient and weights live (owned.h)
@@ -172,3 +175,8 @@ void zero_reduce_scatter_unit_grads(ZeroState *z, int unit, int last_micro);
 void zero_reduce_scatter_wait_host(ZeroState *z);
 // stage 3: one line with the fetches so far (zero_fetch_print_stats); nothing at other stages
 void zero_stage3_print_stats(const ZeroState *z);
+// offload (zero/phases.c): reset starts counting the phases again (bench: at the first timed
+// step); print writes "offload phases (ms per step, N steps): ..." and a key=value line for
+// scripts ("PHASES ..."); nothing without offload.
+void zero_phases_reset(ZeroState *z);
+void zero_phases_print(const ZeroState *z, FILE *f);
