@@ -439,6 +439,12 @@ extern "C" void cuda_matmul_backward(Dtype dt, void *dinp, void *dweight, const 
 
 // The batched linears (backend.h): the forward and dweight products above as one strided
 // batch, operand z at z * stride (inp's stride 0: every entry reads the same input).
+// One launch is not always faster: cuBLASLt's choice for the strided batch measured (H200,
+// bf16, D = HK = 1024, 3 entries; test_backend_ops_perf "PERF matmul q,k,v", 2026-12-03)
+// forward N=8192 0.073 ms batched vs 0.080 as three GEMMs, but N=2048 0.246 vs 0.039; dW
+// N=2048 0.030 vs 0.045, but N=8192 0.264 vs 0.226. So the forward batches from 4096 rows up
+// and dW up to 2048 rows; otherwise the entries run as single GEMMs (the same sums either way).
+enum { MATMUL_BATCHED_FWD_MIN_ROWS = 4096, MATMUL_BATCHED_DW_MAX_ROWS = 2048 };
 extern "C" void cuda_matmul_forward_batched(Dtype dt, void *out, size_t out_stride, const void *inp,
                                             size_t inp_stride, const void *weight, size_t weight_stride, int N,
                                             int I, int O, int batch) {
@@ -449,6 +455,14 @@ extern "C" void cuda_matmul_forward_batched(Dtype dt, void *out, size_t out_stri
                                       (size_t)N * O * dtype_bytes(dt), t5_stream()));
         return;
     }
+    if (N < MATMUL_BATCHED_FWD_MIN_ROWS) {  // one GEMM each (the same sums)
+        const size_t e = dtype_bytes(dt);
+        for (int z = 0; z < batch; z++)
+            cuda_gemm_strided(dt, 1, 0, O, N, I, (const char *)weight + z * weight_stride * e, I, 0,
+                              (const char *)inp + z * inp_stride * e, I, 0, (char *)out + z * out_stride * e, O, 0, 1,
+                              0);
+        return;
+    }
     cuda_gemm_strided(dt, 1, 0, O, N, I, weight, I, (long long)weight_stride, inp, I, (long long)inp_stride, out, O,
                       (long long)out_stride, batch, 0);
 }
@@ -456,6 +470,14 @@ extern "C" void cuda_matmul_forward_batched(Dtype dt, void *out, size_t out_stri
 extern "C" void cuda_matmul_backward_weights_batched(Dtype dt, void *dweight, size_t dweight_stride, const void *dout,
                                                      size_t dout_stride, const void *inp, size_t inp_stride, int N,
                                                      int I, int O, int batch) {
+    if (N > MATMUL_BATCHED_DW_MAX_ROWS) {  // one GEMM each (the same sums)
+        const size_t e = dtype_bytes(dt);
+        for (int z = 0; z < batch; z++)
+            cuda_gemm_strided(dt, 0, 1, I, O, N, (const char *)inp + z * inp_stride * e, I, 0,
+                              (const char *)dout + z * dout_stride * e, O, 0, (char *)dweight + z * dweight_stride * e,
+                              I, 0, 1, 1);
+        return;
+    }
     cuda_gemm_strided(dt, 0, 1, I, O, N, inp, I, (long long)inp_stride, dout, O, (long long)dout_stride, dweight, I,
                       (long long)dweight_stride, batch, 1);
 }
