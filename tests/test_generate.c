@@ -205,6 +205,15 @@ static void check_step_topk(T5Model *m, const char *model, const int *ids, const
 
 // The same generation with the decoder step run op by op (T5_GEN_GRAPHS=0) instead of a
 // replayed CUDA graph: the same rows, lengths and width bitwise (on the CPU both are op by op).
+// The search settings of one fixture case (reference.json "cases").
+static GenerateConfig case_config(const cJSON *c) {
+    GenerateConfig gc = {.num_beams = json_get(c, "num_beams")->valueint,
+                         .max_length = json_get(c, "max_length")->valueint,
+                         .length_penalty = (float)json_get(c, "length_penalty")->valuedouble,
+                         .early_stopping = cJSON_IsTrue(json_get(c, "early_stopping"))};
+    return gc;
+}
+
 static void check_graphs_off(T5Model *m, const char *model, const char *name, const int *ids, const int *mask, int B,
                              int S, const GenerateConfig *gc, const int *out, const int *out_len, int width,
                              double secs_on) {
@@ -238,10 +247,7 @@ static void check_graphs_bf16(const char *model, const char *dir, const cJSON *c
     cJSON_ArrayForEach(c, cases) {
         char name[96];
         snprintf(name, sizeof name, "bf16 %s", json_get(c, "name")->valuestring);
-        GenerateConfig gc = {.num_beams = json_get(c, "num_beams")->valueint,
-                             .max_length = json_get(c, "max_length")->valueint,
-                             .length_penalty = (float)json_get(c, "length_penalty")->valuedouble,
-                             .early_stopping = cJSON_IsTrue(json_get(c, "early_stopping"))};
+        GenerateConfig gc = case_config(c);
         double t0 = now_seconds();
         int width = t5_generate(&m, ids, mask, B, S, &gc, out, out_len);
         check_graphs_off(&m, model, name, ids, mask, B, S, &gc, out, out_len, width, now_seconds() - t0);
@@ -278,10 +284,7 @@ static void run_model(const char *model) {
     double total = 0;
     cJSON_ArrayForEach(c, cases) {
         const char *name = json_get(c, "name")->valuestring;
-        GenerateConfig gc = {.num_beams = json_get(c, "num_beams")->valueint,
-                             .max_length = json_get(c, "max_length")->valueint,
-                             .length_penalty = (float)json_get(c, "length_penalty")->valuedouble,
-                             .early_stopping = cJSON_IsTrue(json_get(c, "early_stopping"))};
+        GenerateConfig gc = case_config(c);
         double t0 = now_seconds();
         int width = t5_generate(&m, ids, mask, B, S, &gc, out, out_len);
         double secs = now_seconds() - t0;

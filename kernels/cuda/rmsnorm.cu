@@ -57,6 +57,28 @@ __global__ void __launch_bounds__(RMS_MAX_THREADS)
 // kernel's 29.4 us), so backward keeps the block-per-row kernel below.
 #define RMS_WARPS 8
 
+// The end of a one-warp row norm (rmsnorm_forward_warp_kernel, residual_rmsnorm_warp_kernel):
+// the lanes' sums of squares ss of the row values f (lane's packs as loaded) -> rstd, and
+// y = weight * T(x * rstd) written pack by pack.
+template <typename T, int V, int NP>
+__device__ __forceinline__ void rms_warp_finish(T *y, float *rstd, const float (&f)[NP][V], float ss, const T *weight,
+                                                int D, float eps, int lane) {
+    ss = warp_sum(ss);
+    const float r = 1.0f / sqrtf(ss / (float)D + eps);
+    if (lane == 0) *rstd = r;
+#pragma unroll
+    for (int t = 0; t < NP; t++) {
+        const int c = (lane + 32 * t) * V;
+        if (c < D) {
+            float w[V], o[V];
+            load_vec<T, V>(w, weight + c);
+#pragma unroll
+            for (int k = 0; k < V; k++) o[k] = w[k] * round_to<T>(f[t][k] * r);
+            store_vec<T, V>(y + c, o);
+        }
+    }
+}
+
 template <typename T, int V, int NP>
 __global__ void __launch_bounds__(32 * RMS_WARPS)
     rmsnorm_forward_warp_kernel(T *out, float *rstd, const T *inp, const T *weight, int N, int D, float eps) {
@@ -75,20 +97,7 @@ __global__ void __launch_bounds__(32 * RMS_WARPS)
             for (int k = 0; k < V; k++) ss += f[t][k] * f[t][k];
         }
     }
-    ss = warp_sum(ss);
-    const float r = 1.0f / sqrtf(ss / (float)D + eps);
-    if (lane == 0) rstd[n] = r;
-#pragma unroll
-    for (int t = 0; t < NP; t++) {
-        const int c = (lane + 32 * t) * V;
-        if (c < D) {
-            float w[V], o[V];
-            load_vec<T, V>(w, weight + c);
-#pragma unroll
-            for (int k = 0; k < V; k++) o[k] = w[k] * round_to<T>(f[t][k] * r);
-            store_vec<T, V>(y + c, o);
-        }
-    }
+    rms_warp_finish<T, V, NP>(y, rstd + n, f, ss, weight, D, eps, lane);
 }
 
 // Packs per lane of the warp kernels for a row of D (0: D too long or not whole packs).
@@ -174,20 +183,7 @@ __global__ void __launch_bounds__(32 * RMS_WARPS)
             for (int k = 0; k < V; k++) ss += f[t][k] * f[t][k];
         }
     }
-    ss = warp_sum(ss);
-    const float r = 1.0f / sqrtf(ss / (float)D + eps);
-    if (lane == 0) rstd[n] = r;
-#pragma unroll
-    for (int t = 0; t < NP; t++) {
-        const int c = (lane + 32 * t) * V;
-        if (c < D) {
-            float w[V], o[V];
-            load_vec<T, V>(w, weight + c);
-#pragma unroll
-            for (int k = 0; k < V; k++) o[k] = w[k] * round_to<T>(f[t][k] * r);
-            store_vec<T, V>(out + row + c, o);
-        }
-    }
+    rms_warp_finish<T, V, NP>(out + row, rstd + n, f, ss, weight, D, eps, lane);
 }
 
 template <typename T, int P, int NP>
