@@ -3,7 +3,10 @@
 # the same GPU (issues 15, 38): t5-large random init, the first N (500) shipped validation
 # sources, batch 64, up to 128 tokens, the SAME weights for both (HF's random init saved once
 # with --save, then loaded by HF --load DIR and train_t5 --model DIR), so both generate the same
-# tokens and run the same number of steps. Three searches:
+# tokens and run the same number of steps. Both read the same sources: train_t5's --task
+# translation_en_to_ro puts T5's prefix "translate English to Romanian: " before each, and
+# hf_generate.py gets it as --source-prefix (without it the two models see different inputs,
+# and no prediction can be expected to agree). Three searches:
 #   bf16 4 beams, bf16 greedy: the speed (the acceptance: 4 beams >= 10x HF generate)
 #   fp32 4 beams:              the outputs (identical predictions expected)
 #   HF:       bench/hf_generate.py (model in the run's dtype, generate() only, warm-up batch
@@ -23,12 +26,19 @@
 #   a CPU smoke run of the script itself (tiny model, minutes):
 #     N=4 B=2 L=8 DEV=cpu HF_MODEL=--tiny RUNS=fp32:4 bash bench/eval_vs_hf.sh
 #   (RUNS: the runs, PRECISION:BEAMS; the first one's memory plan and profile end the table)
+# MODEL_DIR=DIR: every search on that Hugging Face directory (e.g. a train_t5 output_dir) instead
+#   of the saved random init.
+# HF_SELF=1: one more HF run, fp32 4 beams with torch's GEMMs on cuBLASLt instead of cuBLAS
+#   (hf_generate.py --blas cublaslt), compared line by line with HF's own run: how many
+#   predictions survive a change of GEMM kernels alone, i.e. rounding (what "identical" can mean
+#   on these weights: near-tied beams flip on rounding differences).
 set -u
 N=${N:-500}; B=${B:-64}; L=${L:-128}; DEV=${DEV:-cuda}; HF_MODEL=${HF_MODEL:---model t5-large}
 PROFILE=${PROFILE:-1}; RUNS=${RUNS:-bf16:4 bf16:1 fp32:4}; FIRST=${RUNS%% *}; FIRST=${FIRST%:*}_beams${FIRST#*:}
 OUT=${OUT:-/tmp/eval_vs_hf}; mkdir -p "$OUT"; W=/tmp/eval_vs_hf_work; rm -rf $W; mkdir -p $W/data
 export LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
-M=$W/t5-random
+M=${MODEL_DIR:-$W/t5-random}
+PREFIX="translate English to Romanian: "  # what --task translation_en_to_ro prepends (data/splits.c)
 # the test split is the validation files: --do_predict writes the predictions of the very sources
 # --do_eval (and HF) generate for
 for s in source target; do
@@ -45,7 +55,7 @@ for run in $RUNS; do
   prec=${run%:*}; beams=${run#*:}; tag=${prec}_beams$beams
   src="--save $M"; [ -f $M/config.json ] && src="--load $M"
   timeout 300 python3 bench/hf_generate.py $HF_MODEL --device $DEV --precision $prec --n "$N" --batch $B \
-    --beams $beams --max-length $L $src --predictions "$OUT/hf_$tag.txt" > "$OUT/hf_$tag.log" 2>&1
+    --beams $beams --max-length $L $src --source-prefix "$PREFIX" --predictions "$OUT/hf_$tag.txt" > "$OUT/hf_$tag.log" 2>&1
   grep '^RESULT' "$OUT/hf_$tag.log" | sed "s/^RESULT /hf prec=$prec beams=$beams /" >> "$OUT/eval_vs_hf.rows" \
     || { echo "HF $tag failed:"; tail -5 "$OUT/hf_$tag.log"; }
   flag=; [ $prec = bf16 ] && flag=--bf16
@@ -63,6 +73,11 @@ print(f"ours prec={sys.argv[2]} beams={sys.argv[3]} seconds={r['eval_runtime']:.
       f"peak_gib={r.get('eval_peak_gpu_memory_gib', 0):.2f} bleu={r['eval_bleu']}")
 PY
 done
+if [ "${HF_SELF:-0}" = 1 ]; then
+  timeout 300 python3 bench/hf_generate.py $HF_MODEL --device $DEV --precision fp32 --n "$N" --batch $B --blas cublaslt \
+    --beams 4 --max-length $L --load $M --source-prefix "$PREFIX" --predictions "$OUT/hf_fp32_beams4_lt.txt" > "$OUT/hf_fp32_beams4_lt.log" 2>&1 \
+    || { echo "HF fp32 on cuBLASLt failed:"; tail -5 "$OUT/hf_fp32_beams4_lt.log"; }
+fi
 python3 - "$OUT" "$N" <<'PY' | tee "$OUT/eval_vs_hf.txt"
 import os, sys
 out, n = sys.argv[1], int(sys.argv[2])
@@ -106,6 +121,15 @@ for prec in ("bf16", "fp32"):
     if first is not None:
         line += f"; first difference at line {first + 1}"
     print(line)
+lt = os.path.join(out, "hf_fp32_beams4_lt.txt")
+if os.path.exists(lt):
+    try:
+        a = open(lt, encoding="utf-8").read().split("\n")[:n]
+        b = open(os.path.join(out, "hf_fp32_beams4.txt"), encoding="utf-8").read().split("\n")[:n]
+        print(f"fp32, HF on cuBLASLt against HF on cuBLAS (rounding alone): identical predictions "
+              f"{sum(x == y for x, y in zip(a, b))} of {n}")
+    except OSError as e:
+        print(f"HF self-comparison: {e}")
 PY
 grep -h "memory plan" "$OUT/ours_$FIRST.log" | head -1 | tee -a "$OUT/eval_vs_hf.txt"
 grep -h "profile\|time (rank 0" "$OUT/ours_$FIRST.log" | tee -a "$OUT/eval_vs_hf.txt"

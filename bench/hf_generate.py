@@ -51,19 +51,27 @@ def main():
     ap.add_argument("--beams", type=int, default=4)
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--max-source-length", type=int, default=128)
+    ap.add_argument("--source-prefix", default="", help="text put before every source, as run_translation's "
+                    "--source_prefix (train_t5 --task translation_en_to_ro puts 'translate English to Romanian: ')")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--save", metavar="DIR", help="save_pretrained the (random) model to DIR, so that train_t5 "
                     "generates with the same weights (--model DIR)")
     ap.add_argument("--load", metavar="DIR", help="from_pretrained DIR (a --save directory) instead of a random init")
     ap.add_argument("--predictions", metavar="FILE", help="write the decoded predictions, one a line")
+    ap.add_argument("--blas", choices=["default", "cublas", "cublaslt"], default="default",
+                    help="torch.backends.cuda.preferred_blas_library: the same products on other GEMM kernels "
+                    "(bench/eval_vs_hf.sh HF_SELF=1: how far rounding alone moves the predictions)")
     a = ap.parse_args()
+    if a.blas != "default":
+        torch.backends.cuda.preferred_blas_library(a.blas)
+        print(f"INFO: GEMMs on {torch.backends.cuda.preferred_blas_library()}")
 
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_file=a.spm)
     lines = [l.rstrip("\n") for l in open(a.source, encoding="utf-8")][: a.n]
     if len(lines) < a.n:
         sys.exit(f"error: {a.source} has {len(lines)} lines, --n {a.n}")
-    ids = [sp.encode(l)[: a.max_source_length - 1] + [1] for l in lines]
+    ids = [sp.encode(a.source_prefix + l)[: a.max_source_length - 1] + [1] for l in lines]
 
     torch.manual_seed(a.seed)
     name = "tiny" if a.tiny else a.model
