@@ -35,6 +35,7 @@
 #include "../common/fileio.h"
 #include "../common/ticker.h"
 #include "../eval/bleu.h"
+#include "../kernels/backend_registry.h"
 #include "../data/collate.h"
 #include "../model/generate.h"
 #include "log_format.h"
@@ -278,6 +279,13 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
     double times[4] = {0};
     GenProfile prof = {0};
     const int profiling = is_main(r) && t5_env_flag(T5_ENV_EVAL_PROFILE);
+    // T5_EVAL_PROFILE=ops: also every op's GPU time (the op profiler, kernels/cuda/profile.cu;
+    // its Backend has no graphs, so the decoder steps run op by op under it)
+    const Backend *be_plain = m->be;
+    const char *pv = t5_env_get(T5_ENV_EVAL_PROFILE);
+    const int op_profile = profiling && pv && !strcmp(pv, "ops") && m->be->device_memory;
+    if (op_profile) m->be = backend_profile_wrap(be_plain, m->cfg.vocab_size);
+    double t_loop = now_seconds();
     // what a person waits on: rank 0's batches, and the decode position inside the current one
     char what[64];
     snprintf(what, sizeof what, "%s%s", prefix, world > 1 ? " (rank 0's batches)" : "");
@@ -293,6 +301,10 @@ cJSON *trainer_evaluate(Run *r, const Dataset *ds, const char *prefix, const cha
         ticker_set(tick, i + 1);
     }
     ticker_stop(tick);
+    if (op_profile) {
+        m->be = be_plain;
+        backend_profile_report(stdout, 1e3 * (now_seconds() - t_loop), 1, 40);
+    }
     if (is_main(r))  // where the time went (rank 0's batches); the runtime adds the metrics
         printf("%s time (rank 0, %ld batches): loss pass %.2f s, generation %.2f s, decoding predictions %.2f s\n",
                prefix, mine, times[0], times[1], times[2]);

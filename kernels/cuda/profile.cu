@@ -230,7 +230,8 @@ static void w_table_reorder(int *d, const int *s, const int *sr, int N, int cap,
 }
 static void w_attention_decode(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H,
                                int dk) {
-    PROF(PC_ATTENTION, P.real->attention_decode(out, q, kv, bias, N, Tk, H, dk), "attention_decode N=%d H=%d", N, H);
+    PROF(PC_ATTENTION, P.real->attention_decode(out, q, kv, bias, N, Tk, H, dk), "attention_decode N=%d H=%d %s", N, H,
+         kv->table ? "self (beam table)" : "cross");
 }
 static void w_kv_append(void *kc, void *vc, const void *kn, const void *vn, const int *pos, size_t slot_bytes) {
     PROF(PC_ATTENTION, P.real->kv_append(kc, vc, kn, vn, pos, slot_bytes), "kv_append %zu bytes", slot_bytes);
