@@ -35,6 +35,32 @@ __device__ __forceinline__ size_t decode_kv_row(const KvView &kv, int i, int j) 
     return (size_t)(p * kv.slot_stride + (long)j * kv.pos_stride);
 }
 
+// 2. of both kernels: softmax over the block's scores sc[0..len) in place. mx: this warp's
+// maximum (in lane 0); wred: DECODE_WARPS floats of shared scratch. The block's maximum, the sum
+// of exp (fixed reduction trees), then P_j = exp(s_j - max) * (1/sum) rounded to T (masked keys,
+// -inf, get 0; every key masked: all 0). Ends with a barrier: sc holds P for every thread.
+template <typename T>
+__device__ __forceinline__ void decode_softmax(float *sc, float *wred, float mx, int len, int lane, int warp) {
+    if (lane == 0) wred[warp] = mx;
+    __syncthreads();
+    mx = wred[0];
+#pragma unroll
+    for (int w = 1; w < DECODE_WARPS; w++) mx = fmaxf(mx, wred[w]);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < len; j += DECODE_THREADS) sum += sc[j] == -INFINITY ? 0.0f : expf(sc[j] - mx);
+    sum = warp_sum(sum);
+    __syncthreads();  // every thread has read wred's maxima
+    if (lane == 0) wred[warp] = sum;
+    __syncthreads();
+    sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < DECODE_WARPS; w++) sum += wred[w];
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // sum == 0: every key masked
+    for (int j = threadIdx.x; j < len; j += DECODE_THREADS)
+        sc[j] = sc[j] == -INFINITY ? 0.0f : round_to<T>(expf(sc[j] - mx) * inv);
+    __syncthreads();
+}
+
 template <typename T>
 __global__ void __launch_bounds__(DECODE_THREADS)
     attention_decode_kernel(T *__restrict__ out, const T *__restrict__ q, KvView kv, const T *__restrict__ bias,
@@ -77,24 +103,7 @@ __global__ void __launch_bounds__(DECODE_THREADS)
         mx = fmaxf(mx, s);
     }
     // 2. softmax over the block
-    if (lane == 0) wred[warp] = mx;
-    __syncthreads();
-    mx = wred[0];
-#pragma unroll
-    for (int w = 1; w < DECODE_WARPS; w++) mx = fmaxf(mx, wred[w]);
-    float sum = 0.0f;
-    for (int j = threadIdx.x; j < len; j += DECODE_THREADS) sum += sc[j] == -INFINITY ? 0.0f : expf(sc[j] - mx);
-    sum = warp_sum(sum);
-    __syncthreads();  // every thread has read wred's maxima
-    if (lane == 0) wred[warp] = sum;
-    __syncthreads();
-    sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < DECODE_WARPS; w++) sum += wred[w];
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // sum == 0: every key masked
-    for (int j = threadIdx.x; j < len; j += DECODE_THREADS)
-        sc[j] = sc[j] == -INFINITY ? 0.0f : round_to<T>(expf(sc[j] - mx) * inv);
-    __syncthreads();
+    decode_softmax<T>(sc, wred, mx, len, lane, warp);
     // 3. out = P @ v
     float acc[MAXD];
 #pragma unroll
@@ -123,6 +132,83 @@ __global__ void __launch_bounds__(DECODE_THREADS)
     }
 }
 
+// The same attention with 16-byte loads (the generation shapes: dk = G x pack, G lanes per
+// key, pack = 16 bytes of T): a warp takes 32 / G keys at once, lane part p = lane % G holding
+// dims [p*pack, (p+1)*pack) of q and of each key and value row it reads. Scores: the pack's
+// products summed in order, then the G lanes' partials by a fixed xor tree; rounded to T and
+// biased as above. Softmax: as above. Out: each lane's pack of P_j v_j summed over its keys,
+// then the warp's key groups (xor tree over the lanes G apart) and the warps in order.
+// Deterministic (fixed trees, no atomics); the sums are in a different order than
+// attention_decode_kernel's, so the two differ by rounding, not more.
+template <typename T, int G>
+__global__ void __launch_bounds__(DECODE_THREADS)
+    attention_decode_vec_kernel(T *__restrict__ out, const T *__restrict__ q, KvView kv, const T *__restrict__ bias,
+                                int Tk, int H) {
+    constexpr int PACK = pack_of<T>(), DK = G * PACK, KPW = 32 / G, STEP = KPW * DECODE_WARPS;
+    extern __shared__ float sc[];  // (Tk) scores, then probabilities
+    __shared__ float red[DECODE_WARPS][DK];
+    __shared__ float wred[DECODE_WARPS];
+    const int h = blockIdx.x, i = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int part = lane % G, sub = lane / G;
+    const int t = kv.pos ? min(max(*kv.pos, 0), Tk - 1) : Tk - 1, len = t + 1;
+    const size_t brow = (size_t)h * Tk + (size_t)(Tk - 1 - t);
+    const size_t HD = (size_t)H * DK, col = (size_t)h * DK + (size_t)part * PACK;
+    const T *K = (const T *)kv.k, *Vv = (const T *)kv.v;
+    const int *mrow = kv.key_mask ? kv.key_mask + (size_t)(i / kv.slot_div) * kv.mask_ld : nullptr;
+    float qd[PACK];
+    load_vec<T, PACK>(qd, q + (size_t)i * HD + col);
+    // 1. scores: the warp's key groups j = warp * KPW + sub + STEP * n (every lane runs the
+    // same trip count, so the xor tree's shuffles see the whole warp)
+    float mx = -INFINITY;
+    for (int j0 = warp * KPW; j0 < len; j0 += STEP) {
+        const int j = j0 + sub;
+        const int live = j < len && !(mrow && mrow[j] == 0);
+        float s = 0.0f;
+        if (live) {
+            float kd[PACK];
+            load_vec<T, PACK>(kd, K + decode_kv_row(kv, i, j) * HD + col);
+#pragma unroll
+            for (int e = 0; e < PACK; e++) s += qd[e] * kd[e];
+        }
+#pragma unroll
+        for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (j < len) {
+            s = live ? round_to<T>(s) + (bias ? to_float(bias[brow + j]) : 0.0f) : -INFINITY;
+            if (part == 0) sc[j] = s;
+            mx = fmaxf(mx, s);
+        }
+    }
+    mx = warp_max(mx);
+    // 2. softmax over the block
+    decode_softmax<T>(sc, wred, mx, len, lane, warp);
+    // 3. out = P @ v
+    float acc[PACK];
+#pragma unroll
+    for (int e = 0; e < PACK; e++) acc[e] = 0.0f;
+    for (int j = warp * KPW + sub; j < len; j += STEP) {
+        const float p = sc[j];
+        if (p == 0.0f) continue;  // masked (or underflowed: adds nothing)
+        float vd[PACK];
+        load_vec<T, PACK>(vd, Vv + decode_kv_row(kv, i, j) * HD + col);
+#pragma unroll
+        for (int e = 0; e < PACK; e++) acc[e] += p * vd[e];
+    }
+#pragma unroll
+    for (int o = G; o < 32; o <<= 1)
+#pragma unroll
+        for (int e = 0; e < PACK; e++) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+    if (sub == 0)
+#pragma unroll
+        for (int e = 0; e < PACK; e++) red[warp][part * PACK + e] = acc[e];
+    __syncthreads();
+    for (int d = threadIdx.x; d < DK; d += DECODE_THREADS) {
+        float o = red[0][d];
+#pragma unroll
+        for (int w = 1; w < DECODE_WARPS; w++) o += red[w][d];
+        out[(size_t)i * HD + (size_t)h * DK + d] = from_float<T>(o);
+    }
+}
+
 template <typename T>
 static void decode_launch(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H, int dk) {
     if (N < 1 || Tk < 1 || H < 1 || dk < 1 || kv->slot_div < 1)
@@ -136,8 +222,21 @@ static void decode_launch(void *out, const void *q, const KvView *kv, const void
     const size_t smem = (size_t)Tk * sizeof(float);
     if (smem > 48 * 1024)
         t5_fail("attention_decode: %d keys need %zu bytes of shared memory (at most 48 KiB: 12288 keys)", Tk, smem);
-    attention_decode_kernel<T><<<dim3((unsigned)H, (unsigned)N), DECODE_THREADS, smem, t5_stream()>>>(
-        (T *)out, (const T *)q, *kv, (const T *)bias, Tk, H, dk);
+    // 16-byte loads where dk is 4, 8, 16 or 32 packs and every row starts on 16 bytes
+    constexpr int PACK = pack_of<T>();
+    const int aligned = ((uintptr_t)out | (uintptr_t)q | (uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
+    const dim3 grid((unsigned)H, (unsigned)N);
+    const int G = aligned && dk % PACK == 0 ? dk / PACK : 0;
+    if (G == 4)
+        attention_decode_vec_kernel<T, 4><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
+    else if (G == 8)
+        attention_decode_vec_kernel<T, 8><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
+    else if (G == 16)
+        attention_decode_vec_kernel<T, 16><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
+    else if (G == 32)
+        attention_decode_vec_kernel<T, 32><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
+    else
+        attention_decode_kernel<T><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H, dk);
     cudaLaunchCheck();
 }
 

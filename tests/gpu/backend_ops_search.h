@@ -264,4 +264,5 @@ static void case_attention_decode(const OpsPair *P) {
     decode_case(P, 64, 1, 127, 100, 16, 64, 1); // self-attention through a beam table (t5-large heads)
     decode_case(P, 8, 1, 9, 1, 3, 40, 1);      // the first step; d_kv 40
     decode_case(P, 6, 2, 0, 300, 2, 128, 0);    // d_kv 128 (t5-11b), long source
+    decode_case(P, 10, 5, 0, 70, 4, 32, 0);     // d_kv 32: 4 (bf16) or 8 (fp32) lanes a key, 2 items x 5 beams
 }

@@ -5,7 +5,8 @@
 // batched GEMM) and attention ms.
 // Environment: T5_TEST_NO_PERF=1 or T5_TEST_QUICK=1 skip everything (compute-sanitizer
 // runs); T5_GEMM_FALLBACK=1 skips the matmul/attention timings (the slow kernel);
-// T5_TEST_PERF_ONLY=1 times the encoder self-attention only (for profilers).
+// T5_TEST_PERF_ONLY=1 times the encoder self-attention only (for profilers); T5_TEST_PERF_DECODE=1
+// only generation's decoder-step ops at t5-large, 64 items x 4 beams.
 #include <cuda_runtime.h>
 
 #include "../../kernels/backend_registry.h"
@@ -360,6 +361,50 @@ static void perf_attention(Dtype dt, int B, int H, int T, int DK, int use_bias, 
     perf_attention_version("gemm", dt, B, H, T, DK, use_bias, use_mask, causal, p);
 }
 
+// Generation's decoder step at t5-large, 64 items x 4 beams (N = 256 rows): attention_decode
+// over the self-attention cache (capacity 127, position t, each row's beam table pointing at
+// its item's beams) and over the encoder K/V (S keys per item, shared by its 4 beams), and
+// kv_append's slot; back-to-back launches, as a replayed graph runs them.
+static void perf_decode_attention(Dtype dt, int t, int S) {
+    const Backend *be = backend_open("cuda", 0, dt);
+    enum { ITEMS = 64, BEAMS = 4, N = ITEMS * BEAMS, H = 16, DK = 64, CAP = 127, ITERS = 50 };
+    const size_t es = dt_size(dt), HK = (size_t)H * DK, nkv = (size_t)CAP * N * HK, nx = (size_t)ITEMS * S * HK;
+    float *h = rand_dt(dt, nkv, 1.0f);
+    void *kc = dev_from(be, dt, h, nkv), *vc = dev_from(be, dt, h, nkv), *ck = dev_from(be, dt, h, nx),
+         *cv = dev_from(be, dt, h, nx), *q = dev_from(be, dt, h, (size_t)N * HK), *bias = dev_from(be, dt, h, (size_t)H * CAP);
+    void *out = be->alloc((size_t)N * HK * es);
+    int *tab = xmalloc((size_t)N * CAP * sizeof(int)), *mask = xmalloc((size_t)ITEMS * S * sizeof(int));
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < CAP; j++) tab[i * CAP + j] = (i / BEAMS) * BEAMS + (int)(rng_u32() % BEAMS);
+    for (int b = 0; b < ITEMS; b++)
+        for (int j = 0; j < S; j++) mask[b * S + j] = j < S - (b % 8);
+    int *tg = dev_ints(be, tab, (size_t)N * CAP), *mg = dev_ints(be, mask, (size_t)ITEMS * S), tpos = t;
+    int *pg = dev_ints(be, &tpos, 1);
+    KvView self = {kc, vc, 1, N, tg, CAP, 1, NULL, 0, pg};
+    KvView cross = {ck, cv, S, 1, NULL, 0, BEAMS, mg, S, NULL};
+    cudaStream_t st = (cudaStream_t)cuda_stream();
+    cudaEvent_t e[4];
+    for (int i = 0; i < 4; i++) cudaEventCreate(&e[i]);
+    be->attention_decode(out, q, &self, bias, N, CAP, H, DK);
+    be->attention_decode(out, q, &cross, NULL, N, S, H, DK);
+    cudaEventRecord(e[0], st);
+    for (int i = 0; i < ITERS; i++) be->attention_decode(out, q, &self, bias, N, CAP, H, DK);
+    cudaEventRecord(e[1], st);
+    for (int i = 0; i < ITERS; i++) be->attention_decode(out, q, &cross, NULL, N, S, H, DK);
+    cudaEventRecord(e[2], st);
+    for (int i = 0; i < ITERS; i++) be->kv_append(kc, vc, q, q, pg, (size_t)N * HK * es);
+    cudaEventRecord(e[3], st);
+    float us[3];
+    for (int i = 0; i < 3; i++) us[i] = elapsed_ms(e[i], e[i + 1]) / ITERS * 1e3f;
+    printf("PERF decode %s N=%d H=%d dk=%d: attention_decode self t=%d %.1f us (%.0f GB/s of K,V rows) | cross S=%d "
+           "%.1f us | kv_append %.1f us\n", dt_name(dt), N, H, DK, t, us[0], 2.0 * N * (t + 1) * HK * es / us[0] * 1e-3,
+           S, us[1], us[2]);
+    fflush(stdout);
+    for (int i = 0; i < 4; i++) cudaEventDestroy(e[i]);
+    FREE_SUB(be, kc, vc, ck, cv, q, bias, out, tg, mg, pg);
+    free(h), free(tab), free(mask);
+}
+
 static int env_on(const char *name) { return getenv(name) && strcmp(getenv(name), "0") != 0; }
 
 int main(void) {
@@ -372,6 +417,19 @@ int main(void) {
     BF16 = backend_open("cuda", 0, DTYPE_BF16);
     if (perf_only) {  // attention first: a profiler can skip to it by launch count
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 1, 0, 0.1f);
+        return test_summary();
+    }
+    if (env_on("T5_TEST_PERF_DECODE")) {  // generation's decoder step only (t5-large, 64 x 4 beams)
+        perf_decode_attention(DTYPE_BF16, 16, 98);
+        perf_decode_attention(DTYPE_BF16, 64, 98);
+        perf_decode_attention(DTYPE_BF16, 120, 98);
+        perf_decode_attention(DTYPE_F32, 64, 98);
+        perf_residual_rmsnorm(DTYPE_BF16, 256, 1024);
+        const int io[][2] = {{1024, 1024}, {1024, 3072}, {1024, 4096}, {4096, 1024}, {1024, 32128}};
+        for (int k = 0; k < 5; k++) perf_matmul(DTYPE_BF16, 256, io[k][0], io[k][1]);
+        perf_matmul_qkv(DTYPE_BF16, 256, 1024, 1024);
+        perf_matmul(DTYPE_F32, 256, 1024, 1024);
+        BF16->synchronize();
         return test_summary();
     }
     run_perf_pointwise_1();
