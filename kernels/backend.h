@@ -297,6 +297,12 @@ typedef struct Backend {
     // with the same launch at every position. The caller checks t against the capacity.
     void (*kv_append)(void *k_cache, void *v_cache, const void *k_new, const void *v_new, const int *pos,
                       size_t slot_bytes);
+    // qkv_append: the output of one GEMM over the fused q, k, v weights, qkv (rows, 3 parts of
+    // part_bytes: q | k | v), split: row r's q part to q_out + r * part_bytes, its k and v
+    // parts to k_cache / v_cache + (t * rows + r) * part_bytes, t = *pos (as kv_append: the
+    // slot of position t is rows * part_bytes). Exact bytes.
+    void (*qkv_append)(void *q_out, void *k_cache, void *v_cache, const void *qkv, const int *pos, size_t rows,
+                       size_t part_bytes);
 
     // ---- CUDA graphs (generation's decoder step); NULL where the backend has none (CPU) ----
     // graph_begin: the ops that follow on this process's stream are recorded, not run, until

@@ -153,9 +153,20 @@ void t5_attn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, co
     s = &kept;
     sublayer_norm_forward(v, s, w->ln, x_in, nq);
     if (cache) {  // generation: q alone, this step's k, v into the cache (separate GEMMs)
-        be->matmul_forward(a->q, s->ln_out, t5_view_param(v, w->q), nq, D, HK);
         if (Tq != 1) t5_fail("t5_attn_sublayer_forward: a cached step has one query per row, not %d", Tq);
-        if (cache->append_k) {
+        const char *wq = t5_view_param(v, w->q);
+        const size_t w_bytes = (size_t)HK * D * v->elem;
+        const int fused = cache->append_qkv && cache->view.pos && be->qkv_append && cache->view.pos_stride == nq &&
+                          (const char *)t5_view_param(v, w->k) == wq + w_bytes &&
+                          (const char *)t5_view_param(v, w->v) == wq + 2 * w_bytes;
+        if (fused) {  // the (3 HK, D) weights of q, k, v as one GEMM, then q out and k, v to *pos
+            be->matmul_forward(cache->append_qkv, s->ln_out, wq, nq, D, 3 * HK);
+            be->qkv_append(a->q, (void *)cache->view.k, (void *)cache->view.v, cache->append_qkv, cache->view.pos,
+                           (size_t)nq, (size_t)HK * v->elem);
+        } else {
+            be->matmul_forward(a->q, s->ln_out, wq, nq, D, HK);
+        }
+        if (cache->append_k && !fused) {
             attn_project_kv(v, s, w, cache->append_k, cache->append_v, NULL, nq);
             if (cache->view.pos)  // position-major: position t's block is pos_stride rows of HK
                 be->kv_append((void *)cache->view.k, (void *)cache->view.v, cache->append_k, cache->append_v,

@@ -36,6 +36,9 @@ typedef struct {
                                 // position in device memory, a graph-replayed step) they are
                                 // staging buffers that kv_append copies into the position-major
                                 // cache view.k / view.v at *view.pos, and len is the capacity
+    void *append_qkv;           // (rows, 3 HK) or NULL; with view.pos, when the q, k, v weights lie
+                                // one after the other: q, k, v by one GEMM here, split by qkv_append
+                                // into q and the cache at *view.pos (append_k / append_v unused)
 } KvCache;
 
 // What the block code sees of the model: the backend and config, the units' weights and

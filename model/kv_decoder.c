@@ -35,6 +35,7 @@ static size_t decoder_layout(T5Decoder *d, char *base) {
     d->pos = d->tokens ? d->tokens + N : NULL;
     d->k_new = bump_take(&bp, N * HK * e);
     d->v_new = bump_take(&bp, N * HK * e);
+    d->qkv = bump_take(&bp, N * 3 * HK * e);
     d->x = bump_take(&bp, N * D * e);
     d->y = bump_take(&bp, N * D * e);
     d->ln = bump_take(&bp, N * D * e);
@@ -198,10 +199,11 @@ static void decoder_launch(T5Decoder *d, int K, int with_scores) {
     for (int l = 0; l < c->num_decoder_layers; l++) {
         t5_unit_fetch(m, L->unit_dec0 + l);
         // query position t (d->pos) against keys 0..t, the bias by distance; the
-        // step's keys/values go through k_new / v_new into the cache at t (kv_append)
+        // step's keys/values go into the cache at t: q, k, v by one GEMM into d->qkv, split by
+        // qkv_append (block.c; kv_append of k_new / v_new where the weights are not adjacent)
         KvCache self = {{d->k_cache[l], d->v_cache[l], 1, N, d->table[d->cur], cap, 1, NULL, 0, d->pos}, cap,
-                        d->k_new, d->v_new};
-        KvCache cross = {{d->cross_k[l], d->cross_v[l], S, 1, NULL, 0, d->beams, d->mask, S, NULL}, S, NULL, NULL};
+                        d->k_new, d->v_new, d->qkv};
+        KvCache cross = {{d->cross_k[l], d->cross_v[l], S, 1, NULL, 0, d->beams, d->mask, S, NULL}, S, NULL, NULL, NULL};
         T5BlockView v = t5_block_view(m);
         t5_dec_block_forward(&v, &s, l, &acts, x, N, 1, NULL, S, d->bias, NULL, &self, &cross);
         t5_unit_release(m, L->unit_dec0 + l);

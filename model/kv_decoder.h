@@ -15,7 +15,7 @@
 //
 // A step's launches take no argument that changes from step to step: the position t, the
 // tokens and the running beam scores are device memory uploaded before it, the self-attention
-// keys/values go to position t by kv_append, attention_decode reads t (KvView.pos) and the
+// keys/values go to position t by qkv_append (or kv_append), attention_decode reads t (KvView.pos) and the
 // per-batch (H, cap) position bias by distance from cap-1-t on. So on a backend with graphs (CUDA) the
 // step is captured once per decoder and live beam table and replayed (t5_decoder_step_topk):
 // the same kernels with the same arguments, so the same bits as running them one by one.
@@ -45,6 +45,7 @@ typedef struct {
     int *tokens;                // (N + 1) input token of each row, then the step's position t
     const int *pos;             // = tokens + N: t in device memory (KvView.pos), uploaded with the tokens
     void *k_new, *v_new;        // (N, HK) the step's self-attention keys / values (kv_append copies them to t)
+    void *qkv;                  // (N, 3 HK) the step's q, k, v by one GEMM (qkv_append splits them; block.h KvCache)
     void *x, *y, *ln;           // (N, D) residual stream, sublayer output before the residual add, norm output
     float *rstd;                // (N)
     void *q, *ctx;              // (N, HK)

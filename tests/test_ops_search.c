@@ -254,6 +254,27 @@ static void fail_decode_table(const void *arg) {
     cpu_attention_decode(o, q, &kv, NULL, 1, 2, 1, 4);
 }
 
+// qkv_append (the fused q, k, v GEMM's split): row r's three parts to q row r and to row r of
+// position t's slot in each cache; every other cache position keeps its bytes. Against kv_append
+// of the separated k and v parts (the unfused path's copy).
+static void test_qkv_append(void) {
+    enum { ROWS = 3, HK = 5, CAP = 4, T = 2 };
+    float qkv[ROWS * 3 * HK], q[ROWS * HK], kc[CAP * ROWS * HK], vc[CAP * ROWS * HK];
+    float k_new[ROWS * HK], v_new[ROWS * HK], kw[CAP * ROWS * HK], vw[CAP * ROWS * HK];
+    for (int i = 0; i < ROWS * 3 * HK; i++) qkv[i] = (float)(i + 1);
+    for (int i = 0; i < CAP * ROWS * HK; i++) kc[i] = kw[i] = -1.0f - (float)i, vc[i] = vw[i] = -1000.0f - (float)i;
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < HK; c++) k_new[r * HK + c] = qkv[(r * 3 + 1) * HK + c], v_new[r * HK + c] = qkv[(r * 3 + 2) * HK + c];
+    int t = T, q_ok = 1;
+    cpu_attention_kv_append(kw, vw, k_new, v_new, &t, sizeof k_new);
+    cpu_attention_qkv_append(q, kc, vc, qkv, &t, ROWS, HK * sizeof(float));
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < HK; c++) q_ok &= q[r * HK + c] == qkv[r * 3 * HK + c];
+    test_check(q_ok, "qkv_append: q rows are the first part of each qkv row");
+    test_check(!memcmp(kc, kw, sizeof kc) && !memcmp(vc, vw, sizeof vc),
+               "qkv_append: k, v parts at position 2 of the caches = kv_append of them; other positions untouched");
+}
+
 static void test_errors(void) {
     static const int k9 = 9, k0 = 0, row2 = 2;
     test_expect_error("beam_topk K > V", fail_topk_k, &k9, "beam_topk", "K 9");
@@ -269,6 +290,7 @@ int main(void) {
     test_beam_topk();
     test_table_reorder();
     test_attention_decode();
+    test_qkv_append();
     test_errors();
     return test_summary();
 }

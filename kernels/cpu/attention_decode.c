@@ -67,3 +67,14 @@ void cpu_attention_kv_append(void *k_cache, void *v_cache, const void *k_new, co
     memcpy((char *)k_cache + (size_t)*pos * slot_bytes, k_new, slot_bytes);
     memcpy((char *)v_cache + (size_t)*pos * slot_bytes, v_new, slot_bytes);
 }
+
+void cpu_attention_qkv_append(void *q_out, void *k_cache, void *v_cache, const void *qkv, const int *pos, size_t rows,
+                              size_t part_bytes) {
+    const size_t slot = (size_t)*pos * rows * part_bytes;
+    for (size_t r = 0; r < rows; r++) {
+        const char *src = (const char *)qkv + r * 3 * part_bytes;
+        memcpy((char *)q_out + r * part_bytes, src, part_bytes);
+        memcpy((char *)k_cache + slot + r * part_bytes, src + part_bytes, part_bytes);
+        memcpy((char *)v_cache + slot + r * part_bytes, src + 2 * part_bytes, part_bytes);
+    }
+}

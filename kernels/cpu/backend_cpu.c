@@ -58,6 +58,7 @@ static const Backend cpu_backend = {
     .beam_table_reorder = cpu_search_beam_table_reorder,
     .attention_decode = cpu_attention_decode,
     .kv_append = cpu_attention_kv_append,
+    .qkv_append = cpu_attention_qkv_append,
     // no graphs: the CPU runs each op as it is called (graph_* NULL)
 };
 

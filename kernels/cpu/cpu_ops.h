@@ -123,3 +123,5 @@ static inline float cpu_attention_score(const float *q, const float *k, int dk, 
 void cpu_attention_decode(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H, int dk);
 void cpu_attention_kv_append(void *k_cache, void *v_cache, const void *k_new, const void *v_new, const int *pos,
                              size_t slot_bytes);
+void cpu_attention_qkv_append(void *q_out, void *k_cache, void *v_cache, const void *qkv, const int *pos, size_t rows,
+                              size_t part_bytes);

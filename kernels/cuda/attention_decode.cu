@@ -267,6 +267,37 @@ extern "C" void cuda_kv_append(void *k_cache, void *v_cache, const void *k_new, 
     cudaLaunchCheck();
 }
 
+// qkv_append: qkv (rows, q | k | v parts of part_bytes) split into q_out and the caches at
+// *pos. 16-byte units when the parts and every pointer allow, else bytes; blockIdx.y: the part.
+template <typename U>
+__global__ void qkv_append_kernel(char *q_out, char *k_cache, char *v_cache, const char *qkv, const int *pos,
+                                  size_t rows, size_t part_units) {
+    const int z = blockIdx.y;
+    const size_t slot = (size_t)*pos * rows * part_units * sizeof(U);  // position t's slot in a cache
+    char *dst = z == 0 ? q_out : z == 1 ? k_cache + slot : v_cache + slot;
+    const U *src = (const U *)qkv;
+    for (size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x; u < rows * part_units; u += (size_t)gridDim.x * blockDim.x) {
+        const size_t r = u / part_units, c = u % part_units;
+        ((U *)dst)[u] = src[(r * 3 + (size_t)z) * part_units + c];
+    }
+}
+
+extern "C" void cuda_qkv_append(void *q_out, void *k_cache, void *v_cache, const void *qkv, const int *pos, size_t rows,
+                                size_t part_bytes) {
+    if (rows == 0 || part_bytes == 0) return;
+    const int wide = part_bytes % 16 == 0 &&
+                     ((uintptr_t)q_out | (uintptr_t)k_cache | (uintptr_t)v_cache | (uintptr_t)qkv) % 16 == 0;
+    const size_t part_units = wide ? part_bytes / 16 : part_bytes, units = rows * part_units;
+    const unsigned blocks = (unsigned)(units / 256 + 1 < 1024 ? units / 256 + 1 : 1024);
+    if (wide)
+        qkv_append_kernel<uint4><<<dim3(blocks, 3), 256, 0, t5_stream()>>>((char *)q_out, (char *)k_cache, (char *)v_cache,
+                                                                          (const char *)qkv, pos, rows, part_units);
+    else
+        qkv_append_kernel<unsigned char><<<dim3(blocks, 3), 256, 0, t5_stream()>>>(
+            (char *)q_out, (char *)k_cache, (char *)v_cache, (const char *)qkv, pos, rows, part_units);
+    cudaLaunchCheck();
+}
+
 extern "C" void cuda_attention_decode(Dtype dt, void *out, const void *q, const KvView *kv, const void *bias, int N,
                                       int Tk, int H, int dk) {
     DISPATCH_DTYPE(dt, decode_launch, out, q, kv, bias, N, Tk, H, dk);

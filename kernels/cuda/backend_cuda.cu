@@ -181,6 +181,7 @@
         .beam_table_reorder = cuda_beam_table_reorder,                                                            \
         .attention_decode = SFX##_attention_decode,                                                               \
         .kv_append = cuda_kv_append,                                                                              \
+        .qkv_append = cuda_qkv_append,                                                                            \
         .graph_begin = cuda_graph_begin,                                                                          \
         .graph_end = cuda_graph_end,                                                                              \
         .graph_replay = cuda_graph_replay,                                                                        \

@@ -108,6 +108,8 @@ void cuda_attention_decode(Dtype dt, void *out, const void *q, const KvView *kv,
                            int H, int dk);
 void cuda_kv_append(void *k_cache, void *v_cache, const void *k_new, const void *v_new, const int *pos,
                     size_t slot_bytes);
+void cuda_qkv_append(void *q_out, void *k_cache, void *v_cache, const void *qkv, const int *pos, size_t rows,
+                     size_t part_bytes);
 
 // ---- CUDA graphs (graph.cu) ----------------------------------------------------------------
 void cuda_graph_begin(void);

@@ -236,6 +236,9 @@ static void w_attention_decode(void *out, const void *q, const KvView *kv, const
 static void w_kv_append(void *kc, void *vc, const void *kn, const void *vn, const int *pos, size_t slot_bytes) {
     PROF(PC_ATTENTION, P.real->kv_append(kc, vc, kn, vn, pos, slot_bytes), "kv_append %zu bytes", slot_bytes);
 }
+static void w_qkv_append(void *q, void *kc, void *vc, const void *qkv, const int *pos, size_t rows, size_t part) {
+    PROF(PC_ATTENTION, P.real->qkv_append(q, kc, vc, qkv, pos, rows, part), "qkv_append %zu x 3 x %zu bytes", rows, part);
+}
 
 extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     if (!be->device_memory) t5_fail("the op profiler times CUDA ops; backend %s is not a CUDA backend", be->name);
@@ -261,6 +264,7 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.adamw_update = w_adamw;
     w.beam_topk = w_beam_topk, w.beam_table_reorder = w_table_reorder, w.attention_decode = w_attention_decode;
     w.kv_append = w_kv_append;
+    w.qkv_append = w_qkv_append;
     // no graphs under the profiler: its event pairs time each op as it runs, a replay has none
     w.graph_begin = NULL, w.graph_end = NULL, w.graph_replay = NULL, w.graph_free = NULL;
     P.wrapped = w;

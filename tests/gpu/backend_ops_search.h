@@ -250,6 +250,40 @@ static void kv_append_case(const OpsPair *P, int rows, int HK, int cap, int t) {
     FREE_HOST(kc, vc, kn, vn);
 }
 
+// qkv_append: one fused GEMM's (rows, q | k | v) output split into q and position t of
+// poisoned caches of cap positions: exactly the oracle's bytes, q whole, every other cache
+// position untouched. Parts of 16-byte units and of odd byte counts (the byte path).
+static void qkv_append_case(const OpsPair *P, int rows, int HK, int cap, int t) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const size_t slot = (size_t)rows * HK, part = (size_t)HK * dt_size(dt), nc = (size_t)cap * slot;
+    float *kc = rand_dt(dt, nc, 1.0f), *vc = rand_dt(dt, nc, 1.0f), *qkv = rand_dt(dt, 3 * slot, 1.0f),
+          *q = rand_dt(dt, slot, 1.0f);
+    void *kcg = dev_from(S, dt, kc, nc), *vcg = dev_from(S, dt, vc, nc), *qkvg = dev_from(S, dt, qkv, 3 * slot),
+         *qg = dev_from(S, dt, q, slot);
+    int tpos = t, *pg = dev_ints(S, &tpos, 1);
+    S->qkv_append(qg, kcg, vcg, qkvg, pg, (size_t)rows, part);
+    // the oracle on the fp32 copies (a byte copy: the same in every dtype, compared in it)
+    R->qkv_append(q, kc, vc, qkv, &tpos, (size_t)rows, (size_t)HK * sizeof(float));
+    char name[200];
+    snprintf(name, sizeof name, "qkv_append q [%s rows=%d HK=%d cap=%d t=%d, parts of %zu bytes] exact", dt_name(dt),
+             rows, HK, cap, t, part);
+    check_dev(S, name, dt, qg, q, slot, 0.0);
+    snprintf(name, sizeof name, "qkv_append K [%s rows=%d HK=%d cap=%d t=%d] exact, other positions untouched",
+             dt_name(dt), rows, HK, cap, t);
+    check_dev(S, name, dt, kcg, kc, nc, 0.0);
+    snprintf(name, sizeof name, "qkv_append V [%s rows=%d HK=%d cap=%d t=%d] exact", dt_name(dt), rows, HK, cap, t);
+    check_dev(S, name, dt, vcg, vc, nc, 0.0);
+    FREE_SUB(S, kcg, vcg, qkvg, qg, pg);
+    FREE_HOST(kc, vc, qkv, q);
+}
+
+static void case_qkv_append(const OpsPair *P) {
+    qkv_append_case(P, 256, 1024, 20, 0);   // t5-large, 64 x 4 beams: the first position
+    qkv_append_case(P, 256, 1024, 20, 19);  // the last
+    qkv_append_case(P, 3, 5, 7, 4);         // odd: 5-element parts, the byte path
+}
+
 static void case_kv_append(const OpsPair *P) {
     kv_append_case(P, 256, 1024, 20, 0);   // t5-large's slot, 64 x 4 beams: the first position
     kv_append_case(P, 256, 1024, 20, 19);  // the last

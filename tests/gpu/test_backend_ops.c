@@ -49,6 +49,7 @@ static const OpCase OP_CASES[] = {
     {"beam_table_reorder", GROUP_SEARCH, case_beam_table_reorder},
     {"attention_decode", GROUP_SEARCH, case_attention_decode},
     {"kv_append", GROUP_SEARCH, case_kv_append},
+    {"qkv_append", GROUP_SEARCH, case_qkv_append},
 };
 
 static const Dtype DTYPES[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
