@@ -33,15 +33,18 @@ static size_t decoder_layout(T5Decoder *d, char *base) {
     d->mask = bump_take(&bp, B * S * sizeof(int));
     d->tokens = bump_take(&bp, (N + 1) * sizeof(int));
     d->pos = d->tokens ? d->tokens + N : NULL;
+    // k_new, v_new, ctx in a row: the fused q, k, v GEMM's (N, 3 HK) output lies over them
+    // (qkv_append reads it before attention_decode writes ctx; k_new / v_new serve only the
+    // unfused path), so the fusion costs no memory
     d->k_new = bump_take(&bp, N * HK * e);
     d->v_new = bump_take(&bp, N * HK * e);
-    d->qkv = bump_take(&bp, N * 3 * HK * e);
+    d->ctx = bump_take(&bp, N * HK * e);
+    d->qkv = d->k_new;
     d->x = bump_take(&bp, N * D * e);
     d->y = bump_take(&bp, N * D * e);
     d->ln = bump_take(&bp, N * D * e);
     d->rstd = bump_take(&bp, N * sizeof(float));
     d->q = bump_take(&bp, N * HK * e);
-    d->ctx = bump_take(&bp, N * HK * e);
     d->bias = bump_take(&bp, H * cap * e);
     d->ffa = bump_take(&bp, N * F * e);
     d->ffb = c->is_gated ? bump_take(&bp, N * F * e) : NULL;

@@ -45,7 +45,8 @@ typedef struct {
     int *tokens;                // (N + 1) input token of each row, then the step's position t
     const int *pos;             // = tokens + N: t in device memory (KvView.pos), uploaded with the tokens
     void *k_new, *v_new;        // (N, HK) the step's self-attention keys / values (kv_append copies them to t)
-    void *qkv;                  // (N, 3 HK) the step's q, k, v by one GEMM (qkv_append splits them; block.h KvCache)
+    void *qkv;                  // (N, 3 HK) the step's q, k, v by one GEMM (qkv_append splits them; block.h
+                                // KvCache): over k_new, v_new and ctx, which lie in a row
     void *x, *y, *ln;           // (N, D) residual stream, sublayer output before the residual add, norm output
     float *rstd;                // (N)
     void *q, *ctx;              // (N, HK)
