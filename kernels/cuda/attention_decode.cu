@@ -209,6 +209,109 @@ __global__ void __launch_bounds__(DECODE_THREADS)
     }
 }
 
+// The vec kernel for rows that share their keys (table == NULL: the slot is i / slot_div, e.g.
+// the beams of one item over its encoder K/V in cross-attention): one block per (head, up to
+// ITEMS_ROWS rows of one slot), so each key and value row is read once for those rows instead
+// of once a row. Per row, every sum runs in the vec kernel's order (the same lanes, the same
+// xor trees, the same warps in order, decode_softmax once a row), so its bits are the vec
+// kernel's: the rows only share the loads (tests/gpu: bitwise against a beam-table view of the
+// same keys, which takes the vec kernel).
+#define ITEMS_ROWS 4
+template <typename T, int G>
+__global__ void __launch_bounds__(DECODE_THREADS)
+    attention_decode_items_kernel(T *__restrict__ out, const T *__restrict__ q, KvView kv, const T *__restrict__ bias,
+                                  int N, int Tk, int H) {
+    constexpr int PACK = pack_of<T>(), DK = G * PACK, KPW = 32 / G, STEP = KPW * DECODE_WARPS;
+    extern __shared__ float sc[];  // (ITEMS_ROWS, Tk) scores, then probabilities
+    __shared__ float red[DECODE_WARPS][DK];
+    __shared__ float wred[DECODE_WARPS];
+    const int chunks = (kv.slot_div + ITEMS_ROWS - 1) / ITEMS_ROWS;  // blocks a slot
+    const int h = blockIdx.x, slot = blockIdx.y / chunks, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int i0 = slot * kv.slot_div + (blockIdx.y % chunks) * ITEMS_ROWS;
+    const int nr = min(min(ITEMS_ROWS, (slot + 1) * kv.slot_div - i0), N - i0);  // rows of this block
+    const int part = lane % G, sub = lane / G, len = Tk;
+    const size_t brow = (size_t)h * Tk;
+    const size_t HD = (size_t)H * DK, col = (size_t)h * DK + (size_t)part * PACK;
+    const T *K = (const T *)kv.k + (size_t)slot * kv.slot_stride * HD, *Vv = (const T *)kv.v + (size_t)slot * kv.slot_stride * HD;
+    const int *mrow = kv.key_mask ? kv.key_mask + (size_t)slot * kv.mask_ld : nullptr;
+    float qd[ITEMS_ROWS][PACK];
+#pragma unroll
+    for (int r = 0; r < ITEMS_ROWS; r++)
+        if (r < nr) load_vec<T, PACK>(qd[r], q + (size_t)(i0 + r) * HD + col);
+    // 1. scores: as the vec kernel, one key load for the block's rows
+    float mx[ITEMS_ROWS];
+#pragma unroll
+    for (int r = 0; r < ITEMS_ROWS; r++) mx[r] = -INFINITY;
+    for (int j0 = warp * KPW; j0 < len; j0 += STEP) {
+        const int j = j0 + sub;
+        const int live = j < len && !(mrow && mrow[j] == 0);
+        float kd[PACK];
+        if (live) load_vec<T, PACK>(kd, K + (size_t)j * kv.pos_stride * HD + col);
+        const float bj = live && bias ? to_float(bias[brow + j]) : 0.0f;
+#pragma unroll
+        for (int r = 0; r < ITEMS_ROWS; r++) {
+            if (r >= nr) break;
+            float s = 0.0f;
+            if (live)
+#pragma unroll
+                for (int e = 0; e < PACK; e++) s += qd[r][e] * kd[e];
+#pragma unroll
+            for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (j < len) {
+                s = live ? round_to<T>(s) + bj : -INFINITY;
+                if (part == 0) sc[r * Tk + j] = s;
+                mx[r] = fmaxf(mx[r], s);
+            }
+        }
+    }
+    // 2. softmax, a row at a time over the whole block (the vec kernel's trees)
+#pragma unroll
+    for (int r = 0; r < ITEMS_ROWS; r++)
+        if (r < nr) decode_softmax<T>(sc + r * Tk, wred, warp_max(mx[r]), len, lane, warp);
+    // 3. out = P @ v: one value load for the rows; a row whose P_j is 0 skips it (as the vec kernel)
+    float acc[ITEMS_ROWS][PACK];
+#pragma unroll
+    for (int r = 0; r < ITEMS_ROWS; r++)
+#pragma unroll
+        for (int e = 0; e < PACK; e++) acc[r][e] = 0.0f;
+    for (int j = warp * KPW + sub; j < len; j += STEP) {
+        float p[ITEMS_ROWS];
+        int any = 0;
+#pragma unroll
+        for (int r = 0; r < ITEMS_ROWS; r++) {
+            p[r] = r < nr ? sc[r * Tk + j] : 0.0f;
+            any |= p[r] != 0.0f;
+        }
+        if (!any) continue;
+        float vd[PACK];
+        load_vec<T, PACK>(vd, Vv + (size_t)j * kv.pos_stride * HD + col);
+#pragma unroll
+        for (int r = 0; r < ITEMS_ROWS; r++)
+            if (p[r] != 0.0f)
+#pragma unroll
+                for (int e = 0; e < PACK; e++) acc[r][e] += p[r] * vd[e];
+    }
+#pragma unroll
+    for (int r = 0; r < ITEMS_ROWS; r++) {
+        if (r >= nr) break;
+#pragma unroll
+        for (int o = G; o < 32; o <<= 1)
+#pragma unroll
+            for (int e = 0; e < PACK; e++) acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], o);
+        if (sub == 0)
+#pragma unroll
+            for (int e = 0; e < PACK; e++) red[warp][part * PACK + e] = acc[r][e];
+        __syncthreads();
+        for (int d = threadIdx.x; d < DK; d += DECODE_THREADS) {
+            float o = red[0][d];
+#pragma unroll
+            for (int w = 1; w < DECODE_WARPS; w++) o += red[w][d];
+            out[(size_t)(i0 + r) * HD + (size_t)h * DK + d] = from_float<T>(o);
+        }
+        __syncthreads();  // red is reused by the next row
+    }
+}
+
 template <typename T>
 static void decode_launch(void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk, int H, int dk) {
     if (N < 1 || Tk < 1 || H < 1 || dk < 1 || kv->slot_div < 1)
@@ -227,7 +330,24 @@ static void decode_launch(void *out, const void *q, const KvView *kv, const void
     const int aligned = ((uintptr_t)out | (uintptr_t)q | (uintptr_t)kv->k | (uintptr_t)kv->v) % 16 == 0;
     const dim3 grid((unsigned)H, (unsigned)N);
     const int G = aligned && dk % PACK == 0 ? dk / PACK : 0;
-    if (G == 4)
+    // rows sharing their keys (no table, no position from memory, a slot of >= 2 rows): the
+    // items kernel, one key/value load for up to ITEMS_ROWS rows
+    const int vec = G == 4 || G == 8 || G == 16 || G == 32;
+    const int items = vec && !kv->table && !kv->pos && kv->slot_div >= 2 && smem * ITEMS_ROWS <= 48 * 1024;
+    if (items) {
+        const int chunks = (kv->slot_div + ITEMS_ROWS - 1) / ITEMS_ROWS, slots = (N + kv->slot_div - 1) / kv->slot_div;
+        const dim3 igrid((unsigned)H, (unsigned)(slots * chunks));
+        if (slots * chunks > 65535) t5_fail("attention_decode: %d blocks a head; the grid takes at most 65535", slots * chunks);
+        const size_t ismem = smem * ITEMS_ROWS;
+        if (G == 4)
+            attention_decode_items_kernel<T, 4><<<igrid, DECODE_THREADS, ismem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, N, Tk, H);
+        else if (G == 8)
+            attention_decode_items_kernel<T, 8><<<igrid, DECODE_THREADS, ismem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, N, Tk, H);
+        else if (G == 16)
+            attention_decode_items_kernel<T, 16><<<igrid, DECODE_THREADS, ismem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, N, Tk, H);
+        else
+            attention_decode_items_kernel<T, 32><<<igrid, DECODE_THREADS, ismem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, N, Tk, H);
+    } else if (G == 4)
         attention_decode_vec_kernel<T, 4><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
     else if (G == 8)
         attention_decode_vec_kernel<T, 8><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);

@@ -175,6 +175,23 @@ static void decode_case(const OpsPair *P, int N, int nb, int cap, int Tk, int H,
     check_dev(S, name, dt, og, want, nq, tl->att_fwd);
     snprintf(name, sizeof name, "attention_decode [%s N=%d Tk=%d] twice", dt_name(dt), N, Tk);
     check_same_bytes(S, name, og, og2, nq * dt_size(dt));
+    if (!table) {
+        // the same keys through a beam table naming each row's item (key row (i / nb) * Tk + j:
+        // slot_stride 1, pos_stride 0): rows no longer share a slot, so the CUDA op takes the
+        // one-row kernel; the items kernel (rows of a slot at once) must give its bits
+        int *it = xmalloc((size_t)N * Tk * sizeof(int));
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < Tk; j++) it[i * Tk + j] = (i / nb) * Tk + j;
+        int *itg = dev_ints(S, it, (size_t)N * Tk);
+        KvView tv = sv;
+        tv.table = itg, tv.table_ld = Tk, tv.slot_stride = 1, tv.pos_stride = 0;
+        S->attention_decode(og2, qg, &tv, bg, N, Tk, H, dk);
+        snprintf(name, sizeof name, "attention_decode [%s N=%d nb=%d Tk=%d dk=%d] per item = through a table, bitwise",
+                 dt_name(dt), N, nb, Tk, dk);
+        check_same_bytes(S, name, og, og2, nq * dt_size(dt));
+        FREE_SUB(S, itg);
+        free(it);
+    }
     FREE_SUB(S, qg, kg, vg, bg, tg, mg, og, og2);
     FREE_HOST(q, k, v, bias, want);
     free(tab), free(mask);
@@ -299,4 +316,6 @@ static void case_attention_decode(const OpsPair *P) {
     decode_case(P, 8, 1, 9, 1, 3, 40, 1);      // the first step; d_kv 40
     decode_case(P, 6, 2, 0, 300, 2, 128, 0);    // d_kv 128 (t5-11b), long source
     decode_case(P, 10, 5, 0, 70, 4, 32, 0);     // d_kv 32: 4 (bf16) or 8 (fp32) lanes a key, 2 items x 5 beams
+    decode_case(P, 256, 4, 0, 98, 16, 64, 0);   // the eval's cross-attention: 64 items x 4 beams, t5-large heads
+    decode_case(P, 21, 7, 0, 45, 2, 64, 0);     // 7 beams: a slot in two blocks (4 + 3 rows)
 }
