@@ -46,6 +46,7 @@
 #include <math.h>
 
 #include "../dropout_rng.h"
+#include "attention_flash.cuh"
 #include "attention_fused.cuh"
 #include "gemm.cuh"
 
@@ -499,6 +500,9 @@ extern "C" void cuda_attention_forward(Dtype dt, void *out, void *att, const voi
         return;
     }
     if (attention_fused_forward(dt, out, att, q, k, v, bias, key_mask, B, Tq, Tk, kv_rows, H, d_kv, causal, q_offset,
+                                drop))
+        return;
+    if (attention_flash_forward(dt, out, att, q, k, v, bias, key_mask, B, Tq, Tk, kv_rows, H, d_kv, causal, q_offset,
                                 drop))
         return;
     switch (dt) {

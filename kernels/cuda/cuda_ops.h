@@ -97,6 +97,9 @@ void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias
 // on = 0 makes attention take the GEMM path for every shape (attention_fused.cu covers
 // bf16/fp16, d_kv 64 or 128, Tq and Tk up to 128); for tests and timings of both versions.
 void cuda_attention_set_fused(int on);
+// on = 0 turns off attention_flash.cu's forward (on by default: bf16/fp16, d_kv 64, Tk <= 128
+// and even, compute capability 8.0 and up); for tests and timings of the other versions.
+void cuda_attention_set_flash(int on);
 
 // ---- generation search (search.cu) ------------------------------------------------------
 void cuda_beam_topk(Dtype dt, float *out_scores, int *out_idx, const void *logits, const float *beam_scores, int B,

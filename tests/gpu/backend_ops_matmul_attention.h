@@ -423,6 +423,12 @@ static const AttCase ATT_CASES[] = {
     {"fused dk=64 Tq=Tk=128 p=0 mask", 2, 4, 128, 128, 128, 64, 1, 0, 0, 0, 0, 0.0f},
     {"fused dk=128 (t5-3b) Tq=Tk=128 mask+bias+dropout", 2, 4, 128, 128, 128, 128, 1, 0, 1, 0, 0, 0.1f},
     {"Tk=129 past the fused limit dk=64 mask+bias+dropout", 1, 2, 5, 129, 129, 64, 1, 0, 1, 0, 0, 0.1f},
+    // attention_flash.cu's forward (bf16/fp16, d_kv 64, even Tk <= 128; 64 query rows a block)
+    {"flash Tq=7 Tk=38 (padded keys) mask+bias+dropout", 3, 3, 7, 38, 38, 64, 1, 0, 1, 0, 0, 0.1f},
+    {"flash Tq=130 (3 row tiles) Tk=128 causal+bias+dropout", 2, 2, 130, 128, 128, 64, 0, 0, 1, 1, 0, 0.1f},
+    {"flash Tk=64 (8 key tiles) Tq=96 cross mask+dropout", 3, 4, 96, 64, 64, 64, 1, 0, 0, 0, 0, 0.1f},
+    {"flash Tk=2 Tq=5 one batch row fully masked", 3, 2, 5, 2, 2, 64, 1, 1, 0, 0, 0, 0.1f},
+    {"flash kv cache (fwd only) Tk=40 kv_rows=48 causal q_offset=30 +bias", 2, 2, 10, 40, 48, 64, 1, 0, 1, 1, 30, 0.1f},
 };
 
 static const Tol *tol_of(Dtype dt) {
@@ -453,23 +459,27 @@ static void case_matmul_batched(const OpsPair *P) {
     if (!ops_quick) matmul_batched_case(P, t, 2048, 1024, 1024, 3, 1, 0);  // t5-large q, k, v
 }
 
-// Every case once as the backend chooses (the fused kernels where they apply), and the
-// d_kv 64/128 cases again with the fused kernels off: both versions against the CPU.
+// Every case once as the backend chooses (attention_flash.cu's forward where it applies), and
+// the d_kv 64/128 cases again with attention_fused.cu's kernels on (off by default), and with
+// both off (the GEMM path): every version against the CPU.
 static void case_attention(const OpsPair *P) {
     const Tol *t = tol_of(P->dt);
-    for (int version = 0; version < 2; version++) {
-        cuda_attention_set_fused(version == 0);
+    static const char *const VERSION[] = {"", "fused kernels: ", "gemm path: "};
+    for (int version = 0; version < 3; version++) {
+        cuda_attention_set_flash(version == 0);
+        cuda_attention_set_fused(version == 1);
         for (size_t c = 0; c < sizeof ATT_CASES / sizeof ATT_CASES[0]; c++) {
             AttCase a = ATT_CASES[c];
             if (ops_quick && (size_t)a.B * a.H * a.Tq * a.Tk > 200000) continue;
-            char label[128];
-            if (version == 1) {
+            char label[160];
+            if (version > 0) {
                 if (a.dk != 64 && a.dk != 128) continue;
-                snprintf(label, sizeof label, "gemm path: %s", a.label);
+                snprintf(label, sizeof label, "%s%s", VERSION[version], a.label);
                 a.label = label;
             }
             attention_case(P, t, &a);
         }
     }
-    cuda_attention_set_fused(1);
+    cuda_attention_set_flash(1);
+    cuda_attention_set_fused(0);
 }

@@ -5,7 +5,8 @@
 // batched GEMM) and attention ms.
 // Environment: T5_TEST_NO_PERF=1 or T5_TEST_QUICK=1 skip everything (compute-sanitizer
 // runs); T5_GEMM_FALLBACK=1 skips the matmul/attention timings (the slow kernel);
-// T5_TEST_PERF_ONLY=1 times the encoder self-attention only (for profilers); T5_TEST_PERF_DECODE=1
+// T5_TEST_PERF_ONLY=1 times the encoder self-attention only (for profilers; with
+// T5_TEST_PERF_ATTENTION=1 also decoder self- and cross-attention); T5_TEST_PERF_DECODE=1
 // only generation's decoder-step ops at t5-large, 64 items x 4 beams.
 #include <cuda_runtime.h>
 
@@ -304,11 +305,13 @@ static void perf_matmul_qkv(Dtype dt, int N, int D, int HK) {
     free(h);
 }
 
-// version: "fused" (attention_fused.cu where the shape allows) or "gemm" (attention.cu's
-// cuBLASLt + softmax path for every shape).
+// version: "flash" (attention_flash.cu's forward where the shape allows: the default),
+// "fused" (attention_fused.cu where the shape allows) or "gemm" (attention.cu's cuBLASLt +
+// softmax path for every shape).
 static void perf_attention_version(const char *version, Dtype dt, int B, int H, int T, int DK, int use_bias,
                                    int use_mask, int causal, float p) {
     cuda_attention_set_fused(strcmp(version, "fused") == 0);
+    cuda_attention_set_flash(strcmp(version, "flash") == 0);
     const Backend *be = backend_open("cuda", 0, dt);
     const size_t HD = (size_t)H * DK, n = (size_t)B * T * HD, natt = (size_t)B * H * T * T, nbias = (size_t)H * T * T;
     float *h = rand_dt(dt, n > natt ? n : natt, 0.6f);
@@ -353,10 +356,12 @@ static void perf_attention_version(const char *version, Dtype dt, int B, int H, 
         if (bufs[i]) be->free(bufs[i]);
     free(h);
     free(mask_h);
-    cuda_attention_set_fused(1);
+    cuda_attention_set_fused(0);
+    cuda_attention_set_flash(1);
 }
 
 static void perf_attention(Dtype dt, int B, int H, int T, int DK, int use_bias, int use_mask, int causal, float p) {
+    perf_attention_version("flash", dt, B, H, T, DK, use_bias, use_mask, causal, p);
     perf_attention_version("fused", dt, B, H, T, DK, use_bias, use_mask, causal, p);
     perf_attention_version("gemm", dt, B, H, T, DK, use_bias, use_mask, causal, p);
 }
@@ -417,6 +422,10 @@ int main(void) {
     BF16 = backend_open("cuda", 0, DTYPE_BF16);
     if (perf_only) {  // attention first: a profiler can skip to it by launch count
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 1, 0, 0.1f);
+        if (env_on("T5_TEST_PERF_ATTENTION")) {  // the other training shapes of t5-large too
+            perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 0, 1, 0.1f);
+            perf_attention(DTYPE_BF16, 64, 16, 128, 64, 0, 1, 0, 0.0f);
+        }
         return test_summary();
     }
     if (env_on("T5_TEST_PERF_DECODE")) {  // generation's decoder step only (t5-large, 64 x 4 beams)

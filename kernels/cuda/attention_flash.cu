@@ -1,0 +1,339 @@
+// kernels/cuda/attention_flash.cu: T5 attention forward as one kernel with the scores in
+// registers (FlashAttention-2's layout, for keys that fit one tile: Tk <= 128), bf16/fp16,
+// d_kv 64, compute capability 8.0 and up (mma.sync m16n8k16). attention.cu calls
+// attention_flash_forward first (after the off-by-default attention_fused.cu); it returns
+// false when the shape, dtype, alignment or GPU is not covered, and the GEMM path runs.
+//
+// Semantics are attention.cu's GEMM path, step for step (backend.h; kernels/cpu/attention.c):
+//   S = T(Q K^T)           the product's fp32 sum rounded to T, as the GEMM stores its scores
+//   s = S + bias (fp32)    bias (H,Tq,Tk) or NULL; key_mask 0 or causal j > q_offset + i: masked
+//   P = T(exp(s - max) / sum)  over the live keys (masked P = 0; all masked: P = 0, O = 0),
+//                          written to att (B,H,Tq,Tk): the backward reads it (attention.cu)
+//   Pd = T(P * keep / (1-p))   kernels/dropout_rng.h's mask at the flattened (b,h,i,j), the
+//                          same draw as the softmax kernels (p = 0: Pd = P)
+//   O = T(Pd V)            fp32 sum, one rounding
+// The sums' order differs from cuBLASLt's and from the softmax kernel's warp tree, so the
+// outputs match the GEMM path to rounding, not bitwise (test_backend_ops checks both
+// against the CPU). Deterministic: fixed orders, no atomics.
+//
+// One block per (128 query rows, head h, batch row b), 8 warps; warp w owns rows 16w..16w+15.
+//   1. Q (128, 64), K and V (128, 64) of the head into shared memory (rows past Tq and Tk zero)
+//      by cp.async, every copy in flight at once; V's copies overlap steps 2 and 3.
+//   2. S (16, NT*8) per warp = Q K^T by mma.m16n8k16 (fp32 accumulators in registers: a
+//      thread holds rows g = lane/4 and g + 8, keys 8t + 2(lane%4) + {0,1} of n-tile t).
+//   3. Softmax in registers: a row's max and sum over the 4 threads of a quad (xor 1, 2).
+//   4. O (16, 64) = Pd V by mma: Pd's accumulators are re-packed as the A operand in place
+//      (the C layout of m16n8 is the A layout of k16 halves), V read with ldmatrix.trans.
+// NT = 8 (Tk <= 64) or 16 (Tk <= 128) n-tiles of 8 keys. Tk must be even (pairs of keys are
+// one 4-byte access of att and bias, and one dropout hash serves a pair).
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "../dropout_rng.h"
+#include "attention_flash.cuh"
+#include "common.cuh"
+
+namespace flash {
+
+constexpr int DK = 64;        // d_kv covered
+constexpr int WARPS = 8;      // 16 rows a warp
+constexpr int QROWS = 16 * WARPS;  // query rows a block: every row of a head up to 128
+constexpr int THREADS = 32 * WARPS;
+constexpr int TKMAX = 128;    // keys that fit the tile
+constexpr int LDS = DK + 8;   // shared row stride (elements): 144 bytes, ldmatrix without bank conflicts
+static_assert(LDS * 2 % 16 == 0, "ldmatrix needs every shared row on 16 bytes");
+constexpr size_t SMEM_BYTES = (size_t)(QROWS + 2 * TKMAX) * LDS * 2 + TKMAX;  // 55,424 bytes: above 48 KiB, opted into
+
+struct Args {
+    const int *key_mask;
+    int H, Tq, Tk, kv_rows, causal, q_offset;
+    float p, scale;
+    unsigned long long key;
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define FLASH_HAS_MMA 1
+#else
+#define FLASH_HAS_MMA 0
+#endif
+
+template <typename T> __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if FLASH_HAS_MMA
+    if constexpr (std::is_same<T, __nv_bfloat16>::value)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
+#if FLASH_HAS_MMA
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void *p) {
+#if FLASH_HAS_MMA
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+// Two floats as one 32-bit pair of T (x in the low half: the lower index).
+template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y) {
+    T t[2] = {from_float<T>(x), from_float<T>(y)};
+    return *reinterpret_cast<uint32_t *>(t);
+}
+
+// rows [0, nrows) of a head (64 elements each, row stride ld elements in global memory) into
+// shared rows of LDS elements, rows [nrows, cap) zero: 16-byte cp.async copies (zero-filled
+// where the row is past the end), all in flight at once; the caller commits and waits
+template <typename T>
+__device__ __forceinline__ void load_rows_async(T *dst, const T *src, size_t ld, int nrows, int cap) {
+#if FLASH_HAS_MMA
+    constexpr int CH = DK * (int)sizeof(T) / 16;  // 16-byte chunks a row
+    constexpr int EL = 16 / (int)sizeof(T);
+    for (int c = threadIdx.x; c < cap * CH; c += THREADS) {
+        const int r = c / CH, x = c % CH;
+        const bool in = r < nrows;
+        const T *from = in ? src + (size_t)r * ld + x * EL : src;  // not read when !in (src-size 0)
+        const unsigned to = (unsigned)__cvta_generic_to_shared(dst + r * LDS + x * EL);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(in ? 16 : 0));
+    }
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit(void) {
+#if FLASH_HAS_MMA
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// wait until at most N committed groups are still in flight
+template <int N> __device__ __forceinline__ void cp_async_wait(void) {
+#if FLASH_HAS_MMA
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+template <typename T, int NT>
+__global__ void __launch_bounds__(THREADS, 2)
+    flash_forward_kernel(T *__restrict__ out, T *__restrict__ att, const T *__restrict__ q, const T *__restrict__ k,
+                         const T *__restrict__ v, const T *__restrict__ bias, Args a) {
+#if FLASH_HAS_MMA
+    extern __shared__ __align__(16) unsigned char smem_raw[];  // SMEM_BYTES: sQ, sK, sV, slive
+    T *sQ = reinterpret_cast<T *>(smem_raw), *sK = sQ + QROWS * LDS, *sV = sK + TKMAX * LDS;
+    unsigned char *slive = reinterpret_cast<unsigned char *>(sV + TKMAX * LDS);  // key j < Tk and not padding
+    const int i0 = blockIdx.x * QROWS, h = blockIdx.y, b = blockIdx.z;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
+    const int Tq = a.Tq, Tk = a.Tk;
+    const size_t HD = (size_t)a.H * DK;
+    // 1. the head's Q rows of this block, K and V (NT * 8 rows, zero past Tk), asynchronously:
+    // Q and K first (group 1), V (group 2) arrives while S and the softmax are computed
+    load_rows_async<T>(sQ, q + ((size_t)b * Tq + i0) * HD + (size_t)h * DK, HD, min(QROWS, Tq - i0), QROWS);
+    load_rows_async<T>(sK, k + (size_t)b * a.kv_rows * HD + (size_t)h * DK, HD, Tk, NT * 8);
+    cp_async_commit();
+    load_rows_async<T>(sV, v + (size_t)b * a.kv_rows * HD + (size_t)h * DK, HD, Tk, NT * 8);
+    cp_async_commit();
+    const int *mrow = a.key_mask ? a.key_mask + (size_t)b * a.kv_rows : nullptr;
+    for (int j = threadIdx.x; j < NT * 8; j += THREADS) slive[j] = j < Tk && !(mrow && mrow[j] == 0);
+    cp_async_wait<1>();
+    __syncthreads();
+    // 2. S = Q K^T: A fragments of the warp's 16 rows (4 k-steps of 16 dims), then per pair of
+    // n-tiles and k-step one ldmatrix.x4 of K (keys n0..n0+15, dims k0..k0+15) and two mma
+    uint32_t qa[DK / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < DK / 16; kk++)
+        ldsm_x4(qa[kk], sQ + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
+    float s[NT][4];
+#pragma unroll
+    for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+#pragma unroll
+    for (int np = 0; np < NT / 2; np++)
+#pragma unroll
+        for (int kk = 0; kk < DK / 16; kk++) {
+            uint32_t kb[4];
+            ldsm_x4(kb, sK + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8);
+            mma16816<T>(s[2 * np], qa[kk], kb[0], kb[1]);
+            mma16816<T>(s[2 * np + 1], qa[kk], kb[2], kb[3]);
+        }
+    // 3. softmax of rows r = 0 (i = row g) and r = 1 (row g + 8): s[t][2r], s[t][2r + 1] are
+    // keys j = 8t + 2qd, j + 1
+    // dropout: Tk % 4 == 0 puts a row's groups of 4 keys (one hash, dropout_rng.h) on threads qd,
+    // qd ^ 1; then each of the two hashes the group of one row and they swap (after the loop
+    // below); else a hash per pair of keys
+    const int pairs = a.p != 0.0f, quads = pairs && Tk % 4 == 0;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int i = i0 + warp * 16 + g + 8 * r, qpos = a.q_offset + i;
+        const bool row_in = i < Tq;
+        const T *brow = bias && row_in ? bias + ((size_t)h * Tq + i) * Tk : nullptr;
+        float mx = -INFINITY;
+        unsigned live = 0;  // bit 2t + e
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const int j = 8 * t + 2 * qd;
+            float x0 = round_to<T>(s[t][2 * r]), x1 = round_to<T>(s[t][2 * r + 1]);
+            if (j < Tk) {  // Tk even: j + 1 < Tk too
+                if (brow) {
+                    float bb[2];
+                    load_vec<T, 2>(bb, brow + j);
+                    x0 += bb[0], x1 += bb[1];
+                }
+                const bool l0 = slive[j] && !(a.causal && j > qpos);
+                const bool l1 = slive[j + 1] && !(a.causal && j + 1 > qpos);
+                if (l0) live |= 1u << (2 * t), mx = fmaxf(mx, x0);
+                if (l1) live |= 1u << (2 * t + 1), mx = fmaxf(mx, x1);
+            }
+            s[t][2 * r] = x0, s[t][2 * r + 1] = x1;
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        float sum = 0.0f;
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float x = (live >> (2 * t + e)) & 1u ? expf(s[t][2 * r + e] - mx) : 0.0f;
+                s[t][2 * r + e] = x;
+                sum += x;
+            }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // sum == 0: every key masked
+        const size_t base = (((size_t)b * a.H + h) * Tq + i) * Tk;
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const int j = 8 * t + 2 * qd;
+            float P[2] = {round_to<T>(s[t][2 * r] * inv), round_to<T>(s[t][2 * r + 1] * inv)};
+            if (row_in && j < Tk) store_vec<T, 2>(att + base + j, P);
+            if (pairs && !quads) {  // base + j is even: both draws come from one hash
+                const uint64_t idx = base + j, bits = dropout_rng_bits(a.key, idx >> 2);
+                const unsigned l = (unsigned)(idx & 3u);
+                P[0] = dropout_rng_lane(bits, l) >= a.p ? round_to<T>(P[0] * a.scale) : 0.0f;
+                P[1] = dropout_rng_lane(bits, l + 1) >= a.p ? round_to<T>(P[1] * a.scale) : 0.0f;
+            }
+            s[t][2 * r] = P[0], s[t][2 * r + 1] = P[1];
+        }
+    }
+    if (quads) {
+        // thread qd hashes row (qd & 1)'s group of keys 8t + 4 (qd >> 1) ..; its partner qd ^ 1
+        // the other row's; the 64-bit draws cross as two 32-bit shuffles
+        const int mine = qd & 1, iw = i0 + warp * 16 + g;
+        const uint64_t row0 = (((size_t)b * a.H + h) * Tq + iw) * Tk, rowm = row0 + (size_t)mine * 8 * Tk;
+        const unsigned l = 2u * (unsigned)mine;  // lane of this thread's first key within the group
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const uint64_t bm = dropout_rng_bits(a.key, (rowm + 8 * t + 4 * (qd >> 1)) >> 2);
+            const unsigned lo = __shfl_xor_sync(0xffffffffu, (unsigned)bm, 1);
+            const unsigned hi = __shfl_xor_sync(0xffffffffu, (unsigned)(bm >> 32), 1);
+            const uint64_t bo = ((uint64_t)hi << 32) | lo;
+            const uint64_t b0 = mine ? bo : bm, b1 = mine ? bm : bo;  // rows g, g + 8
+            s[t][0] = dropout_rng_lane(b0, l) >= a.p ? round_to<T>(s[t][0] * a.scale) : 0.0f;
+            s[t][1] = dropout_rng_lane(b0, l + 1) >= a.p ? round_to<T>(s[t][1] * a.scale) : 0.0f;
+            s[t][2] = dropout_rng_lane(b1, l) >= a.p ? round_to<T>(s[t][2] * a.scale) : 0.0f;
+            s[t][3] = dropout_rng_lane(b1, l + 1) >= a.p ? round_to<T>(s[t][3] * a.scale) : 0.0f;
+        }
+    }
+    // 4. O = Pd V: k-step kk covers keys 16kk..16kk+15 = n-tiles 2kk, 2kk+1 of s
+    cp_async_wait<0>();
+    __syncthreads();
+    float o[DK / 8][4];
+#pragma unroll
+    for (int t = 0; t < DK / 8; t++) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) {
+        const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < DK / 16; dp++) {
+            uint32_t vb[4];
+            ldsm_x4_trans(vb, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + dp * 16 + (lane >> 4) * 8);
+            mma16816<T>(o[2 * dp], pa, vb[0], vb[1]);
+            mma16816<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int i = i0 + warp * 16 + g + 8 * r;
+        if (i >= Tq) continue;
+        T *orow = out + ((size_t)b * Tq + i) * HD + (size_t)h * DK;
+#pragma unroll
+        for (int t = 0; t < DK / 8; t++) {
+            const float O[2] = {o[t][2 * r], o[t][2 * r + 1]};
+            store_vec<T, 2>(orow + 8 * t + 2 * qd, O);
+        }
+    }
+#endif
+}
+
+}  // namespace flash
+
+// ---- host side ----------------------------------------------------------------------------------
+
+static int attention_flash_enabled = 1;
+
+extern "C" void cuda_attention_set_flash(int on) { attention_flash_enabled = on != 0; }
+
+// mma.sync m16n8k16 in bf16/fp16 needs compute capability 8.0 (Turing's 7.5 takes the GEMM
+// path), and the block SMEM_BYTES of shared memory (every GPU from 8.0 on allows 99 KiB or more)
+static bool flash_device_ok(void) {
+    static int state = 0;  // 0 unknown, 1 yes, -1 no
+    if (state == 0) {
+        int dev = 0, major = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        int optin = 0;
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        state = major >= 8 && (size_t)optin >= flash::SMEM_BYTES ? 1 : -1;
+    }
+    return state == 1;
+}
+
+template <typename T, int NT>
+static void flash_launch(void *out, void *att, const void *q, const void *k, const void *v, const void *bias, int B,
+                         const flash::Args &a) {
+    static int opted = 0;  // the shared memory above 48 KiB, opted into once per instantiation
+    if (!opted) {
+        cudaCheck(cudaFuncSetAttribute(flash::flash_forward_kernel<T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)flash::SMEM_BYTES));
+        opted = 1;
+    }
+    const dim3 grid((unsigned)((a.Tq + flash::QROWS - 1) / flash::QROWS), (unsigned)a.H, (unsigned)B);
+    flash::flash_forward_kernel<T, NT><<<grid, flash::THREADS, flash::SMEM_BYTES, t5_stream()>>>(
+        (T *)out, (T *)att, (const T *)q, (const T *)k, (const T *)v, (const T *)bias, a);
+    cudaLaunchCheck();
+}
+
+bool attention_flash_forward(Dtype dt, void *out, void *att, const void *q, const void *k, const void *v,
+                             const void *bias, const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int dk,
+                             int causal, int q_offset, DropoutArgs drop) {
+    if (!attention_flash_enabled || (dt != DTYPE_BF16 && dt != DTYPE_F16) || dk != flash::DK) return false;
+    if (Tk < 1 || Tk > flash::TKMAX || Tk % 2 != 0 || Tq < 1 || B > 65535 || H > 65535) return false;
+    if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 != 0 || ((uintptr_t)out | (uintptr_t)att | (uintptr_t)bias) % 4 != 0)
+        return false;
+    if (!flash_device_ok()) return false;
+    flash::Args a;
+    a.key_mask = key_mask;
+    a.H = H, a.Tq = Tq, a.Tk = Tk, a.kv_rows = kv_rows, a.causal = causal, a.q_offset = q_offset;
+    a.p = drop.p;
+    a.scale = drop.p != 0.0f ? dropout_rng_scale(drop.p) : 1.0f;
+    a.key = dropout_rng_key(drop.seed);
+    const int nt = Tk <= 64 ? 8 : 16;
+    if (dt == DTYPE_BF16) {
+        if (nt == 8) flash_launch<__nv_bfloat16, 8>(out, att, q, k, v, bias, B, a);
+        else flash_launch<__nv_bfloat16, 16>(out, att, q, k, v, bias, B, a);
+    } else {
+        if (nt == 8) flash_launch<__half, 8>(out, att, q, k, v, bias, B, a);
+        else flash_launch<__half, 16>(out, att, q, k, v, bias, B, a);
+    }
+    return true;
+}
