@@ -43,7 +43,7 @@ constexpr int THREADS = 32 * WARPS;
 constexpr int TKMAX = 128;    // keys that fit the tile
 constexpr int LDS = DK + 8;   // shared row stride (elements): 144 bytes, ldmatrix without bank conflicts
 static_assert(LDS * 2 % 16 == 0, "ldmatrix needs every shared row on 16 bytes");
-constexpr size_t SMEM_BYTES = (size_t)(QROWS + 2 * TKMAX) * LDS * 2 + TKMAX;  // 55,424 bytes: above 48 KiB, opted into
+constexpr size_t SMEM_BYTES = (size_t)(QROWS + 2 * TKMAX) * LDS * 2 + TKMAX / 8;  // 55,312 bytes: above 48 KiB, opted into
 
 struct Args {
     const int *key_mask;
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(THREADS, 2)
 #if FLASH_HAS_MMA
     extern __shared__ __align__(16) unsigned char smem_raw[];  // SMEM_BYTES: sQ, sK, sV, slive
     T *sQ = reinterpret_cast<T *>(smem_raw), *sK = sQ + QROWS * LDS, *sV = sK + TKMAX * LDS;
-    unsigned char *slive = reinterpret_cast<unsigned char *>(sV + TKMAX * LDS);  // key j < Tk and not padding
+    unsigned *slive = reinterpret_cast<unsigned *>(sV + TKMAX * LDS);  // bit j: key j < Tk and not padding
     const int i0 = blockIdx.x * QROWS, h = blockIdx.y, b = blockIdx.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
     const int Tq = a.Tq, Tk = a.Tk;
@@ -144,7 +144,11 @@ __global__ void __launch_bounds__(THREADS, 2)
     load_rows_async<T>(sV, v + (size_t)b * a.kv_rows * HD + (size_t)h * DK, HD, Tk, NT * 8);
     cp_async_commit();
     const int *mrow = a.key_mask ? a.key_mask + (size_t)b * a.kv_rows : nullptr;
-    for (int j = threadIdx.x; j < NT * 8; j += THREADS) slive[j] = j < Tk && !(mrow && mrow[j] == 0);
+    if (warp < TKMAX / 32) {
+        const int j = warp * 32 + lane;
+        const unsigned w = __ballot_sync(0xffffffffu, j < Tk && !(mrow && mrow[j] == 0));
+        if (lane == 0) slive[warp] = w;
+    }
     cp_async_wait<1>();
     __syncthreads();
     // 2. S = Q K^T: A fragments of the warp's 16 rows (4 k-steps of 16 dims), then per pair of
@@ -171,28 +175,33 @@ __global__ void __launch_bounds__(THREADS, 2)
     // qd ^ 1; then each of the two hashes the group of one row and they swap (after the loop
     // below); else a hash per pair of keys
     const int pairs = a.p != 0.0f, quads = pairs && Tk % 4 == 0;
+    unsigned keys_live = 0;  // bit 2t + e: key 8t + 2qd + e is live (before causality)
+#pragma unroll
+    for (int t = 0; t < NT; t++) keys_live |= ((slive[t >> 2] >> (8 * (t & 3) + 2 * qd)) & 3u) << (2 * t);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int i = i0 + warp * 16 + g + 8 * r, qpos = a.q_offset + i;
         const bool row_in = i < Tq;
         const T *brow = bias && row_in ? bias + ((size_t)h * Tq + i) * Tk : nullptr;
         float mx = -INFINITY;
-        unsigned live = 0;  // bit 2t + e
+        unsigned live = keys_live;  // bit 2t + e
+        if (a.causal)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+#pragma unroll
+                for (int e = 0; e < 2; e++)
+                    if (8 * t + 2 * qd + e > qpos) live &= ~(1u << (2 * t + e));
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const int j = 8 * t + 2 * qd;
             float x0 = round_to<T>(s[t][2 * r]), x1 = round_to<T>(s[t][2 * r + 1]);
-            if (j < Tk) {  // Tk even: j + 1 < Tk too
-                if (brow) {
-                    float bb[2];
-                    load_vec<T, 2>(bb, brow + j);
-                    x0 += bb[0], x1 += bb[1];
-                }
-                const bool l0 = slive[j] && !(a.causal && j > qpos);
-                const bool l1 = slive[j + 1] && !(a.causal && j + 1 > qpos);
-                if (l0) live |= 1u << (2 * t), mx = fmaxf(mx, x0);
-                if (l1) live |= 1u << (2 * t + 1), mx = fmaxf(mx, x1);
+            if (brow && j < Tk) {  // Tk even: j + 1 < Tk too
+                float bb[2];
+                load_vec<T, 2>(bb, brow + j);
+                x0 += bb[0], x1 += bb[1];
             }
+            if ((live >> (2 * t)) & 1u) mx = fmaxf(mx, x0);
+            if ((live >> (2 * t + 1)) & 1u) mx = fmaxf(mx, x1);
             s[t][2 * r] = x0, s[t][2 * r + 1] = x1;
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
