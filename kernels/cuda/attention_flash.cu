@@ -22,10 +22,15 @@
 //   2. S (16, NT*8) per warp = Q K^T by mma.m16n8k16 (fp32 accumulators in registers: a
 //      thread holds rows g = lane/4 and g + 8, keys 8t + 2(lane%4) + {0,1} of n-tile t).
 //   3. Softmax in registers: a row's max and sum over the 4 threads of a quad (xor 1, 2).
+//      Which keys are live is one 32-bit mask a thread (the key mask by warp ballots into
+//      shared words, causality applied only when causal): per-element reads and compares of
+//      the mask cost more than the rest of the section (docs/CUDA.md). exp stays expf: the
+//      SFU's ex2.approx was faster but moved the 20-step losses past issue 38's 2e-3.
 //   4. O (16, 64) = Pd V by mma: Pd's accumulators are re-packed as the A operand in place
 //      (the C layout of m16n8 is the A layout of k16 halves), V read with ldmatrix.trans.
 // NT = 8 (Tk <= 64) or 16 (Tk <= 128) n-tiles of 8 keys. Tk must be even (pairs of keys are
-// one 4-byte access of att and bias, and one dropout hash serves a pair).
+// one 4-byte access of att and bias); with Tk % 4 == 0 one dropout hash serves the 4 keys of a
+// group held by two threads, else one a pair.
 #include <stdint.h>
 
 #include <type_traits>
