@@ -54,20 +54,38 @@ static uint64_t checksum(const char *path) {
     return s;
 }
 
-// s with every "{model}" replaced by model (a new string)
-static char *with_model(const char *s, const char *model) {
-    size_t cap = strlen(s) + 16 * strlen(model) + 1, len = 0;
+// s with the fixture's placeholders filled in (a new string): "{model}" the initial weights'
+// directory, "{case_dir}" the case's own fixture directory (its config.json), "{data_dir}" the
+// shared tokenized data. The fixtures name no path of the machine that made them.
+static char *fixture_expand(const char *s, const char *model, const char *name) {
+    char case_dir[300];
+    snprintf(case_dir, sizeof case_dir, "tests/fixtures/exact/%s", name);
+    const struct {
+        const char *key, *value;
+    } subst[] = {{"{model}", model}, {"{case_dir}", case_dir}, {"{data_dir}", "tests/fixtures/exact/data"}};
+    size_t cap = strlen(s) + 1, len = 0;
+    for (size_t k = 0; k < sizeof subst / sizeof subst[0]; k++) cap += 16 * strlen(subst[k].value);
     char *out = mallocCheck(cap);
     for (const char *p = s; *p;) {
-        if (!strncmp(p, "{model}", 7)) {
-            len += (size_t)snprintf(out + len, cap - len, "%s", model);
-            p += 7;
+        size_t k = 0;
+        while (k < sizeof subst / sizeof subst[0] && strncmp(p, subst[k].key, strlen(subst[k].key))) k++;
+        if (k < sizeof subst / sizeof subst[0]) {
+            len += (size_t)snprintf(out + len, cap - len, "%s", subst[k].value);
+            p += strlen(subst[k].key);
         } else {
             out[len++] = *p++;
         }
     }
     out[len] = 0;
     return out;
+}
+
+// 1 when a fixture's command or flag names an absolute path other than the test's own
+// temporary directory (a path of the machine that made the fixture: nothing a clone has)
+static int names_foreign_path(const char *expanded, const char *tmp) {
+    for (const char *p = expanded; (p = strchr(p, '/')) != NULL; p++)
+        if ((p == expanded || p[-1] == ' ') && strncmp(p, tmp, strlen(tmp)) != 0) return 1;
+    return 0;
 }
 
 // The JSON line of step `step` in a T5_DUMP_GRAD_NORMS file, or NULL.
@@ -195,12 +213,19 @@ static void run_case(const char *name, const char *tmp) {
     snprintf(dump, sizeof dump, "%s/%s_norms.jsonl", tmp, name);
 
     // the initial weights, made again
-    char *init_cmd = with_model(cJSON_GetObjectItem(init, "command")->valuestring, model);
+    char *init_cmd = fixture_expand(cJSON_GetObjectItem(init, "command")->valuestring, model, name);
     char cmd[8192];
     snprintf(cmd, sizeof cmd, "%s > '%s.log' 2>&1", init_cmd, model);
+    snprintf(what, sizeof what, "%s: the init command names only the fixture's directories (%s)", name, init_cmd);
+    const int foreign = names_foreign_path(init_cmd, tmp);
     free(init_cmd);
+    if (!test_check(!foreign, what)) goto done;
     snprintf(what, sizeof what, "%s: initial weights made by train_t5 convert --init random", name);
-    if (!test_check(system(cmd) == 0, what)) goto done;
+    if (!test_check(system(cmd) == 0, what)) {
+        snprintf(cmd, sizeof cmd, "tail -5 '%s.log'", model);
+        if (system(cmd) != 0) printf("(no log)\n");
+        goto done;
+    }
     snprintf(path, sizeof path, "%s/model.safetensors", model);
     uint64_t want_sum = strtoull(cJSON_GetObjectItem(init, "checksum_u32_sum")->valuestring, NULL, 10);
     snprintf(what, sizeof what, "%s: initial weights are the fixture's (checksum; else train_t5's init changed: "
@@ -211,7 +236,13 @@ static void run_case(const char *name, const char *tmp) {
     size_t len = (size_t)snprintf(cmd, sizeof cmd, "T5_DUMP_GRAD_NORMS='%s' ./train_t5", dump);
     const cJSON *f;
     cJSON_ArrayForEach(f, cJSON_GetObjectItem(args, "train_t5_flags")) {
-        char *flag = with_model(f->valuestring, model);
+        char *flag = fixture_expand(f->valuestring, model, name);
+        if (names_foreign_path(flag, tmp)) {
+            snprintf(what, sizeof what, "%s: flag %s names a path of the machine that made the fixture", name, flag);
+            test_check(0, what);
+            free(flag);
+            goto done;
+        }
         len += (size_t)snprintf(cmd + len, sizeof cmd - len, " '%s'", flag);
         free(flag);
     }
@@ -236,6 +267,11 @@ int main(void) {
     if (access("./train_t5", X_OK) != 0) t5_fail("./train_t5 not built; run make first");
     char tmp[] = "/tmp/t5_test_exact.XXXXXX";
     if (!mkdtemp(tmp)) t5_fail("mkdtemp failed");
+    char own[200];
+    snprintf(own, sizeof own, "--model tests/fixtures/exact/c --output_dir %s/m", tmp);
+    test_check(names_foreign_path("./train_t5 convert --model /tmp/exactfix/c --output_dir x", tmp) == 1 &&
+                   names_foreign_path(own, tmp) == 0,
+               "planted: a path of the machine that made a fixture is reported, the test's own is not");
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(CASES[i], tmp);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

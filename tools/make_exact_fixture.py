@@ -200,11 +200,15 @@ def run_case(name, c, out, tmp, check):
             "loss": [abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(l2, logs)],
             "grad_norm": [abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"] for a, b in zip(l2, logs)],
             "final_max_abs_diff": max((r2["final"][k] - r["final"][k]).abs().max().item() for k in r["final"])}
+    # placeholders, not this machine's paths (--out may be a scratch directory): tests/test_exact.c
+    # fills in {model} (its initial weights), {case_dir} (tests/fixtures/exact/<case>) and
+    # {data_dir} (tests/fixtures/exact/data)
     flags = M.train_t5_flags(h)
     flags[flags.index("--model") + 1] = "{model}"
-    flags[flags.index("--data_dir") + 1] = os.path.join(out, "data")
+    flags[flags.index("--data_dir") + 1] = "{data_dir}"
+    init_cmd = [("{case_dir}" if a == d else a) for a in init_cmd[:-1]] + ["{model}"]
     args = {"case": name, "torch_version": torch.__version__, "transformers_version": transformers.__version__,
-            "hyperparameters": h, "init": {"seed": c["seed"], "command": " ".join(init_cmd[:-1] + ["{model}"]),
+            "hyperparameters": h, "init": {"seed": c["seed"], "command": " ".join(init_cmd),
                                            "checksum_u32_sum": str(csum), "size": size},
             "train_t5_flags": flags, "tolerances": TOL}
     with open(os.path.join(d, "args.json"), "w") as f:
