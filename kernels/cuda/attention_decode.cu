@@ -132,6 +132,42 @@ __global__ void __launch_bounds__(DECODE_THREADS)
     }
 }
 
+// The vec kernels' key score: the pack's products summed in order, then the G lanes' partials
+// by a fixed xor tree (every lane of the warp must call it); kd is read only when live.
+template <int G, int PACK>
+__device__ __forceinline__ float decode_vec_dot(const float (&qd)[PACK], const float (&kd)[PACK], int live) {
+    float s = 0.0f;
+    if (live)
+#pragma unroll
+        for (int e = 0; e < PACK; e++) s += qd[e] * kd[e];
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
+
+// The vec kernels' end for one row: each lane's pack of sum_j P_j v_j summed over the warp's
+// key groups (xor tree over the lanes G apart), the warps' sums added in warp order through red
+// (DECODE_WARPS x DK shared floats), rounded once into orow (DK elements). Every thread of the
+// block must call it; it ends before red may be written again (the caller's next barrier).
+template <typename T, int G, int PACK>
+__device__ __forceinline__ void decode_vec_store_row(T *orow, float (&acc)[PACK], float (*red)[G * PACK], int part,
+                                                     int sub, int warp) {
+#pragma unroll
+    for (int o = G; o < 32; o <<= 1)
+#pragma unroll
+        for (int e = 0; e < PACK; e++) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+    if (sub == 0)
+#pragma unroll
+        for (int e = 0; e < PACK; e++) red[warp][part * PACK + e] = acc[e];
+    __syncthreads();
+    for (int d = threadIdx.x; d < G * PACK; d += DECODE_THREADS) {
+        float o = red[0][d];
+#pragma unroll
+        for (int w = 1; w < DECODE_WARPS; w++) o += red[w][d];
+        orow[d] = from_float<T>(o);
+    }
+}
+
 // The same attention with 16-byte loads (the generation shapes: dk = G x pack, G lanes per
 // key, pack = 16 bytes of T): a warp takes 32 / G keys at once, lane part p = lane % G holding
 // dims [p*pack, (p+1)*pack) of q and of each key and value row it reads. Scores: the pack's
@@ -163,15 +199,9 @@ __global__ void __launch_bounds__(DECODE_THREADS)
     for (int j0 = warp * KPW; j0 < len; j0 += STEP) {
         const int j = j0 + sub;
         const int live = j < len && !(mrow && mrow[j] == 0);
-        float s = 0.0f;
-        if (live) {
-            float kd[PACK];
-            load_vec<T, PACK>(kd, K + decode_kv_row(kv, i, j) * HD + col);
-#pragma unroll
-            for (int e = 0; e < PACK; e++) s += qd[e] * kd[e];
-        }
-#pragma unroll
-        for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        float kd[PACK];
+        if (live) load_vec<T, PACK>(kd, K + decode_kv_row(kv, i, j) * HD + col);
+        float s = decode_vec_dot<G, PACK>(qd, kd, live);
         if (j < len) {
             s = live ? round_to<T>(s) + (bias ? to_float(bias[brow + j]) : 0.0f) : -INFINITY;
             if (part == 0) sc[j] = s;
@@ -193,20 +223,7 @@ __global__ void __launch_bounds__(DECODE_THREADS)
 #pragma unroll
         for (int e = 0; e < PACK; e++) acc[e] += p * vd[e];
     }
-#pragma unroll
-    for (int o = G; o < 32; o <<= 1)
-#pragma unroll
-        for (int e = 0; e < PACK; e++) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-    if (sub == 0)
-#pragma unroll
-        for (int e = 0; e < PACK; e++) red[warp][part * PACK + e] = acc[e];
-    __syncthreads();
-    for (int d = threadIdx.x; d < DK; d += DECODE_THREADS) {
-        float o = red[0][d];
-#pragma unroll
-        for (int w = 1; w < DECODE_WARPS; w++) o += red[w][d];
-        out[(size_t)i * HD + (size_t)h * DK + d] = from_float<T>(o);
-    }
+    decode_vec_store_row<T, G, PACK>(out + (size_t)i * HD + (size_t)h * DK, acc, red, part, sub, warp);
 }
 
 // The vec kernel for rows that share their keys (table == NULL: the slot is i / slot_div, e.g.
@@ -251,12 +268,7 @@ __global__ void __launch_bounds__(DECODE_THREADS)
 #pragma unroll
         for (int r = 0; r < ITEMS_ROWS; r++) {
             if (r >= nr) break;
-            float s = 0.0f;
-            if (live)
-#pragma unroll
-                for (int e = 0; e < PACK; e++) s += qd[r][e] * kd[e];
-#pragma unroll
-            for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            float s = decode_vec_dot<G, PACK>(qd[r], kd, live);
             if (j < len) {
                 s = live ? round_to<T>(s) + bj : -INFINITY;
                 if (part == 0) sc[r * Tk + j] = s;
@@ -294,21 +306,25 @@ __global__ void __launch_bounds__(DECODE_THREADS)
 #pragma unroll
     for (int r = 0; r < ITEMS_ROWS; r++) {
         if (r >= nr) break;
-#pragma unroll
-        for (int o = G; o < 32; o <<= 1)
-#pragma unroll
-            for (int e = 0; e < PACK; e++) acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], o);
-        if (sub == 0)
-#pragma unroll
-            for (int e = 0; e < PACK; e++) red[warp][part * PACK + e] = acc[r][e];
-        __syncthreads();
-        for (int d = threadIdx.x; d < DK; d += DECODE_THREADS) {
-            float o = red[0][d];
-#pragma unroll
-            for (int w = 1; w < DECODE_WARPS; w++) o += red[w][d];
-            out[(size_t)(i0 + r) * HD + (size_t)h * DK + d] = from_float<T>(o);
-        }
+        decode_vec_store_row<T, G, PACK>(out + (size_t)(i0 + r) * HD + (size_t)h * DK, acc[r], red, part, sub, warp);
         __syncthreads();  // red is reused by the next row
+    }
+}
+
+// The 16-byte-load kernels for G lanes a key: the items kernel (items: rows sharing their
+// keys, blocks of up to ITEMS_ROWS rows of a slot) or the one-row kernel.
+template <typename T, int G>
+static void decode_vec_launch(int items, void *out, const void *q, const KvView *kv, const void *bias, int N, int Tk,
+                              int H, size_t smem) {
+    if (items) {
+        const int chunks = (kv->slot_div + ITEMS_ROWS - 1) / ITEMS_ROWS, slots = (N + kv->slot_div - 1) / kv->slot_div;
+        if (slots * chunks > 65535) t5_fail("attention_decode: %d blocks a head; the grid takes at most 65535", slots * chunks);
+        attention_decode_items_kernel<T, G><<<dim3((unsigned)H, (unsigned)(slots * chunks)), DECODE_THREADS,
+                                              smem * ITEMS_ROWS, t5_stream()>>>((T *)out, (const T *)q, *kv,
+                                                                                (const T *)bias, N, Tk, H);
+    } else {
+        attention_decode_vec_kernel<T, G><<<dim3((unsigned)H, (unsigned)N), DECODE_THREADS, smem, t5_stream()>>>(
+            (T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
     }
 }
 
@@ -332,29 +348,15 @@ static void decode_launch(void *out, const void *q, const KvView *kv, const void
     const int G = aligned && dk % PACK == 0 ? dk / PACK : 0;
     // rows sharing their keys (no table, no position from memory, a slot of >= 2 rows): the
     // items kernel, one key/value load for up to ITEMS_ROWS rows
-    const int vec = G == 4 || G == 8 || G == 16 || G == 32;
-    const int items = vec && !kv->table && !kv->pos && kv->slot_div >= 2 && smem * ITEMS_ROWS <= 48 * 1024;
-    if (items) {
-        const int chunks = (kv->slot_div + ITEMS_ROWS - 1) / ITEMS_ROWS, slots = (N + kv->slot_div - 1) / kv->slot_div;
-        const dim3 igrid((unsigned)H, (unsigned)(slots * chunks));
-        if (slots * chunks > 65535) t5_fail("attention_decode: %d blocks a head; the grid takes at most 65535", slots * chunks);
-        const size_t ismem = smem * ITEMS_ROWS;
-        if (G == 4)
-            attention_decode_items_kernel<T, 4><<<igrid, DECODE_THREADS, ismem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, N, Tk, H);
-        else if (G == 8)
-            attention_decode_items_kernel<T, 8><<<igrid, DECODE_THREADS, ismem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, N, Tk, H);
-        else if (G == 16)
-            attention_decode_items_kernel<T, 16><<<igrid, DECODE_THREADS, ismem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, N, Tk, H);
-        else
-            attention_decode_items_kernel<T, 32><<<igrid, DECODE_THREADS, ismem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, N, Tk, H);
-    } else if (G == 4)
-        attention_decode_vec_kernel<T, 4><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
+    const int items = !kv->table && !kv->pos && kv->slot_div >= 2 && smem * ITEMS_ROWS <= 48 * 1024;
+    if (G == 4)
+        decode_vec_launch<T, 4>(items, out, q, kv, bias, N, Tk, H, smem);
     else if (G == 8)
-        attention_decode_vec_kernel<T, 8><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
+        decode_vec_launch<T, 8>(items, out, q, kv, bias, N, Tk, H, smem);
     else if (G == 16)
-        attention_decode_vec_kernel<T, 16><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
+        decode_vec_launch<T, 16>(items, out, q, kv, bias, N, Tk, H, smem);
     else if (G == 32)
-        attention_decode_vec_kernel<T, 32><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H);
+        decode_vec_launch<T, 32>(items, out, q, kv, bias, N, Tk, H, smem);
     else
         attention_decode_kernel<T><<<grid, DECODE_THREADS, smem, t5_stream()>>>((T *)out, (const T *)q, *kv, (const T *)bias, Tk, H, dk);
     cudaLaunchCheck();
