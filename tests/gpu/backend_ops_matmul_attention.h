@@ -423,9 +423,9 @@ static const AttCase ATT_CASES[] = {
     {"fused dk=64 Tq=Tk=128 p=0 mask", 2, 4, 128, 128, 128, 64, 1, 0, 0, 0, 0, 0.0f},
     {"fused dk=128 (t5-3b) Tq=Tk=128 mask+bias+dropout", 2, 4, 128, 128, 128, 128, 1, 0, 1, 0, 0, 0.1f},
     {"Tk=129 past the fused limit dk=64 mask+bias+dropout", 1, 2, 5, 129, 129, 64, 1, 0, 1, 0, 0, 0.1f},
-    // attention_flash.cu's forward (bf16/fp16, d_kv 64, even Tk <= 128; 64 query rows a block)
+    // attention_flash.cu's forward (bf16/fp16, d_kv 64, even Tk <= 128; 128 query rows a block)
     {"flash Tq=7 Tk=38 (padded keys) mask+bias+dropout", 3, 3, 7, 38, 38, 64, 1, 0, 1, 0, 0, 0.1f},
-    {"flash Tq=130 (3 row tiles) Tk=128 causal+bias+dropout", 2, 2, 130, 128, 128, 64, 0, 0, 1, 1, 0, 0.1f},
+    {"flash Tq=130 (2 row tiles, the second of 2 rows) Tk=128 causal+bias+dropout", 2, 2, 130, 128, 128, 64, 0, 0, 1, 1, 0, 0.1f},
     {"flash Tk=64 (8 key tiles) Tq=96 cross mask+dropout", 3, 4, 96, 64, 64, 64, 1, 0, 0, 0, 0, 0.1f},
     {"flash Tk=2 Tq=5 one batch row fully masked", 3, 2, 5, 2, 2, 64, 1, 1, 0, 0, 0, 0.1f},
     {"flash kv cache (fwd only) Tk=40 kv_rows=48 causal q_offset=30 +bias", 2, 2, 10, 40, 48, 64, 1, 0, 1, 1, 30, 0.1f},
