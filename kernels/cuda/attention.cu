@@ -459,6 +459,13 @@ static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const
     const int dropping = drop.p != 0.0f, add = !dqkv_set;
     // slots: dP (then dS), Pd
     const size_t off_pd = att_align(att_el * sizeof(T)), total = off_pd + (dropping ? off_pd : 0);
+    {  // attention_flash_backward.cu where it applies: scratch only for dS, when dbias is wanted
+        T *ds = dbias ? (T *)att_scratch_reserve(off_pd) : nullptr;
+        if (attention_flash_backward(dt, dq, dk_, dv, ds, dout, att, q, k, v, B, Tq, Tk, H, dk, drop, dqkv_set)) {
+            if (dbias) attention_dbias(dbias, ds, B, H, Tq, Tk);
+            return;
+        }
+    }
     char *base = att_scratch_reserve(total);
     T *dp = (T *)base, *pd = dropping ? (T *)(base + off_pd) : nullptr;
     if (attention_fused_backward(dt, dq, dk_, dv, dbias ? dp : nullptr, dout, att, q, k, v, B, Tq, Tk, H, dk, drop,

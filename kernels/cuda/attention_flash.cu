@@ -33,11 +33,10 @@
 // group held by two threads, else one a pair.
 #include <stdint.h>
 
-#include <type_traits>
-
 #include "../dropout_rng.h"
 #include "attention_flash.cuh"
 #include "common.cuh"
+#include "mma_tile.cuh"
 
 namespace flash {
 
@@ -57,83 +56,13 @@ struct Args {
     unsigned long long key;
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define FLASH_HAS_MMA 1
-#else
-#define FLASH_HAS_MMA 0
-#endif
-
-template <typename T> __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if FLASH_HAS_MMA
-    if constexpr (std::is_same<T, __nv_bfloat16>::value)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
-#if FLASH_HAS_MMA
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-#endif
-}
-
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void *p) {
-#if FLASH_HAS_MMA
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-#endif
-}
-
-// Two floats as one 32-bit pair of T (x in the low half: the lower index).
-template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y) {
-    T t[2] = {from_float<T>(x), from_float<T>(y)};
-    return *reinterpret_cast<uint32_t *>(t);
-}
-
-// rows [0, nrows) of a head (64 elements each, row stride ld elements in global memory) into
-// shared rows of LDS elements, rows [nrows, cap) zero: 16-byte cp.async copies (zero-filled
-// where the row is past the end), all in flight at once; the caller commits and waits
-template <typename T>
-__device__ __forceinline__ void load_rows_async(T *dst, const T *src, size_t ld, int nrows, int cap) {
-#if FLASH_HAS_MMA
-    constexpr int CH = DK * (int)sizeof(T) / 16;  // 16-byte chunks a row
-    constexpr int EL = 16 / (int)sizeof(T);
-    for (int c = threadIdx.x; c < cap * CH; c += THREADS) {
-        const int r = c / CH, x = c % CH;
-        const bool in = r < nrows;
-        const T *from = in ? src + (size_t)r * ld + x * EL : src;  // not read when !in (src-size 0)
-        const unsigned to = (unsigned)__cvta_generic_to_shared(dst + r * LDS + x * EL);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(in ? 16 : 0));
-    }
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit(void) {
-#if FLASH_HAS_MMA
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-// wait until at most N committed groups are still in flight
-template <int N> __device__ __forceinline__ void cp_async_wait(void) {
-#if FLASH_HAS_MMA
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
+using namespace mma_tile;
 
 template <typename T, int NT>
 __global__ void __launch_bounds__(THREADS, 2)
     flash_forward_kernel(T *__restrict__ out, T *__restrict__ att, const T *__restrict__ q, const T *__restrict__ k,
                          const T *__restrict__ v, const T *__restrict__ bias, Args a) {
-#if FLASH_HAS_MMA
+#if MMA_TILE_OK
     extern __shared__ __align__(16) unsigned char smem_raw[];  // SMEM_BYTES: sQ, sK, sV, slive
     T *sQ = reinterpret_cast<T *>(smem_raw), *sK = sQ + QROWS * LDS, *sV = sK + TKMAX * LDS;
     unsigned *slive = reinterpret_cast<unsigned *>(sV + TKMAX * LDS);  // bit j: key j < Tk and not padding
@@ -143,10 +72,10 @@ __global__ void __launch_bounds__(THREADS, 2)
     const size_t HD = (size_t)a.H * DK;
     // 1. the head's Q rows of this block, K and V (NT * 8 rows, zero past Tk), asynchronously:
     // Q and K first (group 1), V (group 2) arrives while S and the softmax are computed
-    load_rows_async<T>(sQ, q + ((size_t)b * Tq + i0) * HD + (size_t)h * DK, HD, min(QROWS, Tq - i0), QROWS);
-    load_rows_async<T>(sK, k + (size_t)b * a.kv_rows * HD + (size_t)h * DK, HD, Tk, NT * 8);
+    load_rows_async<T, DK, LDS, THREADS>(sQ, q + ((size_t)b * Tq + i0) * HD + (size_t)h * DK, HD, min(QROWS, Tq - i0), QROWS);
+    load_rows_async<T, DK, LDS, THREADS>(sK, k + (size_t)b * a.kv_rows * HD + (size_t)h * DK, HD, Tk, NT * 8);
     cp_async_commit();
-    load_rows_async<T>(sV, v + (size_t)b * a.kv_rows * HD + (size_t)h * DK, HD, Tk, NT * 8);
+    load_rows_async<T, DK, LDS, THREADS>(sV, v + (size_t)b * a.kv_rows * HD + (size_t)h * DK, HD, Tk, NT * 8);
     cp_async_commit();
     const int *mrow = a.key_mask ? a.key_mask + (size_t)b * a.kv_rows : nullptr;
     if (warp < TKMAX / 32) {
@@ -161,7 +90,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     uint32_t qa[DK / 16][4];
 #pragma unroll
     for (int kk = 0; kk < DK / 16; kk++)
-        ldsm_x4(qa[kk], sQ + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
+        ldsm_x4<false>(qa[kk], sQ + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
     float s[NT][4];
 #pragma unroll
     for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
@@ -170,7 +99,7 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
         for (int kk = 0; kk < DK / 16; kk++) {
             uint32_t kb[4];
-            ldsm_x4(kb, sK + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8);
+            ldsm_x4<false>(kb, sK + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8);
             mma16816<T>(s[2 * np], qa[kk], kb[0], kb[1]);
             mma16816<T>(s[2 * np + 1], qa[kk], kb[2], kb[3]);
         }
@@ -270,7 +199,7 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
         for (int dp = 0; dp < DK / 16; dp++) {
             uint32_t vb[4];
-            ldsm_x4_trans(vb, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + dp * 16 + (lane >> 4) * 8);
+            ldsm_x4<true>(vb, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + dp * 16 + (lane >> 4) * 8);
             mma16816<T>(o[2 * dp], pa, vb[0], vb[1]);
             mma16816<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
         }
@@ -298,18 +227,17 @@ static int attention_flash_enabled = 1;
 extern "C" void cuda_attention_set_flash(int on) { attention_flash_enabled = on != 0; }
 
 // mma.sync m16n8k16 in bf16/fp16 needs compute capability 8.0 (Turing's 7.5 takes the GEMM
-// path), and the block SMEM_BYTES of shared memory (every GPU from 8.0 on allows 99 KiB or more)
-static bool flash_device_ok(void) {
-    static int state = 0;  // 0 unknown, 1 yes, -1 no
-    if (state == 0) {
-        int dev = 0, major = 0;
+// path), and a block of smem_bytes of shared memory (opted into above 48 KiB: every GPU from 8.0
+// on allows 99 KiB or more)
+bool attention_flash_usable(size_t smem_bytes) {
+    static int major = -1, optin = 0;
+    if (major < 0) {
+        int dev = 0;
         cudaCheck(cudaGetDevice(&dev));
-        cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-        int optin = 0;
         cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-        state = major >= 8 && (size_t)optin >= flash::SMEM_BYTES ? 1 : -1;
+        cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     }
-    return state == 1;
+    return attention_flash_enabled && major >= 8 && (size_t)optin >= smem_bytes;
 }
 
 template <typename T, int NT>
@@ -330,11 +258,11 @@ static void flash_launch(void *out, void *att, const void *q, const void *k, con
 bool attention_flash_forward(Dtype dt, void *out, void *att, const void *q, const void *k, const void *v,
                              const void *bias, const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int dk,
                              int causal, int q_offset, DropoutArgs drop) {
-    if (!attention_flash_enabled || (dt != DTYPE_BF16 && dt != DTYPE_F16) || dk != flash::DK) return false;
+    if ((dt != DTYPE_BF16 && dt != DTYPE_F16) || dk != flash::DK) return false;
     if (Tk < 1 || Tk > flash::TKMAX || Tk % 2 != 0 || Tq < 1 || B > 65535 || H > 65535) return false;
     if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 != 0 || ((uintptr_t)out | (uintptr_t)att | (uintptr_t)bias) % 4 != 0)
         return false;
-    if (!flash_device_ok()) return false;
+    if (!attention_flash_usable(flash::SMEM_BYTES)) return false;
     flash::Args a;
     a.key_mask = key_mask;
     a.H = H, a.Tq = Tq, a.Tk = Tk, a.kv_rows = kv_rows, a.causal = causal, a.q_offset = q_offset;

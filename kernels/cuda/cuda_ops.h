@@ -97,8 +97,9 @@ void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias
 // on = 0 makes attention take the GEMM path for every shape (attention_fused.cu covers
 // bf16/fp16, d_kv 64 or 128, Tq and Tk up to 128); for tests and timings of both versions.
 void cuda_attention_set_fused(int on);
-// on = 0 turns off attention_flash.cu's forward (on by default: bf16/fp16, d_kv 64, Tk <= 128
-// and even, compute capability 8.0 and up); for tests and timings of the other versions.
+// on = 0 turns off attention_flash.cu's forward and attention_flash_backward.cu's backward (on
+// by default: bf16/fp16, d_kv 64, Tk <= 128 and even (the backward also Tq <= 128), compute
+// capability 8.0 and up); for tests and timings of the other versions.
 void cuda_attention_set_flash(int on);
 
 // ---- generation search (search.cu) ------------------------------------------------------

@@ -429,6 +429,8 @@ static const AttCase ATT_CASES[] = {
     {"flash Tk=64 (8 key tiles) Tq=96 cross mask+dropout", 3, 4, 96, 64, 64, 64, 1, 0, 0, 0, 0, 0.1f},
     {"flash Tk=2 Tq=5 one batch row fully masked", 3, 2, 5, 2, 2, 64, 1, 1, 0, 0, 0, 0.1f},
     {"flash kv cache (fwd only) Tk=40 kv_rows=48 causal q_offset=30 +bias", 2, 2, 10, 40, 48, 64, 1, 0, 1, 1, 30, 0.1f},
+    // attention_flash_backward.cu (also Tq <= 128): 16 key tiles with keys past Tk, a hash per pair (Tk % 4 == 2)
+    {"flash Tq=33 Tk=98 mask+bias+dropout", 2, 3, 33, 98, 98, 64, 1, 0, 1, 0, 0, 0.1f},
 };
 
 static const Tol *tol_of(Dtype dt) {

@@ -1,0 +1,101 @@
+// kernels/cuda/mma_tile.cuh: the warp-level tensor-core pieces the register-tile attention
+// kernels share (attention_flash.cu forward, attention_flash_backward.cu): mma.sync
+// m16n8k16 with fp32 accumulators, ldmatrix loads of 8x8 tiles from shared memory (plain and
+// transposed), two floats packed as one 32-bit pair of T, and cp.async row copies into shared
+// memory. All of it needs compute capability 8.0 (MMA_TILE_OK); below that the bodies are
+// empty and the callers' host side never launches them.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16, lane = 4 g + qd):
+//   A (16x16, row-major): a[0] rows g, cols 2qd..2qd+1; a[1] row g+8; a[2] cols +8; a[3] both
+//   B (16x8, "col"): b0 rows (k) 2qd..2qd+1, col (n) g; b1 rows +8
+//   C/D (16x8 fp32): d[0..1] row g, cols 2qd..2qd+1; d[2..3] row g+8
+// so the C tiles of two adjacent n-tiles, packed to pairs of T, are the A operand of a k16
+// step: the softmax's probabilities (and the backward's dS) feed the next product in place.
+#pragma once
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "common.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define MMA_TILE_OK 1
+#else
+#define MMA_TILE_OK 0
+#endif
+
+namespace mma_tile {
+
+// d += A B: A as four 32-bit pairs of T (bf16 or fp16), B as two
+template <typename T> __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if MMA_TILE_OK
+    if constexpr (std::is_same<T, __nv_bfloat16>::value)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// four 8x8 tiles of 16-bit elements; lane l gives the address of row l%8 of tile l/8.
+// Plain: r[i] holds tile i's (row g, cols 2qd, 2qd+1). Trans: its (rows 2qd, 2qd+1, col g).
+template <bool TRANS> __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
+#if MMA_TILE_OK
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+// Two floats as one 32-bit pair of T (x in the low half: the lower index).
+template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y) {
+    T t[2] = {from_float<T>(x), from_float<T>(y)};
+    return *reinterpret_cast<uint32_t *>(t);
+}
+
+// The two floats of a pair of T.
+template <typename T> __device__ __forceinline__ void unpack2(float (&f)[2], uint32_t v) {
+    const T *t = reinterpret_cast<const T *>(&v);
+    f[0] = to_float(t[0]), f[1] = to_float(t[1]);
+}
+
+// rows [0, nrows) of COLS elements (row stride ld elements in global memory) into shared rows
+// of LDS elements, rows [nrows, cap) zero: 16-byte cp.async copies (zero-filled where the row
+// is past the end) by the block's NTHREADS threads, all in flight at once; the caller commits
+// and waits
+template <typename T, int COLS, int LDS, int NTHREADS>
+__device__ __forceinline__ void load_rows_async(T *dst, const T *src, size_t ld, int nrows, int cap) {
+#if MMA_TILE_OK
+    constexpr int CH = COLS * (int)sizeof(T) / 16;  // 16-byte chunks a row
+    constexpr int EL = 16 / (int)sizeof(T);
+    for (int c = threadIdx.x; c < cap * CH; c += NTHREADS) {
+        const int r = c / CH, x = c % CH;
+        const bool in = r < nrows;
+        const T *from = in ? src + (size_t)r * ld + x * EL : src;  // not read when !in (src-size 0)
+        const unsigned to = (unsigned)__cvta_generic_to_shared(dst + r * LDS + x * EL);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(in ? 16 : 0));
+    }
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit(void) {
+#if MMA_TILE_OK
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// wait until at most N committed groups are still in flight
+template <int N> __device__ __forceinline__ void cp_async_wait(void) {
+#if MMA_TILE_OK
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+}  // namespace mma_tile
