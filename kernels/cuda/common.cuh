@@ -94,6 +94,13 @@ static inline unsigned grid_stride_blocks(size_t items, int threads) {
     return (unsigned)(want > 0 ? want : 1);
 }
 
+// Blocks for one item a thread: the grid-stride loop then runs once (at most 2^31 - 1 blocks).
+static inline unsigned one_pass_blocks(size_t items, int threads) {
+    size_t want = CEIL_DIV(items, (size_t)threads);
+    if (want > 0x7fffffffu) want = 0x7fffffffu;
+    return (unsigned)(want > 0 ? want : 1);
+}
+
 // ---- dtypes ------------------------------------------------------------------------------
 
 __device__ __forceinline__ float to_float(float x) { return x; }
@@ -233,16 +240,20 @@ template <int V, typename F> __global__ void pointwise_kernel(F f, size_t n) {
         for (size_t i = nv * V + t; i < n; i += stride) f.template apply<1>(i);
 }
 
-// Packs of 16 bytes of T when every pointer the functor touches is 16-byte aligned
-// (`aligned`), single elements otherwise.
-template <typename T, typename F> static void launch_pointwise(const F &f, size_t n, bool aligned) {
+// Packs of V elements (16 bytes of T unless the caller says otherwise) when every pointer
+// the functor touches is 16-byte aligned (`aligned`), single elements otherwise. one_pass: a
+// block for every 256 items (AdamW: faster on the H200), else grid_stride_blocks (the
+// activation and dropout kernels: ffn_act_backward measured 54.9 us capped, 58.4 one pass).
+template <typename T, int V = pack_of<T>(), typename F>
+static void launch_pointwise(const F &f, size_t n, bool aligned, bool one_pass = false) {
     if (n == 0) return;
     const int threads = 256;
-    constexpr int V = pack_of<T>();
+    const size_t items = aligned ? CEIL_DIV(n, (size_t)V) : n;
+    const unsigned blocks = one_pass ? one_pass_blocks(items, threads) : grid_stride_blocks(items, threads);
     if (aligned) {
-        pointwise_kernel<V><<<grid_stride_blocks(CEIL_DIV(n, (size_t)V), threads), threads, 0, t5_stream()>>>(f, n);
+        pointwise_kernel<V><<<blocks, threads, 0, t5_stream()>>>(f, n);
     } else {
-        pointwise_kernel<1><<<grid_stride_blocks(n, threads), threads, 0, t5_stream()>>>(f, n);
+        pointwise_kernel<1><<<blocks, threads, 0, t5_stream()>>>(f, n);
     }
     cudaLaunchCheck();
 }
