@@ -199,9 +199,12 @@ typedef struct Backend {
                               int q_offset, DropoutArgs drop);
     // dq, dk, dv += ... (dqkv_set: dq, dk, dv = ..., their old contents ignored); dbias
     // (H,Tq,Tk) += sum over the batch (dbias may be NULL).
+    // ld_dq, ld_dkv: the row stride (elements) of dq and of dk, dv; 0 = H*d_kv (dense). A
+    // larger stride interleaves them: dq, dk, dv of a row side by side in one (B*T, 3*H*d_kv)
+    // buffer, which the q, k, v input gradient takes as one GEMM (model/block.c).
     void (*attention_backward)(void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
                                const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
-                               DropoutArgs drop, int dqkv_set);
+                               DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv);
 
     // ---- feed-forward activation: out = act(a) (plain) or act(a) * b (gated, b != NULL)
     // drop: dropout of the result in the same pass (out = dropout(act(a) [* b]), the mask of

@@ -131,6 +131,20 @@ static void linears_backward(const T5BlockView *v, void *dinp, const void *const
     }
 }
 
+// 1 when the `count` weights w[z] (each `size` elements) and their gradients lie one after the
+// other, so that they are one (count*O, I) weight: the q, k, v (or k, v) of a sublayer are
+// (params.c, one ZeRO unit), unless the test knob asks for one GEMM each.
+static int linears_adjacent(const T5BlockView *v, const size_t *w, int count, size_t size) {
+    if (v->test->unbatched_linears) return 0;
+    const size_t bytes = size * v->elem;
+    for (int z = 1; z < count; z++) {
+        const char *p0 = t5_view_param(v, w[z - 1]), *p1 = t5_view_param(v, w[z]);
+        const char *g0 = t5_view_grad(v, w[z - 1]), *g1 = t5_view_grad(v, w[z]);
+        if (!g0 || !g1 || p1 != p0 + bytes || g1 != g0 + bytes) return 0;
+    }
+    return 1;
+}
+
 // Project keys and values of nk rows into k_out, v_out.
 static void attn_project_kv(const T5BlockView *v, const SublayerScratch *s, const AttnOffsets *w, void *k_out, void *v_out,
                             const void *kv_src, int nk) {
@@ -272,24 +286,42 @@ void t5_attn_sublayer_backward(const T5BlockView *v, const AttnOffsets *w, const
     int nq = B * Tq, nk = B * Tk;
     t5_branch_grad(v, dx, (size_t)nq * D, t5_view_dropout(v, stack, layer, sub, SITE_ATT_OUT));
     be->matmul_backward(v->scratch->d_ctx, t5_view_grad(v, w->o), v->scratch->d_tmp_d, a->ctx, t5_view_param(v, w->o), nq, HK, D, 1);
-    // d_q, d_k, d_v are written whole here (dqkv_set: no memsets)
-    be->attention_backward(v->scratch->d_q, v->scratch->d_k, v->scratch->d_v, dbias, v->scratch->d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
-                           c->d_kv, t5_view_dropout(v, stack, layer, sub, SITE_ATT), 1);
+    // The input-side gradients. Where the weights of q, k, v (self) or k, v (cross) and their
+    // gradients are adjacent, attention_backward writes d_q, d_k, d_v (or d_k, d_v) side by
+    // side in each row, and each side's input gradient and weight gradients are ONE GEMM over
+    // the (count*HK, D) weight: one K = 3 HK product instead of three accumulating K = HK ones
+    // (one rounding of the sum, not three). Else d_q, d_k, d_v dense and one GEMM each
+    // (linears_backward). Written whole either way (dqkv_set: no memsets).
+    const size_t qkv[3] = {w->q, w->k, w->v};
+    const size_t wsize = (size_t)HK * D, e = v->elem;
+    char *dq = v->scratch->d_q, *dk = v->scratch->d_k, *dv = v->scratch->d_v;
+    int ld_q = 0, ld_kv = 0;  // 0: dense
+    const int joined = linears_adjacent(v, kv_src ? qkv + 1 : qkv, kv_src ? 2 : 3, wsize);
+    if (joined && !kv_src) dk = dq + HK * e, dv = dq + 2 * HK * e, ld_q = ld_kv = 3 * HK;  // (nq, 3 HK)
+    if (joined && kv_src) dv = dk + HK * e, ld_kv = 2 * HK;                                 // (nk, 2 HK)
+    be->attention_backward(dq, dk, dv, dbias, v->scratch->d_ctx, a->att, a->q, a->k, a->v, B, Tq, Tk, c->num_heads,
+                           c->d_kv, t5_view_dropout(v, stack, layer, sub, SITE_ATT), 1, ld_q, ld_kv);
     const void *ln = a->ln;  // the input of q (and self k, v) and its rstd: kept, or recomputed
     const float *rstd = a->rstd;
     if (!ln) {
         t5_sublayer_norm(v, &s, w->ln, x_in, nq);
         ln = s.ln_out, rstd = s.ln_rstd;
     }
-    // the weight gradients of q, k, v (self) or k, v (cross) as one batched GEMM
-    const size_t qkv[3] = {w->q, w->k, w->v};
-    const void *d_qkv[3] = {v->scratch->d_q, v->scratch->d_k, v->scratch->d_v};
-    if (kv_src) {
-        be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), v->scratch->d_q, ln, t5_view_param(v, w->q), nq, D,
-                            HK, 1);
-        linears_backward(v, d_kv_src, d_qkv + 1, kv_src, qkv + 1, 2, nk, D, HK, 0);
-    } else {
-        linears_backward(v, v->scratch->d_ln, d_qkv, ln, qkv, 3, nq, D, HK, 1);
+    if (joined && !kv_src) {
+        be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), dq, ln, t5_view_param(v, w->q), nq, D, 3 * HK, 1);
+        v->test->joined_qkv_backward_calls++;
+    } else if (joined) {
+        be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), dq, ln, t5_view_param(v, w->q), nq, D, HK, 1);
+        be->matmul_backward(d_kv_src, t5_view_grad(v, w->k), dk, kv_src, t5_view_param(v, w->k), nk, D, 2 * HK, 0);
+        v->test->joined_qkv_backward_calls++;
+    } else {  // the weight gradients of q, k, v (self) or k, v (cross) as one batched GEMM where they lie evenly
+        const void *d_qkv[3] = {dq, dk, dv};
+        if (kv_src) {
+            be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), dq, ln, t5_view_param(v, w->q), nq, D, HK, 1);
+            linears_backward(v, d_kv_src, d_qkv + 1, kv_src, qkv + 1, 2, nk, D, HK, 0);
+        } else {
+            linears_backward(v, v->scratch->d_ln, d_qkv, ln, qkv, 3, nq, D, HK, 1);
+        }
     }
     t5_norm_backward(v, dx, t5_view_grad(v, w->ln), v->scratch->d_ln, x_in, t5_view_param(v, w->ln), rstd, nq, next);
 }

@@ -247,9 +247,11 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->scratch.d_tmp_d = bump_take(&bp, nM * D * e);
     m->scratch.d_ln = bump_take(&bp, nM * D * e);
     m->scratch.d_ctx = bump_take(&bp, wM * HK * e);
-    m->scratch.d_q = bump_take(&bp, wM * HK * e);
-    m->scratch.d_k = bump_take(&bp, wM * HK * e);
-    m->scratch.d_v = bump_take(&bp, wM * HK * e);
+    // d_q, d_k, d_v back to back in one buffer: block.c batches them, or interleaves the
+    // three (self) or d_k, d_v (cross) in it row by row, (rows, 3 HK) / (rows, 2 HK)
+    m->scratch.d_q = bump_take(&bp, 3 * wM * HK * e);
+    m->scratch.d_k = (char *)m->scratch.d_q + wM * HK * e;
+    m->scratch.d_v = (char *)m->scratch.d_k + wM * HK * e;
     m->scratch.d_h = bump_take(&bp, wM * F * e);
     m->scratch.d_b = c->is_gated ? bump_take(&bp, wM * F * e) : NULL;
     m->scratch.d_enc_bias = bump_take(&bp, H * S * S * e);

@@ -160,7 +160,7 @@ typedef struct {
     DropoutArgs d_tmp_drop;         //    d_tmp_n elements, written by the previous norm backward
     size_t d_tmp_n;                 //    (rmsnorm_backward_dropout); the next sublayer skips that pass
     void *d_ln;                     // (B,max(S,T),D)
-    void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK)
+    void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK) each; d_q, d_k, d_v one buffer, also (rows, 3 HK)
     void *d_h, *tmp_f;              // (B,max(S,T),F); tmp_f is also d(wi output), see ffn_sublayer_backward
     void *d_b;                      // (B,max(S,T),F) d(wi_1 output); NULL unless gated
     void *d_enc_bias, *d_dec_bias;  // (H,S,S), (H,T,T)
@@ -182,6 +182,7 @@ typedef struct {
     int unbatched_linears;          // 1 = q, k, v (and wi_0, wi_1) as separate GEMMs, never
                                     // matmul_*_batched (block.c linears_stride)
     long batched_linear_calls;      // matmul_*_batched calls made (block.c; tests check it)
+    long joined_qkv_backward_calls; // attention sublayers whose q, k, v (or k, v) backward was one GEMM (block.c)
     int unfused_residual_norm;      // 1 = residual add and the next norm as two ops (no residual_rmsnorm_forward)
     long fused_residual_norms;      // residual_rmsnorm_forward calls made (block.c; tests check it)
     long branch_passes;             // t5_branch_grad's own passes since t5_backward began (0 when

@@ -514,7 +514,7 @@ static void test_attention_case(const char *label, int B, int Tq, int Tk, int us
 
     float *dq = zeros_array(nq), *dk = zeros_array(nk), *dv = zeros_array(nk);
     float *dbias = use_bias ? zeros_array(nbias) : NULL;
-    be->attention_backward(dq, dk, dv, dbias, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 0);
+    be->attention_backward(dq, dk, dv, dbias, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 0, 0, 0);
     snprintf(name, sizeof name, "attention dq [%s]", label);
     check_grad(name, q, nq, dq, att_loss, &c);
     snprintf(name, sizeof name, "attention dk [%s]", label);
@@ -531,7 +531,7 @@ static void test_attention_case(const char *label, int B, int Tq, int Tk, int us
     float *pb = use_bias ? rand_array(nbias, 1.0f) : NULL;
     float *aq = copy_array(pq, nq), *ak = copy_array(pk, nk), *av = copy_array(pv, nk);
     float *ab = use_bias ? copy_array(pb, nbias) : NULL;
-    be->attention_backward(aq, ak, av, ab, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 0);
+    be->attention_backward(aq, ak, av, ab, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 0, 0, 0);
     snprintf(name, sizeof name, "attention dq [%s]", label);
     check_accumulates(name, aq, pq, dq, nq);
     snprintf(name, sizeof name, "attention dk [%s]", label);
@@ -544,14 +544,31 @@ static void test_attention_case(const char *label, int B, int Tq, int Tk, int us
     }
     {  // dqkv_set overwrites whatever dq, dk, dv held: the gradients computed into zeros
         float *sq = rand_array(nq, 1.0f), *sk = rand_array(nk, 1.0f), *sv = rand_array(nk, 1.0f);
-        be->attention_backward(sq, sk, sv, NULL, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 1);
+        be->attention_backward(sq, sk, sv, NULL, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 1, 0, 0);
         snprintf(name, sizeof name, "attention_backward [%s] dqkv_set: = dq, dk, dv into zeros", label);
         test_check(!memcmp(sq, dq, nq * 4) && !memcmp(sk, dk, nk * 4) && !memcmp(sv, dv, nk * 4), name);
         free(sq), free(sk), free(sv);
     }
+    {  // row strides: dq rows HD + 2 apart, dk and dv interleaved (2 HD); the same numbers, the gaps untouched
+        const size_t ldq = HD + 2, ldkv = 2 * HD, rq = nq / HD, rk = nk / HD;
+        float *gq = rand_array(rq * ldq, 1.0f), *gkv = rand_array(rk * ldkv, 1.0f);
+        float *gq0 = malloc(rq * ldq * 4), *gkv0 = malloc(rk * ldkv * 4);
+        memcpy(gq0, gq, rq * ldq * 4), memcpy(gkv0, gkv, rk * ldkv * 4);
+        be->attention_backward(gq, gkv, gkv + HD, NULL, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 1, (int)ldq,
+                               (int)ldkv);
+        int same = 1;
+        for (size_t r = 0; r < rq; r++)
+            same &= !memcmp(gq + r * ldq, dq + r * HD, HD * 4) && !memcmp(gq + r * ldq + HD, gq0 + r * ldq + HD, 2 * 4);
+        for (size_t r = 0; r < rk; r++)
+            same &= !memcmp(gkv + r * ldkv, dk + r * HD, HD * 4) && !memcmp(gkv + r * ldkv + HD, dv + r * HD, HD * 4);
+        snprintf(name, sizeof name, "attention_backward [%s] row strides (dq %zu, dk/dv interleaved %zu): same gradients",
+                 label, ldq, ldkv);
+        test_check(same, name);
+        free(gq), free(gkv), free(gq0), free(gkv0);
+    }
     if (use_bias) {  // dbias NULL leaves the other gradients unchanged
         float *nq2 = zeros_array(nq), *nk2 = zeros_array(nk), *nv2 = zeros_array(nk);
-        be->attention_backward(nq2, nk2, nv2, NULL, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 0);
+        be->attention_backward(nq2, nk2, nv2, NULL, R, att, q, k, v, B, Tq, Tk, H, DK, c.drop, 0, 0, 0);
         snprintf(name, sizeof name, "attention_backward [%s] with dbias NULL: same dq, dk, dv", label);
         test_check(!memcmp(nq2, dq, nq * 4) && !memcmp(nk2, dk, nk * 4) && !memcmp(nv2, dv, nk * 4), name);
         free(nq2), free(nk2), free(nv2);

@@ -89,10 +89,11 @@ void cpu_attention_forward(void *out_, void *att_, const void *q_, const void *k
 // dbias[h]. Sums are formed in scratch buffers in a fixed order and then added.
 void cpu_attention_backward(void *dq_, void *dk_, void *dv_, void *dbias_, const void *dout_, const void *att_,
                             const void *q_, const void *k_, const void *v_, int B, int Tq, int Tk, int H, int dk,
-                            DropoutArgs drop, int dqkv_set) {
+                            DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv) {
     float *dq = dq_, *dkey = dk_, *dv = dv_, *dbias = dbias_;
     const float *dout = dout_, *att = att_, *q = q_, *k = k_, *v = v_;
     const size_t HD = (size_t)H * dk;
+    const size_t ldq = ld_dq ? (size_t)ld_dq : HD, ldkv = ld_dkv ? (size_t)ld_dkv : HD;  // output row strides
     const int dropping = drop.p != 0.0f;
     const float drop_scale = dropping ? cpu_dropout_scale(drop.p) : 1.0f;
 #pragma omp parallel for schedule(static)
@@ -135,12 +136,12 @@ void cpu_attention_backward(void *dq_, void *dk_, void *dv_, void *dbias_, const
                 }
             }
             for (int i = 0; i < Tq; i++) {
-                float *dst = dq + ((size_t)b * Tq + i) * HD + (size_t)h * dk;
+                float *dst = dq + ((size_t)b * Tq + i) * ldq + (size_t)h * dk;
                 for (int d = 0; d < dk; d++) dst[d] = (dqkv_set ? 0.0f : dst[d]) + gq[(size_t)i * dk + d];
             }
             for (int j = 0; j < Tk; j++) {
-                float *dkj = dkey + ((size_t)b * Tk + j) * HD + (size_t)h * dk;
-                float *dvj = dv + ((size_t)b * Tk + j) * HD + (size_t)h * dk;
+                float *dkj = dkey + ((size_t)b * Tk + j) * ldkv + (size_t)h * dk;
+                float *dvj = dv + ((size_t)b * Tk + j) * ldkv + (size_t)h * dk;
                 for (int d = 0; d < dk; d++) {
                     dkj[d] = (dqkv_set ? 0.0f : dkj[d]) + gk[(size_t)j * dk + d];
                     dvj[d] = (dqkv_set ? 0.0f : dvj[d]) + gv[(size_t)j * dk + d];

@@ -66,7 +66,7 @@ void cpu_attention_forward(void *out, void *att, const void *q, const void *k, c
                            int q_offset, DropoutArgs drop);
 void cpu_attention_backward(void *dq, void *dkey, void *dv, void *dbias, const void *dout, const void *att,
                             const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int dk,
-                            DropoutArgs drop, int dqkv_set);
+                            DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv);
 
 // memory.c (row copies)
 

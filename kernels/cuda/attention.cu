@@ -408,6 +408,10 @@ static void attention_check_dropout(DropoutArgs drop) {
 static GemmHeads heads_in_rows(const void *p, int rows, int H, int dk) {
     return GemmHeads{p, H * dk, (long long)rows * H * dk, (long long)dk};
 }
+// the same with rows ld elements apart (a gradient interleaved with others: backend.h)
+static GemmHeads heads_in_rows_ld(const void *p, int rows, int ld, int dk) {
+    return GemmHeads{p, ld, (long long)rows * ld, (long long)dk};
+}
 static GemmHeads heads_of_scores(const void *p, int H, int Tq, int Tk) {
     return GemmHeads{p, Tk, (long long)H * Tq * Tk, (long long)Tq * Tk};
 }
@@ -454,22 +458,24 @@ template <typename T> static void attention_dbias(T *dbias, const T *ds, int B, 
 template <typename T>
 static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const T *dout, const T *att, const T *q,
                                  const T *k, const T *v, int B, int Tq, int Tk, int H, int dk, DropoutArgs drop,
-                                 int dqkv_set) {
+                                 int dqkv_set, int ldq, int ldkv) {
     const size_t att_el = (size_t)B * H * Tq * Tk;
     const int dropping = drop.p != 0.0f, add = !dqkv_set;
     // slots: dP (then dS), Pd
     const size_t off_pd = att_align(att_el * sizeof(T)), total = off_pd + (dropping ? off_pd : 0);
     {  // attention_flash_backward.cu where it applies: scratch only for dS, when dbias is wanted
         T *ds = dbias ? (T *)att_scratch_reserve(off_pd) : nullptr;
-        if (attention_flash_backward(dt, dq, dk_, dv, ds, dout, att, q, k, v, B, Tq, Tk, H, dk, drop, dqkv_set)) {
+        if (attention_flash_backward(dt, dq, dk_, dv, ds, dout, att, q, k, v, B, Tq, Tk, H, dk, drop, dqkv_set, ldq,
+                                     ldkv)) {
             if (dbias) attention_dbias(dbias, ds, B, H, Tq, Tk);
             return;
         }
     }
     char *base = att_scratch_reserve(total);
     T *dp = (T *)base, *pd = dropping ? (T *)(base + off_pd) : nullptr;
-    if (attention_fused_backward(dt, dq, dk_, dv, dbias ? dp : nullptr, dout, att, q, k, v, B, Tq, Tk, H, dk, drop,
-                                 dqkv_set)) {
+    const int dense = ldq == H * dk && ldkv == H * dk;  // attention_fused.cu writes dense gradients only
+    if (dense && attention_fused_backward(dt, dq, dk_, dv, dbias ? dp : nullptr, dout, att, q, k, v, B, Tq, Tk, H, dk,
+                                          drop, dqkv_set)) {
         if (dbias) attention_dbias(dbias, dp, B, H, Tq, Tk);
         return;
     }
@@ -481,9 +487,9 @@ static void attention_backward_t(Dtype dt, T *dq, T *dk_, T *dv, T *dbias, const
     // dS in place; Pd regenerated for dV
     softmax_backward<T>(dp, pd, att, B, H, Tq, Tk, drop, dropping ? dropout_rng_scale(drop.p) : 1.0f);
     // dV (Tk,dk) = Pd^T dO;  dQ (Tq,dk) = dS K;  dK (Tk,dk) = dS^T Q
-    if (dv) cuda_gemm_heads(dt, 0, 1, dk, Tk, Tq, dOh, Pdh, heads_in_rows(dv, Tk, H, dk), B, H, add);
-    if (dq) cuda_gemm_heads(dt, 0, 0, dk, Tq, Tk, Kh, dPh, heads_in_rows(dq, Tq, H, dk), B, H, add);
-    if (dk_) cuda_gemm_heads(dt, 0, 1, dk, Tk, Tq, Qh, dPh, heads_in_rows(dk_, Tk, H, dk), B, H, add);
+    if (dv) cuda_gemm_heads(dt, 0, 1, dk, Tk, Tq, dOh, Pdh, heads_in_rows_ld(dv, Tk, ldkv, dk), B, H, add);
+    if (dq) cuda_gemm_heads(dt, 0, 0, dk, Tq, Tk, Kh, dPh, heads_in_rows_ld(dq, Tq, ldq, dk), B, H, add);
+    if (dk_) cuda_gemm_heads(dt, 0, 1, dk, Tk, Tq, Qh, dPh, heads_in_rows_ld(dk_, Tk, ldkv, dk), B, H, add);
     if (dbias) attention_dbias(dbias, dp, B, H, Tq, Tk);
 }
 
@@ -535,26 +541,29 @@ extern "C" void cuda_attention_forward(Dtype dt, void *out, void *att, const voi
 
 extern "C" void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias, const void *dout,
                                         const void *att, const void *q, const void *k, const void *v, int B, int Tq,
-                                        int Tk, int H, int d_kv, DropoutArgs drop, int dqkv_set) {
+                                        int Tk, int H, int d_kv, DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv) {
     attention_check_shape("cuda_attention_backward", B, Tq, Tk, Tk, H, d_kv);
     attention_check_dropout(drop);
     if (B == 0 || Tq == 0 || Tk == 0 || H == 0 || d_kv == 0) return;
+    const int ldq = ld_dq ? ld_dq : H * d_kv, ldkv = ld_dkv ? ld_dkv : H * d_kv;
+    if (ldq < H * d_kv || ldkv < H * d_kv)
+        t5_fail("cuda_attention_backward: gradient row strides %d, %d below H*d_kv = %d", ldq, ldkv, H * d_kv);
     switch (dt) {
         case DTYPE_F32:
             attention_backward_t<float>(dt, (float *)dq, (float *)dk, (float *)dv, (float *)dbias, (const float *)dout,
                                         (const float *)att, (const float *)q, (const float *)k, (const float *)v, B,
-                                        Tq, Tk, H, d_kv, drop, dqkv_set);
+                                        Tq, Tk, H, d_kv, drop, dqkv_set, ldq, ldkv);
             break;
         case DTYPE_BF16:
             attention_backward_t<__nv_bfloat16>(
                 dt, (__nv_bfloat16 *)dq, (__nv_bfloat16 *)dk, (__nv_bfloat16 *)dv, (__nv_bfloat16 *)dbias,
                 (const __nv_bfloat16 *)dout, (const __nv_bfloat16 *)att, (const __nv_bfloat16 *)q,
-                (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, B, Tq, Tk, H, d_kv, drop, dqkv_set);
+                (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, B, Tq, Tk, H, d_kv, drop, dqkv_set, ldq, ldkv);
             break;
         case DTYPE_F16:
             attention_backward_t<__half>(dt, (__half *)dq, (__half *)dk, (__half *)dv, (__half *)dbias,
                                          (const __half *)dout, (const __half *)att, (const __half *)q,
-                                         (const __half *)k, (const __half *)v, B, Tq, Tk, H, d_kv, drop, dqkv_set);
+                                         (const __half *)k, (const __half *)v, B, Tq, Tk, H, d_kv, drop, dqkv_set, ldq, ldkv);
             break;
         default: dtype_unknown(dt, __func__);
     }

@@ -11,10 +11,11 @@ bool attention_flash_forward(Dtype dt, void *out, void *att, const void *q, cons
                              int causal, int q_offset, DropoutArgs drop);
 
 // ds: where dS (B,H,Tq,Tk) is written for the position-bias gradient's sum over b
-// (attention.cu's dbias kernel), or NULL when no dbias is wanted
+// (attention.cu's dbias kernel), or NULL when no dbias is wanted; ld_dq, ld_dkv: the
+// gradients' row strides (elements, not 0: attention.cu resolves backend.h's 0)
 bool attention_flash_backward(Dtype dt, void *dq, void *dk, void *dv, void *ds, const void *dout, const void *att,
                               const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
-                              DropoutArgs drop, int dqkv_set);
+                              DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv);
 
 // cuda_attention_set_flash is on, the GPU has mma.sync (compute capability 8.0) and allows a
 // block smem_bytes of shared memory

@@ -53,6 +53,7 @@ constexpr size_t SMEM_BYTES = (size_t)3 * TMAX * LDS * 2 + (size_t)TMAX * LDP * 
 
 struct Args {
     int H, Tq, Tk, set;
+    int ldq, ldkv;  // row strides (elements) of dq and of dk, dv
     float p, scale;  // scale = 1/(1-p), 1 without dropout
     unsigned long long key;
 };
@@ -152,6 +153,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     const int Tq = a.Tq, Tk = a.Tk;
     const size_t HD = (size_t)a.H * DK;
     const size_t qoff = (size_t)b * Tq * HD + (size_t)h * DK, koff = (size_t)b * Tk * HD + (size_t)h * DK;
+    const size_t dqoff = (size_t)b * Tq * a.ldq + (size_t)h * DK, dkoff = (size_t)b * Tk * a.ldkv + (size_t)h * DK;
     // 1. V and dO (group 1), K (group 2)
     load_rows_async<T, DK, LDS, THREADS>(sA, v + koff, HD, Tk, NT * 8);
     load_rows_async<T, DK, LDS, THREADS>(sO, dout + qoff, HD, Tq, TMAX);
@@ -241,13 +243,13 @@ __global__ void __launch_bounds__(THREADS, 2)
                 mma16816<T>(acc[2 * dp + 1], pa, kb[2], kb[3]);
             }
         }
-        store_tile<T>(dq + qoff, HD, rw, Tq, acc, !a.set, g, qd);
+        store_tile<T>(dq + dqoff, a.ldq, rw, Tq, acc, !a.set, g, qd);
     }
     // 5. dV (keys rw.., 64) = Pd^T dO
     const bool keys_in = rw < Tk;
     if (dv && keys_in) {
         key_product<T>(acc, sP, sO, rw, qt, lane);
-        store_tile<T>(dv + koff, HD, rw, Tk, acc, !a.set, g, qd);
+        store_tile<T>(dv + dkoff, a.ldkv, rw, Tk, acc, !a.set, g, qd);
     }
     __syncthreads();  // Pd is read: dS over it
     // 6. dS into sP
@@ -260,7 +262,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     // 7. dK (keys rw.., 64) = dS^T Q
     if (dk && keys_in) {
         key_product<T>(acc, sP, sA, rw, qt, lane);
-        store_tile<T>(dk + koff, HD, rw, Tk, acc, !a.set, g, qd);
+        store_tile<T>(dk + dkoff, a.ldkv, rw, Tk, acc, !a.set, g, qd);
     }
     // 8. dS to ds for the bias gradient: the head's (Tq, Tk) block, a pair of keys a thread,
     // consecutive threads on consecutive pairs
@@ -297,15 +299,16 @@ static void flash_backward_launch(void *dq, void *dk, void *dv, void *ds, const 
 
 bool attention_flash_backward(Dtype dt, void *dq, void *dk, void *dv, void *ds, const void *dout, const void *att,
                               const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
-                              DropoutArgs drop, int dqkv_set) {
+                              DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv) {
     if ((dt != DTYPE_BF16 && dt != DTYPE_F16) || d_kv != flash_bwd::DK) return false;
     if (Tq < 1 || Tq > flash_bwd::TMAX || Tk < 2 || Tk > flash_bwd::TMAX || Tk % 2 != 0 || B > 65535) return false;
+    if (ld_dq % 2 != 0 || ld_dkv % 2 != 0) return false;  // pairs of gradient elements are 4-byte stores
     if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)dout) % 16 != 0 ||
         ((uintptr_t)dq | (uintptr_t)dk | (uintptr_t)dv | (uintptr_t)att | (uintptr_t)ds) % 4 != 0)
         return false;
     if (!attention_flash_usable(flash_bwd::SMEM_BYTES)) return false;
     flash_bwd::Args a;
-    a.H = H, a.Tq = Tq, a.Tk = Tk, a.set = dqkv_set;
+    a.H = H, a.Tq = Tq, a.Tk = Tk, a.set = dqkv_set, a.ldq = ld_dq, a.ldkv = ld_dkv;
     a.p = drop.p;
     a.scale = drop.p != 0.0f ? dropout_rng_scale(drop.p) : 1.0f;
     a.key = dropout_rng_key(drop.seed);

@@ -69,8 +69,10 @@
     }                                                                                                             \
     static void SFX##_attention_backward(void *dq, void *dk, void *dv, void *dbias, const void *dout,             \
                                          const void *att, const void *q, const void *k, const void *v, int B,     \
-                                         int Tq, int Tk, int H, int d_kv, DropoutArgs drop, int dqkv_set) {       \
-        cuda_attention_backward(DT, dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop, dqkv_set);   \
+                                         int Tq, int Tk, int H, int d_kv, DropoutArgs drop, int dqkv_set,         \
+                                         int ld_dq, int ld_dkv) {                                                 \
+        cuda_attention_backward(DT, dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop, dqkv_set,    \
+                                ld_dq, ld_dkv);                                                                   \
     }                                                                                                             \
     static void SFX##_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act,          \
                                       DropoutArgs drop) {                                                         \

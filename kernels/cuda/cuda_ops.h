@@ -93,7 +93,7 @@ void cuda_attention_forward(Dtype dt, void *out, void *att, const void *q, const
                             int d_kv, int causal, int q_offset, DropoutArgs drop);
 void cuda_attention_backward(Dtype dt, void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
                              const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
-                             DropoutArgs drop, int dqkv_set);
+                             DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv);
 // on = 0 makes attention take the GEMM path for every shape (attention_fused.cu covers
 // bf16/fp16, d_kv 64 or 128, Tq and Tk up to 128); for tests and timings of both versions.
 void cuda_attention_set_fused(int on);

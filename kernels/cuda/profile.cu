@@ -161,8 +161,10 @@ static void w_attention_forward(void *out, void *att, const void *q, const void 
 }
 static void w_attention_backward(void *dq, void *dk, void *dv, void *dbias, const void *dout, const void *att,
                                  const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
-                                 DropoutArgs drop, int dqkv_set) {
-    PROF(PC_ATTENTION, P.real->attention_backward(dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop, dqkv_set),
+                                 DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv) {
+    PROF(PC_ATTENTION,
+         P.real->attention_backward(dq, dk, dv, dbias, dout, att, q, k, v, B, Tq, Tk, H, d_kv, drop, dqkv_set, ld_dq,
+                                    ld_dkv),
          "attention_backward B=%d H=%d %dx%d%s", B, H, Tq, Tk, drop.p > 0 ? " dropout" : "");
 }
 static void w_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop) {

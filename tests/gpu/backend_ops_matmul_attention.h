@@ -334,7 +334,7 @@ static void att_backward(const OpsPair *P, const Tol *t, const AttData *d, const
           *db_c = pb ? copy_f(pb, d->nbias) : NULL;
     // both sides differentiate the subject's saved probabilities
     R->attention_backward(dq_c, dk_c, dv_c, db_c, dout, att, d->q, d->kc, d->vc, d->B, d->Tq, d->Tk, d->H, d->DK,
-                          d->drop, 0);
+                          d->drop, 0, 0, 0);
     AttGrads gr = {.dout = dev_from(S, dt, dout, d->nq)};
     for (int r = 0; r < 3; r++) {
         gr.dq[r] = dev_from(S, dt, pq, d->nq);
@@ -345,15 +345,15 @@ static void att_backward(const OpsPair *P, const Tol *t, const AttData *d, const
     for (int r = 0; r < 3; r++) {
         if (r == 1) *mem_b0 = S->mem_in_use();
         S->attention_backward(gr.dq[r], gr.dk[r], gr.dv[r], gr.db[r], gr.dout, g->att, g->q, g->k, g->v, d->B, d->Tq,
-                              d->Tk, d->H, d->DK, d->drop, 0);
+                              d->Tk, d->H, d->DK, d->drop, 0, 0, 0);
     }
     {  // dqkv_set: the prefills are overwritten, the result is the oracle's into zeros
         float *zq = alloc_f(d->nq), *zk = alloc_f(d->nk), *zv = alloc_f(d->nk);
         R->attention_backward(zq, zk, zv, NULL, dout, att, d->q, d->kc, d->vc, d->B, d->Tq, d->Tk, d->H, d->DK,
-                              d->drop, 0);
+                              d->drop, 0, 0, 0);
         void *sq = dev_from(S, dt, pq, d->nq), *sk = dev_from(S, dt, pk, d->nk), *sv = dev_from(S, dt, pv, d->nk);
         S->attention_backward(sq, sk, sv, NULL, gr.dout, g->att, g->q, g->k, g->v, d->B, d->Tq, d->Tk, d->H, d->DK,
-                              d->drop, 1);
+                              d->drop, 1, 0, 0);
         char name[200];
         snprintf(name, sizeof name, "attention_backward [%s B=%d Tq=%d Tk=%d] dqkv_set dq", dt_name(dt), d->B, d->Tq,
                  d->Tk);
@@ -362,6 +362,36 @@ static void att_backward(const OpsPair *P, const Tol *t, const AttData *d, const
                  d->Tq, d->Tk);
         check_dev(S, name, dt, sk, zk, d->nk, t->att_bwd);
         check_dev(S, name, dt, sv, zv, d->nk, t->att_bwd);
+        {  // row strides (backend.h ld_dq, ld_dkv): dq rows 2 HD apart, dk and dv interleaved as model/block.c has them
+            const size_t HD = (size_t)d->H * d->DK, rq = d->nq / HD, rk = d->nk / HD, es = dt_size(dt);
+            float *fill = rand_dt(dt, 2 * (rq > rk ? rq : rk) * HD, 0.1f);
+            void *iq = dev_from(S, dt, fill, rq * 2 * HD), *ikv = dev_from(S, dt, fill, rk * 2 * HD);
+            S->attention_backward(iq, ikv, (char *)ikv + HD * es, NULL, gr.dout, g->att, g->q, g->k, g->v, d->B, d->Tq,
+                                  d->Tk, d->H, d->DK, d->drop, 1, (int)(2 * HD), (int)(2 * HD));
+            float *hq = host_from(S, dt, iq, rq * 2 * HD), *hkv = host_from(S, dt, ikv, rk * 2 * HD);
+            float *gq = alloc_f(d->nq), *gk = alloc_f(d->nk), *gv = alloc_f(d->nk);
+            int gaps = 1;  // dq's second half of each row untouched
+            for (size_t r = 0; r < rq; r++) {
+                memcpy(gq + r * HD, hq + r * 2 * HD, HD * sizeof(float));
+                gaps &= !memcmp(hq + r * 2 * HD + HD, fill + r * 2 * HD + HD, HD * sizeof(float));
+            }
+            for (size_t r = 0; r < rk; r++) {
+                memcpy(gk + r * HD, hkv + r * 2 * HD, HD * sizeof(float));
+                memcpy(gv + r * HD, hkv + r * 2 * HD + HD, HD * sizeof(float));
+            }
+            snprintf(name, sizeof name, "attention_backward [%s B=%d Tq=%d Tk=%d] row strides: dq", dt_name(dt), d->B,
+                     d->Tq, d->Tk);
+            test_close(name, gq, zq, d->nq, t->att_bwd);
+            snprintf(name, sizeof name, "attention_backward [%s B=%d Tq=%d Tk=%d] row strides: dk, dv interleaved",
+                     dt_name(dt), d->B, d->Tq, d->Tk);
+            test_close(name, gk, zk, d->nk, t->att_bwd);
+            test_close(name, gv, zv, d->nk, t->att_bwd);
+            snprintf(name, sizeof name, "attention_backward [%s B=%d Tq=%d Tk=%d] row strides: the gaps untouched",
+                     dt_name(dt), d->B, d->Tq, d->Tk);
+            test_check(gaps, name);
+            FREE_SUB(S, iq, ikv);
+            FREE_HOST(fill, hq, hkv, gq, gk, gv);
+        }
         FREE_SUB(S, sq, sk, sv);
         FREE_HOST(zq, zk, zv);
     }

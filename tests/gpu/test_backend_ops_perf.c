@@ -332,14 +332,14 @@ static void perf_attention_version(const char *version, Dtype dt, int B, int H, 
     enum { WARM = 3, ITERS = 20 };
     for (int i = 0; i < WARM; i++) {
         be->attention_forward(out, att, q, k, v, bias, mask, B, T, T, T, H, DK, causal, 0, drop);
-        be->attention_backward(dq, dk, dv, dbias, dout, att, q, k, v, B, T, T, H, DK, drop, 0);
+        be->attention_backward(dq, dk, dv, dbias, dout, att, q, k, v, B, T, T, H, DK, drop, 0, 0, 0);
     }
     cudaEventRecord(e0, s);
     for (int i = 0; i < ITERS; i++)
         be->attention_forward(out, att, q, k, v, bias, mask, B, T, T, T, H, DK, causal, 0, drop);
     cudaEventRecord(e1, s);
     for (int i = 0; i < ITERS; i++)
-        be->attention_backward(dq, dk, dv, dbias, dout, att, q, k, v, B, T, T, H, DK, drop, 0);
+        be->attention_backward(dq, dk, dv, dbias, dout, att, q, k, v, B, T, T, H, DK, drop, 0, 0, 0);
     cudaEventRecord(e2, s);
     float fwd = elapsed_ms(e0, e1) / ITERS, bwd = elapsed_ms(e1, e2) / ITERS;
     double flop = 4.0 * B * H * T * (double)T * DK;  // two GEMMs forward, four backward

@@ -313,8 +313,13 @@ int main(void) {
     // bf16 keeps 8 bits of mantissa: a few percent; fp16 10 bits: tighter; TF32 rounds only the
     // GEMM inputs to 10 bits and keeps fp32 everywhere else (bf16 needs compute capability 8.0)
     if (cuda_compute_capability() >= GPU_CC_BF16) {
+        // gated_noscale overfits its batch from 12.5 to 0.82 in 20 updates: the last steps
+        // amplify any change of rounding order. Its bf16 drift was 2.58e-2 and became 4.47e-2
+        // when the attention's q, k, v input gradient became one GEMM (one rounding of the sum
+        // instead of three: more exact per step; fp16's drift fell 1.74e-3 -> 7.3e-4 with it;
+        // H200, 2026-12-04); a wrong gradient moves these losses by far more
         precision_tracks("relu_tied", 1, 0, 0, 3e-2);
-        precision_tracks("gated_noscale", 1, 0, 0, 3e-2);
+        precision_tracks("gated_noscale", 1, 0, 0, 6e-2);
         // TF32 rounds every GEMM input to 10 mantissa bits; over 20 steps at lr 3e-3 on this tiny model
         // the loss drifts 1.26e-2 (H200, 2026-12-03), as fp16's does; on t5-large 20 steps stay
         // within 1.1e-4 (bench/gpu_targets.sh)
