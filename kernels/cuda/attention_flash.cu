@@ -85,24 +85,9 @@ __global__ void __launch_bounds__(THREADS, 2)
     }
     cp_async_wait<1>();
     __syncthreads();
-    // 2. S = Q K^T: A fragments of the warp's 16 rows (4 k-steps of 16 dims), then per pair of
-    // n-tiles and k-step one ldmatrix.x4 of K (keys n0..n0+15, dims k0..k0+15) and two mma
-    uint32_t qa[DK / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < DK / 16; kk++)
-        ldsm_x4<false>(qa[kk], sQ + (warp * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
+    // 2. S = Q K^T over the warp's 16 rows (4 k-steps of 16 dims: mma_tile.cuh)
     float s[NT][4];
-#pragma unroll
-    for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
-#pragma unroll
-    for (int np = 0; np < NT / 2; np++)
-#pragma unroll
-        for (int kk = 0; kk < DK / 16; kk++) {
-            uint32_t kb[4];
-            ldsm_x4<false>(kb, sK + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8);
-            mma16816<T>(s[2 * np], qa[kk], kb[0], kb[1]);
-            mma16816<T>(s[2 * np + 1], qa[kk], kb[2], kb[3]);
-        }
+    warp_rows_abt<T, NT, DK / 16>(s, sQ + warp * 16 * LDS, sK, LDS, lane);
     // 3. softmax of rows r = 0 (i = row g) and r = 1 (row g + 8): s[t][2r], s[t][2r + 1] are
     // keys j = 8t + 2qd, j + 1
     // dropout: Tk % 4 == 0 puts a row's groups of 4 keys (one hash, dropout_rng.h) on threads qd,

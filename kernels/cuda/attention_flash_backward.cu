@@ -170,20 +170,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     uint32_t xs[NT][2];  // [t][r]: keys 8t + 2qd, +1 of row g + 8r
     {
         float s[NT][4];
-        uint32_t oa[DK / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < DK / 16; kk++) ldsm_x4<false>(oa[kk], sO + (rw + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-        for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
-#pragma unroll
-        for (int np = 0; np < NT / 2; np++)
-#pragma unroll
-            for (int kk = 0; kk < DK / 16; kk++) {
-                uint32_t vb[4];
-                ldsm_x4<false>(vb, sA + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8);
-                mma16816<T>(s[2 * np], oa[kk], vb[0], vb[1]);
-                mma16816<T>(s[2 * np + 1], oa[kk], vb[2], vb[3]);
-            }
+        warp_rows_abt<T, NT, DK / 16>(s, sO + rw * LDS, sA, LDS, lane);
 #pragma unroll
         for (int t = 0; t < NT; t++) xs[t][0] = pack2<T>(s[t][0], s[t][1]), xs[t][1] = pack2<T>(s[t][2], s[t][3]);
     }

@@ -66,6 +66,28 @@ template <typename T> __device__ __forceinline__ void unpack2(float (&f)[2], uin
     f[0] = to_float(t[0]), f[1] = to_float(t[1]);
 }
 
+// s (16, NT*8) = A B^T for a warp: A the warp's 16 rows (a: its first row, row stride ld, K =
+// 16*KSTEPS elements a row), B the NT*8 rows at b (row stride ld): the attention's S = Q K^T
+// and dPd = dO V^T. A's fragments once (ldmatrix), then per pair of n-tiles and k-step one
+// ldmatrix.x4 of B (rows n0..n0+15, k0..k0+15) and two mma; fp32 sums from zero.
+template <typename T, int NT, int KSTEPS>
+__device__ __forceinline__ void warp_rows_abt(float (&s)[NT][4], const T *a, const T *b, int ld, int lane) {
+    uint32_t af[KSTEPS][4];
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; kk++) ldsm_x4<false>(af[kk], a + (lane & 15) * ld + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int t = 0; t < NT; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+#pragma unroll
+    for (int np = 0; np < NT / 2; np++)
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS; kk++) {
+            uint32_t bf[4];
+            ldsm_x4<false>(bf, b + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * ld + kk * 16 + ((lane >> 3) & 1) * 8);
+            mma16816<T>(s[2 * np], af[kk], bf[0], bf[1]);
+            mma16816<T>(s[2 * np + 1], af[kk], bf[2], bf[3]);
+        }
+}
+
 // rows [0, nrows) of COLS elements (row stride ld elements in global memory) into shared rows
 // of LDS elements, rows [nrows, cap) zero: 16-byte cp.async copies (zero-filled where the row
 // is past the end) by the block's NTHREADS threads, all in flight at once; the caller commits
