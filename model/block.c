@@ -132,17 +132,15 @@ static void linears_backward(const T5BlockView *v, void *dinp, const void *const
 }
 
 // 1 when the `count` weights w[z] (each `size` elements) and their gradients lie one after the
-// other, so that they are one (count*O, I) weight: the q, k, v (or k, v) of a sublayer are
-// (params.c, one ZeRO unit), unless the test knob asks for one GEMM each.
+// other (linears_stride == size), so that they are one (count*O, I) weight: the q, k, v (or
+// k, v) of a sublayer are (params.c, one ZeRO unit), unless the test knob asks for one GEMM each.
 static int linears_adjacent(const T5BlockView *v, const size_t *w, int count, size_t size) {
-    if (v->test->unbatched_linears) return 0;
-    const size_t bytes = size * v->elem;
-    for (int z = 1; z < count; z++) {
-        const char *p0 = t5_view_param(v, w[z - 1]), *p1 = t5_view_param(v, w[z]);
-        const char *g0 = t5_view_grad(v, w[z - 1]), *g1 = t5_view_grad(v, w[z]);
-        if (!g0 || !g1 || p1 != p0 + bytes || g1 != g0 + bytes) return 0;
+    const void *W[3], *dW[3];
+    for (int z = 0; z < count; z++) {
+        W[z] = t5_view_param(v, w[z]), dW[z] = t5_view_grad(v, w[z]);
+        if (!dW[z]) return 0;  // a frozen weight
     }
-    return 1;
+    return linears_stride(v, W, count, size) == size && linears_stride(v, dW, count, size) == size;
 }
 
 // Project keys and values of nk rows into k_out, v_out.
@@ -307,22 +305,19 @@ void t5_attn_sublayer_backward(const T5BlockView *v, const AttnOffsets *w, const
         t5_sublayer_norm(v, &s, w->ln, x_in, nq);
         ln = s.ln_out, rstd = s.ln_rstd;
     }
-    if (joined && !kv_src) {
-        be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), dq, ln, t5_view_param(v, w->q), nq, D, 3 * HK, 1);
-        v->test->joined_qkv_backward_calls++;
-    } else if (joined) {
+    // joined: the first weight's view spans all of them; else the weight gradients as one batched
+    // GEMM where they lie evenly (linears_backward)
+    const void *d_qkv[3] = {dq, dk, dv};
+    if (kv_src) {  // q from the decoder side, k and v from the encoder output (into d_kv_src)
         be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), dq, ln, t5_view_param(v, w->q), nq, D, HK, 1);
-        be->matmul_backward(d_kv_src, t5_view_grad(v, w->k), dk, kv_src, t5_view_param(v, w->k), nk, D, 2 * HK, 0);
-        v->test->joined_qkv_backward_calls++;
-    } else {  // the weight gradients of q, k, v (self) or k, v (cross) as one batched GEMM where they lie evenly
-        const void *d_qkv[3] = {dq, dk, dv};
-        if (kv_src) {
-            be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), dq, ln, t5_view_param(v, w->q), nq, D, HK, 1);
-            linears_backward(v, d_kv_src, d_qkv + 1, kv_src, qkv + 1, 2, nk, D, HK, 0);
-        } else {
-            linears_backward(v, v->scratch->d_ln, d_qkv, ln, qkv, 3, nq, D, HK, 1);
-        }
+        if (joined) be->matmul_backward(d_kv_src, t5_view_grad(v, w->k), dk, kv_src, t5_view_param(v, w->k), nk, D, 2 * HK, 0);
+        else linears_backward(v, d_kv_src, d_qkv + 1, kv_src, qkv + 1, 2, nk, D, HK, 0);
+    } else if (joined) {
+        be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), dq, ln, t5_view_param(v, w->q), nq, D, 3 * HK, 1);
+    } else {
+        linears_backward(v, v->scratch->d_ln, d_qkv, ln, qkv, 3, nq, D, HK, 1);
     }
+    v->test->joined_qkv_backward_calls += joined;
     t5_norm_backward(v, dx, t5_view_grad(v, w->ln), v->scratch->d_ln, x_in, t5_view_param(v, w->ln), rstd, nq, next);
 }
 

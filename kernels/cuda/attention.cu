@@ -405,13 +405,11 @@ static void attention_check_dropout(DropoutArgs drop) {
 }
 
 // Head (b,h) of a row-major (B,rows,H*dk) tensor; of a (B,H,Tq,Tk) one.
-static GemmHeads heads_in_rows(const void *p, int rows, int H, int dk) {
-    return GemmHeads{p, H * dk, (long long)rows * H * dk, (long long)dk};
-}
-// the same with rows ld elements apart (a gradient interleaved with others: backend.h)
+// rows ld elements apart: H*dk, or more for a gradient interleaved with others (backend.h)
 static GemmHeads heads_in_rows_ld(const void *p, int rows, int ld, int dk) {
     return GemmHeads{p, ld, (long long)rows * ld, (long long)dk};
 }
+static GemmHeads heads_in_rows(const void *p, int rows, int H, int dk) { return heads_in_rows_ld(p, rows, H * dk, dk); }
 static GemmHeads heads_of_scores(const void *p, int H, int Tq, int Tk) {
     return GemmHeads{p, Tk, (long long)H * Tq * Tk, (long long)Tq * Tk};
 }

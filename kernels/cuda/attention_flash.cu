@@ -35,6 +35,7 @@
 
 #include "../dropout_rng.h"
 #include "attention_flash.cuh"
+#include "attention_tile_dropout.cuh"
 #include "common.cuh"
 #include "mma_tile.cuh"
 
@@ -152,19 +153,14 @@ __global__ void __launch_bounds__(THREADS, 2)
             s[t][2 * r] = P[0], s[t][2 * r + 1] = P[1];
         }
     }
-    if (quads) {
-        // thread qd hashes row (qd & 1)'s group of keys 8t + 4 (qd >> 1) ..; its partner qd ^ 1
-        // the other row's; the 64-bit draws cross as two 32-bit shuffles
-        const int mine = qd & 1, iw = i0 + warp * 16 + g;
-        const uint64_t row0 = (((size_t)b * a.H + h) * Tq + iw) * Tk, rowm = row0 + (size_t)mine * 8 * Tk;
-        const unsigned l = 2u * (unsigned)mine;  // lane of this thread's first key within the group
+    if (quads) {  // one hash for both rows' groups of 4 keys (attention_tile_dropout.cuh)
+        const int iw = i0 + warp * 16 + g;
+        const uint64_t row0 = (((size_t)b * a.H + h) * Tq + iw) * Tk;
+        const unsigned l = 2u * (unsigned)(qd & 1);  // lane of this thread's first key within the group
 #pragma unroll
         for (int t = 0; t < NT; t++) {
-            const uint64_t bm = dropout_rng_bits(a.key, (rowm + 8 * t + 4 * (qd >> 1)) >> 2);
-            const unsigned lo = __shfl_xor_sync(0xffffffffu, (unsigned)bm, 1);
-            const unsigned hi = __shfl_xor_sync(0xffffffffu, (unsigned)(bm >> 32), 1);
-            const uint64_t bo = ((uint64_t)hi << 32) | lo;
-            const uint64_t b0 = mine ? bo : bm, b1 = mine ? bm : bo;  // rows g, g + 8
+            uint64_t b0, b1;  // rows g, g + 8
+            tile_group_draws(a.key, row0, (uint64_t)8 * Tk, t, qd, &b0, &b1);
             s[t][0] = dropout_rng_lane(b0, l) >= a.p ? round_to<T>(s[t][0] * a.scale) : 0.0f;
             s[t][1] = dropout_rng_lane(b0, l + 1) >= a.p ? round_to<T>(s[t][1] * a.scale) : 0.0f;
             s[t][2] = dropout_rng_lane(b1, l) >= a.p ? round_to<T>(s[t][2] * a.scale) : 0.0f;
@@ -181,13 +177,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     for (int kk = 0; kk < NT / 2; kk++) {
         const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
                                 pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-        for (int dp = 0; dp < DK / 16; dp++) {
-            uint32_t vb[4];
-            ldsm_x4<true>(vb, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + dp * 16 + (lane >> 4) * 8);
-            mma16816<T>(o[2 * dp], pa, vb[0], vb[1]);
-            mma16816<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
-        }
+        warp_kstep_ab<T, DK / 8>(o, pa, sV + kk * 16 * LDS, LDS, lane);
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {

@@ -35,6 +35,7 @@
 
 #include "../dropout_rng.h"
 #include "attention_flash.cuh"
+#include "attention_tile_dropout.cuh"
 #include "common.cuh"
 #include "mma_tile.cuh"
 
@@ -60,8 +61,8 @@ struct Args {
 
 // keep[r] bit 2t + e: the element (row g + 8r, key 8t + 2qd + e) survives dropout (all ones
 // without dropout). row0: the flat (b,h,i,j) index of the thread's row g at key 0. The draws
-// are attention_flash.cu's: with Tk % 4 == 0 the 4 keys of a group sit on threads qd, qd ^ 1,
-// each hashes one row's group and the two swap; else one hash a pair of keys.
+// are the forward's: with Tk % 4 == 0 one hash for both rows' groups of 4 keys
+// (attention_tile_dropout.cuh), else one hash a pair of keys.
 template <int NT>
 __device__ __forceinline__ void keep_bits(unsigned (&keep)[2], const Args &a, uint64_t row0, int qd) {
     keep[0] = keep[1] = ~0u;
@@ -69,16 +70,11 @@ __device__ __forceinline__ void keep_bits(unsigned (&keep)[2], const Args &a, ui
     keep[0] = keep[1] = 0u;
     const uint64_t row8 = (uint64_t)8 * a.Tk;  // row g + 8
     if (a.Tk % 4 == 0) {
-        const int mine = qd & 1;
-        const uint64_t rowm = row0 + (uint64_t)mine * row8;
-        const unsigned l = 2u * (unsigned)mine;  // lane of this thread's first key within the group
+        const unsigned l = 2u * (unsigned)(qd & 1);  // lane of this thread's first key within the group
 #pragma unroll
         for (int t = 0; t < NT; t++) {
-            const uint64_t bm = dropout_rng_bits(a.key, (rowm + 8 * t + 4 * (qd >> 1)) >> 2);
-            const unsigned lo = __shfl_xor_sync(0xffffffffu, (unsigned)bm, 1);
-            const unsigned hi = __shfl_xor_sync(0xffffffffu, (unsigned)(bm >> 32), 1);
-            const uint64_t bo = ((uint64_t)hi << 32) | lo;
-            const uint64_t b0 = mine ? bo : bm, b1 = mine ? bm : bo;  // rows g, g + 8
+            uint64_t b0, b1;  // rows g, g + 8
+            tile_group_draws(a.key, row0, row8, t, qd, &b0, &b1);
             keep[0] |= (unsigned)(dropout_rng_lane(b0, l) >= a.p) << (2 * t);
             keep[0] |= (unsigned)(dropout_rng_lane(b0, l + 1) >= a.p) << (2 * t + 1);
             keep[1] |= (unsigned)(dropout_rng_lane(b1, l) >= a.p) << (2 * t);
@@ -130,13 +126,7 @@ __device__ __forceinline__ void key_product(float (&acc)[DK / 8][4], const T *sM
     for (int kk = 0; kk < qt; kk++) {
         uint32_t ma[4];
         ldsm_x4<true>(ma, sM + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDP + kw + ((lane >> 3) & 1) * 8);
-#pragma unroll
-        for (int dp = 0; dp < DK / 16; dp++) {
-            uint32_t bb[4];
-            ldsm_x4<true>(bb, sB + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + dp * 16 + (lane >> 4) * 8);
-            mma16816<T>(acc[2 * dp], ma, bb[0], bb[1]);
-            mma16816<T>(acc[2 * dp + 1], ma, bb[2], bb[3]);
-        }
+        warp_kstep_ab<T, DK / 8>(acc, ma, sB + kk * 16 * LDS, LDS, lane);
     }
 }
 
@@ -222,13 +212,7 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
         for (int kk = 0; kk < NT / 2; kk++) {
             const uint32_t pa[4] = {dsp[2 * kk][0], dsp[2 * kk][1], dsp[2 * kk + 1][0], dsp[2 * kk + 1][1]};
-#pragma unroll
-            for (int dp = 0; dp < DK / 16; dp++) {
-                uint32_t kb[4];
-                ldsm_x4<true>(kb, sK + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + dp * 16 + (lane >> 4) * 8);
-                mma16816<T>(acc[2 * dp], pa, kb[0], kb[1]);
-                mma16816<T>(acc[2 * dp + 1], pa, kb[2], kb[3]);
-            }
+            warp_kstep_ab<T, DK / 8>(acc, pa, sK + kk * 16 * LDS, LDS, lane);
         }
         store_tile<T>(dq + dqoff, a.ldq, rw, Tq, acc, !a.set, g, qd);
     }

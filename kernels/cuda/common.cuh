@@ -85,20 +85,18 @@ static inline cudaStream_t t5_stream(void) { return (cudaStream_t)cuda_stream();
 
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-// Blocks for a grid-stride loop over `items` with `threads` per block: enough to cover
-// the work once, at most 16 resident-ish blocks per multiprocessor.
-static inline unsigned grid_stride_blocks(size_t items, int threads) {
-    size_t want = CEIL_DIV(items, (size_t)threads);
-    size_t cap = (size_t)cuda_sm_count() * 16;
-    if (want > cap) want = cap;
-    return (unsigned)(want > 0 ? want : 1);
-}
-
 // Blocks for one item a thread: the grid-stride loop then runs once (at most 2^31 - 1 blocks).
 static inline unsigned one_pass_blocks(size_t items, int threads) {
     size_t want = CEIL_DIV(items, (size_t)threads);
     if (want > 0x7fffffffu) want = 0x7fffffffu;
     return (unsigned)(want > 0 ? want : 1);
+}
+
+// Blocks for a grid-stride loop over `items` with `threads` per block: enough to cover
+// the work once, at most 16 resident-ish blocks per multiprocessor.
+static inline unsigned grid_stride_blocks(size_t items, int threads) {
+    const unsigned want = one_pass_blocks(items, threads), cap = (unsigned)cuda_sm_count() * 16;
+    return want < cap ? want : cap;
 }
 
 // ---- dtypes ------------------------------------------------------------------------------

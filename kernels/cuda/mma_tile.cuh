@@ -88,6 +88,20 @@ __device__ __forceinline__ void warp_rows_abt(float (&s)[NT][4], const T *a, con
         }
 }
 
+// acc (16, 8*N8) += A B for one k-step: A (16 x 16) as four pairs in registers (a softmax's P,
+// the backward's dS, or a Pd^T / dS^T tile), B the 16 rows at b (k = rows, row stride ld, N8*8
+// columns) by ldmatrix.trans: the attention's O = Pd V, dQ = dS K, dV = Pd^T dO, dK = dS^T Q.
+template <typename T, int N8>
+__device__ __forceinline__ void warp_kstep_ab(float (&acc)[N8][4], const uint32_t (&a)[4], const T *b, int ld, int lane) {
+#pragma unroll
+    for (int dp = 0; dp < N8 / 2; dp++) {
+        uint32_t bf[4];
+        ldsm_x4<true>(bf, b + ((lane & 7) + ((lane >> 3) & 1) * 8) * ld + dp * 16 + (lane >> 4) * 8);
+        mma16816<T>(acc[2 * dp], a, bf[0], bf[1]);
+        mma16816<T>(acc[2 * dp + 1], a, bf[2], bf[3]);
+    }
+}
+
 // rows [0, nrows) of COLS elements (row stride ld elements in global memory) into shared rows
 // of LDS elements, rows [nrows, cap) zero: 16-byte cp.async copies (zero-filled where the row
 // is past the end) by the block's NTHREADS threads, all in flight at once; the caller commits
