@@ -24,7 +24,7 @@ typedef enum {
     T5_ENV_TEST_HOST_AVAILABLE,      // bytes of host memory the plan assumes free (zero/planner.c)
     T5_ENV_TEST_NVME_FREE,           // bytes free on the NVMe path the plan assumes (zero/planner.c)
     T5_ENV_OFFLOAD_CHUNK,      // elements per offload transfer (zero/offload.c)
-    T5_ENV_SYNC_UPDATE,        // 1: the offloaded update never overlaps the next forward (zero/update_async.c)
+    T5_ENV_SYNC_UPDATE,        // 1: the update never overlaps the next forward (zero/update_async.c)
     T5_ENV_OFFLOAD_THREADS,    // N: the offloaded update's OpenMP team (zero/update_async.c; a measurement knob)
     T5_ENV_DUMP_GRAD_NORMS,    // FILE: rank 0 appends each tensor's pre-clip gradient norm (zero/zero.c)
     T5_ENV_STEP_TIMES,         // 1: rank 0 prints where each step's time went (zero/zero.c)

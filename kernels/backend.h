@@ -133,6 +133,18 @@ typedef struct Backend {
     void (*to_host_async)(void *host_dst, const void *src, size_t bytes, int slot);
     void (*to_device_async)(void *dst, const void *host_src, size_t bytes, int slot);
     void (*copy_wait)(int slot);
+    // A second queue for work that overlaps the ops queued after it (the optimizer's update
+    // under the next forward, zero/update_async.c). side_begin: the ops that follow run on a
+    // side stream, after every op queued so far, until side_end. side_mark(k) (k >= 0, any
+    // number of points): point k of the side stream, reached when what was queued on it before
+    // the mark has finished. wait_mark(k): the ops queued after it wait for point k; the host
+    // does not wait. synchronize waits for the main stream only: wait_mark the side's last
+    // point first. The CPU runs every op at once, in order: its four do nothing. NULL (the op
+    // profiler, which times ops one at a time): no side stream, the caller runs in order.
+    void (*side_begin)(void);
+    void (*side_end)(void);
+    void (*side_mark)(int k);
+    void (*wait_mark)(int k);
 
     // ---- embedding: out (N,D) = table (V,D)[ids (N)] ---------------------------------
     void (*embedding_forward)(void *out, const int *ids, const void *table, int N, int D);

@@ -78,6 +78,13 @@ float optimizer_clip_coef(double grad_norm, float max_grad_norm) {
 void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *master, void *param_out,
                 const void *grads, size_t elem_size, float lr, float grad_scale) {
     opt->step++;
+    adamw_step_range(opt, be, lay, master, param_out, grads, elem_size, lr, grad_scale, opt->begin, opt->end);
+}
+
+void adamw_step_range(const AdamW *opt, const Backend *be, const ParamLayout *lay, float *master, void *param_out,
+                      const void *grads, size_t elem_size, float lr, float grad_scale, size_t from, size_t to) {
+    if (from < opt->begin) from = opt->begin;
+    if (to > opt->end) to = opt->end;
     // one adamw_update per run of adjacent tensors with the same weight decay (the flat
     // buffers hold them back to back; the update is elementwise, so runs give the same bits
     // as tensor by tensor, in fewer launches: t5-large's 509 tensors take about 250)
@@ -88,8 +95,8 @@ void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *ma
         float wd = 0.0f;
         if (i < lay->count) {
             const ParamSpec *p = &lay->specs[i];
-            lo = p->offset > opt->begin ? p->offset : opt->begin;
-            hi = p->offset + p->numel < opt->end ? p->offset + p->numel : opt->end;
+            lo = p->offset > from ? p->offset : from;
+            hi = p->offset + p->numel < to ? p->offset + p->numel : to;
             if (lo >= hi || p->frozen) continue;
             wd = p->no_decay ? 0.0f : opt->cfg.weight_decay;
             if (run_hi > run_lo && lo == run_hi && wd == run_wd) {  // extends the run

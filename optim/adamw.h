@@ -70,3 +70,9 @@ float optimizer_clip_coef(double grad_norm, float max_grad_norm);
 // master is the parameter itself (fp32 training).
 void adamw_step(AdamW *opt, const Backend *be, const ParamLayout *lay, float *master, void *param_out,
                 const void *grads, size_t elem_size, float lr, float grad_scale);
+// The update of the elements [from, to) of the flat layout (clipped to the owned range)
+// at step opt->step, which the caller has advanced: adamw_step is opt->step++ and the
+// whole range; zero/update_async.c goes unit by unit, so the next forward can start on the
+// first units while the last are still updated. Elementwise: any split gives the same bits.
+void adamw_step_range(const AdamW *opt, const Backend *be, const ParamLayout *lay, float *master, void *param_out,
+                      const void *grads, size_t elem_size, float lr, float grad_scale, size_t from, size_t to);

@@ -464,6 +464,27 @@ static int offload_runs(const char *tmp) {
                                          "(not with T5_SYNC_UPDATE=1)");
         }
     }
+    // the device update on the side stream, overlapping the next forward (stages 0-2 without
+    // offload, zero/update_async.c; the CPU backend runs a side stream's ops at once, so this
+    // checks the update unit by unit, the all-gathers moved to the next forward's units and
+    // the gradients cleared with the update): bit for bit the update in place
+    // (T5_SYNC_UPDATE=1), at stages 1 and 2 over 2 ranks
+    for (int stage = 1; ok && stage <= 2; stage++) {
+        char tag[64], ref[64], label[200], cmd[1024];
+        snprintf(tag, sizeof tag, "tied_w2_s%d_sync", stage);
+        snprintf(ref, sizeof ref, "tied_w2_s%d", stage);
+        setenv("T5_SYNC_UPDATE", "1", 1);
+        ok = train_run(tmp, "tests/fixtures/trainer_model", "", 2, stage, tag);
+        unsetenv("T5_SYNC_UPDATE");
+        if (!ok) break;
+        snprintf(label, sizeof label, "tied model, 2 ranks, stage %d: the update on the side stream", stage);
+        compare_runs_tol(tmp, tag, ref, label, 0);
+        snprintf(cmd, sizeof cmd, "grep -c 'the update overlaps the next forward (side stream)' %s/%s.log | grep -qx 2 && "
+                 "! grep -q 'overlaps the next forward' %s/%s.log", tmp, ref, tmp, tag);
+        snprintf(label, sizeof label, "stage %d: both ranks say the update overlaps the next forward on the side "
+                 "stream (not with T5_SYNC_UPDATE=1)", stage);
+        test_check(system(cmd) == 0, label);
+    }
     return ok;
 }
 

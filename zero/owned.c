@@ -6,10 +6,16 @@
 
 #include "../common/check.h"
 
+// The gradient at the owned range's first element, and its element size (fp32, or bf16/fp16).
+static const void *owned_grads(const ZeroOwned *w, size_t *e) {
+    *e = w->grads.dtype == DTYPE_F32 ? 4 : 2;
+    return (const char *)w->grads.ptr + (w->range.begin - w->grad_range.begin) * *e;
+}
+
 void zero_owned_update(const ZeroOwned *w, AdamW *opt, ZeroOffload *off, const Backend *be, const ParamLayout *lay,
                        float lr, float grad_scale, OffloadProgress progress, void *progress_ctx) {
-    size_t e = w->grads.dtype == DTYPE_F32 ? 4 : 2;  // bytes per gradient element (fp32, or bf16/fp16)
-    const void *g = (const char *)w->grads.ptr + (w->range.begin - w->grad_range.begin) * e;
+    size_t e;
+    const void *g = owned_grads(w, &e);
     if (w->master.place == OWNED_HOST || w->master.place == OWNED_NVME) {  // the CPU updates; the weights go up
         if (!off) t5_die(__FILE__, __LINE__, "zero_owned_update: a host master without offload buffers",
                          "a bug in zero_init's record: report it");
@@ -18,6 +24,16 @@ void zero_owned_update(const ZeroOwned *w, AdamW *opt, ZeroOffload *off, const B
     } else {
         adamw_step(opt, be, lay, (float *)w->master.ptr, w->params.ptr, g, e, lr, grad_scale);
     }
+}
+
+void zero_owned_update_range(const ZeroOwned *w, const AdamW *opt, const Backend *be, const ParamLayout *lay, float lr,
+                             float grad_scale, size_t from, size_t to) {
+    if (w->master.place != OWNED_DEVICE)
+        t5_die(__FILE__, __LINE__, "zero_owned_update_range: the master weights are not on the device",
+               "a bug in zero_update_side_overlaps: report it");
+    size_t e;
+    const void *g = owned_grads(w, &e);
+    adamw_step_range(opt, be, lay, (float *)w->master.ptr, w->params.ptr, g, e, lr, grad_scale, from, to);
 }
 
 // NVMe: [from, from+n) through an aligned bounce buffer, a block at a time; a write reads

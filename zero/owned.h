@@ -48,6 +48,11 @@ typedef struct {
 // range (from its first) have their new weights on the device (zero/update_async.c).
 void zero_owned_update(const ZeroOwned *w, AdamW *opt, ZeroOffload *off, const Backend *be, const ParamLayout *lay,
                        float lr, float grad_scale, OffloadProgress progress, void *progress_ctx);
+// The device update of the flat elements [from, to) of the owned range at opt->step, which
+// the caller has advanced (optim/adamw.h adamw_step_range): zero/update_async.c's unit by unit
+// update on the side stream. The master must be on the device.
+void zero_owned_update_range(const ZeroOwned *w, const AdamW *opt, const Backend *be, const ParamLayout *lay, float lr,
+                             float grad_scale, size_t from, size_t to);
 // n fp32 elements of an owned fp32 state (master, m or v) from element `from` of the range,
 // into host memory dst.
 void zero_owned_f32_to_host(const OwnedBuf *b, const Backend *be, size_t from, size_t n, float *dst);

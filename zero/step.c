@@ -35,12 +35,12 @@ static double step_mark(const ZeroState *z) {
     return clock_seconds();
 }
 
-// T5_STEP_TIMES: one line for the step; t_update < 0: the update runs on its own thread
-// (update_async.c prints its time when it is joined).
+// T5_STEP_TIMES: one line for the step; t_update < 0: the update overlaps the next forward
+// (the offloaded one's thread prints its time when it is joined, update_async.c).
 static void print_step_times(const ZeroState *z, double t_norm, double t_update) {
     printf("step %ld times (ms): forward+backward %.1f, norms %.1f, ", z->steps_seen,
            1e3 * (z->marks.backward_end - z->marks.step_begin), 1e3 * (t_norm - z->marks.backward_end));
-    if (t_update < 0) printf("update on its own thread\n");
+    if (t_update < 0) printf("update overlapping the next forward (%s)\n", z->upd.on ? "its own thread" : "the side stream");
     else printf("update %.1f\n", 1e3 * (t_update - t_norm));
     fflush(stdout);
 }
@@ -55,10 +55,11 @@ const Comm *zero_comm_single(void) {
 // Before a segment reads unit u's weights.
 static void weights_fetch(ZeroState *z, int u) {
     if (u < 0) return;
+    // the last update still in flight (offloaded on its own thread, or on the side stream):
+    // wait until its new weights of the units up to u have landed, and all-gather them at
+    // stages 1-2 (zero/update_async.c)
+    if (z->upd.running) zero_update_publish_unit(z, u);
     if (z->stage == 1 || z->stage == 2) {
-        // offloaded update on its own thread: wait until its new weights of u have landed and
-        // all-gather the units up to u (zero/update_async.c)
-        if (z->upd.on) zero_update_publish_unit(z, u);
         zero_allgather_wait_unit(z, u);  // the compute stream waits for u's all-gather, if in flight
     } else if (z->stage == 3) {
         zero_fetch_unit(&z->fetch, u);  // all-gather u (unless gathered already), prefetch the next units
@@ -225,18 +226,25 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
     float coef = optimizer_clip_coef(r.grad_norm, opt->cfg.max_grad_norm);
     r.lr = lr_schedule_at(sched, opt->step);
     double t_norm = z->debug.step_times ? step_mark(z) : 0;
+    // the profiler's backend has no side stream (it times ops one at a time): in place there
+    const int side = z->upd.side && m->be->side_begin != NULL;
     if (z->upd.on) {
         // offload at stage 1-2: on its own thread while the next forward starts; zero_update_join
         // publishes the weights and clears the gradients
         zero_update_start(z, (float)r.lr, (float)(coef / scale));
+    } else if (side) {
+        // stages 0-2: on the device's side stream while the next forward starts, which waits for
+        // each unit's new weights (and at stages 1-2 all-gathers them) when it reaches the unit;
+        // the side stream clears the gradients after the update
+        zero_update_start_side(z, (float)r.lr, (float)(coef / scale));
     } else {
         // AdamW on the owned range, wherever zero_init placed it (device, or host with offload)
         const double t_update = clock_seconds();
         zero_owned_update(w, opt, &z->off, m->be, &m->lay, (float)r.lr, (float)(coef / scale), NULL, NULL);
         z->phases.update_s += clock_seconds() - t_update;
     }
-    if (z->debug.step_times) print_step_times(z, t_norm, z->upd.on ? -1 : step_mark(z));
-    if (!z->upd.on) {
+    if (z->debug.step_times) print_step_times(z, t_norm, z->upd.on || side ? -1 : step_mark(z));
+    if (!z->upd.on && !side) {
         if (z->stage == 1 || z->stage == 2) zero_allgather_params(z);  // all-gather the updated weights, unit by unit
         if (z->stage == 3) zero_fetch_forget(&z->fetch);  // the gathered copies predate the update (re-gathers the persistent units)
         zero_clear_grads(z);

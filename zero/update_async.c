@@ -14,8 +14,17 @@
 // evaluation, checkpoints, zero_free); joining publishes every unit not yet published, in
 // layout order, so every rank issues the same collectives in the same order.
 //
-// T5_SYNC_UPDATE=1 (a test hook) runs the update on the calling thread instead, then
-// publishes as without offload: the same bits, for the CPU tests' comparison.
+// Without offload (stages 0-2, the master on the device) the same overlap needs no thread:
+// zero_update_start_side queues the update on the backend's side stream (backend.h
+// side_begin), unit by unit in layout order with a point marked after each unit
+// (optim/adamw.h adamw_step_range: the same bits as one pass), then the clearing of the
+// gradients it read. The host goes straight on to the next forward, whose kernels wait on
+// the device for unit u's point (wait_mark) only when it reaches u; at stages 1-2 the unit's
+// all-gather follows that wait. On the H200 the forward's first units thus run while the
+// update of the last ones uses the memory bandwidth and SMs they leave idle.
+//
+// T5_SYNC_UPDATE=1 (a test hook) runs either update in place instead, within the step, then
+// publishes as without overlap: the same bits, for the tests' comparison.
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +68,34 @@ int zero_update_overlaps(const ZeroState *z) {
     return !z->debug.sync_update && z->offload && (z->stage == 1 || z->stage == 2);
 }
 
+int zero_update_side_overlaps(const ZeroState *z) {
+    // stage 3 gathers (and prefetches) units from the partitions in its own order: not here
+    return !z->debug.sync_update && !z->offload && z->stage <= 2 && z->own.master.place == OWNED_DEVICE &&
+           z->m->be->side_begin != NULL;
+}
+
+void zero_update_start_side(ZeroState *z, float lr, float grad_scale) {
+    const Backend *be = z->m->be;
+    const ParamLayout *L = &z->m->lay;
+    z->opt.step++;
+    be->side_begin();
+    size_t from = 0;
+    for (int u = 0; u < L->n_units; u++) {  // units tile the layout in order (model/params.c)
+        zero_owned_update_range(&z->own, &z->opt, be, L, lr, grad_scale, from, L->units[u].hi);
+        be->side_mark(u);
+        z->upd.unit_stale[u] = 1;
+        from = L->units[u].hi;
+    }
+    if (from != L->total)
+        t5_die(__FILE__, __LINE__, "zero_update_start_side: the units end before the layout does",
+               "a bug in model/params.c build_units: report it");
+    zero_clear_grads(z);  // on the side stream too: after the update has read them
+    be->side_mark(L->n_units);
+    be->side_end();
+    z->upd.running = 1;
+    z->upd.on_side = 1;
+}
+
 void zero_update_start(ZeroState *z, float lr, float grad_scale) {
     z->upd.lr = lr;
     z->upd.scale = grad_scale;
@@ -72,19 +109,24 @@ void zero_update_start(ZeroState *z, float lr, float grad_scale) {
 }
 
 // Units first .. unit (layout order) whose new weights are not yet published: wait for each
-// one's piece to land, then all-gather it (several ranks).
+// one's piece to land (the side stream's update: the compute stream waits for its point),
+// then all-gather it (stages 1-2, several ranks).
 static void publish_through(ZeroState *z, int unit) {
     for (int u = 0; u <= unit; u++) {
         if (!z->upd.unit_stale[u]) continue;
-        size_t need = unit_owned_end(z, u);
-        double t0 = clock_seconds();
-        pthread_mutex_lock(&z->upd.mu);
-        while (z->upd.done < need) pthread_cond_wait(&z->upd.cv, &z->upd.mu);
-        pthread_mutex_unlock(&z->upd.mu);
-        double waited = clock_seconds() - t0;
-        z->upd.waited += waited;
-        z->phases.fwd_wait_s += waited;
-        zero_allgather_unit(z, u);
+        if (z->upd.on_side) {
+            z->m->be->wait_mark(u);
+        } else {
+            size_t need = unit_owned_end(z, u);
+            double t0 = clock_seconds();
+            pthread_mutex_lock(&z->upd.mu);
+            while (z->upd.done < need) pthread_cond_wait(&z->upd.cv, &z->upd.mu);
+            pthread_mutex_unlock(&z->upd.mu);
+            double waited = clock_seconds() - t0;
+            z->upd.waited += waited;
+            z->phases.fwd_wait_s += waited;
+        }
+        if (z->stage == 1 || z->stage == 2) zero_allgather_unit(z, u);
         z->upd.unit_stale[u] = 0;
     }
 }
@@ -95,6 +137,12 @@ void zero_update_publish_unit(ZeroState *z, int unit) {
 
 void zero_update_join(ZeroState *z) {
     if (!z->upd.running) return;
+    if (z->upd.on_side) {
+        publish_through(z, z->m->lay.n_units - 1);
+        z->m->be->wait_mark(z->m->lay.n_units);  // the gradients are cleared
+        z->upd.running = z->upd.on_side = 0;
+        return;
+    }
     double t0 = clock_seconds();
     int rc = pthread_join(z->upd.thread, NULL);
     if (rc != 0) t5_die(__FILE__, __LINE__, "cannot join the offloaded update's thread", "a bug: report it");

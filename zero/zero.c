@@ -327,6 +327,7 @@ static void zero_init_from(ZeroState *z, T5Model *m, const Comm *comm, const Zer
         z->mem.moments = be->mem_in_use() - before;
     }
     owned_build(z);
+    z->upd.side = oc && !z->upd.on && zero_update_side_overlaps(z);  // (the owned buffers placed)
 }
 
 void zero_init(ZeroState *z, T5Model *m, const Comm *comm, const ZeroOptions *o, const AdamWConfig *oc,
@@ -403,6 +404,7 @@ void zero_print_memory(const ZeroState *z) {
         printf(" (offloaded%s; + %zu B staging)", z->off.pinned ? ", pinned" : "", z->off.stage_bytes);
     if (z->grads.on_host) printf("; gradient partition in host memory %zu B (pinned)", k->host_grads);
     if (z->upd.on) printf("; the CPU update overlaps the next forward");
+    if (z->upd.side) printf("; the update overlaps the next forward (side stream)");
     printf("; device peak so far %zu B\n", z->m->be->mem_peak());
     fflush(stdout);
 }

@@ -24,6 +24,10 @@ void cpu_memory_synchronize(void);
 void cpu_memory_to_host_async(void *host_dst, const void *src, size_t bytes, int slot);   // copies at once
 void cpu_memory_to_device_async(void *dst, const void *host_src, size_t bytes, int slot);
 void cpu_memory_copy_wait(int slot);     // nothing is queued: returns at once
+void cpu_memory_side_begin(void);        // the side stream's four: ops run at once, in order;
+void cpu_memory_side_end(void);          // these only check the calls' pairing
+void cpu_memory_side_mark(int k);
+void cpu_memory_wait_mark(int k);
 void cpu_memory_set_cap(size_t bytes); // 0 only: the CPU backend has no memory cap
 void cpu_memory_set_tf32(int on);      // 0 only: the CPU backend's products are exact fp32
 size_t cpu_memory_cap(void);           // 0

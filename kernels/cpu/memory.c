@@ -77,6 +77,30 @@ void cpu_memory_to_device_async(void *dst, const void *host_src, size_t bytes, i
 
 void cpu_memory_copy_wait(int slot) { copy_slot_check(slot); }
 
+// The side stream's ops run at once like every other op; the state only checks that the
+// caller pairs side_begin / side_end and marks inside them, as the CUDA backend requires.
+static int side_open;
+
+void cpu_memory_side_begin(void) {
+    if (side_open) t5_die(__FILE__, __LINE__, "side_begin: the side stream is open already", "a bug in the caller: report it");
+    side_open = 1;
+}
+
+void cpu_memory_side_end(void) {
+    if (!side_open) t5_die(__FILE__, __LINE__, "side_end: no side stream is open", "a bug in the caller: report it");
+    side_open = 0;
+}
+
+void cpu_memory_side_mark(int k) {
+    if (!side_open || k < 0)
+        t5_die(__FILE__, __LINE__, "side_mark: outside side_begin / side_end, or a negative point", "a bug in the caller: report it");
+}
+
+void cpu_memory_wait_mark(int k) {
+    if (side_open || k < 0)
+        t5_die(__FILE__, __LINE__, "wait_mark: inside side_begin / side_end, or a negative point", "a bug in the caller: report it");
+}
+
 void cpu_memory_set_cap(size_t bytes) {
     if (bytes) t5_fail("a memory cap (--max_gpu_memory) needs --device cuda: the CPU backend has none");
 }

@@ -150,6 +150,10 @@
         .to_host_async = cuda_to_host_async,                                                                      \
         .to_device_async = cuda_to_device_async,                                                                  \
         .copy_wait = cuda_copy_wait,                                                                              \
+        .side_begin = cuda_side_begin,                                                                            \
+        .side_end = cuda_side_end,                                                                                \
+        .side_mark = cuda_side_mark,                                                                              \
+        .wait_mark = cuda_wait_mark,                                                                              \
         .embedding_forward = SFX##_embedding_forward,                                                             \
         .embedding_backward = SFX##_embedding_backward,                                                           \
         .rmsnorm_forward = SFX##_rmsnorm_forward,                                                                 \

@@ -52,7 +52,13 @@ struct CudaContext {
     int cc;                          // compute capability (major*10 + minor; T5_TEST_COMPUTE_CAPABILITY's when set)
     int sm_count;                    // multiprocessors, for grid sizes
     int tf32;                        // 1: fp32 GEMMs on TF32 tensor cores (--tf32); 0: exact fp32
-    cudaStream_t stream;             // the one non-blocking stream every op launches on
+    cudaStream_t stream;             // the non-blocking stream every op launches on: main_stream, or
+                                     // side_stream between side_begin and side_end (side_stream.cu)
+    cudaStream_t main_stream;        // the compute stream
+    cudaStream_t side_stream;        // side_stream.cu's, made on first use
+    cudaEvent_t side_fork;           // main's point the side stream starts after
+    cudaEvent_t *side_marks;         // side_mark's points, n_side_marks of them
+    int n_side_marks;
     cublasLtHandle_t lt;             // cuBLASLt handle and its workspace (matmul.cu)
     void *lt_workspace;
     // pinned staging ring of to_device (memory.cu)

@@ -42,6 +42,10 @@ void cuda_host_free(void *p, int pinned);
 void cuda_to_host_async(void *host_dst, const void *src, size_t bytes, int slot);
 void cuda_to_device_async(void *dst, const void *host_src, size_t bytes, int slot);
 void cuda_copy_wait(int slot);
+void cuda_side_begin(void);  // side_stream.cu: backend.h's side stream
+void cuda_side_end(void);
+void cuda_side_mark(int k);
+void cuda_wait_mark(int k);
 void cuda_synchronize(void);
 
 // ---- pointwise / reductions (embedding.cu, rmsnorm.cu, position_bias.cu, ffn_act.cu,

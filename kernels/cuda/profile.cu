@@ -269,6 +269,9 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.qkv_append = w_qkv_append;
     // no graphs under the profiler: its event pairs time each op as it runs, a replay has none
     w.graph_begin = NULL, w.graph_end = NULL, w.graph_replay = NULL, w.graph_free = NULL;
+    // nor a side stream: an op overlapping others would count its time twice (the update then
+    // runs in place, after the step's backward, zero/update_async.c)
+    w.side_begin = NULL, w.side_end = NULL, w.side_mark = NULL, w.wait_mark = NULL;
     P.wrapped = w;
     return &P.wrapped;
 }
