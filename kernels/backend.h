@@ -228,6 +228,16 @@ typedef struct Backend {
     // gradient of the act output when the forward dropped it with drop.
     void (*ffn_act_backward)(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
                              Activation act, DropoutArgs drop, int set);
+    // ---- the plain ReLU FFN's activation with keep bits (training; T5 1.0's FFN) ------------
+    // relu_drop_forward: out = ffn_act_forward(a, ACT_RELU, drop) (plain), and, when bits is not
+    // NULL, the keep bits of out: bit k (least significant first) of byte j is 1 where element
+    // 8j+k holds a kept positive value (a > 0 and the dropout kept it). relu_drop_backward: da
+    // (+)= ffn_act_backward's gradient of that element from the bits alone: dropout_backward(dout)
+    // where the bit is set, 0 elsewhere (set: = instead of +=). Backward thus reads a bit an
+    // element instead of a (2 bytes in 16-bit types), and a need not be kept (model/block.c).
+    // n % 8 == 0. Bitwise ffn_act_forward / ffn_act_backward, up to the sign of a zero gradient.
+    void (*relu_drop_forward)(void *out, uint8_t *bits, const void *a, size_t n, DropoutArgs drop);
+    void (*relu_drop_backward)(void *da, const void *dout, const uint8_t *bits, size_t n, DropoutArgs drop, int set);
 
     // ---- elementwise -----------------------------------------------------------------
     void (*add)(void *out, const void *a, const void *b, size_t n);          // out = a + b

@@ -209,17 +209,21 @@ void t5_ffn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, con
     const T5Config *c = v->cfg;
     int n = B * Tq, D = c->d_model, F = c->d_ff;
     size_t nF = (size_t)n * F;
+    void *const shared_h = s->ffn_h;  // the shared (B,T,F) scratch
     SublayerScratch kept = *s;  // the norm and hidden state into the sublayer's own buffers when kept
     if (a->ln) kept.ln_out = a->ln, kept.ln_rstd = a->rstd;
     if (a->h) kept.ffn_h = a->h;
     s = &kept;
     sublayer_norm_forward(v, s, w->ln, x_in, n);
     const size_t wi[2] = {w->wi, w->wi_1};
-    void *outs[2] = {a->a, a->b};
+    // with keep bits (plain ReLU, h kept) the wi output is needed only here: the shared scratch
+    void *outs[2] = {a->bits ? shared_h : a->a, a->b};
     linears_forward(v, outs, s->ln_out, wi, c->is_gated ? 2 : 1, n, D, F);  // gated: wi_0, wi_1 in one launch
-    // the hidden state act(a) [* b] is not stored: backward regenerates it from a (and b)
-    be->ffn_act_forward(s->ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act,
-                        t5_view_dropout(v, stack, layer, sub, SITE_FFN_HIDDEN));  // act and its dropout in one pass
+    const DropoutArgs drop_h = t5_view_dropout(v, stack, layer, sub, SITE_FFN_HIDDEN);
+    if (a->bits)  // relu and its dropout in one pass, and the keep bits backward reads instead of a
+        be->relu_drop_forward(s->ffn_h, a->bits, shared_h, nF, drop_h);
+    else  // act and its dropout in one pass; unless kept, backward regenerates h from a (and b)
+        be->ffn_act_forward(s->ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
     void *y = s->proj ? s->proj : x_out;
     be->matmul_forward(y, s->ffn_h, t5_view_param(v, w->wo), n, F, D);
     residual_add(v, x_out, y, x_in, n, t5_view_dropout(v, stack, layer, sub, SITE_FFN_OUT));
@@ -331,8 +335,11 @@ void t5_ffn_sublayer_backward(const T5BlockView *v, const FfnOffsets *w, const F
     DropoutArgs drop_h = t5_view_dropout(v, stack, layer, sub, SITE_FFN_HIDDEN);
     t5_branch_grad(v, dx, nD, t5_view_dropout(v, stack, layer, sub, SITE_FFN_OUT));
     const void *h = a->h;  // wo's input: kept, or regenerated
+    // plain ReLU: the keep bits of h (kept with it, or regenerated with it) stand for a
+    const uint8_t *bits = a->bits ? a->bits : v->scratch->ffn_bits;
     if (!h) {
-        be->ffn_act_forward(s.ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
+        if (bits) be->relu_drop_forward(s.ffn_h, v->scratch->ffn_bits, a->a, nF, drop_h);
+        else be->ffn_act_forward(s.ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
         h = s.ffn_h;
     }
     be->matmul_backward(v->scratch->d_h, t5_view_grad(v, w->wo), v->scratch->d_tmp_d, h, t5_view_param(v, w->wo), n, F, D, 1);
@@ -340,8 +347,11 @@ void t5_ffn_sublayer_backward(const T5BlockView *v, const FfnOffsets *w, const F
     // wi output, from d_h through the hidden dropout's backward and the activation's (one
     // pass; one (B,T,F) buffer fewer: 67 MB at t5-large B=64)
     void *d_a = v->scratch->tmp_f;  // written whole (set: no memsets)
-    be->ffn_act_backward(d_a, c->is_gated ? v->scratch->d_b : NULL, v->scratch->d_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h,
-                         1);
+    if (bits)  // reads d_h and a bit an element: 4.1 bytes an element instead of 6 (bf16)
+        be->relu_drop_backward(d_a, v->scratch->d_h, bits, nF, drop_h, 1);
+    else
+        be->ffn_act_backward(d_a, c->is_gated ? v->scratch->d_b : NULL, v->scratch->d_h, a->a, c->is_gated ? a->b : NULL,
+                             nF, c->act, drop_h, 1);
     const void *ln = a->ln;  // the input of wi (and wi_1) and its rstd: kept, or recomputed
     const float *rstd = a->rstd;
     if (!ln) {

@@ -86,10 +86,19 @@ static void acts_layout_residual(T5Model *m, Bump *bp, size_t enc_bytes, size_t 
     for (int i = 0; i <= Ld * 3; i++) m->acts.dec_x[i] = ckpt && i % 3 ? dec_mid[i % 3 - 1] : bump_take(bp, dec_bytes);
 }
 
+// Training a plain ReLU FFN (T5 1.0) with d_ff a multiple of 8: the hidden state's keep bits
+// (backend.h relu_drop_forward) replace the wi output in backward (model/block.c).
+static int relu_bits(const T5Model *m) {
+    return !m->inference && m->cfg.act == ACT_RELU && !m->cfg.is_gated && m->cfg.d_ff % 8 == 0;
+}
+
 // The norm outputs and FFN hidden state of one block (T5Model.keep_sublayer_acts), or
 // NULLs: backward then recomputes them into the shared m->scratch.ln_out / m->scratch.tmp_f.
 static void acts_layout_kept(T5Model *m, Bump *bp, BlockActs *a, int is_dec, size_t nq, size_t D, size_t F) {
     const int keep = m->keep_sublayer_acts && !m->inference;
+    // plain ReLU: the kept h comes with its keep bits, and backward reads those instead of the
+    // wi output, which then needs no buffer of its own (acts_layout: a is the scratch tmp_f)
+    const int bits = keep && relu_bits(m);
     size_t e = m->elem;
     AttnActs *att[2] = {&a->self, is_dec ? &a->cross : NULL};
     for (int k = 0; k < 2; k++) {
@@ -100,6 +109,8 @@ static void acts_layout_kept(T5Model *m, Bump *bp, BlockActs *a, int is_dec, siz
     a->ffn.ln = keep ? bump_take(bp, nq * D * e) : NULL;
     a->ffn.rstd = keep ? bump_take(bp, nq * sizeof(float)) : NULL;
     a->ffn.h = keep ? bump_take(bp, nq * F * e) : NULL;
+    a->ffn.bits = bits ? bump_take(bp, nq * F / 8) : NULL;
+    if (bits) a->ffn.a = NULL;
 }
 
 // Whole logits up to this many bytes; past it, the head runs in chunks of a quarter of it.
@@ -220,7 +231,7 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
             a->cross.att = bump_take(&bp, (size_t)Bw * H * T * S * e);
             a->cross.ctx = bump_take(&bp, wT * HK * e);
         }
-        a->ffn.a = bump_take(&bp, nq * F * e);
+        a->ffn.a = m->keep_sublayer_acts && relu_bits(m) ? NULL : bump_take(&bp, nq * F * e);
         a->ffn.b = c->is_gated ? bump_take(&bp, nq * F * e) : NULL;
         acts_layout_kept(m, &bp, a, is_dec, nq, D, F);
     }
@@ -239,6 +250,7 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     if (inf) {  // no backward scratch
         m->scratch.d_enc_x = m->scratch.d_dec_x = m->scratch.d_enc_final = m->scratch.d_tmp_d = m->scratch.d_ln = NULL;
         m->scratch.d_ctx = m->scratch.d_q = m->scratch.d_k = m->scratch.d_v = m->scratch.d_h = m->scratch.d_b = m->scratch.d_enc_bias = m->scratch.d_dec_bias = NULL;
+        m->scratch.ffn_bits = NULL;
         return bp.used;
     }
     m->scratch.d_enc_x = bump_take(&bp, nS * D * e);
@@ -254,6 +266,7 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->scratch.d_v = (char *)m->scratch.d_k + wM * HK * e;
     m->scratch.d_h = bump_take(&bp, wM * F * e);
     m->scratch.d_b = c->is_gated ? bump_take(&bp, wM * F * e) : NULL;
+    m->scratch.ffn_bits = relu_bits(m) && !m->keep_sublayer_acts ? bump_take(&bp, wM * F / 8) : NULL;
     m->scratch.d_enc_bias = bump_take(&bp, H * S * S * e);
     m->scratch.d_dec_bias = bump_take(&bp, H * T * T * e);
     return bp.used;

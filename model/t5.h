@@ -42,12 +42,15 @@ typedef struct {
 
 // Saved activations of one feed-forward sublayer (the norm as above).
 typedef struct {
-    void *a;       // (B,T,F) wi (or wi_0) output
+    void *a;       // (B,T,F) wi (or wi_0) output, or NULL where bits are kept (it then goes to
+                   // the shared scratch: backward needs only h and the bits)
     void *b;       // (B,T,F) wi_1 output (gated only)
     void *ln;      // (B,T,D) the sublayer's norm output, or NULL (recomputed)
     float *rstd;   // (B*T) its rstd, or NULL
     void *h;       // (B,T,F) the hidden state act(a) [* b] after its dropout (wo's input), or
                    // NULL: backward regenerates it from a (and b)
+    uint8_t *bits; // (B*T*F/8) plain ReLU with h kept: h's keep bits (backend.h relu_drop_forward),
+                   // which backward reads instead of a; else NULL
 } FfnActs;
 
 typedef struct {
@@ -163,6 +166,8 @@ typedef struct {
     void *d_ctx, *d_q, *d_k, *d_v;  // (B,max(S,T),HK) each; d_q, d_k, d_v one buffer, also (rows, 3 HK)
     void *d_h, *tmp_f;              // (B,max(S,T),F); tmp_f is also d(wi output), see ffn_sublayer_backward
     void *d_b;                      // (B,max(S,T),F) d(wi_1 output); NULL unless gated
+    uint8_t *ffn_bits;              // (B*max(S,T)*F/8) plain ReLU without kept h: the keep bits of
+                                    // the h backward regenerates (block.c); else NULL
     void *d_enc_bias, *d_dec_bias;  // (H,S,S), (H,T,T)
 } T5Scratch;
 

@@ -228,9 +228,13 @@ static void check_plan_variant(Fixture *fx, T5Model *m, int ckpt, int keep) {
     size_t kept = t5_keep_bytes(&ck.cfg, DTYPE_F32, b->B, b->S, b->T, ckpt, 0);
     int arena_ok = ck.acts.arena_bytes == plain + (keep ? kept : 0) && kept > 0 && (ckpt ? ck.acts.arena_bytes < m->acts.arena_bytes : 1) &&
                    (!ckpt && keep ? ck.acts.arena_bytes > m->acts.arena_bytes : 1);
+    // a plain ReLU FFN keeps h's keep bits instead of its wi output, or regenerates both (scratch)
+    const int relu = ck.cfg.act == ACT_RELU && !ck.cfg.is_gated;
     int kept_ok = !keep || (ck.acts.enc[0].self.ln && ck.acts.enc[0].ffn.h && ck.acts.dec[0].cross.ln && ck.acts.dec[0].cross.rstd &&
-                            ck.acts.dec[ck.cfg.num_decoder_layers - 1].ffn.ln);
-    int none_ok = keep || (!ck.acts.enc[0].self.ln && !ck.acts.enc[0].ffn.h && !ck.acts.dec[0].ffn.ln);
+                            ck.acts.dec[ck.cfg.num_decoder_layers - 1].ffn.ln &&
+                            (relu ? ck.acts.enc[0].ffn.bits && !ck.acts.enc[0].ffn.a : !ck.acts.enc[0].ffn.bits));
+    int none_ok = keep || (!ck.acts.enc[0].self.ln && !ck.acts.enc[0].ffn.h && !ck.acts.dec[0].ffn.ln && !ck.acts.enc[0].ffn.bits &&
+                           (relu ? ck.scratch.ffn_bits != NULL : ck.scratch.ffn_bits == NULL));
     snprintf(what, sizeof what, "%s: %s%s%s (dropout 0.1): same loss and bitwise-equal grads, arena %.1f vs %.1f KiB",
              fx->variant, ckpt ? "gradient checkpointing" : "", ckpt && keep ? " + " : "",
              keep ? "kept sublayer norms and FFN hidden states" : "", ck.acts.arena_bytes / 1024.0, m->acts.arena_bytes / 1024.0);

@@ -42,7 +42,9 @@ static void test_backend_struct(void) {
         (const void *)be->sumsq, (const void *)be->tensor_norm, (const void *)be->tensor_norms, (const void *)be->adamw_update,
         (const void *)be->beam_topk, (const void *)be->beam_table_reorder, (const void *)be->attention_decode,
         (const void *)be->matmul_forward_batched, (const void *)be->matmul_backward_weights_batched,
-        (const void *)be->residual_rmsnorm_forward,
+        (const void *)be->residual_rmsnorm_forward, (const void *)be->relu_drop_forward,
+        (const void *)be->relu_drop_backward, (const void *)be->side_begin, (const void *)be->side_end,
+        (const void *)be->side_mark, (const void *)be->wait_mark,
     };
     int all = 1;
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) all &= fns[i] != NULL;

@@ -106,6 +106,49 @@ static void test_ffn_act(void) {
         }
 }
 
+// The plain ReLU with keep bits (relu_drop_forward / relu_drop_backward): bitwise
+// ffn_act_forward / ffn_act_backward (zeros compared by value), with and without dropout and
+// accumulating or set, the bits = (a > 0 and kept), and out in place over a.
+static void test_relu_drop(void) {
+    const size_t n = 8 * 127;
+    const DropoutArgs drops[2] = {{0.0f, 0}, {0.3f, 4321}};
+    for (int k = 0; k < 2; k++) {
+        const DropoutArgs d = drops[k];
+        float *a = rand_array(n, 3.0f), *want = zeros_array(n), *got = zeros_array(n), *R = rand_array(n, 1.0f);
+        uint8_t *bits = calloc(n / 8, 1);
+        be->ffn_act_forward(want, a, NULL, n, ACT_RELU, d);
+        be->relu_drop_forward(got, bits, a, n, d);
+        char name[160];
+        snprintf(name, sizeof name, "relu_drop_forward (dropout %g) = ffn_act_forward relu, bitwise", d.p);
+        test_check(!memcmp(got, want, n * sizeof(float)), name);
+        int bits_ok = 1, set = 0;
+        for (size_t i = 0; i < n; i++) {
+            const int kept = d.p == 0.0f || cpu_dropout_uniform(d.seed, i) >= d.p;
+            const int bit = (bits[i / 8] >> (i % 8)) & 1;
+            bits_ok &= bit == (a[i] > 0.0f && kept);
+            set += bit;
+        }
+        snprintf(name, sizeof name, "relu_drop_forward (dropout %g): bit i = a[i] > 0 and kept (%d of %zu set)", d.p,
+                 set, n);
+        test_check(bits_ok && set > 0 && (size_t)set < n, name);
+        for (int acc = 0; acc <= 1; acc++) {
+            float *p = rand_array(n, 1.0f), *da_want = copy_array(p, n), *da_got = copy_array(p, n);
+            be->ffn_act_backward(da_want, NULL, R, a, NULL, n, ACT_RELU, d, !acc);
+            be->relu_drop_backward(da_got, R, bits, n, d, !acc);
+            int same = 1;
+            for (size_t i = 0; i < n; i++) same &= da_got[i] == da_want[i];
+            snprintf(name, sizeof name, "relu_drop_backward (dropout %g, %s) = ffn_act_backward relu from the bits", d.p,
+                     acc ? "accumulating" : "set");
+            test_check(same, name);
+            free(p), free(da_want), free(da_got);
+        }
+        be->relu_drop_forward(a, NULL, a, n, d);  // in place, no bits
+        snprintf(name, sizeof name, "relu_drop_forward (dropout %g) in place, no bits, bitwise", d.p);
+        test_check(!memcmp(a, want, n * sizeof(float)), name);
+        free(a), free(want), free(got), free(R), free(bits);
+    }
+}
+
 // ---- elementwise and dropout -------------------------------------------------------------
 
 // dropout_add = dropout_forward then add (y + x), bitwise, with and without dropout, and in place.
@@ -448,6 +491,7 @@ static void test_adamw(void) {
 int main(void) {
     be = backend_cpu();
     test_ffn_act();
+    test_relu_drop();
     test_elementwise();
     test_dropout();
     test_crossentropy();

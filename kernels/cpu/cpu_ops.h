@@ -78,6 +78,8 @@ void cpu_attention_backward(void *dq, void *dkey, void *dv, void *dbias, const v
 void cpu_ffn_act_forward(void *out, const void *a, const void *b, size_t n, Activation act, DropoutArgs drop);
 void cpu_ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
                           Activation act, DropoutArgs drop, int set);
+void cpu_relu_drop_forward(void *out, uint8_t *bits, const void *a, size_t n, DropoutArgs drop);
+void cpu_relu_drop_backward(void *da, const void *dout, const uint8_t *bits, size_t n, DropoutArgs drop, int set);
 
 // elementwise.c
 void cpu_elementwise_add(void *out, const void *a, const void *b, size_t n);

@@ -94,3 +94,41 @@ void cpu_ffn_act_backward(void *da_, void *db_, const void *dout_, const void *a
     }
     free(dropped);
 }
+
+// The ReLU FFN's keep bits (backend.h relu_drop_forward / relu_drop_backward): the two ops
+// above, with the mask of ReLU and dropout kept as bits in between.
+static void relu_bits_check(size_t n, const char *op) {
+    if (n % 8) t5_fail("%s: %zu elements; the keep bits need a multiple of 8 (model/block.c asks only then)", op, n);
+}
+
+void cpu_relu_drop_forward(void *out_, uint8_t *bits, const void *a_, size_t n, DropoutArgs drop) {
+    relu_bits_check(n, "relu_drop_forward");
+    const float *a = a_;
+    float *out = out_;
+    if (bits) {  // before out: out may alias a
+#pragma omp parallel for schedule(static)
+        for (size_t j = 0; j < n / 8; j++) {
+            unsigned byte = 0;
+            for (unsigned k = 0; k < 8; k++) {
+                const size_t i = 8 * j + k;
+                const int kept = drop.p == 0.0f || cpu_dropout_uniform(drop.seed, i) >= drop.p;
+                byte |= (unsigned)(a[i] > 0.0f && kept) << k;
+            }
+            bits[j] = (uint8_t)byte;
+        }
+    }
+    cpu_ffn_act_forward(out, a, NULL, n, ACT_RELU, drop);
+}
+
+void cpu_relu_drop_backward(void *da_, const void *dout_, const uint8_t *bits, size_t n, DropoutArgs drop, int set) {
+    relu_bits_check(n, "relu_drop_backward");
+    float *da = da_;
+    const float *dout = dout_;
+    const float scale = drop.p == 0.0f ? 1.0f : cpu_dropout_scale(drop.p);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        // dropout_backward into zeros (dout * scale; dout itself at p = 0), then relu's 1 or 0
+        const float g = (bits[i / 8] >> (i % 8)) & 1u ? (drop.p == 0.0f ? dout[i] : dout[i] * scale) : 0.0f;
+        da[i] = (set ? 0.0f : da[i]) + g;
+    }
+}

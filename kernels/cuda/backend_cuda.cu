@@ -82,6 +82,13 @@
                                        size_t n, Activation act, DropoutArgs drop, int set) {                     \
         cuda_ffn_act_backward(DT, da, db, dout, a, b, n, act, drop, set);                                         \
     }                                                                                                             \
+    static void SFX##_relu_drop_forward(void *out, uint8_t *bits, const void *a, size_t n, DropoutArgs drop) {    \
+        cuda_relu_drop_forward(DT, out, bits, a, n, drop);                                                        \
+    }                                                                                                             \
+    static void SFX##_relu_drop_backward(void *da, const void *dout, const uint8_t *bits, size_t n,               \
+                                         DropoutArgs drop, int set) {                                             \
+        cuda_relu_drop_backward(DT, da, dout, bits, n, drop, set);                                                \
+    }                                                                                                             \
     static void SFX##_add(void *out, const void *a, const void *b, size_t n) { cuda_add(DT, out, a, b, n); }     \
     static void SFX##_axpy(void *y, const void *x, float alpha, size_t n) { cuda_axpy(DT, y, x, alpha, n); }     \
     static void SFX##_scale(void *out, const void *inp, float alpha, size_t n) {                                  \
@@ -170,6 +177,8 @@
         .attention_backward = SFX##_attention_backward,                                                           \
         .ffn_act_forward = SFX##_ffn_act_forward,                                                                 \
         .ffn_act_backward = SFX##_ffn_act_backward,                                                               \
+        .relu_drop_forward = SFX##_relu_drop_forward,                                                             \
+        .relu_drop_backward = SFX##_relu_drop_backward,                                                           \
         .add = SFX##_add,                                                                                         \
         .axpy = SFX##_axpy,                                                                                       \
         .scale = SFX##_scale,                                                                                     \

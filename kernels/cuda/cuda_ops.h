@@ -70,6 +70,9 @@ void cuda_ffn_act_forward(Dtype dt, void *out, const void *a, const void *b, siz
                           DropoutArgs drop);
 void cuda_ffn_act_backward(Dtype dt, void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
                            Activation act, DropoutArgs drop, int set);
+void cuda_relu_drop_forward(Dtype dt, void *out, uint8_t *bits, const void *a, size_t n, DropoutArgs drop);
+void cuda_relu_drop_backward(Dtype dt, void *da, const void *dout, const uint8_t *bits, size_t n,
+                             DropoutArgs drop, int set);
 void cuda_add(Dtype dt, void *out, const void *a, const void *b, size_t n);
 void cuda_axpy(Dtype dt, void *y, const void *x, float alpha, size_t n);
 void cuda_scale(Dtype dt, void *out, const void *inp, float alpha, size_t n);

@@ -11,6 +11,7 @@
 // Dropout rides along (p > 0): forward drops the rounded result with dropout_forward's mask
 // and scale, backward takes dout through dropout_backward's arithmetic first (as if into a
 // zeroed buffer, rounded to T): bitwise the separate ops, one pass over memory fewer each.
+// The plain ReLU also has a form with keep bits (relu_drop_forward / relu_drop_backward, below).
 #include "common.cuh"
 #include "point_drop.cuh"
 
@@ -160,6 +161,117 @@ static void ffn_act_backward(void *da, void *db, const void *dout, const void *a
     case ACT_GELU_NEW: ffn_act_backward_t<T, ACT_GELU_NEW>(da, db, dout, a, b, n, drop, set); break;
     case ACT_SILU: ffn_act_backward_t<T, ACT_SILU>(da, db, dout, a, b, n, drop, set); break;
     }
+}
+
+// ---- the ReLU FFN's keep bits (backend.h relu_drop_forward / relu_drop_backward) ----------
+// One thread item is one byte of bits: elements 8j .. 8j+7 (one 16-byte pack in bf16/fp16,
+// two in fp32; VEC: every pointer 16-byte aligned, else element by element). The stored
+// values are ActForward's (relu, then dropout_forward of the rounded result) and the
+// gradient ActBackward's (dropout_backward into a zeroed T buffer, times relu's 1), so both
+// are bitwise the ops without bits, up to the sign of a zero gradient.
+template <typename T, bool VEC> __device__ __forceinline__ void load8(float (&f)[8], const T *p) {
+    if constexpr (VEC) {
+        load_vec<T, 8>(f, p);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) f[k] = to_float(p[k]);
+    }
+}
+
+template <typename T, bool VEC> __device__ __forceinline__ void store8(T *p, const float (&f)[8]) {
+    if constexpr (VEC) {
+        store_vec<T, 8>(p, f);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) p[k] = from_float<T>(f[k]);
+    }
+}
+
+template <typename T, bool VEC> struct ReluDropForward {
+    T *out;
+    uint8_t *bits;  // NULL: not written
+    const T *a;
+    PointDrop drop;
+    template <int V> __device__ void apply(size_t j) const {  // V == 1: byte j
+        const size_t i = 8 * j;
+        float x[8], y[8];
+        bool kp[8];
+        load8<T, VEC>(x, a + i);
+        if (drop.p > 0.0f) {
+            drop.keep_pack<8>(i, kp);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) kp[k] = true;
+        }
+        unsigned byte = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            y[k] = act_value<ACT_RELU>(x[k]);
+            if (drop.p > 0.0f) y[k] = drop.value_kept<T>(round_to<T>(y[k]), kp[k]);
+            byte |= (unsigned)(x[k] > 0.0f && kp[k]) << k;
+        }
+        store8<T, VEC>(out + i, y);
+        if (bits) bits[j] = (uint8_t)byte;
+    }
+};
+
+template <typename T, bool VEC> struct ReluDropBackward {
+    T *da;
+    const T *dout;
+    const uint8_t *bits;
+    PointDrop drop;
+    int set;  // 1: da = ..., its old contents not read
+    template <int V> __device__ void apply(size_t j) const {  // V == 1: byte j
+        const size_t i = 8 * j;
+        float g[8], dx[8];
+        load8<T, VEC>(g, dout + i);
+        if (set) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) dx[k] = 0.0f;
+        } else {
+            load8<T, VEC>(dx, da + i);
+        }
+        const unsigned byte = bits[j];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float v = 0.0f;
+            if ((byte >> k) & 1u) v = drop.p > 0.0f ? round_to<T>(__fadd_rn(0.0f, __fmul_rn(g[k], drop.scale))) : g[k];
+            dx[k] += v;
+        }
+        store8<T, VEC>(da + i, dx);
+    }
+};
+
+static void relu_bits_check(size_t n, const char *op) {
+    if (n % 8) t5_fail("%s: %zu elements; the keep bits need a multiple of 8 (model/block.c asks only then)", op, n);
+}
+
+template <typename T> static void relu_drop_forward(void *out, uint8_t *bits, const void *a, size_t n, DropoutArgs drop) {
+    relu_bits_check(n, "relu_drop_forward");
+    const PointDrop pd = point_drop(drop);
+    if (aligned16(out) && aligned16(a))
+        launch_pointwise<T, 1>(ReluDropForward<T, true>{(T *)out, bits, (const T *)a, pd}, n / 8, false);
+    else
+        launch_pointwise<T, 1>(ReluDropForward<T, false>{(T *)out, bits, (const T *)a, pd}, n / 8, false);
+}
+
+template <typename T>
+static void relu_drop_backward(void *da, const void *dout, const uint8_t *bits, size_t n, DropoutArgs drop, int set) {
+    relu_bits_check(n, "relu_drop_backward");
+    const PointDrop pd = point_drop(drop);
+    if (aligned16(da) && aligned16(dout))
+        launch_pointwise<T, 1>(ReluDropBackward<T, true>{(T *)da, (const T *)dout, bits, pd, set}, n / 8, false);
+    else
+        launch_pointwise<T, 1>(ReluDropBackward<T, false>{(T *)da, (const T *)dout, bits, pd, set}, n / 8, false);
+}
+
+extern "C" void cuda_relu_drop_forward(Dtype dt, void *out, uint8_t *bits, const void *a, size_t n, DropoutArgs drop) {
+    DISPATCH_DTYPE(dt, relu_drop_forward, out, bits, a, n, drop);
+}
+
+extern "C" void cuda_relu_drop_backward(Dtype dt, void *da, const void *dout, const uint8_t *bits, size_t n,
+                                        DropoutArgs drop, int set) {
+    DISPATCH_DTYPE(dt, relu_drop_backward, da, dout, bits, n, drop, set);
 }
 
 extern "C" void cuda_ffn_act_forward(Dtype dt, void *out, const void *a, const void *b, size_t n, Activation act,

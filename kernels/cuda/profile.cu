@@ -171,6 +171,14 @@ static void w_ffn_act_forward(void *out, const void *a, const void *b, size_t n,
     PROF(PC_ELEMENTWISE, P.real->ffn_act_forward(out, a, b, n, act, drop), "ffn_act_forward n=%zu%s", n,
          drop.p > 0 ? " +dropout" : "");
 }
+static void w_relu_drop_forward(void *out, uint8_t *bits, const void *a, size_t n, DropoutArgs drop) {
+    PROF(PC_ELEMENTWISE, P.real->relu_drop_forward(out, bits, a, n, drop), "relu_drop_forward n=%zu%s%s", n,
+         bits ? " +bits" : "", drop.p > 0.0f ? " +dropout" : "");
+}
+static void w_relu_drop_backward(void *da, const void *dout, const uint8_t *bits, size_t n, DropoutArgs drop, int set) {
+    PROF(PC_ELEMENTWISE, P.real->relu_drop_backward(da, dout, bits, n, drop, set), "relu_drop_backward n=%zu%s", n,
+         drop.p > 0.0f ? " +dropout" : "");
+}
 static void w_ffn_act_backward(void *da, void *db, const void *dout, const void *a, const void *b, size_t n,
                                Activation act, DropoutArgs drop, int set) {
     PROF(PC_ELEMENTWISE, P.real->ffn_act_backward(da, db, dout, a, b, n, act, drop, set), "ffn_act_backward n=%zu%s", n,
@@ -258,6 +266,7 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.position_bias_forward = w_position_bias_forward, w.position_bias_backward = w_position_bias_backward;
     w.attention_forward = w_attention_forward, w.attention_backward = w_attention_backward;
     w.ffn_act_forward = w_ffn_act_forward, w.ffn_act_backward = w_ffn_act_backward;
+    w.relu_drop_forward = w_relu_drop_forward, w.relu_drop_backward = w_relu_drop_backward;
     w.add = w_add, w.axpy = w_axpy, w.scale = w_scale;
     w.dropout_forward = w_dropout_forward, w.dropout_backward = w_dropout_backward, w.clamp_fp16_overflow = w_clamp;
     w.dropout_add = w_dropout_add;

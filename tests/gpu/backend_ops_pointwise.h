@@ -249,6 +249,56 @@ static void ffn_act_fused_case(const Backend *S, Dtype dt, Activation act, void 
     FREE_SUB(S, f_out, s_out, tmp, f_da, s_da, f_db, s_db);
 }
 
+// The plain ReLU with keep bits (relu_drop_forward / relu_drop_backward) on the subject: the
+// bytes of ffn_act_forward / ffn_act_backward relu on it (with and without dropout,
+// accumulating and set, aligned and misaligned), and the bits equal the oracle's exactly.
+static void case_relu_drop(const OpsPair *P) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    static const size_t sizes[] = {8, 336, 4104, 65544};
+    const DropoutArgs drops[2] = {{0.0f, 0}, {0.1f, 0xb17ULL}};
+    const size_t es = dt_size(dt);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int misalign = 0; misalign <= (sizes[s] == 336); misalign++)
+            for (int k = 0; k < 2; k++) {
+                const size_t n = sizes[s], off = misalign ? 1 : 0, nb = n / 8;
+                const DropoutArgs d = drops[k];
+                float *a = rand_dt(dt, n, 3.0f), *dout = rand_dt(dt, n, 1.0f), *da = rand_dt(dt, n, 1.0f);
+                uint8_t *bits_ref = malloc(nb), *bits = malloc(nb);
+                float *out_ref = alloc_f(n);
+                R->relu_drop_forward(out_ref, bits_ref, a, n, d);
+                char *ba = S->alloc((n + 1) * es), *bout = S->alloc((n + 1) * es), *bout2 = S->alloc((n + 1) * es);
+                char *bdout = S->alloc((n + 1) * es), *bda = S->alloc((n + 1) * es), *bda2 = S->alloc((n + 1) * es);
+                uint8_t *d_bits = S->alloc(nb);
+                void *d_a = ba + off * es, *d_out = bout + off * es, *d_out2 = bout2 + off * es;
+                void *d_dout = bdout + off * es, *d_da = bda + off * es, *d_da2 = bda2 + off * es;
+                upload(S, dt, d_a, a, n);
+                upload(S, dt, d_dout, dout, n);
+                char name[200];
+                const char *tag = misalign ? " misaligned" : "";
+                S->relu_drop_forward(d_out, d_bits, d_a, n, d);
+                S->ffn_act_forward(d_out2, d_a, NULL, n, ACT_RELU, d);
+                snprintf(name, sizeof name, "relu_drop_forward  %s n=%zu dropout %g%s = ffn_act_forward relu", dt_name(dt), n,
+                         d.p, tag);
+                check_same_bytes(S, name, d_out, d_out2, n * es);
+                S->to_host(bits, d_bits, nb);
+                snprintf(name, sizeof name, "relu_drop_forward  %s n=%zu dropout %g%s: the bits equal the oracle's",
+                         dt_name(dt), n, d.p, tag);
+                test_check(!memcmp(bits, bits_ref, nb), name);
+                for (int set = 0; set <= 1; set++) {
+                    upload(S, dt, d_da, da, n);
+                    upload(S, dt, d_da2, da, n);
+                    S->relu_drop_backward(d_da, d_dout, d_bits, n, d, set);
+                    S->ffn_act_backward(d_da2, NULL, d_dout, d_a, NULL, n, ACT_RELU, d, set);
+                    snprintf(name, sizeof name, "relu_drop_backward %s n=%zu dropout %g%s%s = ffn_act_backward relu",
+                             dt_name(dt), n, d.p, tag, set ? " set" : "");
+                    check_same_bytes(S, name, d_da, d_da2, n * es);
+                }
+                FREE_SUB(S, ba, bout, bout2, bdout, bda, bda2, d_bits);
+                free(a), free(dout), free(da), free(bits_ref), free(bits), free(out_ref);
+            }
+}
+
 // dropout_add on the subject = its dropout_forward then add, bitwise; and the oracle's
 // within the dtype's rounding.
 static void case_dropout_add(const OpsPair *P) {

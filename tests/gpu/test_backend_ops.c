@@ -34,6 +34,7 @@ static const OpCase OP_CASES[] = {
     {"rmsnorm_forward/backward", GROUP_POINTWISE, case_rmsnorm},
     {"position_bias_forward/backward", GROUP_POINTWISE, case_position_bias},
     {"ffn_act_forward/backward", GROUP_POINTWISE, case_ffn_act},
+    {"relu_drop_forward/backward", GROUP_POINTWISE, case_relu_drop},
     {"dropout_add", GROUP_POINTWISE, case_dropout_add},
     {"dropout_add_guard", GROUP_POINTWISE, case_dropout_add_guard},
     {"add, axpy, scale, dropout_forward/backward", GROUP_POINTWISE, case_elementwise},
