@@ -389,19 +389,24 @@ void t5_forward_begin(T5Model *m, const T5Batch *batch, long *n_tokens) {
     if (n_tokens) *n_tokens = count;
 }
 
-// The head and its loss, in chunks of m->acts.head_rows rows; returns the loss sum.
+// The head and its loss, in chunks of m->acts.head_rows rows; returns the loss sum. With
+// m->head_grad_in_forward and the logits in one chunk, the same pass also writes their
+// gradient over them (head_backward then starts from it).
 static double head_forward(T5Model *m, float label_smoothing) {
     const Backend *be = m->be;
     const T5Config *c = &m->cfg;
     const ParamLayout *L = &m->lay;
     int D = c->d_model, V = c->vocab_size;
     size_t nT = (size_t)m->B * m->T;
+    const int grad = m->head_grad_in_forward && m->acts.head_rows >= nT;
     double loss = 0.0;
     for (size_t r0 = 0; r0 < nT; r0 += m->acts.head_rows) {
         int n = (int)(nT - r0 < m->acts.head_rows ? nT - r0 : m->acts.head_rows);
         be->matmul_forward(m->acts.logits, (char *)m->acts.dec_final + r0 * D * m->elem, t5_param(m, L->lm_head), n, D, V);
-        loss += be->crossentropy_forward_backward(NULL, m->acts.logits, m->acts.labels + r0, n, V, label_smoothing, 0.0f);
+        loss += be->crossentropy_forward_backward(grad ? m->acts.logits : NULL, m->acts.logits, m->acts.labels + r0, n, V,
+                                                  label_smoothing, grad ? m->head_dloss : 0.0f);
     }
+    m->head_grad_ready = grad;
     return loss;
 }
 
@@ -476,11 +481,17 @@ static void head_backward(T5Model *m, float label_smoothing, float dloss) {
     const ParamLayout *L = &m->lay;
     int D = c->d_model, V = c->vocab_size;
     size_t nT = (size_t)m->B * m->T, e = m->elem;
+    const int ready = m->head_grad_ready;  // the forward wrote dlogits already (head_forward)
+    m->head_grad_ready = 0;
+    if (ready && dloss != m->head_dloss)
+        t5_die(__FILE__, __LINE__, "head_backward: dloss differs from the head_dloss the forward used",
+               "a bug in the caller (zero/step.c): report it");
     for (size_t r0 = 0; r0 < nT; r0 += m->acts.head_rows) {
         int n = (int)(nT - r0 < m->acts.head_rows ? nT - r0 : m->acts.head_rows);
         void *x = (char *)m->acts.dec_final + r0 * D * e;
         if (m->acts.head_rows < nT) be->matmul_forward(m->acts.logits, x, t5_param(m, L->lm_head), n, D, V);
-        be->crossentropy_forward_backward(m->acts.logits, m->acts.logits, m->acts.labels + r0, n, V, label_smoothing, dloss);
+        if (!ready)
+            be->crossentropy_forward_backward(m->acts.logits, m->acts.logits, m->acts.labels + r0, n, V, label_smoothing, dloss);
         be->matmul_backward((char *)m->scratch.d_tmp_d + r0 * D * e, t5_grad(m, L->lm_head), m->acts.logits, x,
                             t5_param(m, L->lm_head), n, D, V, 1);
     }

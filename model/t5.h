@@ -215,6 +215,13 @@ struct T5Model {
     // ---- per-batch state ----
     int B, S, T;
     uint64_t dropout_seed;  // set per micro-step by the trainer; masks derive from it
+    // set per micro-step by a caller whose backward follows this forward with dloss head_dloss
+    // (zero/step.c): the head's cross-entropy then writes the logits' gradient in the same pass
+    // as the loss, in place over the unchunked logits, and backward skips that pass
+    // (head_grad_ready: the logits buffer holds it). 0: the forward computes the loss only.
+    int head_grad_in_forward;
+    float head_dloss;
+    int head_grad_ready;
     float dropout_p;        // usually cfg.dropout_rate; 0 = off (eval, tests)
     int gradient_checkpointing;  // set before t5_plan_activations: keep block inputs only, recompute
     int keep_sublayer_acts;      // set before t5_plan_activations: also keep each sublayer's norm output

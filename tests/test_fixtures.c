@@ -244,6 +244,34 @@ static void check_plan_variant(Fixture *fx, T5Model *m, int ckpt, int keep) {
     m->dropout_p = 0.0f;
 }
 
+// The head's gradient written by the forward's loss pass (T5Model.head_grad_in_forward, as
+// zero/step.c sets it): the same loss and bitwise-equal gradients as the loss, then the
+// gradient in backward; and the pass is really skipped (head_grad_ready), with the logits in
+// one chunk; chunked logits take the two passes.
+static void check_head_grad_in_forward(Fixture *fx, T5Model *m) {
+    char what[320];
+    const T5Batch *b = fx->b;
+    float smoothing = fx->smoothing;
+    T5Model hg;
+    model_load(&hg, fx->dir, backend_cpu(), fx->lo);
+    t5_plan_activations(&hg, b->B, b->S, b->T);
+    t5_zero_grads(m);
+    long n1 = 0, n2 = 0;
+    double l1 = t5_forward(m, b, smoothing, &n1);
+    const float dloss = (float)(1.0 / (double)n1);
+    hg.head_grad_in_forward = 1, hg.head_dloss = dloss;
+    double l2 = t5_forward(&hg, b, smoothing, &n2);
+    hg.head_grad_in_forward = 0;
+    const int ready = hg.head_grad_ready;
+    t5_backward(m, smoothing, dloss);
+    t5_backward(&hg, smoothing, dloss);
+    snprintf(what, sizeof what, "%s: the head's gradient in the forward's loss pass: same loss and bitwise-equal grads "
+             "(the backward's pass skipped: %s)", fx->variant, ready ? "yes" : "NO");
+    test_check(l1 == l2 && ready && !hg.head_grad_ready && !memcmp(m->grads, hg.grads, m->lay.total * sizeof(float)),
+               what);
+    t5_free(&hg);
+}
+
 // Gradient checkpointing in sub-batches (T5Model.sub_batch = 1: each block runs row by row,
 // model/t5.c window_enter): the same loss and gradients as checkpointing the whole batch at
 // once (dropout 0; the weight gradients add window by window, so within 1e-5 of the largest
@@ -501,6 +529,7 @@ static void run_variant(const char *variant) {
     check_plan_variant(&fx, &m, 0, 1);
     check_plan_variant(&fx, &m, 1, 1);
     check_sub_batch(&fx, &m);
+    check_head_grad_in_forward(&fx, &m);
     check_head_chunks(&fx);
     check_decay_set(&fx, &m);
     t5_free(&m);

@@ -143,9 +143,12 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     double loss = 0;
     for (int i = 0; i < n_micro; i++) {
         const int last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward
-        loss += step_forward(z, &micro[i], label_smoothing) / (double)total;
         float dloss = (float)(loss_scale / (double)total);
         if (z->debug.overflow_step == z->steps_seen + 1) dloss = INFINITY;  // T5_TEST_OVERFLOW_STEP (zero/debug.c)
+        // backward follows with this dloss: the head's loss pass also writes its gradient
+        m->head_grad_in_forward = 1, m->head_dloss = dloss;
+        loss += step_forward(z, &micro[i], label_smoothing) / (double)total;
+        m->head_grad_in_forward = 0;
         if (i == 0) zero_update_join(z);  // the last step's update reads the gradients backward writes
         if (z->grads.on_host && last_micro)  // offload: this backward's reduce-scatters take the norms
             memset(z->grads.sq, 0, (size_t)m->lay.count * sizeof(double));
