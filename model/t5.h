@@ -227,8 +227,10 @@ struct T5Model {
     int keep_sublayer_acts;      // set before t5_plan_activations: also keep each sublayer's norm output
                                  // and the FFN hidden state (AttnActs.ln, FfnActs.h), so backward
                                  // recomputes neither (about 3.5 ms of a 95 ms t5-large B=64 step on
-                                 // the H200, for 4.9 GiB); the trainer and bench set it when the plan
-                                 // with them fits (t5_keep_bytes, zero/planner.h planner_keep_sublayer_acts)
+                                 // the H200; 2.1 GiB there since a ReLU FFN's kept hidden state takes
+                                 // the place of its wi output, with its keep bits); the trainer and
+                                 // bench set it when the plan with them fits (t5_keep_bytes,
+                                 // zero/planner.h planner_keep_sublayer_acts)
     int sub_batch;               // set before t5_plan_activations, with gradient_checkpointing: each
                                  // block's forward, recompute and backward run over the batch in
                                  // windows of this many rows (t5.c window_enter), so the block's
