@@ -464,26 +464,36 @@ static int offload_runs(const char *tmp) {
                                          "(not with T5_SYNC_UPDATE=1)");
         }
     }
-    // the device update on the side stream, overlapping the next forward (stages 0-2 without
-    // offload, zero/update_async.c; the CPU backend runs a side stream's ops at once, so this
-    // checks the update unit by unit, the all-gathers moved to the next forward's units and
-    // the gradients cleared with the update): bit for bit the update in place
-    // (T5_SYNC_UPDATE=1), at stages 1 and 2 over 2 ranks
-    for (int stage = 1; ok && stage <= 2; stage++) {
+    // the device update on the side stream, overlapping the next forward (stage 0 on any
+    // number of ranks, stages 1-2 on one, without offload: zero/update_async.c; the CPU backend
+    // runs a side stream's ops at once, so this checks the update unit by unit, the units'
+    // waits and the gradients cleared with the update): bit for bit the update in place
+    // (T5_SYNC_UPDATE=1), at stage 0 over 2 ranks and stage 2 on one; stages 1-2 over 2 ranks
+    // keep the update in place (their all-gathers)
+    const int side_world[2] = {2, 1}, side_stage[2] = {0, 2};
+    for (int k = 0; ok && k < 2; k++) {
+        const int world = side_world[k], stage = side_stage[k];
         char tag[64], ref[64], label[200], cmd[1024];
-        snprintf(tag, sizeof tag, "tied_w2_s%d_sync", stage);
-        snprintf(ref, sizeof ref, "tied_w2_s%d", stage);
+        snprintf(tag, sizeof tag, "tied_w%d_s%d_sync", world, stage);
+        snprintf(ref, sizeof ref, "tied_w%d_s%d", world, stage);
         setenv("T5_SYNC_UPDATE", "1", 1);
-        ok = train_run(tmp, "tests/fixtures/trainer_model", "", 2, stage, tag);
+        ok = train_run(tmp, "tests/fixtures/trainer_model", "", world, stage, tag);
         unsetenv("T5_SYNC_UPDATE");
         if (!ok) break;
-        snprintf(label, sizeof label, "tied model, 2 ranks, stage %d: the update on the side stream", stage);
+        snprintf(label, sizeof label, "tied model, %d rank%s, stage %d: the update on the side stream", world,
+                 world > 1 ? "s" : "", stage);
         compare_runs_tol(tmp, tag, ref, label, 0);
-        snprintf(cmd, sizeof cmd, "grep -c 'the update overlaps the next forward (side stream)' %s/%s.log | grep -qx 2 && "
-                 "! grep -q 'overlaps the next forward' %s/%s.log", tmp, ref, tmp, tag);
-        snprintf(label, sizeof label, "stage %d: both ranks say the update overlaps the next forward on the side "
-                 "stream (not with T5_SYNC_UPDATE=1)", stage);
+        snprintf(cmd, sizeof cmd, "grep -c 'the update overlaps the next forward (side stream)' %s/%s.log | grep -qx %d && "
+                 "! grep -q 'overlaps the next forward' %s/%s.log", tmp, ref, world, tmp, tag);
+        snprintf(label, sizeof label, "stage %d, %d rank%s: every rank says the update overlaps the next forward on "
+                 "the side stream (not with T5_SYNC_UPDATE=1)", stage, world, world > 1 ? "s" : "");
         test_check(system(cmd) == 0, label);
+    }
+    if (ok) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "grep -q 'ZeRO stage 2, rank 0 of 2' %s/tied_w2_s2.log && "
+                 "! grep -q 'overlaps the next forward' %s/tied_w2_s2.log", tmp, tmp);
+        test_check(system(cmd) == 0, "stage 2 over 2 ranks: the update stays in place (its all-gathers)");
     }
     return ok;
 }

@@ -236,9 +236,9 @@ StepResult zero_step_apply(ZeroState *z, const LrSchedule *sched, LossScaler *sc
         // publishes the weights and clears the gradients
         zero_update_start(z, (float)r.lr, (float)(coef / scale));
     } else if (side) {
-        // stages 0-2: on the device's side stream while the next forward starts, which waits for
-        // each unit's new weights (and at stages 1-2 all-gathers them) when it reaches the unit;
-        // the side stream clears the gradients after the update
+        // stage 0 (or 1-2 on one rank): on the device's side stream while the next forward
+        // starts, which waits for each unit's new weights when it reaches the unit; the side
+        // stream clears the gradients after the update
         zero_update_start_side(z, (float)r.lr, (float)(coef / scale));
     } else {
         // AdamW on the owned range, wherever zero_init placed it (device, or host with offload)

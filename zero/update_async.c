@@ -19,9 +19,10 @@
 // side_begin), unit by unit in layout order with a point marked after each unit
 // (optim/adamw.h adamw_step_range: the same bits as one pass), then the clearing of the
 // gradients it read. The host goes straight on to the next forward, whose kernels wait on
-// the device for unit u's point (wait_mark) only when it reaches u; at stages 1-2 the unit's
-// all-gather follows that wait. On the H200 the forward's first units thus run while the
-// update of the last ones uses the memory bandwidth and SMs they leave idle.
+// the device for unit u's point (wait_mark) only when it reaches u. On the H200 the forward's
+// first units thus run while the update of the last ones uses the memory bandwidth and SMs
+// they leave idle. Stage 0 on any number of ranks, stages 1-2 on one (zero_update_side_overlaps
+// says why not stages 1-2 over several: their all-gathers).
 //
 // T5_SYNC_UPDATE=1 (a test hook) runs either update in place instead, within the step, then
 // publishes as without overlap: the same bits, for the tests' comparison.
@@ -69,8 +70,14 @@ int zero_update_overlaps(const ZeroState *z) {
 }
 
 int zero_update_side_overlaps(const ZeroState *z) {
-    // stage 3 gathers (and prefetches) units from the partitions in its own order: not here
-    return !z->debug.sync_update && !z->offload && z->stage <= 2 && z->own.master.place == OWNED_DEVICE &&
+    // Not at stage 3, which gathers (and prefetches) units from the partitions in its own order;
+    // nor at stages 1-2 over several ranks: their all-gather of a unit must follow its update,
+    // and the communication layer orders a collective after the compute stream only
+    // (comm/comm_nccl.cu), so it would be issued when the forward reaches the unit and waited
+    // for at once; in place, the update's all-gathers are all issued at the step's end and hide
+    // behind the next forward's first units (params_allgather.c).
+    const int gathers = (z->stage == 1 || z->stage == 2) && z->comm->world > 1;
+    return !z->debug.sync_update && !z->offload && z->stage <= 2 && !gathers && z->own.master.place == OWNED_DEVICE &&
            z->m->be->side_begin != NULL;
 }
 

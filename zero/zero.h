@@ -157,11 +157,11 @@ void zero_allgather_wait_unit(ZeroState *z, int unit);
 // with the test hook T5_SYNC_UPDATE=1).
 int zero_update_overlaps(const ZeroState *z);
 void zero_update_start(ZeroState *z, float lr, float grad_scale);
-// stages 0-2 without offload (update_async.c): the device update on the backend's side
-// stream, unit by unit, while the next forward starts; publish_unit makes the compute stream
-// wait for the unit's point; join for all of them (and the cleared gradients).
-// side_overlaps: this run does so (not with T5_SYNC_UPDATE=1, nor on a backend without a
-// side stream: the op profiler's).
+// stage 0, or stages 1-2 on one rank, without offload (update_async.c): the device update on
+// the backend's side stream, unit by unit, while the next forward starts; publish_unit makes
+// the compute stream wait for the unit's point; join for all of them (and the cleared
+// gradients). side_overlaps: this run does so (not with T5_SYNC_UPDATE=1, nor on a backend
+// without a side stream: the op profiler's).
 int zero_update_side_overlaps(const ZeroState *z);
 void zero_update_start_side(ZeroState *z, float lr, float grad_scale);
 void zero_update_publish_unit(ZeroState *z, int unit);
