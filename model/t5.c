@@ -91,14 +91,17 @@ static void acts_layout_residual(T5Model *m, Bump *bp, size_t enc_bytes, size_t 
 static int relu_bits(const T5Model *m) {
     return !m->inference && m->cfg.act == ACT_RELU && !m->cfg.is_gated && m->cfg.d_ff % 8 == 0;
 }
+// ... kept per block with the kept hidden state (keep_sublayer_acts): the wi output then goes to
+// the shared scratch tmp_f (block.c); else one scratch of bits, regenerated with h in backward.
+static int relu_bits_kept(const T5Model *m) { return relu_bits(m) && m->keep_sublayer_acts; }
 
 // The norm outputs and FFN hidden state of one block (T5Model.keep_sublayer_acts), or
 // NULLs: backward then recomputes them into the shared m->scratch.ln_out / m->scratch.tmp_f.
 static void acts_layout_kept(T5Model *m, Bump *bp, BlockActs *a, int is_dec, size_t nq, size_t D, size_t F) {
     const int keep = m->keep_sublayer_acts && !m->inference;
     // plain ReLU: the kept h comes with its keep bits, and backward reads those instead of the
-    // wi output, which then needs no buffer of its own (acts_layout: a is the scratch tmp_f)
-    const int bits = keep && relu_bits(m);
+    // wi output, which then needs no buffer of its own (acts_layout, relu_bits_kept)
+    const int bits = relu_bits_kept(m);
     size_t e = m->elem;
     AttnActs *att[2] = {&a->self, is_dec ? &a->cross : NULL};
     for (int k = 0; k < 2; k++) {
@@ -110,7 +113,6 @@ static void acts_layout_kept(T5Model *m, Bump *bp, BlockActs *a, int is_dec, siz
     a->ffn.rstd = keep ? bump_take(bp, nq * sizeof(float)) : NULL;
     a->ffn.h = keep ? bump_take(bp, nq * F * e) : NULL;
     a->ffn.bits = bits ? bump_take(bp, nq * F / 8) : NULL;
-    if (bits) a->ffn.a = NULL;
 }
 
 // Whole logits up to this many bytes; past it, the head runs in chunks of a quarter of it.
@@ -231,7 +233,7 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
             a->cross.att = bump_take(&bp, (size_t)Bw * H * T * S * e);
             a->cross.ctx = bump_take(&bp, wT * HK * e);
         }
-        a->ffn.a = m->keep_sublayer_acts && relu_bits(m) ? NULL : bump_take(&bp, nq * F * e);
+        a->ffn.a = relu_bits_kept(m) ? NULL : bump_take(&bp, nq * F * e);
         a->ffn.b = c->is_gated ? bump_take(&bp, nq * F * e) : NULL;
         acts_layout_kept(m, &bp, a, is_dec, nq, D, F);
     }
@@ -266,7 +268,7 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     m->scratch.d_v = (char *)m->scratch.d_k + wM * HK * e;
     m->scratch.d_h = bump_take(&bp, wM * F * e);
     m->scratch.d_b = c->is_gated ? bump_take(&bp, wM * F * e) : NULL;
-    m->scratch.ffn_bits = relu_bits(m) && !m->keep_sublayer_acts ? bump_take(&bp, wM * F / 8) : NULL;
+    m->scratch.ffn_bits = relu_bits(m) && !relu_bits_kept(m) ? bump_take(&bp, wM * F / 8) : NULL;
     m->scratch.d_enc_bias = bump_take(&bp, H * S * S * e);
     m->scratch.d_dec_bias = bump_take(&bp, H * T * T * e);
     return bp.used;

@@ -100,7 +100,6 @@ void zero_update_start_side(ZeroState *z, float lr, float grad_scale) {
     be->side_mark(L->n_units);
     be->side_end();
     z->upd.running = 1;
-    z->upd.on_side = 1;
 }
 
 void zero_update_start(ZeroState *z, float lr, float grad_scale) {
@@ -121,7 +120,7 @@ void zero_update_start(ZeroState *z, float lr, float grad_scale) {
 static void publish_through(ZeroState *z, int unit) {
     for (int u = 0; u <= unit; u++) {
         if (!z->upd.unit_stale[u]) continue;
-        if (z->upd.on_side) {
+        if (!z->upd.on) {  // the side stream's update
             z->m->be->wait_mark(u);
         } else {
             size_t need = unit_owned_end(z, u);
@@ -144,10 +143,10 @@ void zero_update_publish_unit(ZeroState *z, int unit) {
 
 void zero_update_join(ZeroState *z) {
     if (!z->upd.running) return;
-    if (z->upd.on_side) {
+    if (!z->upd.on) {  // the side stream's update
         publish_through(z, z->m->lay.n_units - 1);
         z->m->be->wait_mark(z->m->lay.n_units);  // the gradients are cleared
-        z->upd.running = z->upd.on_side = 0;
+        z->upd.running = 0;
         return;
     }
     double t0 = clock_seconds();

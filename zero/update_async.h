@@ -9,9 +9,9 @@
 typedef struct {
     int on;                     // this run's offloaded update has its own thread (zero_update_overlaps)
     int side;                   // this run's device update goes on the side stream (zero_update_side_overlaps)
-    int running;                // an update is in flight (zero_update_join ends it)
-    int on_side;                // ... the one on the side stream (its points: unit u is mark u, the
-                                // cleared gradients mark n_units)
+    int running;                // an update is in flight (zero_update_join ends it): the thread's
+                                // when on, else the side stream's (its points: unit u is mark u,
+                                // the cleared gradients mark n_units)
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;

@@ -38,6 +38,7 @@
 #include "attention_tile_dropout.cuh"
 #include "common.cuh"
 #include "mma_tile.cuh"
+#include "point_drop.cuh"
 
 namespace flash_bwd {
 
@@ -280,9 +281,8 @@ bool attention_flash_backward(Dtype dt, void *dq, void *dk, void *dv, void *ds, 
     if (!attention_flash_usable(flash_bwd::SMEM_BYTES)) return false;
     flash_bwd::Args a;
     a.H = H, a.Tq = Tq, a.Tk = Tk, a.set = dqkv_set, a.ldq = ld_dq, a.ldkv = ld_dkv;
-    a.p = drop.p;
-    a.scale = drop.p != 0.0f ? dropout_rng_scale(drop.p) : 1.0f;
-    a.key = dropout_rng_key(drop.seed);
+    const PointDrop pd = point_drop(drop);  // p, 1/(1-p) and the RNG key, as the pointwise kernels take them
+    a.p = pd.p, a.scale = pd.scale, a.key = pd.key;
     const int nt = Tk <= 64 ? 8 : 16;
     if (dt == DTYPE_BF16) {
         if (nt == 8) flash_backward_launch<__nv_bfloat16, 8>(dq, dk, dv, ds, dout, att, q, k, v, B, a);

@@ -21,10 +21,6 @@
 
 #include "common.cuh"
 
-#ifndef T5_SIDE_PRIORITY
-#define T5_SIDE_PRIORITY 1  // the compute stream above the side stream (side_stream.cu)
-#endif
-
 #define LT_WORKSPACE_BYTES ((size_t)32 << 20)
 #define STAGE_SLOTS CUDA_STAGE_SLOTS
 #define STAGE_SLOT_BYTES ((size_t)1 << 20)
@@ -84,10 +80,9 @@ extern "C" void cuda_init(int device) {
     // the compute stream at the device's highest priority: the blocks of its kernels go first
     // when the side stream's (the optimizer's update under the next forward, side_stream.cu)
     // wait beside them
-    // (T5_SIDE_PRIORITY=0 at build time: both at the default priority, to measure the choice)
     int prio_low = 0, prio_high = 0;
     cudaCheck(cudaDeviceGetStreamPriorityRange(&prio_low, &prio_high));
-    cudaCheck(cudaStreamCreateWithPriority(&cuda_context.main_stream, cudaStreamNonBlocking, T5_SIDE_PRIORITY ? prio_high : prio_low));
+    cudaCheck(cudaStreamCreateWithPriority(&cuda_context.main_stream, cudaStreamNonBlocking, prio_high));
     cuda_context.stream = cuda_context.main_stream;
     cublasCheck(cublasLtCreate(&cuda_context.lt));
     cudaCheck(cudaHostAlloc((void **)&cuda_context.stage, STAGE_SLOTS * STAGE_SLOT_BYTES, cudaHostAllocDefault));
