@@ -55,6 +55,17 @@ typedef struct {
     uint64_t seed;
 } DropoutArgs;
 
+// The scaling state of one fp8 linear (fp8_matmul_*; model/fp8.c): device fp32 arrays of
+// FP8_OPERANDS entries, one per operand kind. INP and WEIGHT are rounded to e4m3, GRAD (the
+// output gradient) to e5m2 (kernels/fp8_format.h).
+enum { FP8_INP = 0, FP8_WEIGHT, FP8_GRAD, FP8_OPERANDS };
+typedef struct {
+    float *scale;  // (FP8_OPERANDS) x -> fp8: round(x * scale)
+    float *inv;    // (FP8_OPERANDS) 1 / scale: the GEMM's dequantizing factors
+    float *amax;   // (FP8_OPERANDS) the largest |x| this step, max-reduced into
+    int current;   // 1: set scale (and inv) from amax before rounding (the first step)
+} Fp8Scales;
+
 // Where attention_decode finds row i's key/value at position j: in a cache *slot* p, at
 // element offset (p * slot_stride + j * pos_stride) * H*dk of k / v, where
 //   p = table[i * table_ld + j]  (table != NULL: generation's beam table, model/kv_decoder.c)
@@ -186,6 +197,39 @@ typedef struct Backend {
                                    const void *weight, size_t weight_stride, int N, int I, int O, int batch);
     void (*matmul_backward_weights_batched)(void *dweight, size_t dweight_stride, const void *dout, size_t dout_stride,
                                             const void *inp, size_t inp_stride, int N, int I, int O, int batch);
+
+    // ---- fp8 linear (--fp8, Transformer Engine's delayed-scaling recipe; model/fp8.c keeps
+    // the scaling state). The same products as matmul_forward / matmul_backward with every
+    // operand rounded to an 8-bit float first (kernels/fp8_format.h):
+    //   q4(x) = e4m3(x * scale[FP8_INP]), w4 = e4m3(W * scale[FP8_WEIGHT]),
+    //   g5 = e5m2(dout * scale[FP8_GRAD])   (x * s in fp32, rounded to nearest even, saturated
+    //                                         to the format's largest finite: 448 / 57344)
+    //   forward   out_z (N,O)  = T( (q4(inp) @ w4_z^T) * inv[FP8_INP] * inv[FP8_WEIGHT] )
+    //   backward  dinp (N,I)  (+)= T( (g5 @ w4) * inv[FP8_GRAD] * inv[FP8_WEIGHT] )
+    //             dweight (O,I) += T( (g5^T @ q4(inp)) * inv[FP8_GRAD] * inv[FP8_INP] )
+    // products of fp8 values summed in fp32 (exact products; the GPU's order, and on the
+    // forward Hopper's fast accumulation, differ from the CPU's: results agree to rounding),
+    // inv = 1/scale. Operands keep act_dtype in memory; the rounded copies live in the
+    // backend's scratch for the call. Each call also max-reduces into amax[k] the largest |x|
+    // of every operand k it reads (before scaling; NaN propagates): the forward INP and WEIGHT
+    // (over all `count` weights), the backward GRAD, and WEIGHT when dinp is wanted, INP when
+    // dweight is (again: the forward's values; an operand no product reads may be NULL).
+    // current != 0 (the first step, no history yet): each operand's scale is first set from
+    // that max-reduced amax (fp8_scale_from_amax below, margin 0) and then used: the scale and
+    // inv arrays are written. Forward: `count` weights at weight + z * weight_stride (one
+    // scale over them: a sublayer's q, k, v), outputs at out + z * out_stride, one input.
+    // Backward: dinp or dweight may be NULL (skipped); dinp_set as matmul_backward.
+    void (*fp8_matmul_forward)(void *out, size_t out_stride, const void *inp, const void *weight,
+                               size_t weight_stride, int N, int I, int O, int count, Fp8Scales s);
+    void (*fp8_matmul_backward)(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight,
+                                int N, int I, int O, int dinp_set, Fp8Scales s);
+    // The end of an optimizer step, for n slots of FP8_OPERANDS entries (entry e = slot *
+    // FP8_OPERANDS + k): history (n * FP8_OPERANDS, hist_len) row e gets amax[e] at column
+    // `col` (the step modulo hist_len); amax[e] = 0; then from m = the row's max,
+    // scale[e] = fp8_scale_from_amax(m, format of k, margin), inv[e] = 1 / scale[e] (m = 0 or
+    // not finite: scale kept). Every entry in one call (one launch on CUDA).
+    void (*fp8_scales_update)(float *scale, float *inv, float *amax, float *history, int n, int hist_len, int col,
+                              int margin);
 
     // ---- T5 relative position bias: bias (H,Tq,Tk) = table (num_buckets,H)[bucket(k - q)]
     // with query positions q_offset .. q_offset+Tq-1 (q_offset > 0 when decoding with a

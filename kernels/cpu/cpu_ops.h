@@ -58,6 +58,14 @@ void cpu_matmul_forward_batched(void *out, size_t out_stride, const void *inp, s
 void cpu_matmul_backward_weights_batched(void *dweight, size_t dweight_stride, const void *dout, size_t dout_stride,
                                          const void *inp, size_t inp_stride, int N, int I, int O, int batch);
 
+// fp8.c (the fp8 linear: operands rounded to e4m3 / e5m2, then matmul.c's sums)
+void cpu_fp8_matmul_forward(void *out, size_t out_stride, const void *inp, const void *weight, size_t weight_stride,
+                            int N, int I, int O, int count, Fp8Scales s);
+void cpu_fp8_matmul_backward(void *dinp, void *dweight, const void *dout, const void *inp, const void *weight, int N,
+                             int I, int O, int dinp_set, Fp8Scales s);
+void cpu_fp8_scales_update(float *scale, float *inv, float *amax, float *history, int n, int hist_len, int col,
+                           int margin);
+
 // position_bias.c (t5_relative_position_bucket is declared in backend.h)
 void cpu_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int q_offset, int num_buckets,
                                int max_distance, int bidirectional);
