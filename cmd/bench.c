@@ -26,6 +26,7 @@
 
 #include "../common/check.h"
 #include "../common/flags.h"
+#include "../model/fp8.h"
 #include "../model/hf_dir.h"
 #include "../model/load.h"
 #include "../comm/comm.h"
@@ -42,7 +43,7 @@
 
 typedef struct {
     const char *model, *init, *device, *deepspeed;
-    int batch, seq, steps, warmup, bf16, fp16, tf32, gradient_checkpointing, checkpoint_sub_batch, find_max_batch, seed,
+    int batch, seq, steps, warmup, bf16, fp16, tf32, fp8, gradient_checkpointing, checkpoint_sub_batch, find_max_batch, seed,
         num_gpus, local_rank,
         profile, recompute, help;
     double max_gpu_memory;
@@ -50,11 +51,16 @@ typedef struct {
     int world, rank;
 } BenchArgs;
 
+// bench --fp8: the trainer's --fp8_amax_history default
+#define FP8_BENCH_HISTORY 16
+
 static int main_rank_of(const BenchArgs *a) { return a->rank == 0; }
 
 static MemPlan plan_of(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
-    return planner_memory_zero_opts(cfg, dt, B, a->seq, a->seq, a->gradient_checkpointing, a->checkpoint_sub_batch, &a->zo,
-                                    a->world).gpu;
+    MemPlan p = planner_memory_zero_opts(cfg, dt, B, a->seq, a->seq, a->gradient_checkpointing, a->checkpoint_sub_batch,
+                                         &a->zo, a->world).gpu;
+    if (a->fp8) planner_add_fp8(&p, cfg, B, a->seq, a->seq, FP8_BENCH_HISTORY);
+    return p;
 }
 
 static int plan_fits(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
@@ -63,7 +69,7 @@ static int plan_fits(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
 }
 
 static const char *precision_name(const BenchArgs *a) {
-    return a->bf16 ? "bf16" : a->fp16 ? "fp16" : a->tf32 ? "fp32-tf32" : "fp32";  // one word: RESULT lines are key=value
+    return a->fp8 ? (a->bf16 ? "fp8-bf16" : "fp8-fp32") : a->bf16 ? "bf16" : a->fp16 ? "fp16" : a->tf32 ? "fp32-tf32" : "fp32";  // one word: RESULT lines are key=value
 }
 
 // peaks: (world) GiB per rank, or NULL
@@ -172,6 +178,7 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
         {"bf16", FLAG_BOOL, &a->bf16, "bf16 mixed precision"},
         {"fp16", FLAG_BOOL, &a->fp16, "fp16 mixed precision + dynamic loss scaling"},
         {"tf32", FLAG_BOOL, &a->tf32, "fp32 GEMMs on TF32 tensor cores (Ampere and newer; as the trainer's --tf32)"},
+        {"fp8", FLAG_BOOL, &a->fp8, "the blocks' linear GEMMs in fp8 (as the trainer's --fp8, its defaults; GPU: with --bf16)"},
         {"gradient_checkpointing", FLAG_BOOL, &a->gradient_checkpointing, "recompute block activations"},
         {"checkpoint_sub_batch", FLAG_INT, &a->checkpoint_sub_batch, "with --gradient_checkpointing: each block runs N "
                                                                      "rows of the batch at a time (its activations planned for N)"},
@@ -203,6 +210,9 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
     if (a->tf32 && (a->bf16 || a->fp16))
         t5_fail("bench: --tf32 with --%s: TF32 is for fp32 GEMMs, and a 16-bit run has none; HINT: drop one",
                 a->bf16 ? "bf16" : "fp16");
+    if (a->fp8 && a->fp16) t5_fail("bench: --fp8 with --fp16: fp8 GEMMs run with bf16 activations; HINT: --fp8 --bf16");
+    if (a->fp8 && !a->bf16 && !strcmp(a->device, "cuda"))
+        t5_fail("bench: --fp8 on the GPU runs bf16 activations around its fp8 GEMMs: add --bf16");
     if (a->batch < 1 || a->seq < 2 || a->steps < 1 || a->warmup < 0) t5_fail("bench: --batch, --seq, --steps must be positive");
     if (a->profile < 0) t5_fail("bench: --profile %d: give the number of profiled steps (>= 1), or leave it out", a->profile);
     if (a->checkpoint_sub_batch < 0 || (a->checkpoint_sub_batch && !a->gradient_checkpointing))
@@ -339,6 +349,7 @@ int cmd_run_bench(int argc, char **argv) {
     if (!strcmp(a.device, "cuda") && device_gpu_info(comm.local_rank, &gpu)) {
         if (a.bf16) gpu_arch_require_precision(&gpu, "bf16", "bench --bf16");
         if (a.tf32) gpu_arch_require_precision(&gpu, "tf32", "bench --tf32");
+        if (a.fp8) gpu_arch_require_precision(&gpu, "fp8", "bench --fp8");
     }
     if (a.tf32 && strcmp(a.device, "cuda") != 0)
         t5_fail("bench --tf32 requires Ampere or a newer GPU arch (--device cuda): the CPU computes in exact fp32");
@@ -388,6 +399,13 @@ int cmd_run_bench(int argc, char **argv) {
     if (main_rank && a.recompute) printf("activations: --recompute: the sublayer norms and FFN hidden states are recomputed in backward\n");
     else if (main_rank)
         planner_print_keep(be, m.keep_sublayer_acts, plan_total, keep, a.gradient_checkpointing, a.checkpoint_sub_batch);
+    if (a.fp8) {
+        t5_fp8_init(&m, 0, FP8_BENCH_HISTORY, 0);
+        if (main_rank)
+            printf("fp8: the blocks' linear GEMMs in fp8 (%d linear groups; e4m3 inputs and weights, e5m2 gradients, "
+                   "delayed scaling over %d steps); the LM head in %s\n", m.fp8->n_slots, FP8_BENCH_HISTORY,
+                   dt == DTYPE_F32 ? "fp32 (the CPU reference emulates the fp8 rounding)" : "bf16");
+    }
     t5_plan_activations(&m, B, a.seq, a.seq);
     double t_ready = now_seconds(), t_first = 0, comm_ms, loss;
     int skipped;

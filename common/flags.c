@@ -28,7 +28,7 @@ static int edit_distance(const char *a, const char *b) {
 
 static int close_enough(const char *word, int d) {
     int len = (int)strlen(word);
-    return d <= (len < 6 ? 2 : len / 3);
+    return d <= (len <= 4 ? 1 : len < 6 ? 2 : len / 3);  // a 3-letter word 2 edits away shares one letter
 }
 
 const char *flags_closest(const char *word, const char *const *names, int n) {

@@ -122,6 +122,7 @@ void gpu_arch_describe(const char *cubins, const char *ptx, char *buf, size_t n)
 int gpu_arch_cc_needed(const char *precision) {
     if (!strcmp(precision, "bf16")) return GPU_CC_BF16;
     if (!strcmp(precision, "tf32")) return GPU_CC_TF32;
+    if (!strcmp(precision, "fp8")) return GPU_CC_FP8;
     return 0;
 }
 
@@ -173,6 +174,9 @@ void gpu_arch_require_precision(const GpuInfo *g, const char *precision, const c
     if (g->cc >= need) return;
     char who[512];
     gpu_words(g, who, sizeof who);
+    if (!strcmp(precision, "fp8"))
+        t5_fail("%s: fp8 GEMMs need an Ada or Hopper GPU or newer (compute capability %d.%d: L4, RTX 40xx, H100, H200, "
+                "Blackwell), and %s; HINT: drop --fp8 and train with --bf16", from, need / 10, need % 10, who);
     if (!strcmp(precision, "tf32"))
         t5_fail("%s: TF32 needs an Ampere or newer GPU (compute capability %d.%d), and %s; HINT: drop --tf32 (fp32 "
                 "GEMMs then run exactly), or use --fp16", from, need / 10, need % 10, who);

@@ -23,6 +23,7 @@ extern "C" {
 
 #define GPU_CC_BF16 80  // the first compute capability with bf16 tensor cores (Ampere)
 #define GPU_CC_TF32 80  // and with TF32 tensor cores
+#define GPU_CC_FP8 89   // the first with fp8 tensor cores (Ada; cuBLASLt's fp8 GEMMs)
 
 typedef enum { GPU_RUN_NONE = 0, GPU_RUN_CUBIN, GPU_RUN_PTX } GpuRunHow;
 
@@ -43,6 +44,7 @@ GpuRunHow gpu_arch_match(int cc, const char *cubins, const char *ptx, int *targe
 void gpu_arch_describe(const char *cubins, const char *ptx, char *buf, size_t n);
 
 // The compute capability a precision needs (GPU_CC_BF16 for "bf16", GPU_CC_TF32 for "tf32",
+// GPU_CC_FP8 for "fp8",
 // 0 for what runs everywhere).
 int gpu_arch_cc_needed(const char *precision);
 

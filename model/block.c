@@ -3,6 +3,7 @@
 // decoder step of generation is this forward with Tq = 1, dropout off, and keys/values
 // from a KV cache, so the two cannot drift apart.
 #include "block.h"
+#include "fp8.h"
 
 #include "../common/check.h"
 #include "../kernels/dropout_rng.h"
@@ -79,6 +80,10 @@ static void next_norm(const T5BlockView *v, const SublayerScratch *s, size_t ln_
     sc->next_ln_rstd = kept_ln ? kept_rstd : s->ln_rstd;
 }
 
+// The fp8 slot of the linear group whose first weight is at w (model/fp8.h); -1 outside a
+// --fp8 training step or for a bf16 linear.
+static int fp8_slot(const T5BlockView *v, size_t w) { return v->fp8 ? t5_fp8_slot(v->fp8, w) : -1; }
+
 // The stride (elements) of n buffers p[0..n-1] that lie evenly spaced in increasing order,
 // each at least `size` elements (no overlap), as matmul_*_batched takes them; 0 when they do
 // not, or when the stride's bytes are not a multiple of 16 (cuBLASLt's vector loads: a
@@ -97,12 +102,23 @@ static size_t linears_stride(const T5BlockView *v, const void *const *p, int n, 
 
 // out_z (n, O) = inp (n, I) @ W_z^T for the `count` weights w[z]: one batched GEMM when the
 // weights and outputs lie evenly (linears_stride), else one GEMM each (the same numbers).
+// In a --fp8 training step a group with an fp8 slot (model/fp8.h) runs fp8_matmul_forward
+// instead: one call over the evenly spaced weights (one input rounding, one weight scale),
+// else one call each under the group's one slot.
 static void linears_forward(const T5BlockView *v, void *const *out, const void *inp, const size_t *w, int count, int n,
                             int I, int O) {
     const void *W[3];
     for (int z = 0; z < count; z++) W[z] = t5_view_param(v, w[z]);
     size_t ws = linears_stride(v, W, count, (size_t)O * I);
     size_t os = linears_stride(v, (const void *const *)out, count, (size_t)n * O);
+    const int slot = fp8_slot(v, w[0]);
+    if (slot >= 0) {
+        const Fp8Scales sc = t5_fp8_scales(v->fp8, slot);
+        if (ws && os) v->be->fp8_matmul_forward(out[0], os, inp, W[0], ws, n, I, O, count, sc);
+        else
+            for (int z = 0; z < count; z++) v->be->fp8_matmul_forward(out[z], 0, inp, W[z], 0, n, I, O, 1, sc);
+        return;
+    }
     if (ws && os) {
         v->be->matmul_forward_batched(out[0], os, inp, 0, W[0], ws, n, I, O, count);
         v->test->batched_linear_calls++;
@@ -120,6 +136,14 @@ static void linears_backward(const T5BlockView *v, void *dinp, const void *const
     const Backend *be = v->be;
     const void *dW[3];
     for (int z = 0; z < count; z++) dW[z] = t5_view_grad(v, w[z]);
+    const int slot = fp8_slot(v, w[0]);
+    if (slot >= 0) {  // fp8: one call each, under the group's slot
+        const Fp8Scales sc = t5_fp8_scales(v->fp8, slot);
+        for (int z = 0; z < count; z++)
+            be->fp8_matmul_backward(dinp, (void *)dW[z], dout[z], inp, t5_view_param(v, w[z]), n, I, O,
+                                    dinp_set && z == 0, sc);
+        return;
+    }
     size_t gs = linears_stride(v, dW, count, (size_t)O * I), ds = linears_stride(v, dout, count, (size_t)n * O);
     const int batched = gs && ds;
     for (int z = 0; z < count; z++)
@@ -129,6 +153,20 @@ static void linears_backward(const T5BlockView *v, void *dinp, const void *const
         be->matmul_backward_weights_batched((void *)dW[0], gs, dout[0], ds, inp, 0, n, I, O, count);
         v->test->batched_linear_calls++;
     }
+}
+
+// One linear, out (n,O) = inp (n,I) @ W^T, and its backward: through the door above.
+static void linear_forward(const T5BlockView *v, void *out, const void *inp, size_t w, int n, int I, int O) {
+    linears_forward(v, &out, inp, &w, 1, n, I, O);
+}
+static void linear_backward(const T5BlockView *v, void *dinp, const void *dout, const void *inp, size_t w, int n, int I,
+                            int O, int dinp_set) {
+    const int slot = fp8_slot(v, w);
+    if (slot >= 0)
+        v->be->fp8_matmul_backward(dinp, t5_view_grad(v, w), dout, inp, t5_view_param(v, w), n, I, O, dinp_set,
+                                   t5_fp8_scales(v->fp8, slot));
+    else
+        v->be->matmul_backward(dinp, t5_view_grad(v, w), dout, inp, t5_view_param(v, w), n, I, O, dinp_set);
 }
 
 // 1 when the `count` weights w[z] (each `size` elements) and their gradients lie one after the
@@ -190,7 +228,7 @@ void t5_attn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, co
         const size_t qkv[3] = {w->q, w->k, w->v};
         void *outs[3] = {a->q, a->k, a->v};
         if (kv_src) {
-            be->matmul_forward(a->q, s->ln_out, t5_view_param(v, w->q), nq, D, HK);
+            linear_forward(v, a->q, s->ln_out, w->q, nq, D, HK);
             linears_forward(v, outs + 1, kv_src, qkv + 1, 2, B * Tk, D, HK);
         } else {
             linears_forward(v, outs, s->ln_out, qkv, 3, nq, D, HK);
@@ -199,7 +237,7 @@ void t5_attn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, co
                               causal, 0, t5_view_dropout(v, stack, layer, sub, SITE_ATT));
     }
     void *y = s->proj ? s->proj : x_out;
-    be->matmul_forward(y, a->ctx, t5_view_param(v, w->o), nq, HK, D);
+    linear_forward(v, y, a->ctx, w->o, nq, HK, D);
     residual_add(v, x_out, y, x_in, nq, t5_view_dropout(v, stack, layer, sub, SITE_ATT_OUT));
 }
 
@@ -225,7 +263,7 @@ void t5_ffn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, con
     else  // act and its dropout in one pass; unless kept, backward regenerates h from a (and b)
         be->ffn_act_forward(s->ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
     void *y = s->proj ? s->proj : x_out;
-    be->matmul_forward(y, s->ffn_h, t5_view_param(v, w->wo), n, F, D);
+    linear_forward(v, y, s->ffn_h, w->wo, n, F, D);
     residual_add(v, x_out, y, x_in, n, t5_view_dropout(v, stack, layer, sub, SITE_FFN_OUT));
 }
 
@@ -287,7 +325,7 @@ void t5_attn_sublayer_backward(const T5BlockView *v, const AttnOffsets *w, const
     int B = v->B, D = c->d_model, HK = t5_config_inner_dim(c);
     int nq = B * Tq, nk = B * Tk;
     t5_branch_grad(v, dx, (size_t)nq * D, t5_view_dropout(v, stack, layer, sub, SITE_ATT_OUT));
-    be->matmul_backward(v->scratch->d_ctx, t5_view_grad(v, w->o), v->scratch->d_tmp_d, a->ctx, t5_view_param(v, w->o), nq, HK, D, 1);
+    linear_backward(v, v->scratch->d_ctx, v->scratch->d_tmp_d, a->ctx, w->o, nq, HK, D, 1);
     // The input-side gradients. Where the weights of q, k, v (self) or k, v (cross) and their
     // gradients are adjacent, attention_backward writes d_q, d_k, d_v (or d_k, d_v) side by
     // side in each row, and each side's input gradient and weight gradients are ONE GEMM over
@@ -313,11 +351,11 @@ void t5_attn_sublayer_backward(const T5BlockView *v, const AttnOffsets *w, const
     // GEMM where they lie evenly (linears_backward)
     const void *d_qkv[3] = {dq, dk, dv};
     if (kv_src) {  // q from the decoder side, k and v from the encoder output (into d_kv_src)
-        be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), dq, ln, t5_view_param(v, w->q), nq, D, HK, 1);
-        if (joined) be->matmul_backward(d_kv_src, t5_view_grad(v, w->k), dk, kv_src, t5_view_param(v, w->k), nk, D, 2 * HK, 0);
+        linear_backward(v, v->scratch->d_ln, dq, ln, w->q, nq, D, HK, 1);
+        if (joined) linear_backward(v, d_kv_src, dk, kv_src, w->k, nk, D, 2 * HK, 0);
         else linears_backward(v, d_kv_src, d_qkv + 1, kv_src, qkv + 1, 2, nk, D, HK, 0);
     } else if (joined) {
-        be->matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->q), dq, ln, t5_view_param(v, w->q), nq, D, 3 * HK, 1);
+        linear_backward(v, v->scratch->d_ln, dq, ln, w->q, nq, D, 3 * HK, 1);
     } else {
         linears_backward(v, v->scratch->d_ln, d_qkv, ln, qkv, 3, nq, D, HK, 1);
     }
@@ -342,7 +380,7 @@ void t5_ffn_sublayer_backward(const T5BlockView *v, const FfnOffsets *w, const F
         else be->ffn_act_forward(s.ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
         h = s.ffn_h;
     }
-    be->matmul_backward(v->scratch->d_h, t5_view_grad(v, w->wo), v->scratch->d_tmp_d, h, t5_view_param(v, w->wo), n, F, D, 1);
+    linear_backward(v, v->scratch->d_h, v->scratch->d_tmp_d, h, w->wo, n, F, D, 1);
     // tmp_f (the dropped hidden state) is no longer needed: it receives the gradient of the
     // wi output, from d_h through the hidden dropout's backward and the activation's (one
     // pass; one (B,T,F) buffer fewer: 67 MB at t5-large B=64)

@@ -58,11 +58,12 @@ typedef struct {
     int win_on, win_i0;                    // the sub-batch window (T5Window), for the masks
     T5Scratch *scratch;
     T5TestKnobs *test;
+    const struct T5Fp8 *fp8;               // the fp8 scaling state in a training step, else NULL
 } T5BlockView;
 
 static inline T5BlockView t5_block_view(T5Model *m) {
     T5BlockView v = {m->be, &m->cfg, &m->lay, m->elem, m->unit_params, m->unit_grads, m->B, m->dropout_p,
-                     m->dropout_seed, m->win.on, m->win.i0, &m->scratch, &m->test};
+                     m->dropout_seed, m->win.on, m->win.i0, &m->scratch, &m->test, m->fp8_training ? m->fp8 : NULL};
     return v;
 }
 // t5_param / t5_grad through a view.

@@ -18,6 +18,7 @@
 #include "../common/check.h"
 #include "block.h"
 #include "bump.h"
+#include "fp8.h"
 
 // ---------------------------------------------------------------------------------
 // init / memory plan
@@ -62,6 +63,7 @@ void t5_free(T5Model *m) {
     free(m->unit_params);
     free(m->unit_grads);
     t5_segments_free(m);
+    t5_fp8_free(m);
     params_free_layout(&m->lay);
     memset(m, 0, sizeof *m);
 }

@@ -237,6 +237,9 @@ struct T5Model {
                                  // activations and the backward scratch are planned for sub_batch
                                  // rows, not B (0: the whole batch at once)
     T5Window win;                // the sub-batch window in use (sub_batch)
+    struct T5Fp8 *fp8;           // --fp8's scaling state (model/fp8.h), or NULL: every GEMM in act_dtype
+    int fp8_training;            // set by zero/step.c for a training step's forwards and backwards: the
+                                 // blocks' linears run in fp8 then (evaluation and generation do not)
     int inference;               // set before t5_plan_activations: forward only (evaluation-only runs):
                                  // one shared set of block activations, three rotating residual
                                  // buffers per stack, no backward scratch; t5_backward refuses

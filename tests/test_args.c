@@ -222,6 +222,11 @@ static void unknown_and_refused(void) {
         {"--report_to comet_ml", "--report_to comet_ml: not built"},
         {"--fp16_full_eval --device cpu", "--fp16_full_eval after training in fp32: switching precision"},
         {"--attention_dropout 0.1", "--attention_dropout 0.1: T5 has one dropout"},
+        {"--fp8 --fp16", "--fp8 with --fp16: fp8 GEMMs run with bf16 activations"},
+        {"--fp8_bf16 first_last", "--fp8_bf16 is an --fp8 option: add --fp8, or drop it"},
+        {"--fp8 --fp8_bf16 attention_output,bogus", "--fp8_bf16: unknown name \"bogus\""},
+        {"--fp8 --fp8_amax_history 0", "--fp8_amax_history 0: must be in 1..1024"},
+        {"--fp8 --fp8_margin -1", "--fp8_margin -1: must be in 0..30"},
         {"--dataset_name wmt16 --dataset_config ro-en", "--dataset_config \"ro-en\": goes with --dataset_name, which is not built either"},
         {"--adafactor --include_for_metrics inputs --tf32", "--adafactor: Adafactor is not built; train_t5's optimizer is "
                                                             "AdamW (drop --adafactor); --include_for_metrics \"inputs\": "
@@ -234,6 +239,21 @@ static void unknown_and_refused(void) {
     }
     snprintf(args, sizeof args, "%s/o_err", tmp);
     test_check(path_missing(args), "refused and unknown flags: no --output_dir created");
+}
+
+// --fp8 on the CPU: the fp8 rounding emulated on the fp32 reference, said at start-up; the
+// run trains (a finite loss) and its log has the step lines.
+static void run_fp8(void) {
+    char args[2048];
+    snprintf(args, sizeof args,
+             "--do_train --device cpu --data_dir %s/d --max_steps 3 --logging_steps 1 --fp8 --fp8_bf16 attention_output "
+             "--save_strategy no --output_dir %s/f8", tmp, tmp);
+    int rc = run("f8", args);
+    if (!check_rc("f8", rc, 0, "run f8 (--fp8 on the CPU reference)")) return;
+    check_log("f8", "fp8: the blocks' linear GEMMs of training steps in fp8", "--fp8 start-up line");
+    check_log("f8", "emulated on the CPU reference", "--fp8 on the CPU says it is emulated");
+    check_log("f8", "bf16: LM head, attention outputs;", "--fp8_bf16 attention_output named at start-up");
+    check_log("f8", "'loss': ", "--fp8 run logs its losses");
 }
 
 // Training with the accepted flags: logging_first_step, eval_strategy steps with the
@@ -441,6 +461,7 @@ int main(void) {
     docs_table();
     unknown_and_refused();
     run_a();
+    run_fp8();
     run_b();
     run_lengths();
     device_and_provenance();

@@ -34,6 +34,7 @@ static GpuInfo gpu(const char *name, int cc) {
 static void fail_targets(const void *arg) { gpu_arch_require_targets((const GpuInfo *)arg); }
 static void fail_bf16(const void *arg) { gpu_arch_require_precision((const GpuInfo *)arg, "bf16", "--bf16"); }
 static void fail_tf32(const void *arg) { gpu_arch_require_precision((const GpuInfo *)arg, "tf32", "--tf32"); }
+static void fail_fp8(const void *arg) { gpu_arch_require_precision((const GpuInfo *)arg, "fp8", "--fp8"); }
 static void fake_bad(const void *arg) {
     setenv("T5_TEST_COMPUTE_CAPABILITY", (const char *)arg, 1);
     (void)gpu_arch_fake_cc();
@@ -75,8 +76,8 @@ int main(void) {
     test_check(!strcmp(words, "cubins sm_80 and no PTX"), words);
 
     test_check(gpu_arch_cc_needed("bf16") == 80 && gpu_arch_cc_needed("tf32") == 80 && gpu_arch_cc_needed("fp16") == 0 &&
-                   gpu_arch_cc_needed("fp32") == 0,
-               "bf16 and TF32 need 8.0; fp16 and fp32 run on every target");
+                   gpu_arch_cc_needed("fp32") == 0 && gpu_arch_cc_needed("fp8") == 89,
+               "bf16 and TF32 need 8.0, fp8 8.9; fp16 and fp32 run on every target");
     test_check(gpu_arch_parse_cc("7.5") == 75 && gpu_arch_parse_cc("12.0") == 120 && gpu_arch_parse_cc("9.0") == 90,
                "compute capabilities parse: 7.5, 12.0, 9.0");
     test_check(gpu_arch_parse_cc("75") < 0 && gpu_arch_parse_cc("7.") < 0 && gpu_arch_parse_cc("7.55") < 0 &&
@@ -94,6 +95,8 @@ int main(void) {
     test_expect_error("bf16 on a 7.5 GPU", fail_bf16, &turing, "Tesla T4 (compute capability 7.5)", "--fp16");
     test_expect_error("TF32 on a 7.5 GPU", fail_tf32, &turing, "--tf32: TF32 needs an Ampere or newer GPU",
                       "compute capability 7.5");
+    test_expect_error("fp8 on an 8.6 GPU", fail_fp8, &ampere, "--fp8: fp8 GEMMs need an Ada or Hopper GPU",
+                      "compute capability 8.6");
     GpuInfo faked = turing;
     faked.cc_real = 90;
     test_expect_error("bf16 on a faked 7.5", fail_bf16, &faked, "faked by T5_TEST_COMPUTE_CAPABILITY; really 9.0",
@@ -110,6 +113,8 @@ int main(void) {
     gpu_arch_require_precision(&ampere, "bf16", "--bf16");
     gpu_arch_require_precision(&ampere, "tf32", "--tf32");
     gpu_arch_require_precision(&turing, "fp16", "--fp16");
-    test_check(1, "bf16 and TF32 on 8.6, fp16 on 7.5: accepted");
+    GpuInfo ada = gpu("NVIDIA L4", 89);
+    gpu_arch_require_precision(&ada, "fp8", "--fp8");
+    test_check(1, "bf16 and TF32 on 8.6, fp16 on 7.5, fp8 on 8.9: accepted");
     return test_summary();
 }

@@ -94,6 +94,10 @@ typedef struct {
     const char *fp16_from, *bf16_from;  // "--fp16", "--fp16_full_eval", "FILE: fp16.enabled" (NULL: off)
     int fp16_full_eval, bf16_full_eval; // evaluation in 16 bits
     int tf32;                     // --tf32: 1 TF32 tensor cores for fp32 GEMMs, 0 exact fp32, -1 not given (exact)
+    int fp8;                      // --fp8: the blocks' linears of training steps in fp8 (model/fp8.h)
+    const char *fp8_bf16;         // --fp8_bf16: linears kept in bf16 (t5_fp8_parse_keep's names)
+    int fp8_amax_history, fp8_margin;  // --fp8_amax_history (16), --fp8_margin (0)
+    unsigned fp8_keep;            // --fp8_bf16 parsed (T5Fp8Keep bits)
     int ddp_timeout;              // seconds a collective may take (T5_NCCL_TIMEOUT; HF's 1800)
     double max_gpu_memory;        // GiB cap on everything train_t5 allocates on the GPU (0: none)
     int gradient_checkpointing;   // recompute each block's activations in backward

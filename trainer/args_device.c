@@ -42,6 +42,7 @@ void train_args_resolve_dry_run_device(TrainArgs *a) {
 void train_args_check_gpu(const TrainArgs *a, const GpuInfo *g) {
     if (a->bf16) gpu_arch_require_precision(g, "bf16", a->bf16_from);
     if (a->tf32 == 1) gpu_arch_require_precision(g, "tf32", "--tf32");
+    if (a->fp8) gpu_arch_require_precision(g, "fp8", "--fp8");
 }
 
 void train_args_check_device(const TrainArgs *a) {
@@ -76,6 +77,9 @@ void train_args_check_device(const TrainArgs *a) {
         t5_fail("--device cuda: no GPU is visible (the CUDA runtime finds none; CUDA_VISIBLE_DEVICES=%s); HINT: drop "
                 "--device to train on the CPU, or check nvidia-smi", getenv("CUDA_VISIBLE_DEVICES") ?
                 getenv("CUDA_VISIBLE_DEVICES") : "(unset)");
+    if (a->fp8 && cuda && !a->bf16)  // the activations around the fp8 GEMMs (HF accelerate's fp8 autocasts to bf16)
+        t5_fail("--fp8 on the GPU runs bf16 activations around its fp8 GEMMs: add --bf16 (or bf16.enabled in the "
+                "DeepSpeed config)");
     const char *p16 = a->fp16 ? a->fp16_from : a->bf16 ? a->bf16_from : NULL;
     if (p16 && !cuda) {
         if (from_config(p16))

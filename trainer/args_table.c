@@ -54,6 +54,7 @@ TrainArgs train_args_default(void) {
     a.length_penalty = 1.0;
     a.local_rank = -1;
     a.tf32 = -1;
+    a.fp8_amax_history = 16;
     return a;
 }
 
@@ -275,6 +276,12 @@ TrainArgs train_args_default(void) {
     USE("bf16_full_eval", FLAG_BOOL, bf16_full_eval, "evaluate in bf16: an eval-only run computes in bf16; training with --bf16 evaluates in bf16 already"), \
     USE("tf32", FLAG_BOOL, tf32,                                                                                    \
         "TF32 tensor cores for fp32 GEMMs (Ampere and newer GPUs); false or unset: exact fp32 products"),        \
+    USE("fp8", FLAG_BOOL, fp8,                                                                                      \
+        "train_t5's: the blocks' linear GEMMs of training steps in fp8 (e4m3 forward, e5m2 gradients, delayed scaling; Ada/Hopper and newer, with --bf16; docs/TRAINER.md)"), \
+    USE("fp8_bf16", FLAG_STRING, fp8_bf16,                                                                          \
+        "train_t5's: with --fp8, linears kept in bf16 besides the LM head: attention_output, first_last (comma list)"), \
+    USE("fp8_amax_history", FLAG_INT, fp8_amax_history, "train_t5's: with --fp8, steps of amax history a scale is taken over (16)"), \
+    USE("fp8_margin", FLAG_INT, fp8_margin, "train_t5's: with --fp8, scales 2^margin below the format's largest value (0)"), \
     NOOP("fp16_opt_level", FLAG_STRING, "changes nothing: apex is not used (HF too ignores it without apex); --fp16 is mixed precision with fp32 master weights"), \
     NOOP("fp16_backend", FLAG_STRING, "changes nothing: apex is not used; --fp16 is mixed precision with fp32 master weights"), \
     NOOP("half_precision_backend", FLAG_STRING, "changes nothing: apex is not used; --fp16 is mixed precision with fp32 master weights"), \

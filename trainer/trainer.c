@@ -20,6 +20,7 @@
 #include "../data/collate.h"
 #include "../data/sampler.h"
 #include "../data/splits.h"
+#include "../model/fp8.h"
 #include "../model/hf_dir.h"
 #include "gen_defaults.h"
 #include "../model/generate.h"
@@ -116,6 +117,7 @@ static MemPlan plan_memory(const Run *r, const T5Config *cfg, Dtype dt, int B, i
     const TrainArgs *a = &r->a;
     *zp = planner_memory_zero_opts(cfg, dt, B, S, T, a->gradient_checkpointing, a->checkpoint_sub_batch, &r->p.zopt,
                                    r->comm.world);
+    if (a->fp8 && !r->p.zopt.inference) planner_add_fp8(&zp->gpu, cfg, B, S, T, a->fp8_amax_history);
     MemPlan plan = zp->gpu;
     if (a->predict_with_generate && (a->do_eval || a->do_predict))  // the decoder of each generate call
         planner_add_generation(&plan, cfg, dt, E, a->generation_num_beams, S, a->generation_max_length);
@@ -406,6 +408,19 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
         if (is_main(r))
             planner_print_keep(be, r->m.keep_sublayer_acts, r->plan_total, keep, a->gradient_checkpointing,
                                a->checkpoint_sub_batch);
+    }
+    if (a->fp8 && !r->m.inference) {
+        t5_fp8_init(&r->m, a->fp8_keep, a->fp8_amax_history, a->fp8_margin);
+        if (is_main(r)) {
+            char kept[128];
+            t5_fp8_describe_keep(a->fp8_keep, kept, sizeof kept);
+            printf("fp8: the blocks' linear GEMMs of training steps in fp8 (%d linear groups: e4m3 inputs and weights, e5m2 "
+                   "gradients; delayed scaling over %d steps, margin %d; the first step scaled from its own tensors)%s; "
+                   "bf16: %s; evaluation and generation in %s\n", r->m.fp8->n_slots, a->fp8_amax_history, a->fp8_margin,
+                   be->act_dtype == DTYPE_F32 ? " emulated on the CPU reference (operands rounded to the fp8 grids, fp32 "
+                                                "products)" : "",
+                   kept, be->act_dtype == DTYPE_F32 ? "fp32" : "bf16");
+        }
     }
     t5_plan_activations(&r->m, B, S, T);
 }

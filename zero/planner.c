@@ -9,6 +9,7 @@
 
 #include "../common/check.h"
 
+#include "../model/fp8.h"
 #include "../model/kv_decoder.h"
 #include "../model/params.h"
 #include "../model/t5.h"
@@ -202,6 +203,12 @@ void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, in
                             int max_length) {
     p->generation = t5_decoder_bytes(cfg, act_dtype, B, beams, S, max_length);
     p->total += p->generation;
+}
+
+void planner_add_fp8(MemPlan *p, const T5Config *cfg, int B, int S, int T, int hist_len) {
+    const size_t b = t5_fp8_scratch_bytes(cfg, B, S, T) + t5_fp8_state_bytes(cfg, hist_len);
+    p->workspace += b;
+    p->total += b;
 }
 
 static size_t keep_budget(const Backend *be) {

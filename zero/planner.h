@@ -31,6 +31,10 @@ MemPlan planner_memory(const T5Config *cfg, Dtype act_dtype, int B, int S, int T
 // (counting the start token) to the plan (p->generation, p->total).
 void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, int B, int beams, int S,
                             int max_length);
+// Add --fp8's training scratch (the rounded copies of the largest linear call) and scaling
+// state (model/fp8.h) to the workspace (p->workspace, p->total). The window's rows (gradient
+// checkpointing in sub-batches) are B at most: B bounds it.
+void planner_add_fp8(MemPlan *p, const T5Config *cfg, int B, int S, int T, int hist_len);
 // The same plan for one rank of a ZeRO run: stage 0-3 over `world` ranks, optimizer state
 // (fp32 master + moments) on the GPU or offloaded to host memory. What each stage
 // partitions (ZeRO paper, Rajbhandari et al. 2020, Figure 1, with K = 12 bytes of fp32

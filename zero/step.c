@@ -28,6 +28,7 @@
 
 #include "../common/check.h"
 #include "../common/clock.h"
+#include "../model/fp8.h"
 
 // T5_STEP_TIMES: wall seconds after the device has finished everything queued
 static double step_mark(const ZeroState *z) {
@@ -141,6 +142,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     long total = (long)total_ll;
     if (total == 0) t5_fail("training step: the step has no label tokens (every label is -100)");
     double loss = 0;
+    m->fp8_training = m->fp8 != NULL;  // --fp8: the blocks' linears in fp8 (model/fp8.h), this step only
     for (int i = 0; i < n_micro; i++) {
         const int last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward
         float dloss = (float)(loss_scale / (double)total);
@@ -161,6 +163,8 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
         zero_reduce_scatter_wait_host(z);  // offload: every piece is down in host memory
         z->phases.grads_wait_s += clock_seconds() - t_wait;
     }
+    m->fp8_training = 0;
+    t5_fp8_step_end(m);  // --fp8: this step's amaxes into the history, the next step's scales
     z->phases.accumulate_s += clock_seconds() - t_begin;
     if (z->debug.step_times) z->marks.backward_end = step_mark(z);
     comm_allreduce_sum_f64(z->comm, &loss, 1);  // all-reduce: the step's loss over ranks

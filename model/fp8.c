@@ -1,0 +1,146 @@
+// model/fp8.c: --fp8's scaling state: the slots of the blocks' linear layers, their
+// device arrays, and the end-of-step update (model/fp8.h says the recipe).
+#include "fp8.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "../kernels/fp8_format.h"
+
+unsigned t5_fp8_parse_keep(const char *list, const char *flag) {
+    unsigned keep = 0;
+    if (!list || !*list || !strcmp(list, "none")) return 0;
+    char buf[256];
+    if (strlen(list) >= sizeof buf) t5_fail("%s \"%.40s...\": too long (names: attention_output, first_last)", flag, list);
+    strcpy(buf, list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, "attention_output")) keep |= T5_FP8_KEEP_ATTN_OUT;
+        else if (!strcmp(tok, "first_last")) keep |= T5_FP8_KEEP_FIRST_LAST;
+        else
+            t5_fail("%s: unknown name \"%s\" (names: attention_output, first_last, comma-separated; the LM head is "
+                    "always bf16)", flag, tok);
+    }
+    return keep;
+}
+
+void t5_fp8_describe_keep(unsigned keep, char *buf, size_t n) {
+    snprintf(buf, n, "LM head%s%s", keep & T5_FP8_KEEP_ATTN_OUT ? ", attention outputs" : "",
+             keep & T5_FP8_KEEP_FIRST_LAST ? ", first and last blocks" : "");
+}
+
+// The linear groups of one block, by their first weight (model/fp8.h: q covers q, k, v;
+// cross k covers k, v). keep drops the o projections; `whole` drops the block.
+static int block_groups(const BlockOffsets *b, int decoder, unsigned keep, int whole, size_t *out) {
+    if (whole) return 0;
+    int n = 0;
+    const int outs = !(keep & T5_FP8_KEEP_ATTN_OUT);
+    out[n++] = b->self.q;
+    if (outs) out[n++] = b->self.o;
+    if (decoder) {
+        out[n++] = b->cross.q;
+        out[n++] = b->cross.k;
+        if (outs) out[n++] = b->cross.o;
+    }
+    out[n++] = b->ffn.wi;
+    out[n++] = b->ffn.wo;
+    return n;
+}
+
+static int cmp_size(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+enum { GROUPS_PER_BLOCK_MAX = 7 };
+
+static int slots_max(const T5Config *cfg) { return (cfg->num_layers + cfg->num_decoder_layers) * GROUPS_PER_BLOCK_MAX; }
+
+size_t t5_fp8_state_bytes(const T5Config *cfg, int hist_len) {
+    return (size_t)slots_max(cfg) * FP8_OPERANDS * (3 + (size_t)hist_len) * sizeof(float);
+}
+
+void t5_fp8_init(T5Model *m, unsigned keep, int hist_len, int margin) {
+    if (hist_len < 1) t5_fail("--fp8_amax_history %d: must be at least 1", hist_len);
+    if (margin < 0 || margin > 30) t5_fail("--fp8_margin %d: must be in 0..30", margin);
+    T5Fp8 *f = callocCheck(1, sizeof *f);
+    const T5Config *c = &m->cfg;
+    const ParamLayout *L = &m->lay;
+    f->keys = mallocCheck((size_t)slots_max(c) * sizeof(size_t));
+    f->hist_len = hist_len, f->margin = margin, f->keep = keep;
+    const int ends = keep & T5_FP8_KEEP_FIRST_LAST;
+    for (int l = 0; l < c->num_layers; l++)
+        f->n_slots += block_groups(&L->enc[l], 0, keep, ends && (l == 0 || l == c->num_layers - 1), f->keys + f->n_slots);
+    for (int l = 0; l < c->num_decoder_layers; l++)
+        f->n_slots += block_groups(&L->dec[l], 1, keep, ends && (l == 0 || l == c->num_decoder_layers - 1),
+                                   f->keys + f->n_slots);
+    qsort(f->keys, (size_t)f->n_slots, sizeof(size_t), cmp_size);
+    const size_t e = (size_t)f->n_slots * FP8_OPERANDS;
+    const size_t bytes = (e * 3 + e * (size_t)hist_len) * sizeof(float);
+    float *host = callocCheck(bytes / sizeof(float) + 1, sizeof(float));
+    for (size_t i = 0; i < 2 * e; i++) host[i] = 1.0f;  // scale and inv 1; amax and history 0
+    f->dev = m->be->alloc(bytes ? bytes : sizeof(float));
+    if (bytes) m->be->to_device(f->dev, host, bytes);
+    freeCheck(host);
+    f->scale = f->dev, f->inv = f->dev + e, f->amax = f->dev + 2 * e, f->history = f->dev + 3 * e;
+    m->fp8 = f;
+}
+
+void t5_fp8_free(T5Model *m) {
+    T5Fp8 *f = m->fp8;
+    if (!f) return;
+    m->be->free(f->dev);
+    freeCheck(f->keys);
+    freeCheck(f);
+    m->fp8 = NULL;
+}
+
+int t5_fp8_slot(const T5Fp8 *f, size_t w) {
+    int lo = 0, hi = f->n_slots - 1;
+    while (lo <= hi) {
+        const int mid = (lo + hi) / 2;
+        if (f->keys[mid] == w) return mid;
+        if (f->keys[mid] < w) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+Fp8Scales t5_fp8_scales(const T5Fp8 *f, int slot) {
+    const size_t o = (size_t)slot * FP8_OPERANDS;
+    Fp8Scales s = {f->scale + o, f->inv + o, f->amax + o, f->updates == 0};
+    return s;
+}
+
+void t5_fp8_step_end(T5Model *m) {
+    T5Fp8 *f = m->fp8;
+    if (!f || !f->n_slots) return;
+    m->be->fp8_scales_update(f->scale, f->inv, f->amax, f->history, f->n_slots, f->hist_len,
+                             (int)(f->updates % f->hist_len), f->margin);
+    f->updates++;
+}
+
+// fp8_scratch_bytes of one linear shape, max-reduced into *best.
+static void shape_max(size_t *best, size_t n, size_t I, size_t O, size_t count) {
+    const size_t b = fp8_scratch_bytes(n, I, O, count);
+    if (b > *best) *best = b;
+}
+
+size_t t5_fp8_scratch_bytes(const T5Config *cfg, int B, int S, int T) {
+    const size_t D = (size_t)cfg->d_model, HK = (size_t)t5_config_inner_dim(cfg), F = (size_t)cfg->d_ff;
+    const size_t ne = (size_t)B * S, nd = (size_t)B * T, g = cfg->is_gated ? 2 : 1;
+    size_t best = 0;
+    const size_t rows[2] = {ne, nd};
+    for (int s = 0; s < 2; s++) {
+        const size_t n = rows[s];
+        shape_max(&best, n, D, HK, 3);      // q, k, v forward
+        shape_max(&best, n, D, 3 * HK, 1);  // their joined backward
+        shape_max(&best, n, HK, D, 1);      // o
+        shape_max(&best, n, D, F, g);       // wi (wi_0, wi_1)
+        shape_max(&best, n, F, D, 1);       // wo
+    }
+    shape_max(&best, ne, D, HK, 2);      // cross k, v over the encoder output
+    shape_max(&best, ne, D, 2 * HK, 1);  // their joined backward
+    return best;
+}

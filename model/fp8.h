@@ -1,0 +1,56 @@
+// model/fp8.h: --fp8's scaling state (Transformer Engine's delayed-scaling recipe).
+//
+// Every linear layer of the blocks that runs in fp8 has a *slot*: three scales (its input,
+// its weight, its output gradient: FP8_INP, FP8_WEIGHT, FP8_GRAD of kernels/backend.h), the
+// largest |x| each operand showed this step (amax) and a history of the last hist_len steps'
+// amaxes. A step rounds its operands with the scales the history gave (delayed scaling: no
+// pass over a tensor before rounding it); at the end of the step (zero/step.c) one
+// fp8_scales_update moves the amaxes into the history and makes the next step's scales,
+// scale = 448 (e4m3) or 57344 (e5m2) / max(history) / 2^margin. The first step has no history:
+// its scales come from the tensors themselves (current scaling, Fp8Scales.current).
+//
+// A slot covers a group of linears that share an input: a self-attention's q, k, v (one
+// batched GEMM forward, one joined backward), a cross-attention's k, v; else one weight
+// (q of cross-attention, o, wi, wo). The LM head stays bf16 always (its logits feed the loss
+// directly); --fp8_bf16 keeps more in bf16 (T5Fp8Keep). Generation and evaluation run the
+// bf16 GEMMs on the same weights: fp8 is a training-step option (T5Model.fp8_training).
+//
+// The state is not in checkpoints: a resumed run starts with current scaling again.
+// Each rank keeps its own scales (Transformer Engine all-reduces the amaxes over the
+// data-parallel group; the weights' amaxes are the same on every rank anyway).
+#pragma once
+#include "t5.h"
+
+// Which linears stay bf16 besides the LM head (--fp8_bf16, a comma list of these names).
+typedef enum {
+    T5_FP8_KEEP_ATTN_OUT = 1,    // "attention_output": every attention's o projection
+    T5_FP8_KEEP_FIRST_LAST = 2,  // "first_last": the first and last block of each stack, whole
+} T5Fp8Keep;
+
+typedef struct T5Fp8 {
+    int n_slots, hist_len, margin;
+    unsigned keep;       // T5Fp8Keep bits
+    size_t *keys;        // (n_slots) increasing: the param offset of each slot's first weight
+    float *dev;          // one device block: scale | inv | amax (n_slots * FP8_OPERANDS each) | history
+    float *scale, *inv, *amax, *history;  // views into dev; history (n_slots * FP8_OPERANDS, hist_len)
+    long updates;        // fp8_scales_update calls made: 0 = current scaling (no history yet)
+} T5Fp8;
+
+// Parse --fp8_bf16's list into T5Fp8Keep bits ("" or "none": 0); a bad name fails naming it.
+unsigned t5_fp8_parse_keep(const char *list, const char *flag);
+// The names of keep, for start-up lines ("LM head" always first).
+void t5_fp8_describe_keep(unsigned keep, char *buf, size_t n);
+
+// Build m->fp8 for m's layout on m->be (scales 1, histories 0).
+void t5_fp8_init(T5Model *m, unsigned keep, int hist_len, int margin);
+void t5_fp8_free(T5Model *m);
+// The slot of the linear group whose first weight is at param offset w; -1: bf16.
+int t5_fp8_slot(const T5Fp8 *f, size_t w);
+Fp8Scales t5_fp8_scales(const T5Fp8 *f, int slot);
+// The end of a training step: this step's amaxes into the history, the next step's scales.
+void t5_fp8_step_end(T5Model *m);
+// The largest scratch one fp8 linear call of a (B, S, T) training step takes on the backend
+// (fp8_scratch_bytes over the model's linear shapes; the planner adds it to the workspace).
+size_t t5_fp8_scratch_bytes(const T5Config *cfg, int B, int S, int T);
+// The state's device bytes.
+size_t t5_fp8_state_bytes(const T5Config *cfg, int hist_len);

@@ -1,0 +1,166 @@
+// tests/test_fp8_model.c: --fp8 through the whole model on the CPU reference (model/fp8.h,
+// model/block.c's linear door, zero/step.c's end-of-step update), on the fixture models of
+// tests/fixtures (relu_tied: plain ReLU; gated_noscale: wi_0/wi_1, untied shapes):
+//   - the slots: one per linear group, fewer with --fp8_bf16's names;
+//   - a training step with fp8 is not the fp32 step (the rounding happens) but close to it,
+//     and five steps learn as fp32 does;
+//   - after a step every slot's three scales came from that step's amaxes (every group of
+//     linears went through fp8 both ways), the amaxes moved into the history;
+//   - evaluation outside a step does not use fp8 (bitwise the model without the state);
+//   - gradient checkpointing recomputes with the same scales: the same step, bit for bit.
+#include <math.h>
+#include <string.h>
+
+#include "../common/check.h"
+#include "../data/batch_file.h"
+#include "../kernels/fp8_format.h"
+#include "../model/fp8.h"
+#include "../model/load.h"
+#include "../zero/step.h"
+#include "test.h"
+
+typedef struct {
+    T5Model m;
+    ZeroState z;
+} Run;
+
+static void run_open(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt) {
+    ModelLoadOptions lo = {0};
+    model_load(&r->m, dir, backend_cpu(), lo);
+    r->m.dropout_p = 0.0f;
+    r->m.gradient_checkpointing = ckpt;
+    if (fp8) t5_fp8_init(&r->m, keep, 4, 0);
+    t5_plan_activations(&r->m, b->B, b->S, b->T);
+    AdamWConfig oc = adamw_default_config();
+    oc.lr = 1e-2f;
+    ZeroOptions zo = zero_options_stage(0);
+    zero_init(&r->z, &r->m, zero_comm_single(), &zo, &oc, NULL);
+}
+
+static void run_close(Run *r) {
+    zero_free(&r->z);
+    t5_free(&r->m);
+}
+
+static StepResult run_step(Run *r, const T5Batch *b) {
+    LrSchedule sched = {.base_lr = 1e-2, .warmup_steps = 0, .total_steps = 100, .type = LR_CONSTANT};
+    return zero_train_step(&r->z, &sched, NULL, b, 1, 0.0f);
+}
+
+static int slots_expected(const T5Config *c, unsigned keep) {
+    const int out = !(keep & T5_FP8_KEEP_ATTN_OUT);
+    int enc = c->num_layers, dec = c->num_decoder_layers;
+    if (keep & T5_FP8_KEEP_FIRST_LAST) enc = enc > 2 ? enc - 2 : 0, dec = dec > 2 ? dec - 2 : 0;
+    return enc * (3 + out) + dec * (5 + 2 * out);
+}
+
+static void check_slots(const char *dir, const T5Batch *b, const char *variant) {
+    const unsigned keeps[] = {0, T5_FP8_KEEP_ATTN_OUT, T5_FP8_KEEP_FIRST_LAST, T5_FP8_KEEP_ATTN_OUT | T5_FP8_KEEP_FIRST_LAST};
+    char what[256];
+    for (int i = 0; i < 4; i++) {
+        Run r;
+        run_open(&r, dir, b, 1, keeps[i], 0);
+        const int want = slots_expected(&r.m.cfg, keeps[i]);
+        snprintf(what, sizeof what, "%s: keep %u: %d fp8 slots (want %d)", variant, keeps[i], r.m.fp8->n_slots, want);
+        test_check(r.m.fp8->n_slots == want, what);
+        run_close(&r);
+    }
+    snprintf(what, sizeof what, "%s: --fp8_bf16 \"attention_output,first_last\" parses to both names", variant);
+    test_check(t5_fp8_parse_keep("attention_output,first_last", "--fp8_bf16") == (T5_FP8_KEEP_ATTN_OUT | T5_FP8_KEEP_FIRST_LAST) &&
+                   t5_fp8_parse_keep("none", "--fp8_bf16") == 0 && t5_fp8_parse_keep(NULL, "--fp8_bf16") == 0,
+               what);
+}
+
+// After one step: every entry's scale is the one its history column 0 gives, != 1 (the
+// operand was seen), and the amaxes are back to 0.
+static void check_state_after_step(const T5Fp8 *f, const char *variant) {
+    const size_t e = (size_t)f->n_slots * FP8_OPERANDS;
+    float *scale = mallocCheck(e * sizeof(float)), *inv = mallocCheck(e * sizeof(float));
+    float *amax = mallocCheck(e * sizeof(float)), *hist = mallocCheck(e * (size_t)f->hist_len * sizeof(float));
+    const Backend *be = backend_cpu();
+    be->to_host(scale, f->scale, e * sizeof(float));
+    be->to_host(inv, f->inv, e * sizeof(float));
+    be->to_host(amax, f->amax, e * sizeof(float));
+    be->to_host(hist, f->history, e * (size_t)f->hist_len * sizeof(float));
+    int unseen = 0, wrong = 0, amax_left = 0;
+    for (size_t i = 0; i < e; i++) {
+        const float h = hist[i * (size_t)f->hist_len];
+        const float want = fp8_scale_from_amax(h, fp8_operand_format((int)(i % FP8_OPERANDS)), 0, 1.0f);
+        unseen += !(h > 0.0f) || scale[i] == 1.0f;
+        wrong += scale[i] != want || inv[i] != 1.0f / want;
+        amax_left += amax[i] != 0.0f;
+    }
+    char what[256];
+    snprintf(what, sizeof what, "%s: after a step every one of %zu operands was seen (%d not) by %ld update(s)", variant, e,
+             unseen, f->updates);
+    test_check(unseen == 0 && f->updates == 1, what);
+    snprintf(what, sizeof what, "%s: scale = fp8 max / the history's amax, inv = 1/scale (%d wrong)", variant, wrong);
+    test_check(wrong == 0, what);
+    snprintf(what, sizeof what, "%s: the amaxes moved into the history (%d left)", variant, amax_left);
+    test_check(amax_left == 0, what);
+    freeCheck(scale), freeCheck(inv), freeCheck(amax), freeCheck(hist);
+}
+
+static void check_training(const char *dir, const T5Batch *b, const char *variant) {
+    char what[256];
+    Run ref, f8, ck;
+    run_open(&ref, dir, b, 0, 0, 0);
+    run_open(&f8, dir, b, 1, 0, 0);
+    run_open(&ck, dir, b, 1, 0, 1);
+    StepResult r0 = run_step(&ref, b), r1 = run_step(&f8, b), r2 = run_step(&ck, b);
+    const double dl = fabs(r1.loss - r0.loss) / r0.loss, dg = fabs(r1.grad_norm - r0.grad_norm) / r0.grad_norm;
+    snprintf(what, sizeof what, "%s: step 1 loss fp8 %.7f vs fp32 %.7f (rel %.2e: rounded, within 5%%)", variant, r1.loss,
+             r0.loss, dl);
+    test_check(r1.loss != r0.loss && dl < 0.05, what);
+    snprintf(what, sizeof what, "%s: step 1 grad norm fp8 %.6f vs fp32 %.6f (rel %.2e: within 25%%)", variant,
+             r1.grad_norm, r0.grad_norm, dg);
+    test_check(r1.grad_norm != r0.grad_norm && dg < 0.25, what);
+    snprintf(what, sizeof what, "%s: gradient checkpointing recomputes the same fp8 step (loss %.9g / %.9g, norm %.9g / %.9g)",
+             variant, r2.loss, r1.loss, r2.grad_norm, r1.grad_norm);
+    test_check(r2.loss == r1.loss && r2.grad_norm == r1.grad_norm, what);
+    test_check(!f8.m.fp8_training, "the fp8 switch is off between steps");
+    check_state_after_step(f8.m.fp8, variant);
+    // evaluation outside a step: the model's own GEMMs, as without the state
+    long n = 0;
+    const double with_state = t5_forward(&f8.m, b, 0.0f, &n);
+    T5Fp8 *saved = f8.m.fp8;
+    f8.m.fp8 = NULL;
+    const double without = t5_forward(&f8.m, b, 0.0f, &n);
+    f8.m.fp8 = saved;
+    snprintf(what, sizeof what, "%s: a forward outside a step ignores the fp8 state (%.9g vs %.9g)", variant, with_state,
+             without);
+    test_check(with_state == without, what);
+    // learning: four more steps each, the fp8 losses near the fp32 ones and falling as they do
+    double l0 = r0.loss, l1 = r1.loss, worst = 0;
+    for (int s = 0; s < 4; s++) {
+        r0 = run_step(&ref, b), r1 = run_step(&f8, b);
+        const double d = fabs(r1.loss - r0.loss) / r0.loss;
+        if (d > worst) worst = d;
+    }
+    snprintf(what, sizeof what, "%s: 5 steps: fp8 loss %.5f -> %.5f, fp32 %.5f -> %.5f (worst rel gap %.2e, within 10%%)",
+             variant, l1, r1.loss, l0, r0.loss, worst);
+    test_check(r1.loss < l1 && r0.loss < l0 && worst < 0.10, what);
+    run_close(&ref);
+    run_close(&f8);
+    run_close(&ck);
+}
+
+int main(void) {
+    const char *variants[] = {"relu_tied", "gated_noscale"};
+    for (int v = 0; v < 2; v++) {
+        char dir[256], path[300];
+        snprintf(dir, sizeof dir, "tests/fixtures/%s", variants[v]);
+        snprintf(path, sizeof path, "%s/reference.safetensors", dir);
+        T5Model probe;
+        ModelLoadOptions lo = {0};
+        model_load(&probe, dir, backend_cpu(), lo);
+        BatchFile bf;
+        batch_file_load(&bf, path, probe.cfg.vocab_size, probe.cfg.decoder_start_token_id, probe.cfg.pad_token_id);
+        t5_free(&probe);
+        printf("--- fp8 on fixture %s\n", variants[v]);
+        check_slots(dir, &bf.batch, variants[v]);
+        check_training(dir, &bf.batch, variants[v]);
+        batch_file_free(&bf);
+    }
+    return test_summary();
+}
