@@ -18,6 +18,9 @@
 #   the same global batch (acceptance 2), in the same table and chart.
 #   QP_HF_PARALLEL=0 runs the two HF runs one after the other (by default they share the GPU,
 #   which the table says: their wall times are then not alone).
+#   QP_FP8=1 (issue 38) also trains train_t5 with --fp8 (fp8 GEMMs, bf16 elsewhere) from the same
+#   init and data order and compares it with the bf16 run: final eval loss, BLEU, chrF, the curve
+#   (both in the chart). QP_HF=0 leaves the HF runs out (the fp8 comparison does not need them).
 set -u
 OUT=${OUT:-/tmp/quality_parity}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -80,18 +83,25 @@ t5_run train_t5
 # configs/ds_config_zero3.json, "auto" values from these flags; its 16-bit gather writes the
 # model the generation step loads). QP_TWO_GPU=0 leaves it out; it needs 2 visible GPUs.
 RUNS="train_t5"
+if [ "${QP_FP8:-0}" = 1 ]; then
+    [ "$PRECISION" = bf16 ] || { echo "QP_FP8=1 compares --fp8 with the bf16 run: QP_PRECISION=bf16"; exit 2; }
+    t5_run train_t5_fp8 --fp8
+    RUNS="$RUNS train_t5_fp8"
+fi
 if [ "${QP_TWO_GPU:-1}" = 1 ] && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
     t5_run train_t5_zero3_2gpu --num_gpus 2 --deepspeed configs/ds_config_zero3.json \
         --per_device_train_batch_size $((BATCH / 2))
-    RUNS="train_t5 train_t5_zero3_2gpu"
+    RUNS="$RUNS train_t5_zero3_2gpu"
 fi
 
 # Then the two HF runs side by side (a t5-small step leaves most of the GPU idle);
 # QP_HF_PARALLEL=0 runs them one after the other.
-if [ "${QP_HF_PARALLEL:-1}" = 1 ]; then hf_run 1 & B1=$!; hf_run 2 & B2=$!; wait $B1 $B2
-else hf_run 1; hf_run 2; fi
+HF_DIRS=""
+if [ "${QP_HF:-1}" = 0 ]; then echo "QP_HF=0: the HF runs are left out"
+elif [ "${QP_HF_PARALLEL:-1}" = 1 ]; then hf_run 1 & B1=$!; hf_run 2 & B2=$!; wait $B1 $B2; HF_DIRS="$OUT/hf_seed1 $OUT/hf_seed2"
+else hf_run 1; hf_run 2; HF_DIRS="$OUT/hf_seed1 $OUT/hf_seed2"; fi
 
-./train_t5 plot $(for r in $RUNS; do echo "$OUT/$r"; done) "$OUT/hf_seed1" "$OUT/hf_seed2" --out "$OUT/quality_parity.png" > /dev/null 2>&1 \
+./train_t5 plot $(for r in $RUNS; do echo "$OUT/$r"; done) $HF_DIRS --out "$OUT/quality_parity.png" > /dev/null 2>&1 \
     || echo "train_t5 plot failed"
 "$PY" - "$OUT" "${QP_HF_PARALLEL:-1}" $RUNS <<'PY'
 import json, os, sys
@@ -101,6 +111,8 @@ def lines(p):
     return [l.rstrip("\n") for l in open(p, encoding="utf-8")]
 rows = {}
 for name in ("hf_seed1", "hf_seed2"):
+    if not os.path.isdir(f"{o}/{name}"):
+        continue
     try:
         rows[name] = json.load(open(f"{o}/{name}/result.json"))
     except OSError as e:
@@ -150,6 +162,14 @@ for name in runs:
         gap = max(abs(c1[s] - c2[s]) for s in steps)
         print(f"{name}: curve within {dev:.4f} of the HF mean at every evaluation; the HF seeds differ by up to "
               f"{gap:.4f}; {sum(1 for x in out if not x.endswith('*'))} of {len(out)} points inside the two-run band")
-if par:
+if {"train_t5", "train_t5_fp8"} <= rows.keys():  # issue 38: fp8 against bf16, same init and order
+    b, f = rows["train_t5"], rows["train_t5_fp8"]
+    cb, cf = curve(o + "/train_t5/trainer_state.json"), curve(o + "/train_t5_fp8/trainer_state.json")
+    common = sorted(set(cb) & set(cf))
+    gap = max((abs(cf[s] - cb[s]) / cb[s] for s in common), default=float("nan"))
+    print(f"train_t5_fp8 vs train_t5 (bf16): final eval_loss {100 * (f['eval_loss'] - b['eval_loss']) / b['eval_loss']:+.2f}%, "
+          f"BLEU {f['bleu'] - b['bleu']:+.2f}, chrF {f['chrf'] - b['chrf']:+.2f}; the curves at most {100 * gap:.2f}% apart "
+          f"over {len(common)} evaluations; train s {f['train_s']:.1f} vs {b['train_s']:.1f}")
+if par and "hf_seed1" in rows:
     print("note: the two HF runs shared the GPU (QP_HF_PARALLEL=1): their wall times are not alone; train_t5 ran alone")
 PY
