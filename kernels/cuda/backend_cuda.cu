@@ -50,6 +50,14 @@
                                                       const void *inp, size_t is, int N, int I, int O, int batch) {\
         cuda_matmul_backward_weights_batched(DT, dw, dws, dout, ds, inp, is, N, I, O, batch);                     \
     }                                                                                                             \
+    static void SFX##_fp8_matmul_forward(void *out, size_t os, const void *inp, const void *w, size_t ws, int N,   \
+                                         int I, int O, int count, Fp8Scales s) {                                  \
+        cuda_fp8_matmul_forward(DT, out, os, inp, w, ws, N, I, O, count, s);                                      \
+    }                                                                                                             \
+    static void SFX##_fp8_matmul_backward(void *dinp, void *dweight, const void *dout, const void *inp,           \
+                                          const void *weight, int N, int I, int O, int dinp_set, Fp8Scales s) {   \
+        cuda_fp8_matmul_backward(DT, dinp, dweight, dout, inp, weight, N, I, O, dinp_set, s);                     \
+    }                                                                                                             \
     static void SFX##_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int q_offset,   \
                                             int num_buckets, int max_distance, int bidirectional) {               \
         cuda_position_bias_forward(DT, bias, table, Tq, Tk, H, q_offset, num_buckets, max_distance,               \
@@ -171,6 +179,9 @@
         .matmul_backward = SFX##_matmul_backward,                                                                 \
         .matmul_forward_batched = SFX##_matmul_forward_batched,                                                   \
         .matmul_backward_weights_batched = SFX##_matmul_backward_weights_batched,                                 \
+        .fp8_matmul_forward = SFX##_fp8_matmul_forward,                                                           \
+        .fp8_matmul_backward = SFX##_fp8_matmul_backward,                                                         \
+        .fp8_scales_update = cuda_fp8_scales_update,                                                              \
         .position_bias_forward = SFX##_position_bias_forward,                                                     \
         .position_bias_backward = SFX##_position_bias_backward,                                                   \
         .attention_forward = SFX##_attention_forward,                                                             \

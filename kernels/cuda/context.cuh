@@ -40,6 +40,8 @@ enum CudaScratchId {
     CUDA_SCRATCH_GUARD_FLAGS,    // elementwise.cu: dropout_add_guard's two "any inf" flags, used in turn
     CUDA_SCRATCH_BEAM_TOPK,      // search.cu: (N, K) per-row candidates of beam_topk
     CUDA_SCRATCH_GEMM_POINTERS,  // matmul.cu: the entry addresses of a pointer-array batched GEMM
+    CUDA_SCRATCH_FP8,            // fp8.cu: the rounded operands of one fp8 linear (fp8_format.h fp8_scratch_bytes)
+    CUDA_SCRATCH_FP8_INV,        // fp8.cu: the call's inverse scales, 16-byte aligned (cuBLASLt's scale pointers)
     CUDA_SCRATCH_COUNT
 };
 

@@ -19,6 +19,14 @@
 // 16-bit types can do that) a simple tiled kernel computes the product instead and a
 // one-time NOTICE names the shape, so a slow path is never silent.
 //
+// fp8 (cuda_gemm_fp8, for fp8.cu): A and B are 8-bit codes (e4m3 / e5m2, kernels/fp8_format.h),
+// C stays in the activation dtype, and each operand has a device fp32 scale (cuBLASLt's
+// A_SCALE_POINTER / B_SCALE_POINTER, 16-byte aligned): C = scale_a * scale_b * (A B) (+ C).
+// cuBLASLt's fp8 kernels take only the "TN" form (A transposed, B not) with m, k and the
+// leading dimensions multiples of 16, on compute capability 8.9 and up; the same plan cache
+// holds them (the key adds the operand types and fast accumulation). Where they do not apply,
+// the fallback kernel decodes the codes (fp8_decode) and a NOTICE names the shape and reason.
+//
 // Environment (diagnostics): T5_GEMM_VERBOSE=1 prints each plan's algorithm (tile,
 // split-K, reduction scheme, workspace) when it is made; T5_GEMM_FALLBACK=1 runs every
 // product on the simple kernel (tests/gpu runs its checks once that way too).
@@ -77,8 +85,13 @@ static uint32_t alignment_of(const void *p, long long stride_bytes, int batch) {
 }
 
 // ---- the plan cache ---------------------------------------------------------------------
+// Operand types of a key: the activation dtype (every product but fp8.cu's), or 8-bit codes.
+enum { GEMM_TYPE_ACT = 0, GEMM_TYPE_E4M3, GEMM_TYPE_E5M2 };
+
 typedef struct {
     int dt, transa, transb, m, n, k, lda, ldb, ldc, batch, accumulate;
+    int type_a, type_b;  // GEMM_TYPE_*: A and B (C is always dt)
+    int fast_accum;     // fp8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM
     int tf32;           // fp32 only: CUBLAS_COMPUTE_32F_FAST_TF32 (cuda_set_tf32)
     int nh;             // heads per outer batch entry: entry z = (b, h) = (z / nh, z % nh)
     int pointer_array;  // 1: cuBLASLt reads the entries' addresses from device arrays
@@ -131,26 +144,62 @@ static cublasLtMatrixLayout_t gemm_layout(cudaDataType_t type, int rows, int col
     return l;
 }
 
-// The operation descriptor and the three layouts of a key.
-static void gemm_plan_describe(GemmPlan *p, const GemmKey *key) {
-    cudaDataType_t type = dtype_cuda((Dtype)key->dt);
+static int gemm_is_fp8(const GemmKey *key) { return key->type_a != GEMM_TYPE_ACT; }
+
+static cudaDataType_t gemm_operand_cuda(int type, Dtype dt) {
+    return type == GEMM_TYPE_E4M3 ? CUDA_R_8F_E4M3 : type == GEMM_TYPE_E5M2 ? CUDA_R_8F_E5M2 : dtype_cuda(dt);
+}
+static const char *gemm_operand_name(int type, Dtype dt) {
+    return type == GEMM_TYPE_E4M3 ? "e4m3" : type == GEMM_TYPE_E5M2 ? "e5m2" : dtype_name(dt);
+}
+
+// The operation descriptor and the three layouts of a key (an fp8 key: also its scale
+// pointers, reset before every call, and fast accumulation).
+static void gemm_plan_describe(GemmPlan *p, const GemmKey *key, const float *scale_a, const float *scale_b) {
+    const Dtype dt = (Dtype)key->dt;
+    cudaDataType_t type = dtype_cuda(dt), type_a = gemm_operand_cuda(key->type_a, dt),
+                   type_b = gemm_operand_cuda(key->type_b, dt);
     cublasCheck(cublasLtMatmulDescCreate(&p->op, key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                                          CUDA_R_32F));
     cublasOperation_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (gemm_is_fp8(key)) {
+        const int8_t fast = (int8_t)key->fast_accum;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a,
+                                                   sizeof scale_a));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b,
+                                                   sizeof scale_b));
+    }
     const int pa = key->pointer_array;
-    p->la = key->transa ? gemm_layout(type, key->k, key->m, key->lda, key->batch, key->sa, pa)
-                        : gemm_layout(type, key->m, key->k, key->lda, key->batch, key->sa, pa);
-    p->lb = key->transb ? gemm_layout(type, key->n, key->k, key->ldb, key->batch, key->sb, pa)
-                        : gemm_layout(type, key->k, key->n, key->ldb, key->batch, key->sb, pa);
+    p->la = key->transa ? gemm_layout(type_a, key->k, key->m, key->lda, key->batch, key->sa, pa)
+                        : gemm_layout(type_a, key->m, key->k, key->lda, key->batch, key->sa, pa);
+    p->lb = key->transb ? gemm_layout(type_b, key->n, key->k, key->ldb, key->batch, key->sb, pa)
+                        : gemm_layout(type_b, key->k, key->n, key->ldb, key->batch, key->sb, pa);
     p->lc = gemm_layout(type, key->m, key->n, key->ldc, key->batch, key->sc, pa);
+}
+
+// Why cuBLASLt's fp8 kernels cannot take an fp8 key (NULL: they can; then the heuristic
+// decides): cuBLAS's documented requirements for fp8 (cublasLtMatmul, "FP8" and "Tensor Core
+// usage"), checked here so that a shape outside them never reaches cublasLtMatmul.
+static const char *gemm_fp8_unsupported(const GemmKey *key, char *buf, size_t len) {
+    const int cc = cuda_ctx()->cc;
+    if (cc < GPU_CC_FP8) {
+        snprintf(buf, len, "compute capability %d.%d has no fp8 tensor cores (8.9 and up)", cc / 10, cc % 10);
+        return buf;
+    }
+    if (!key->transa || key->transb) return "cuBLASLt's fp8 GEMMs take A transposed and B not (TN) only";
+    if (key->m % 16 || key->k % 16 || key->lda % 16 || key->ldb % 16)
+        return "cuBLASLt's fp8 GEMMs need m, k and the leading dimensions of A and B multiples of 16";
+    if (key->align_a < 16 || key->align_b < 16) return "cuBLASLt's fp8 GEMMs need A and B 16-byte aligned";
+    return NULL;
 }
 
 // cuBLASLt's best algorithm for a described plan (the workspace and alignments of the key
 // as constraints); the status, *found and *res as cublasLtMatmulAlgoGetHeuristic gives them.
 static cublasStatus_t gemm_plan_heuristic(GemmPlan *p, const GemmKey *key, cublasLtMatmulHeuristicResult_t *res,
-                                          int *found) {
+                                          int *found, const char *unsupported) {
     size_t ws_bytes = 0;
     (void)cuda_lt_workspace(&ws_bytes);
     cublasLtMatmulPreference_t pref;
@@ -169,7 +218,7 @@ static cublasStatus_t gemm_plan_heuristic(GemmPlan *p, const GemmKey *key, cubla
     uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
                                                      sizeof reduction));
-    cublasStatus_t st = gemm_force_fallback()
+    cublasStatus_t st = gemm_force_fallback() || unsupported
                             ? CUBLAS_STATUS_NOT_SUPPORTED
                             : cublasLtMatmulAlgoGetHeuristic(cuda_lt_handle(), p->op, p->la, p->lb, p->lc, p->lc,
                                                              pref, 1, res, found);
@@ -191,16 +240,19 @@ static void gemm_plan_print(const GemmPlan *p, const GemmKey *key, const cublasL
     cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages,
                                          &w);
     fprintf(stderr,
-            "gemm plan: %s m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d%s beta=%d align=%u,%u,%u: algo %d "
+            "gemm plan: %s%s%s%s%s m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d%s beta=%d align=%u,%u,%u: algo %d "
             "tile %d stages %d splitK %d reduction %u workspace %zu waves %.2f\n",
-            dtype_name((Dtype)key->dt), key->m, key->n, key->k, key->transa ? 'T' : 'N',
+            dtype_name((Dtype)key->dt), gemm_is_fp8(key) ? " <- " : "",
+            gemm_is_fp8(key) ? gemm_operand_name(key->type_a, (Dtype)key->dt) : "", gemm_is_fp8(key) ? " x " : "",
+            gemm_is_fp8(key) ? gemm_operand_name(key->type_b, (Dtype)key->dt) : "", key->m, key->n, key->k,
+            key->transa ? 'T' : 'N',
             key->transb ? 'T' : 'N', key->lda, key->ldb, key->ldc, key->batch,
             key->pointer_array ? " (pointer array)" : "", key->accumulate,
             key->align_a, key->align_b, key->align_c, id, tile, stages, splitk, scheme, p->workspace,
             res->wavesCount);
 }
 
-static GemmPlan *gemm_plan_get(const GemmKey *key) {
+static GemmPlan *gemm_plan_get(const GemmKey *key, const float *scale_a, const float *scale_b) {
     CudaContext *cx = cuda_ctx();
     if (!cx->gemm_plans) cx->gemm_plans = (GemmPlanCache *)callocCheck(1, sizeof(GemmPlanCache));
     GemmPlanCache *cache = cx->gemm_plans;
@@ -212,10 +264,12 @@ static GemmPlan *gemm_plan_get(const GemmKey *key) {
     gemm_plan_release(p);
     memset(p, 0, sizeof *p);
     p->key = *key;
-    gemm_plan_describe(p, key);
+    gemm_plan_describe(p, key, scale_a, scale_b);
+    char why[160];
+    const char *unsupported = gemm_is_fp8(key) ? gemm_fp8_unsupported(key, why, sizeof why) : NULL;
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    cublasStatus_t st = gemm_plan_heuristic(p, key, &res, &found);
+    cublasStatus_t st = gemm_plan_heuristic(p, key, &res, &found, unsupported);
     if (st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
         p->have_algo = 1;
         p->algo = res.algo;
@@ -225,6 +279,14 @@ static GemmPlan *gemm_plan_get(const GemmKey *key) {
         if (gemm_verbose())
             fprintf(stderr, "gemm plan: %s m=%d n=%d k=%d batch=%d: simple kernel (T5_GEMM_FALLBACK)\n",
                     dtype_name((Dtype)key->dt), key->m, key->n, key->k, key->batch);
+    } else if (gemm_is_fp8(key)) {
+        fprintf(stderr,
+                "NOTICE: no cuBLASLt fp8 GEMM for %s <- %s x %s m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d "
+                "(alignment %u,%u,%u bytes; %s): using the simple CUDA kernel for this shape (slow)\n",
+                dtype_name((Dtype)key->dt), gemm_operand_name(key->type_a, (Dtype)key->dt),
+                gemm_operand_name(key->type_b, (Dtype)key->dt), key->m, key->n, key->k, key->transa ? 'T' : 'N',
+                key->transb ? 'T' : 'N', key->lda, key->ldb, key->ldc, key->batch, key->align_a, key->align_b,
+                key->align_c, unsupported ? unsupported : cublasLtGetStatusName(st));
     } else {
         fprintf(stderr,
                 "NOTICE: cuBLASLt has no algorithm for %s GEMM m=%d n=%d k=%d trans=%c%c ld=%d,%d,%d batch=%d "
@@ -241,9 +303,18 @@ static GemmPlan *gemm_plan_get(const GemmKey *key) {
 namespace {
 enum { FB_TILE = 16 };
 
-// C[r,c] (+)= sum_p opA(r,p) opB(p,c); one thread per element of C, K in tiles of 16.
-template <typename T>
-__global__ void gemm_fallback_kernel(T *C, const T *A, const T *B, GemmKey key) {
+// Element i of an operand as fp32: T, or an 8-bit code of GEMM_TYPE type (fp8 keys).
+template <typename T> __device__ __forceinline__ float fb_value(const T *p, long long i, int) { return to_float(p[i]); }
+__device__ __forceinline__ float fb_value(const uint8_t *p, long long i, int type) {
+    return fp8_decode(p[i], type == GEMM_TYPE_E5M2 ? FP8_E5M2 : FP8_E4M3);
+}
+
+// C[r,c] (+)= factor * sum_p opA(r,p) opB(p,c); one thread per element of C, K in tiles of
+// 16. E: the operands' element type (T, or uint8_t codes of an fp8 key); factor = *scale_a *
+// *scale_b for fp8 keys (fp8.cu's dequantization, as cuBLASLt's scale pointers), else 1.
+template <typename T, typename E>
+__global__ void gemm_fallback_kernel(T *C, const E *A, const E *B, GemmKey key, const float *scale_a,
+                                     const float *scale_b) {
     __shared__ float As[FB_TILE][FB_TILE + 1], Bs[FB_TILE][FB_TILE + 1];
     const int m = key.m, n = key.n, k = key.k, lda = key.lda, ldb = key.ldb, ldc = key.ldc;
     const int transa = key.transa, transb = key.transb, accumulate = key.accumulate;
@@ -258,28 +329,37 @@ __global__ void gemm_fallback_kernel(T *C, const T *A, const T *B, GemmKey key) 
         // As[tx][ty] = opA(blockrow + tx, p0 + ty); Bs[tx][ty] = opB(p0 + tx, blockcol + ty)
         int ar = blockIdx.x * FB_TILE + tx, ap = p0 + ty;
         float av = 0.0f;
-        if (ar < m && ap < k) av = to_float(A[transa ? ap + (long long)ar * lda : ar + (long long)ap * lda]);
+        if (ar < m && ap < k)
+            av = fb_value(A, transa ? ap + (long long)ar * lda : ar + (long long)ap * lda, key.type_a);
         As[tx][ty] = av;
         int bp = p0 + tx, bc = blockIdx.y * FB_TILE + ty;
         float bv = 0.0f;
-        if (bp < k && bc < n) bv = to_float(B[transb ? bc + (long long)bp * ldb : bp + (long long)bc * ldb]);
+        if (bp < k && bc < n)
+            bv = fb_value(B, transb ? bc + (long long)bp * ldb : bp + (long long)bc * ldb, key.type_b);
         Bs[tx][ty] = bv;
         __syncthreads();
         for (int q = 0; q < FB_TILE; q++) acc += As[tx][q] * Bs[q][ty];
         __syncthreads();
     }
     if (r < m && c < n) {
+        if (scale_a) acc *= *scale_a * *scale_b;
         T *dst = C + r + (long long)c * ldc;
         *dst = from_float<T>(accumulate ? to_float(*dst) + acc : acc);
     }
 }
 
 template <typename T>
-void gemm_fallback(const GemmKey *key, void *C, const void *A, const void *B) {
+void gemm_fallback(const GemmKey *key, void *C, const void *A, const void *B, const float *scale_a,
+                   const float *scale_b) {
     dim3 block(FB_TILE, FB_TILE);
     dim3 grid((key->m + FB_TILE - 1) / FB_TILE, (key->n + FB_TILE - 1) / FB_TILE, key->batch);
     if (key->batch > 65535) t5_fail("cuda matmul: batch %d exceeds the fallback kernel's grid limit", key->batch);
-    gemm_fallback_kernel<T><<<grid, block, 0, t5_stream()>>>((T *)C, (const T *)A, (const T *)B, *key);
+    if (gemm_is_fp8(key))
+        gemm_fallback_kernel<T, uint8_t><<<grid, block, 0, t5_stream()>>>(
+            (T *)C, (const uint8_t *)A, (const uint8_t *)B, *key, scale_a, scale_b);
+    else
+        gemm_fallback_kernel<T, T><<<grid, block, 0, t5_stream()>>>((T *)C, (const T *)A, (const T *)B, *key, NULL,
+                                                                    NULL);
     cudaLaunchCheck();
 }
 }  // namespace
@@ -313,17 +393,24 @@ extern "C" void cuda_set_tf32(int on) { cuda_ctx()->tf32 = on != 0; }
 
 // Runs a keyed product: A, B, C are the operands (strided batch, or the device arrays of
 // addresses for a pointer-array key); base_* are the first entries (for the fallback kernel).
+// scale_a, scale_b: an fp8 key's device scales (NULL otherwise).
 static void gemm_run(const GemmKey *key, const void *A, const void *B, void *C, const void *base_a,
-                     const void *base_b, void *base_c) {
-    GemmPlan *p = gemm_plan_get(key);
+                     const void *base_b, void *base_c, const float *scale_a = NULL, const float *scale_b = NULL) {
+    GemmPlan *p = gemm_plan_get(key, scale_a, scale_b);
     if (!p->have_algo) {
         switch ((Dtype)key->dt) {
-            case DTYPE_F32: gemm_fallback<float>(key, base_c, base_a, base_b); break;
-            case DTYPE_BF16: gemm_fallback<__nv_bfloat16>(key, base_c, base_a, base_b); break;
-            case DTYPE_F16: gemm_fallback<__half>(key, base_c, base_a, base_b); break;
+            case DTYPE_F32: gemm_fallback<float>(key, base_c, base_a, base_b, scale_a, scale_b); break;
+            case DTYPE_BF16: gemm_fallback<__nv_bfloat16>(key, base_c, base_a, base_b, scale_a, scale_b); break;
+            case DTYPE_F16: gemm_fallback<__half>(key, base_c, base_a, base_b, scale_a, scale_b); break;
             default: dtype_unknown((Dtype)key->dt, __func__);
         }
         return;
+    }
+    if (gemm_is_fp8(key)) {  // the plan is shared by every call of its shape: this call's scales
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a,
+                                                   sizeof scale_a));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b,
+                                                   sizeof scale_b));
     }
     size_t ws_bytes = 0;
     void *ws = cuda_lt_workspace(&ws_bytes);
@@ -358,6 +445,28 @@ void cuda_gemm_strided(Dtype dt, int transa, int transb, int m, int n, int k, co
     key.align_b = alignment_of(B, key.sb * es, batch);
     key.align_c = alignment_of(C, key.sc * es, batch);
     gemm_run(&key, A, B, C, A, B, C);
+}
+
+// fp8 operands (gemm.cuh): A (transposed) and B 8-bit codes, C in dt; strided batch.
+void cuda_gemm_fp8(Dtype dt, int m, int n, int k, const void *A, Fp8Format fa, int lda, long long sa,
+                   const float *scale_a, const void *B, Fp8Format fb, int ldb, long long sb, const float *scale_b,
+                   void *C, int ldc, long long sc, int batch, int accumulate, int fast_accum) {
+    if (gemm_empty(m, n, k, batch, accumulate)) return;
+    if (((uintptr_t)scale_a | (uintptr_t)scale_b) & 15)  // cublasLtMatmul would refuse at run time (gemm.cuh)
+        t5_fail("cuda_gemm_fp8: scale pointers %p, %p are not 16-byte aligned (a bug in the caller)",
+                (const void *)scale_a, (const void *)scale_b);
+    GemmKey key = gemm_key_base(dt, 1, 0, m, n, k, lda, ldb, ldc, batch, accumulate);
+    key.tf32 = 0;
+    key.type_a = fa == FP8_E5M2 ? GEMM_TYPE_E5M2 : GEMM_TYPE_E4M3;
+    key.type_b = fb == FP8_E5M2 ? GEMM_TYPE_E5M2 : GEMM_TYPE_E4M3;
+    key.fast_accum = fast_accum ? 1 : 0;
+    key.sa = batch > 1 ? sa : 0;
+    key.sb = batch > 1 ? sb : 0;
+    key.sc = batch > 1 ? sc : 0;
+    key.align_a = alignment_of(A, key.sa, batch);
+    key.align_b = alignment_of(B, key.sb, batch);
+    key.align_c = alignment_of(C, key.sc * (long long)dtype_bytes(dt), batch);
+    gemm_run(&key, A, B, C, A, B, C, scale_a, scale_b);
 }
 
 namespace {

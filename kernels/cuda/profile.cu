@@ -8,7 +8,8 @@
 // the GPU waited for the host (launch overhead, host work, synchronizations).
 // A class is what the op is for: GEMMs, the LM head's GEMMs (O or I = the vocabulary),
 // attention (score/value GEMMs, permutes and softmax inside), norms, elementwise and
-// residual, memsets, copies, cross-entropy, optimizer. Event overhead: about 1-2 us of
+// residual, memsets, copies, cross-entropy, optimizer (the fp8 linears count as GEMMs, their
+// rounding passes included; fp8_scales_update as optimizer). Event overhead: about 1-2 us of
 // host time per op, so "idle" reads a little high under the profiler.
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,6 +143,25 @@ static void w_matmul_backward_weights_batched(void *dw, size_t dws, const void *
     PROF(gemm_class(I, O), P.real->matmul_backward_weights_batched(dw, dws, dout, ds, inp, is, N, I, O, batch),
          "matmul_backward_weights_batched %d x %dx%d->%d dw", batch, N, I, O);
 }
+// fp8: the rounding passes (and, at s.current, the amax passes) are inside the op's time
+static void w_fp8_matmul_forward(void *out, size_t os, const void *inp, const void *w, size_t ws, int N, int I, int O,
+                                 int count, Fp8Scales s) {
+    char batch[24] = "";
+    if (count > 1) snprintf(batch, sizeof batch, "%d x ", count);
+    PROF(gemm_class(I, O), P.real->fp8_matmul_forward(out, os, inp, w, ws, N, I, O, count, s),
+         "fp8_matmul_forward %s%dx%d->%d%s", batch, N, I, O, s.current ? " current" : "");
+}
+static void w_fp8_matmul_backward(void *dinp, void *dw, const void *dout, const void *inp, const void *w, int N, int I,
+                                  int O, int dinp_set, Fp8Scales s) {
+    PROF(gemm_class(I, O), P.real->fp8_matmul_backward(dinp, dw, dout, inp, w, N, I, O, dinp_set, s),
+         "fp8_matmul_backward %dx%d->%d%s%s%s", N, I, O, dinp ? (dinp_set ? " dinp=" : " dinp+=") : "",
+         dw ? " dw" : "", s.current ? " current" : "");
+}
+static void w_fp8_scales_update(float *scale, float *inv, float *amax, float *history, int n, int hist_len, int col,
+                                int margin) {
+    PROF(PC_OPTIMIZER, P.real->fp8_scales_update(scale, inv, amax, history, n, hist_len, col, margin),
+         "fp8_scales_update %d x %d entries", n, FP8_OPERANDS);
+}
 static void w_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int qo, int nb, int md,
                                     int bi) {
     PROF(PC_EMBED_BIAS, P.real->position_bias_forward(bias, table, Tq, Tk, H, qo, nb, md, bi),
@@ -263,6 +283,8 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.matmul_forward = w_matmul_forward, w.matmul_backward = w_matmul_backward;
     w.matmul_forward_batched = w_matmul_forward_batched;
     w.matmul_backward_weights_batched = w_matmul_backward_weights_batched;
+    w.fp8_matmul_forward = w_fp8_matmul_forward, w.fp8_matmul_backward = w_fp8_matmul_backward;
+    w.fp8_scales_update = w_fp8_scales_update;
     w.position_bias_forward = w_position_bias_forward, w.position_bias_backward = w_position_bias_backward;
     w.attention_forward = w_attention_forward, w.attention_backward = w_attention_backward;
     w.ffn_act_forward = w_ffn_act_forward, w.ffn_act_backward = w_ffn_act_backward;

@@ -3,7 +3,7 @@
 // through two `const Backend *` (oracle: backend_cpu(); subject: the CUDA backend in
 // fp32, bf16 and fp16), plus the checks of the Backend object itself (its entries, the
 // allocator, the memory cap, error exits). The cases live in backend_ops_pointwise.h and
-// backend_ops_matmul_attention.h and backend_ops_search.h, the harness in backend_ops.h; timings are
+// backend_ops_matmul_attention.h, backend_ops_search.h and backend_ops_fp8.h, the harness in backend_ops.h; timings are
 // test_backend_ops_perf.c's.
 // Prints OK / NOT OK per check with the max difference; exits non-zero on any failure.
 // Environment: T5_TEST_QUICK=1 small matmul/attention shapes only (for compute-sanitizer);
@@ -12,16 +12,18 @@
 
 #include "../../kernels/backend_registry.h"
 #include "backend_ops.h"
+#include "backend_ops_fp8.h"
 #include "backend_ops_matmul_attention.h"
 #include "backend_ops_pointwise.h"
 #include "backend_ops_search.h"
 
 // Cases run in groups; a group starts the random stream from its seed for each dtype's
 // first case, so every case sees the inputs it saw before the table existed.
-enum { GROUP_POINTWISE, GROUP_MATMUL_ATTENTION, GROUP_SEARCH, GROUP_COUNT };
-static const uint64_t GROUP_SEED[GROUP_COUNT] = {0x853c49e6748fea9bULL, 0x9e3779b97f4a7c15ULL, 0x2545f4914f6cdd1dULL};
+enum { GROUP_POINTWISE, GROUP_MATMUL_ATTENTION, GROUP_SEARCH, GROUP_FP8, GROUP_COUNT };
+static const uint64_t GROUP_SEED[GROUP_COUNT] = {0x853c49e6748fea9bULL, 0x9e3779b97f4a7c15ULL, 0x2545f4914f6cdd1dULL,
+                                                 0xda942042e4dd58b5ULL};
 static const char *const GROUP_NAME[GROUP_COUNT] = {"pointwise and reductions", "matmul, attention",
-                                                    "generation search"};
+                                                    "generation search", "fp8 linear"};
 
 typedef struct {
     const char *op;  // the Backend entries it covers
@@ -51,6 +53,9 @@ static const OpCase OP_CASES[] = {
     {"attention_decode", GROUP_SEARCH, case_attention_decode},
     {"kv_append", GROUP_SEARCH, case_kv_append},
     {"qkv_append", GROUP_SEARCH, case_qkv_append},
+    {"fp8_matmul_forward/backward", GROUP_FP8, case_fp8_matmul},
+    {"fp8_matmul_forward/backward: bitwise rounding", GROUP_FP8, case_fp8_rounding},
+    {"fp8_scales_update", GROUP_FP8, case_fp8_scales_update},
 };
 
 static const Dtype DTYPES[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
@@ -176,6 +181,7 @@ static void run_group(int group) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     ops_quick = getenv("T5_TEST_QUICK") && strcmp(getenv("T5_TEST_QUICK"), "0") != 0;
+    fp8_quick = ops_quick;
     test_error_exits();  // before opening the backend: the children open it themselves
     const Backend *S = open_subject(DTYPE_F32);
     struct cudaDeviceProp prop;
@@ -192,6 +198,7 @@ int main(void) {
     test_check(S->mem_in_use() >= base && kept < ((size_t)16 << 20), buf);
     run_group(GROUP_MATMUL_ATTENTION);
     run_group(GROUP_SEARCH);
+    run_group(GROUP_FP8);
     printf("device memory: %.1f MiB in use, %.1f MiB peak\n", S->mem_in_use() / 1048576.0,
            S->mem_peak() / 1048576.0);
     S->synchronize();

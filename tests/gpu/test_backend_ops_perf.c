@@ -2,7 +2,7 @@
 // (PERF lines, informational: no checks), called through the Backend and timed with CUDA
 // events on the backend's stream: rmsnorm, cross-entropy, embedding backward, FFN
 // activations, AdamW and sumsq (bf16), residual add + norm fused, matmul TFLOP/s (and q, k, v as one
-// batched GEMM) and attention ms.
+// batched GEMM), the fp8 linear against the bf16 one, and attention ms.
 // Environment: T5_TEST_NO_PERF=1 or T5_TEST_QUICK=1 skip everything (compute-sanitizer
 // runs); T5_GEMM_FALLBACK=1 skips the matmul/attention timings (the slow kernel);
 // T5_TEST_PERF_ONLY=1 times the encoder self-attention only (for profilers; with
@@ -225,6 +225,52 @@ static void perf_matmul(Dtype dt, int N, int I, int O) {
     cudaEventDestroy(e2);
     void *bufs[] = {inp, w, dout, out, din, dw};
     for (int i = 0; i < 6; i++) be->free(bufs[i]);
+    free(h);
+}
+
+// The fp8 linear (fp8_matmul_forward / fp8_matmul_backward, delayed scaling: the rounding
+// passes with their amax included) against matmul_forward / matmul_backward, both with bf16
+// activations; TFLOP/s count the products' 2*N*I*O (forward) and twice that (backward).
+static void perf_fp8(int N, int I, int O) {
+    const Dtype dt = DTYPE_BF16;
+    const Backend *be = backend_open("cuda", 0, dt);
+    const size_t nin = (size_t)N * I, nw = (size_t)O * I, nout = (size_t)N * O;
+    float *h = rand_dt(dt, nin > nout ? (nin > nw ? nin : nw) : (nout > nw ? nout : nw), 1.0f);
+    void *inp = dev_from(be, dt, h, nin), *w = dev_from(be, dt, h, nw), *dout = dev_from(be, dt, h, nout);
+    void *out = be->alloc(nout * dt_size(dt)), *din = be->alloc(nin * dt_size(dt)), *dw = be->alloc(nw * dt_size(dt));
+    const float hs[3 * FP8_OPERANDS] = {224.0f, 224.0f, 28672.0f, 1 / 224.0f, 1 / 224.0f, 1 / 28672.0f, 0, 0, 0};
+    float *st = be->alloc(sizeof hs);
+    be->to_device(st, hs, sizeof hs);
+    const Fp8Scales s = {st, st + FP8_OPERANDS, st + 2 * FP8_OPERANDS, 0};
+    cudaStream_t cs = (cudaStream_t)cuda_stream();
+    cudaEvent_t e[5];
+    for (int i = 0; i < 5; i++) cudaEventCreate(&e[i]);
+    enum { WARM = 3, ITERS = 20 };
+    for (int i = 0; i < WARM; i++) {
+        be->matmul_forward(out, inp, w, N, I, O);
+        be->matmul_backward(din, dw, dout, inp, w, N, I, O, 0);
+        be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1, s);
+        be->fp8_matmul_backward(din, dw, dout, inp, w, N, I, O, 0, s);
+    }
+    cudaEventRecord(e[0], cs);
+    for (int i = 0; i < ITERS; i++) be->matmul_forward(out, inp, w, N, I, O);
+    cudaEventRecord(e[1], cs);
+    for (int i = 0; i < ITERS; i++) be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1, s);
+    cudaEventRecord(e[2], cs);
+    for (int i = 0; i < ITERS; i++) be->matmul_backward(din, dw, dout, inp, w, N, I, O, 0);
+    cudaEventRecord(e[3], cs);
+    for (int i = 0; i < ITERS; i++) be->fp8_matmul_backward(din, dw, dout, inp, w, N, I, O, 0, s);
+    cudaEventRecord(e[4], cs);
+    float t[4];
+    for (int i = 0; i < 4; i++) t[i] = elapsed_ms(e[i], e[i + 1]) / ITERS;
+    const double flop = 2.0 * N * I * O;
+    printf("PERF fp8 vs bf16 N=%d I=%d O=%d: fwd bf16 %.3f ms %.1f TFLOP/s, fp8 %.3f ms %.1f TFLOP/s (%.2fx) | "
+           "bwd bf16 %.3f ms %.1f TFLOP/s, fp8 %.3f ms %.1f TFLOP/s (%.2fx)\n",
+           N, I, O, t[0], flop / t[0] * 1e-9, t[1], flop / t[1] * 1e-9, t[0] / t[1], t[2], 2 * flop / t[2] * 1e-9,
+           t[3], 2 * flop / t[3] * 1e-9, t[2] / t[3]);
+    fflush(stdout);
+    for (int i = 0; i < 5; i++) cudaEventDestroy(e[i]);
+    FREE_SUB(be, inp, w, dout, out, din, dw, st);
     free(h);
 }
 
@@ -451,6 +497,8 @@ int main(void) {
         perf_matmul(DTYPE_F16, 8192, 1024, 4096);
         perf_matmul_qkv(DTYPE_BF16, 8192, 1024, 1024);  // t5-large B=64 x 128 tokens
         perf_matmul_qkv(DTYPE_BF16, 2048, 1024, 1024);  // B=16
+        const int fp8_io[][2] = {{1024, 1024}, {1024, 4096}, {4096, 1024}, {1024, 3072}};  // t5-large's linears
+        for (int k = 0; k < 4; k++) perf_fp8(8192, fp8_io[k][0], fp8_io[k][1]);
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 1, 0, 0.1f);  // encoder self-attention, training
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 0, 1, 0.1f);  // decoder self-attention, training
         perf_attention(DTYPE_BF16, 64, 16, 128, 64, 0, 1, 0, 0.0f);  // cross-attention, no dropout
