@@ -101,7 +101,8 @@ refused "config file missing" "ACCELERATE_DEEPSPEED_CONFIG_FILE=$T/none.json: ca
 refused "a bool accelerate would not read" "ACCELERATE_USE_DEEPSPEED=\"maybe\"" ACCELERATE_USE_DEEPSPEED=maybe
 refused "FSDP" "ACCELERATE_USE_FSDP=true" ACCELERATE_USE_FSDP=true
 refused "Megatron-LM" "ACCELERATE_USE_MEGATRON_LM=true" ACCELERATE_USE_MEGATRON_LM=1
-refused "fp8" "ACCELERATE_MIXED_PRECISION=fp8" ACCELERATE_MIXED_PRECISION=fp8
+refused "fp8 is --fp8 --bf16: on the CPU it names the variable" "ACCELERATE_MIXED_PRECISION=fp8 needs a GPU" \
+  ACCELERATE_MIXED_PRECISION=fp8
 refused "unknown precision" "ACCELERATE_MIXED_PRECISION=\"fp4\"" ACCELERATE_MIXED_PRECISION=fp4
 # precision: bf16 needs a GPU, and the error names the variable; a dry run plans it
 refused "bf16 on the CPU names the variable" "ACCELERATE_MIXED_PRECISION=bf16 needs a GPU" ACCELERATE_MIXED_PRECISION=bf16

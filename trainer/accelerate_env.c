@@ -229,9 +229,12 @@ void accelerate_env_apply(TrainArgs *a) {
         // as the flag would: the DeepSpeed config's "auto" follows it, and an explicit false contradicts it
         if (!strcmp(mp, "fp16")) a->fp16 = 1, a->fp16_from = "ACCELERATE_MIXED_PRECISION=fp16", a->ds_flag_mask |= DS_FLAG_FP16;
         else if (!strcmp(mp, "bf16")) a->bf16 = 1, a->bf16_from = "ACCELERATE_MIXED_PRECISION=bf16", a->ds_flag_mask |= DS_FLAG_BF16;
-        else if (!strcmp(mp, "fp8"))
-            t5_fail("ACCELERATE_MIXED_PRECISION=fp8 (accelerate launch --mixed_precision fp8): fp8 training is not "
-                    "built; HINT: --mixed_precision bf16 or fp16");
+        else if (!strcmp(mp, "fp8")) {  // accelerate's fp8 (Transformer Engine): fp8 GEMMs, bf16 autocast around them
+            a->fp8 = 1, a->bf16 = 1, a->bf16_from = "ACCELERATE_MIXED_PRECISION=fp8", a->ds_flag_mask |= DS_FLAG_BF16;
+            train_args_add_notice(a, "NOTICE: ACCELERATE_MIXED_PRECISION=fp8: --fp8 --bf16 (train_t5's fp8: delayed "
+                                     "scaling of its own, not Transformer Engine; accelerate's fp8 recipe variables "
+                                     "are not read)");
+        }
         else if (strcmp(mp, "no") != 0)
             t5_fail("ACCELERATE_MIXED_PRECISION=\"%s\": unknown mixed_precision mode; choose between no, fp16, bf16 and "
                     "fp8 (accelerate's list)", mp);

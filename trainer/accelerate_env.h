@@ -5,7 +5,7 @@
 // ACCELERATE_DEEPSPEED_ZERO_STAGE / _OFFLOAD_* / _ZERO3_SAVE_16BIT_MODEL and
 // ACCELERATE_GRADIENT_ACCUMULATION_STEPS / _GRADIENT_CLIPPING variables (the config accelerate's
 // DeepSpeedPlugin builds from them), and ACCELERATE_MIXED_PRECISION. They are taken as HF does:
-// --deepspeed and --fp16/--bf16 win when given; what cannot be honoured (FSDP, fp8) is refused in
+// --deepspeed and --fp16/--bf16 win when given (fp8 is --fp8 --bf16); what cannot be honoured (FSDP) is refused in
 // one line; what changes nothing here is said. docs/LAUNCH.md has the command lines.
 #pragma once
 #include "args.h"
