@@ -7,7 +7,8 @@
 //   - after a step every slot's three scales came from that step's amaxes (every group of
 //     linears went through fp8 both ways), the amaxes moved into the history;
 //   - evaluation outside a step does not use fp8 (bitwise the model without the state);
-//   - gradient checkpointing recomputes with the same scales: the same step, bit for bit.
+//   - gradient checkpointing recomputes with the same scales: the same step, bit for bit;
+//   - ZeRO stages 2 and 3 give stage 0's fp8 steps bit for bit; accumulation updates once.
 #include <math.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@ typedef struct {
     ZeroState z;
 } Run;
 
-static void run_open(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt) {
+static void run_open_stage(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt, int stage) {
     ModelLoadOptions lo = {0};
     model_load(&r->m, dir, backend_cpu(), lo);
     r->m.dropout_p = 0.0f;
@@ -33,8 +34,13 @@ static void run_open(Run *r, const char *dir, const T5Batch *b, int fp8, unsigne
     t5_plan_activations(&r->m, b->B, b->S, b->T);
     AdamWConfig oc = adamw_default_config();
     oc.lr = 1e-2f;
-    ZeroOptions zo = zero_options_stage(0);
+    ZeroOptions zo = zero_options_stage(stage);
+    zo.overlap_comm = stage >= 2;
     zero_init(&r->z, &r->m, zero_comm_single(), &zo, &oc, NULL);
+}
+
+static void run_open(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt) {
+    run_open_stage(r, dir, b, fp8, keep, ckpt, 0);
 }
 
 static void run_close(Run *r) {
@@ -145,6 +151,36 @@ static void check_training(const char *dir, const T5Batch *b, const char *varian
     run_close(&ck);
 }
 
+// ZeRO stages 2 and 3 (stage 3 rounds the gathered copies of the weights) give stage 0's fp8
+// steps bit for bit; two micro-batches of a step update the scales once.
+static void check_stages_and_accumulation(const char *dir, const T5Batch *b, const char *variant) {
+    char what[256];
+    Run s0;
+    run_open(&s0, dir, b, 1, 0, 0);
+    StepResult r0[2] = {run_step(&s0, b), run_step(&s0, b)};
+    for (int stage = 2; stage <= 3; stage++) {
+        Run r;
+        run_open_stage(&r, dir, b, 1, 0, 0, stage);
+        StepResult a = run_step(&r, b), c = run_step(&r, b);
+        snprintf(what, sizeof what, "%s: fp8 at ZeRO stage %d: two steps' losses and norms as stage 0's (%.9g %.9g / %.9g %.9g)",
+                 variant, stage, a.loss, c.loss, r0[0].loss, r0[1].loss);
+        test_check(a.loss == r0[0].loss && c.loss == r0[1].loss && a.grad_norm == r0[0].grad_norm &&
+                       c.grad_norm == r0[1].grad_norm,
+                   what);
+        run_close(&r);
+    }
+    run_close(&s0);
+    Run acc;
+    run_open(&acc, dir, b, 1, 0, 0);
+    const T5Batch micro[2] = {*b, *b};
+    LrSchedule sched = {.base_lr = 1e-2, .warmup_steps = 0, .total_steps = 100, .type = LR_CONSTANT};
+    StepResult ra = zero_train_step(&acc.z, &sched, NULL, micro, 2, 0.0f);
+    snprintf(what, sizeof what, "%s: a step of two micro-batches updates the scales once (%ld), loss %.7f near one batch's %.7f",
+             variant, acc.m.fp8->updates, ra.loss, r0[0].loss);
+    test_check(acc.m.fp8->updates == 1 && fabs(ra.loss - r0[0].loss) < 0.05 * r0[0].loss, what);
+    run_close(&acc);
+}
+
 int main(void) {
     const char *variants[] = {"relu_tied", "gated_noscale"};
     for (int v = 0; v < 2; v++) {
@@ -160,6 +196,7 @@ int main(void) {
         printf("--- fp8 on fixture %s\n", variants[v]);
         check_slots(dir, &bf.batch, variants[v]);
         check_training(dir, &bf.batch, variants[v]);
+        check_stages_and_accumulation(dir, &bf.batch, variants[v]);
         batch_file_free(&bf);
     }
     return test_summary();
