@@ -401,10 +401,16 @@ int cmd_run_bench(int argc, char **argv) {
         planner_print_keep(be, m.keep_sublayer_acts, plan_total, keep, a.gradient_checkpointing, a.checkpoint_sub_batch);
     if (a.fp8) {
         t5_fp8_init(&m, 0, FP8_BENCH_HISTORY, 0);
+        const size_t kin = t5_fp8_keep_bytes(&cfg, 0, B, a.seq, a.seq);
+        const int keep_in = planner_keep_sublayer_acts(be, plan_total + (m.keep_sublayer_acts ? keep : 0), kin);
+        if (keep_in) t5_fp8_keep_inputs(&m, B, a.seq, a.seq);
         if (main_rank)
             printf("fp8: the blocks' linear GEMMs in fp8 (%d linear groups; e4m3 inputs and weights, e5m2 gradients, "
-                   "delayed scaling over %d steps); the LM head in %s\n", m.fp8->n_slots, FP8_BENCH_HISTORY,
-                   dt == DTYPE_F32 ? "fp32 (the CPU reference emulates the fp8 rounding)" : "bf16");
+                   "delayed scaling over %d steps); the LM head in %s; the rounded inputs %s (%.2f GiB)\n",
+                   m.fp8->n_slots, FP8_BENCH_HISTORY,
+                   dt == DTYPE_F32 ? "fp32 (the CPU reference emulates the fp8 rounding)" : "bf16",
+                   keep_in ? "kept for the backward" : "rounded again in the backward (no room to keep them)",
+                   kin / 1073741824.0);
     }
     t5_plan_activations(&m, B, a.seq, a.seq);
     double t_ready = now_seconds(), t_first = 0, comm_ms, loss;

@@ -64,6 +64,10 @@ typedef struct {
     float *inv;    // (FP8_OPERANDS) 1 / scale: the GEMM's dequantizing factors
     float *amax;   // (FP8_OPERANDS) the largest |x| this step, max-reduced into
     int current;   // 1: set scale (and inv) from amax before rounding (the first step)
+    uint8_t *inp_t;  // NULL, or the input's e4m3 codes transposed, (I, fp8_rows_padded(N)) with
+                     // zero padding: fp8_matmul_forward writes them, fp8_matmul_backward reads
+                     // them instead of rounding inp again (inp may then be NULL; the INP scale
+                     // and amax are the forward's). model/fp8.c keeps one a linear group.
 } Fp8Scales;
 
 // Where attention_decode finds row i's key/value at position j: in a cache *slot* p, at

@@ -34,6 +34,13 @@ typedef struct T5Fp8 {
     float *dev;          // one device block: scale | inv | amax (n_slots * FP8_OPERANDS each) | history
     float *scale, *inv, *amax, *history;  // views into dev; history (n_slots * FP8_OPERANDS, hist_len)
     long updates;        // fp8_scales_update calls made: 0 = current scaling (no history yet)
+    int *width, *enc_rows;  // (n_slots) the input width of each group; 1: its rows are B*S, else B*T
+    // The forward's rounded input of each group, transposed (Fp8Scales.inp_t), so the backward
+    // does not round it again: one block of kept_bytes on the device, or NULL (inp_t all NULL)
+    // when t5_fp8_keep_inputs was not called (the memory plan had no room).
+    void *kept;
+    size_t kept_bytes;
+    uint8_t **inp_t;     // (n_slots) into kept, or NULL
 } T5Fp8;
 
 // Parse --fp8_bf16's list into T5Fp8Keep bits ("" or "none": 0); a bad name fails naming it.
@@ -52,5 +59,11 @@ void t5_fp8_step_end(T5Model *m);
 // The largest scratch one fp8 linear call of a (B, S, T) training step takes on the backend
 // (fp8_scratch_bytes over the model's linear shapes; the planner adds it to the workspace).
 size_t t5_fp8_scratch_bytes(const T5Config *cfg, int B, int S, int T);
+// The device bytes t5_fp8_keep_inputs takes for a (B, S, T) plan (1 byte an element of every
+// fp8 linear input; t5-large B=64: 3.4 GiB); the trainer and bench keep them when the plan has
+// room, as they keep the sublayer activations (zero/planner.h planner_keep_sublayer_acts).
+size_t t5_fp8_keep_bytes(const T5Config *cfg, unsigned keep, int B, int S, int T);
+// Allocate and hand out the kept inputs (Fp8Scales.inp_t) for batches up to (B, S, T).
+void t5_fp8_keep_inputs(T5Model *m, int B, int S, int T);
 // The state's device bytes.
 size_t t5_fp8_state_bytes(const T5Config *cfg, int hist_len);

@@ -113,7 +113,11 @@ static void check_training(const char *dir, const T5Batch *b, const char *varian
     run_open(&ref, dir, b, 0, 0, 0);
     run_open(&f8, dir, b, 1, 0, 0);
     run_open(&ck, dir, b, 1, 0, 1);
+    Run kp;  // the forward's rounded inputs kept for the backward (model/fp8.h)
+    run_open(&kp, dir, b, 1, 0, 0);
+    t5_fp8_keep_inputs(&kp.m, b->B, b->S, b->T);
     StepResult r0 = run_step(&ref, b), r1 = run_step(&f8, b), r2 = run_step(&ck, b);
+    const StepResult k1 = run_step(&kp, b);
     const double dl = fabs(r1.loss - r0.loss) / r0.loss, dg = fabs(r1.grad_norm - r0.grad_norm) / r0.grad_norm;
     snprintf(what, sizeof what, "%s: step 1 loss fp8 %.7f vs fp32 %.7f (rel %.2e: rounded, within 5%%)", variant, r1.loss,
              r0.loss, dl);
@@ -136,6 +140,15 @@ static void check_training(const char *dir, const T5Batch *b, const char *varian
     snprintf(what, sizeof what, "%s: a forward outside a step ignores the fp8 state (%.9g vs %.9g)", variant, with_state,
              without);
     test_check(with_state == without, what);
+    // kept rounded inputs: the same steps as rounding them again (the second in delayed scaling)
+    const StepResult f2 = run_step(&f8, b), k2 = run_step(&kp, b);
+    snprintf(what, sizeof what, "%s: kept rounded inputs (%.1f KiB): two steps bit for bit as rounding again (%.9g %.9g)",
+             variant, kp.m.fp8->kept_bytes / 1024.0, k1.loss, k2.loss);
+    test_check(kp.m.fp8->kept && k1.loss == r1.loss && k1.grad_norm == r1.grad_norm && k2.loss == f2.loss &&
+                   k2.grad_norm == f2.grad_norm && kp.m.fp8->kept_bytes == t5_fp8_keep_bytes(&kp.m.cfg, 0, b->B, b->S, b->T),
+               what);
+    run_close(&kp);
+    run_step(&ref, b);  // ref to f8's two steps
     // learning: four more steps each, the fp8 losses near the fp32 ones and falling as they do
     double l0 = r0.loss, l1 = r1.loss, worst = 0;
     for (int s = 0; s < 4; s++) {
@@ -143,7 +156,7 @@ static void check_training(const char *dir, const T5Batch *b, const char *varian
         const double d = fabs(r1.loss - r0.loss) / r0.loss;
         if (d > worst) worst = d;
     }
-    snprintf(what, sizeof what, "%s: 5 steps: fp8 loss %.5f -> %.5f, fp32 %.5f -> %.5f (worst rel gap %.2e, within 10%%)",
+    snprintf(what, sizeof what, "%s: 6 steps: fp8 loss %.5f -> %.5f, fp32 %.5f -> %.5f (worst rel gap %.2e, within 10%%)",
              variant, l1, r1.loss, l0, r0.loss, worst);
     test_check(r1.loss < l1 && r0.loss < l0 && worst < 0.10, what);
     run_close(&ref);

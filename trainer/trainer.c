@@ -411,15 +411,25 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
     }
     if (a->fp8 && !r->m.inference) {
         t5_fp8_init(&r->m, a->fp8_keep, a->fp8_amax_history, a->fp8_margin);
+        // the forward's rounded inputs kept for the backward when the plan has room (as the sublayer activations)
+        const size_t kept_acts = r->m.keep_sublayer_acts ? t5_keep_bytes(&r->m.cfg, be->act_dtype, B, S, T,
+                                                                         a->gradient_checkpointing, a->checkpoint_sub_batch)
+                                                         : 0;
+        const size_t kin = t5_fp8_keep_bytes(&r->m.cfg, a->fp8_keep, B, S, T);
+        const int keep_in = planner_keep_sublayer_acts(be, r->plan_total + kept_acts, kin);
+        if (keep_in) t5_fp8_keep_inputs(&r->m, B, S, T);
         if (is_main(r)) {
             char kept[128];
             t5_fp8_describe_keep(a->fp8_keep, kept, sizeof kept);
             printf("fp8: the blocks' linear GEMMs of training steps in fp8 (%d linear groups: e4m3 inputs and weights, e5m2 "
                    "gradients; delayed scaling over %d steps, margin %d; the first step scaled from its own tensors)%s; "
-                   "bf16: %s; evaluation and generation in %s\n", r->m.fp8->n_slots, a->fp8_amax_history, a->fp8_margin,
+                   "bf16: %s; evaluation and generation in %s; the rounded inputs %s (%.2f GiB)\n", r->m.fp8->n_slots,
+                   a->fp8_amax_history, a->fp8_margin,
                    be->act_dtype == DTYPE_F32 ? " emulated on the CPU reference (operands rounded to the fp8 grids, fp32 "
                                                 "products)" : "",
-                   kept, be->act_dtype == DTYPE_F32 ? "fp32" : "bf16");
+                   kept, be->act_dtype == DTYPE_F32 ? "fp32" : "bf16",
+                   keep_in ? "kept for the backward" : "rounded again in the backward: the plan has no room to keep them",
+                   kin / 1073741824.0);
         }
     }
     t5_plan_activations(&r->m, B, S, T);

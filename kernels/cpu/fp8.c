@@ -6,6 +6,7 @@
 // in double, rounded to float once); fp8 products are exact in fp32, so only the sums round.
 // Dimension letters as backend.h: N rows, I in features, O out features.
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "../../common/check.h"
@@ -49,6 +50,26 @@ static void cpu_fp8_write_scaled(float *out, const float *sum, size_t n, float f
     }
 }
 
+// kept (I, N16) = the e4m3 codes of inp (N,I) * scale, transposed; rows N..N16-1 zero
+// (backend.h Fp8Scales.inp_t).
+static void cpu_fp8_keep_transposed(uint8_t *kept, const float *inp, int N, int I, float scale) {
+    const size_t N16 = fp8_rows_padded((size_t)N);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < I; i++)
+        for (size_t n = 0; n < N16; n++)
+            kept[(size_t)i * N16 + n] = n < (size_t)N ? fp8_encode(inp[n * (size_t)I + i] * scale, FP8_E4M3) : 0;
+}
+
+// q4 (N,I) in fp32 from the kept codes (I, N16): the values the forward rounded.
+static float *cpu_fp8_unkeep(const uint8_t *kept, int N, int I) {
+    const size_t N16 = fp8_rows_padded((size_t)N);
+    float *q4 = mallocCheck((size_t)N * I * sizeof(float) + 1);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < I; i++) q4[(size_t)n * I + i] = fp8_decode(kept[(size_t)i * N16 + n], FP8_E4M3);
+    return q4;
+}
+
 // out_z (N,O) = (q4(inp) (N,I) @ w4_z (O,I)^T) * inv[INP] * inv[WEIGHT], z < count;
 // weight_z at weight + z * weight_stride, out_z at out + z * out_stride (elements).
 void cpu_fp8_matmul_forward(void *out_, size_t out_stride, const void *inp_, const void *weight_,
@@ -62,6 +83,7 @@ void cpu_fp8_matmul_forward(void *out_, size_t out_stride, const void *inp_, con
     cpu_fp8_set_current_scale(s, FP8_WEIGHT);
     const float factor = s.inv[FP8_INP] * s.inv[FP8_WEIGHT];
     float *q4 = cpu_fp8_round_operand(inp, ni, s, FP8_INP);  // (N,I)
+    if (s.inp_t) cpu_fp8_keep_transposed(s.inp_t, inp, N, I, s.scale[FP8_INP]);
     for (int z = 0; z < count; z++) {
         float *w4 = cpu_fp8_round_operand(weight + z * weight_stride, oi, s, FP8_WEIGHT);  // (O,I)
         float *oz = out + z * out_stride;
@@ -82,10 +104,11 @@ void cpu_fp8_matmul_backward(void *dinp, void *dweight, const void *dout_, const
     const size_t ni = (size_t)N * I, oi = (size_t)O * I, no = (size_t)N * O;
     cpu_fp8_reduce_amax(&s.amax[FP8_GRAD], dout, no);
     if (dinp) cpu_fp8_reduce_amax(&s.amax[FP8_WEIGHT], weight, oi);
-    if (dweight) cpu_fp8_reduce_amax(&s.amax[FP8_INP], inp, ni);
+    const int round_inp = dweight && !s.inp_t;  // kept by the forward: its scale and amax stand
+    if (round_inp) cpu_fp8_reduce_amax(&s.amax[FP8_INP], inp, ni);
     cpu_fp8_set_current_scale(s, FP8_GRAD);
     if (dinp) cpu_fp8_set_current_scale(s, FP8_WEIGHT);
-    if (dweight) cpu_fp8_set_current_scale(s, FP8_INP);
+    if (round_inp) cpu_fp8_set_current_scale(s, FP8_INP);
     float *g5 = cpu_fp8_round_operand(dout, no, s, FP8_GRAD);  // (N,O)
     if (dinp) {
         float *w4 = cpu_fp8_round_operand(weight, oi, s, FP8_WEIGHT);  // (O,I)
@@ -95,7 +118,7 @@ void cpu_fp8_matmul_backward(void *dinp, void *dweight, const void *dout_, const
         freeCheck(w4), freeCheck(sum);
     }
     if (dweight) {
-        float *q4 = cpu_fp8_round_operand(inp, ni, s, FP8_INP);  // (N,I)
+        float *q4 = round_inp ? cpu_fp8_round_operand(inp, ni, s, FP8_INP) : cpu_fp8_unkeep(s.inp_t, N, I);  // (N,I)
         float *sum = callocCheck(oi ? oi : 1, sizeof(float));     // (O,I): the GEMM adds into zeros
         cpu_matmul_backward(NULL, sum, g5, q4, NULL, N, I, O, 0);
         cpu_fp8_write_scaled(dweight, sum, oi, s.inv[FP8_GRAD] * s.inv[FP8_INP], 0);

@@ -326,7 +326,11 @@ void fp8_forward(Dtype dt, void *out, size_t out_stride, const void *inp, const 
         fp8_rows<T, FP8_E4M3>(NULL, 0, w, weight_stride, oi, count, FP8_AMAX_ONLY, s.amax + FP8_WEIGHT);
         fp8_scale_current(s, 1 << FP8_INP | 1 << FP8_WEIGHT);
     }
-    fp8_rows<T, FP8_E4M3>(q4, 0, x, 0, ni, 1, fp8_operand(s, FP8_INP), fp8_fused_amax(s, FP8_INP));
+    if (s.inp_t)  // q4 for this product and its transpose kept for the backward, one pass
+        fp8_transpose<T, FP8_E4M3>(s.inp_t, (int)fp8_rows_padded(N), q4, x, N, I, fp8_operand(s, FP8_INP),
+                                   fp8_fused_amax(s, FP8_INP));
+    else
+        fp8_rows<T, FP8_E4M3>(q4, 0, x, 0, ni, 1, fp8_operand(s, FP8_INP), fp8_fused_amax(s, FP8_INP));
     fp8_rows<T, FP8_E4M3>(w4, oi, w, weight_stride, oi, count, fp8_operand(s, FP8_WEIGHT),
                           fp8_fused_amax(s, FP8_WEIGHT));
     cuda_gemm_fp8(dt, O, N, I, w4, FP8_E4M3, I, (long long)oi, fp8_inv_slot(FP8_WEIGHT), q4, FP8_E4M3, I, 0,
@@ -349,11 +353,12 @@ void fp8_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const v
     uint8_t *w4t = g5t + FP8_REGION((size_t)O * N16);    // (I, O)
     uint8_t *q4t = w4t + FP8_REGION((size_t)I * O);      // (I, N16)
     const T *g = (const T *)dout, *x = (const T *)inp, *w = (const T *)weight;
+    const bool round_inp = dweight && !s.inp_t;  // kept by the forward: its scale and amax stand
     if (s.current) {
         fp8_rows<T, FP8_E5M2>(NULL, 0, g, 0, no, 1, FP8_AMAX_ONLY, s.amax + FP8_GRAD);
         if (dinp) fp8_rows<T, FP8_E4M3>(NULL, 0, w, 0, (size_t)O * I, 1, FP8_AMAX_ONLY, s.amax + FP8_WEIGHT);
-        if (dweight) fp8_rows<T, FP8_E4M3>(NULL, 0, x, 0, (size_t)N * I, 1, FP8_AMAX_ONLY, s.amax + FP8_INP);
-        fp8_scale_current(s, 1 << FP8_GRAD | (dinp ? 1 << FP8_WEIGHT : 0) | (dweight ? 1 << FP8_INP : 0));
+        if (round_inp) fp8_rows<T, FP8_E4M3>(NULL, 0, x, 0, (size_t)N * I, 1, FP8_AMAX_ONLY, s.amax + FP8_INP);
+        fp8_scale_current(s, 1 << FP8_GRAD | (dinp ? 1 << FP8_WEIGHT : 0) | (round_inp ? 1 << FP8_INP : 0));
     }
     if (!dinp && !dweight) {  // nothing to compute; the GRAD amax still counts
         if (!s.current) fp8_rows<T, FP8_E5M2>(NULL, 0, g, 0, no, 1, FP8_AMAX_ONLY, s.amax + FP8_GRAD);
@@ -370,8 +375,15 @@ void fp8_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const v
         cuda_gemm_fp8(dt, I, N, O, w4t, FP8_E4M3, O, 0, fp8_inv_slot(FP8_WEIGHT), g5, FP8_E5M2, O, 0,
                       fp8_inv_slot(FP8_GRAD), dinp, I, 0, 1, !dinp_set, 0);
     }
-    if (dweight) {  // inp (N, I) -> q4^T (I, N16); dW (O,I) += g5^T q4
-        fp8_transpose<T, FP8_E4M3>(q4t, (int)N16, NULL, x, N, I, fp8_operand(s, FP8_INP), fp8_fused_amax(s, FP8_INP));
+    if (dweight) {  // inp (N, I) -> q4^T (I, N16), or the forward's kept copy; dW (O,I) += g5^T q4
+        if (round_inp) {
+            fp8_transpose<T, FP8_E4M3>(q4t, (int)N16, NULL, x, N, I, fp8_operand(s, FP8_INP),
+                                       fp8_fused_amax(s, FP8_INP));
+        } else {  // the INP scale's slot is staged by the rounding passes: here by a copy
+            q4t = s.inp_t;
+            cudaCheck(cudaMemcpyAsync(fp8_inv_slot(FP8_INP), s.inv + FP8_INP, sizeof(float), cudaMemcpyDeviceToDevice,
+                                      t5_stream()));
+        }
         cuda_gemm_fp8(dt, I, O, (int)N16, q4t, FP8_E4M3, (int)N16, 0, fp8_inv_slot(FP8_INP), g5t, FP8_E5M2,
                       (int)N16, 0, fp8_inv_slot(FP8_GRAD), dweight, I, 0, 1, 1, 0);
     }

@@ -55,7 +55,7 @@ typedef struct {
 static Fp8Scales fp8_state_upload(const Backend *be, const Fp8State *h, int current) {
     float *d = be->alloc(sizeof(Fp8State));
     be->to_device(d, h, sizeof(Fp8State));
-    Fp8Scales s = {d, d + FP8_OPERANDS, d + 2 * FP8_OPERANDS, current};
+    Fp8Scales s = {d, d + FP8_OPERANDS, d + 2 * FP8_OPERANDS, current, NULL};
     return s;
 }
 static void fp8_state_download(const Backend *be, Fp8State *h, Fp8Scales s) { be->to_host(h, s.scale, sizeof *h); }
@@ -100,7 +100,7 @@ static void fp8_forward_case(const OpsPair *P, int N, int I, int O, int count, s
     const Fp8State init =
         current ? fp8_state_make(1, 1, 1, 0, 0, 0) : fp8_state_make(300.0f, 700.0f, 1.0f, 0.25f, 2.0f, 0);
     Fp8State ref = init;
-    Fp8Scales sr = {ref.scale, ref.inv, ref.amax, current};
+    Fp8Scales sr = {ref.scale, ref.inv, ref.amax, current, NULL};
     void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw);
     void *out_g = dev_from(S, dt, out_c, nout), *out2_g = dev_from(S, dt, out_c, nout);
     Fp8Scales ss = fp8_state_upload(S, &init, current);
@@ -142,11 +142,11 @@ static void fp8_backward_case(const OpsPair *P, int N, int I, int O, int current
     const Fp8State init =
         current ? fp8_state_make(1, 1, 1, 0, 0, 0) : fp8_state_make(300.0f, 700.0f, 30000.0f, 1.0f, 0.5f, 0.001f);
     Fp8State ref = init, ref_set;
-    Fp8Scales sr = {ref.scale, ref.inv, ref.amax, current};
+    Fp8Scales sr = {ref.scale, ref.inv, ref.amax, current, NULL};
     float *din_c = copy_f(pin, nin), *dw_c = copy_f(pw, nw), *dset_c = copy_f(pin, nin);
     R->fp8_matmul_backward(din_c, dw_c, dout, inp, w, N, I, O, 0, sr);
     ref_set = ref;
-    Fp8Scales sr_set = {ref_set.scale, ref_set.inv, ref_set.amax, current};
+    Fp8Scales sr_set = {ref_set.scale, ref_set.inv, ref_set.amax, current, NULL};
     R->fp8_matmul_backward(dset_c, NULL, dout, inp, w, N, I, O, 1, sr_set);
 
     void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw), *dout_g = dev_from(S, dt, dout, nout);
@@ -186,6 +186,51 @@ static void fp8_backward_case(const OpsPair *P, int N, int I, int O, int current
     test_check(mem_before == mem_after, name);
     FREE_SUB(S, inp_g, w_g, dout_g, din_g, dw_g, din2_g, dw2_g, din3_g, dw3_g, dset_g, ss.scale);
     FREE_HOST(inp, w, dout, pin, pw, din_c, dw_c, dset_c);
+}
+
+// ---- the kept input (Fp8Scales.inp_t) -----------------------------------------------------------
+
+// The forward writes the input's codes transposed (I, N16), padding zero: bitwise the CPU's
+// kept codes; a backward reading them (inp NULL) gives the dinp and dweight of one rounding
+// inp again, bit for bit, and the state of the forward for INP.
+static void fp8_kept_input_case(const OpsPair *P, int N, int I, int O, int current) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const size_t es = dt_size(dt), nin = (size_t)N * I, nw = (size_t)O * I, nout = (size_t)N * O;
+    const size_t N16 = fp8_rows_padded((size_t)N), nk = (size_t)I * N16;
+    float *inp = rand_dt(dt, nin, 1.0f), *w = rand_dt(dt, nw, 0.5f), *dout = rand_dt(dt, nout, 1.0f);
+    const Fp8State init =
+        current ? fp8_state_make(1, 1, 1, 0, 0, 0) : fp8_state_make(300.0f, 700.0f, 30000.0f, 1.0f, 0.5f, 0.001f);
+    Fp8State ref = init;
+    uint8_t *kept_c = xmalloc(nk);
+    float *out_c = xmalloc(nout * sizeof(float));
+    R->fp8_matmul_forward(out_c, 0, inp, w, 0, N, I, O, 1, (Fp8Scales){ref.scale, ref.inv, ref.amax, current, kept_c});
+
+    void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw), *dout_g = dev_from(S, dt, dout, nout);
+    void *out_g = S->alloc(nout * es), *kept_g = S->alloc(nk);
+    void *din_a = S->alloc(nin * es), *dw_a = S->alloc(nw * es), *din_b = S->alloc(nin * es), *dw_b = S->alloc(nw * es);
+    S->zero(dw_a, nw * es), S->zero(dw_b, nw * es);
+    Fp8Scales ss = fp8_state_upload(S, &init, current), sk = ss;
+    sk.inp_t = (uint8_t *)kept_g;
+    S->fp8_matmul_forward(out_g, 0, inp_g, w_g, 0, N, I, O, 1, sk);
+    char name[256], tag[160];
+    snprintf(tag, sizeof tag, "%s %sN=%d I=%d O=%d", dt_name(dt), current ? "current " : "", N, I, O);
+    uint8_t *kept_h = xmalloc(nk);
+    S->to_host(kept_h, kept_g, nk);
+    snprintf(name, sizeof name, "fp8 kept input [%s]: the forward's transposed codes bitwise the CPU's", tag);
+    test_check(!memcmp(kept_h, kept_c, nk), name);
+    S->fp8_matmul_backward(din_a, dw_a, dout_g, inp_g, w_g, N, I, O, 1, ss);
+    S->fp8_matmul_backward(din_b, dw_b, dout_g, NULL, w_g, N, I, O, 1, sk);
+    snprintf(name, sizeof name, "fp8 kept input [%s]: the backward from them bitwise the one rounding inp again", tag);
+    test_check(same_bytes(S, din_a, din_b, nin * es) && same_bytes(S, dw_a, dw_b, nw * es), name);
+    snprintf(name, sizeof name, "fp8 kept input [%s]: scale, inv, amax as the CPU's forward", tag);
+    Fp8State after;
+    fp8_state_download(S, &after, ss);
+    test_check(after.scale[FP8_INP] == ref.scale[FP8_INP] && after.inv[FP8_INP] == ref.inv[FP8_INP] &&
+                   after.amax[FP8_INP] == ref.amax[FP8_INP], name);
+    FREE_SUB(S, inp_g, w_g, dout_g, out_g, kept_g, din_a, dw_a, din_b, dw_b, ss.scale);
+    FREE_HOST(inp, w, dout, out_c);
+    free(kept_c), free(kept_h);
 }
 
 // ---- bitwise rounding ----------------------------------------------------------------------------
@@ -266,7 +311,7 @@ static void fp8_rounding_case(const OpsPair *P) {
     char name[200];
 
     Fp8State ref = init;
-    Fp8Scales sr = {ref.scale, ref.inv, ref.amax, 0}, ss = fp8_state_upload(S, &init, 0);
+    Fp8Scales sr = {ref.scale, ref.inv, ref.amax, 0, NULL}, ss = fp8_state_upload(S, &init, 0);
     R->fp8_matmul_forward(a_c, 0, x4, eye, 0, n, n, n, 1, sr);
     S->fp8_matmul_forward(a_g, 0, x4_g, eye_g, 0, n, n, n, 1, ss);
     snprintf(name, sizeof name, "fp8 rounding [%s] e4m3 forward q4", dt_name(dt));
@@ -362,7 +407,10 @@ static void case_fp8_matmul(const OpsPair *P) {
         fp8_backward_case(P, 7, 13, 29, current);
         fp8_backward_case(P, 33, 64, 48, current);  // N16 = 48: padded rows in g5^T, q4^T
         fp8_backward_case(P, 130, 72, 48, current);
+        fp8_kept_input_case(P, 33, 64, 48, current);  // cuBLASLt, padded rows
+        fp8_kept_input_case(P, 7, 13, 29, current);   // the simple kernel
     }
+    if (!fp8_quick) fp8_kept_input_case(P, 2048, 1024, 4096, 0);
     if (!fp8_quick) {
         fp8_forward_case(P, 2048, 1024, 4096, 1, 0, 0);
         fp8_forward_case(P, 2048, 4096, 1024, 1, 0, 0);

@@ -7,9 +7,11 @@
 // test_backend_ops_perf.c's.
 // Prints OK / NOT OK per check with the max difference; exits non-zero on any failure.
 // Environment: T5_TEST_QUICK=1 small matmul/attention shapes only (for compute-sanitizer);
-// T5_GEMM_FALLBACK=1 every GEMM on matmul.cu's simple kernel (read by matmul.cu).
+// T5_GEMM_FALLBACK=1 every GEMM on matmul.cu's simple kernel (read by matmul.cu);
+// T5_TEST_GROUP=NAME one group of cases only (group_wanted).
 #include <cuda_runtime_api.h>
 
+#include "../../common/check.h"
 #include "../../kernels/backend_registry.h"
 #include "backend_ops.h"
 #include "backend_ops_fp8.h"
@@ -162,7 +164,23 @@ static void test_allocator(const Backend *S) {
 
 // ---- the table ----------------------------------------------------------------------------------
 
+// T5_TEST_GROUP=fp8 (or pointwise, matmul, search): that group only, after the checks of the
+// Backend object (a GPU call that measures one group). Unset: every group.
+static int group_wanted(int group) {
+    static const char *const KEY[GROUP_COUNT] = {"pointwise", "matmul", "search", "fp8"};
+    const char *only = getenv("T5_TEST_GROUP");
+    if (!only || !*only) return 1;
+    int known = 0;
+    for (int g = 0; g < GROUP_COUNT; g++) known |= !strcmp(only, KEY[g]);
+    if (!known) t5_fail("T5_TEST_GROUP=\"%s\": expected pointwise, matmul, search or fp8", only);
+    return !strcmp(only, KEY[group]);
+}
+
 static void run_group(int group) {
+    if (!group_wanted(group)) {
+        printf("--- %s: left out (T5_TEST_GROUP)\n", GROUP_NAME[group]);
+        return;
+    }
     for (int d = 0; d < 3; d++) {
         GpuInfo g;
         if (DTYPES[d] == DTYPE_BF16 && backend_cuda_device_info(0, &g) && g.cc < GPU_CC_BF16) {
