@@ -53,6 +53,7 @@ struct CommOps {
     const char *name;  // "single", "mpi", "nccl"
     void (*finalize)(Comm *c);  // the implementation's own state (not MPI, not the heartbeat)
     void (*allreduce_sum)(const Comm *c, void *buf, size_t n, Dtype t);
+    void (*allreduce_max_f32)(const Comm *c, float *buf, size_t n);
     int (*allgather_range)(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total,
                            Dtype t, int async);
     int (*reduce_scatter_range)(const Comm *c, const void *send, void *recv, size_t lo, size_t hi, size_t n_total,
@@ -105,6 +106,10 @@ void comm_check_dry(const Comm *c, const char *device);
 
 // buf (n) summed over ranks, in place.
 static inline void comm_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) { c->ops->allreduce_sum(c, buf, n, t); }
+// buf (n fp32) the element-wise max over ranks, in place (--fp8's amaxes: model/fp8.h). Values
+// >= 0 or NaN; where a rank holds NaN the result is NaN or the others' max (NCCL and MPI do not
+// say which), and a NaN amax keeps its scale either way.
+static inline void comm_allreduce_max_f32(const Comm *c, float *buf, size_t n) { c->ops->allreduce_max_f32(c, buf, n); }
 // Gather the range [lo, hi) of a partitioned flat buffer: `mine` is this rank's piece
 // ((lo, hi) ∩ its partition, possibly empty), out (hi - lo) receives every rank's piece
 // in place. `mine` may point into `out` at its own position (in-place gather).

@@ -126,6 +126,11 @@ static void w_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
     L.real->allreduce_sum(c, buf, n, t);
     record(c, OP_ALL_REDUCE, n * es_of(t), device_op_ms(c, t0));
 }
+static void w_allreduce_max_f32(const Comm *c, float *buf, size_t n) {
+    double t0 = wall_ms();
+    L.real->allreduce_max_f32(c, buf, n);
+    record(c, OP_ALL_REDUCE, n * sizeof(float), device_op_ms(c, t0));
+}
 static int w_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total, Dtype t,
                              int async) {
     double t0 = wall_ms();
@@ -181,6 +186,7 @@ void comm_log_install(Comm *c, const CommLogOptions *o) {
     }
     CommOps w = *c->ops;  // the name, finalize, wait and timing stay the real table's
     w.allreduce_sum = w_allreduce_sum, w.allgather_range = w_allgather_range;
+    w.allreduce_max_f32 = w_allreduce_max_f32;
     w.reduce_scatter_range = w_reduce_scatter_range, w.allreduce_sum_buckets = w_allreduce_sum_buckets;
     w.allreduce_host = w_allreduce_host, w.gather_partitions_host_f32 = w_gather_partitions_host_f32;
     w.barrier = w_barrier, w.gather_bytes_host = w_gather_bytes_host;

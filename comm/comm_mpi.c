@@ -56,6 +56,12 @@ static void mpi_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
     allreduce(c, buf, n, mpi_type(t), comm_dtype_size(t));
 }
 
+static void mpi_allreduce_max_f32(const Comm *c, float *buf, size_t n) {
+    if (c->world == 1 || n == 0) return;
+    if (n > (size_t)INT_MAX) t5_fail("comm (mpi): a max all-reduce of %zu floats exceeds MPI's int count", n);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD));
+}
+
 static int mpi_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total,
                                Dtype t, int async) {
     (void)async;  // MPI finishes before returning
@@ -157,6 +163,7 @@ const CommOps comm_mpi_ops = {
     .name = "mpi",
     .finalize = mpi_finalize,
     .allreduce_sum = mpi_allreduce_sum,
+    .allreduce_max_f32 = mpi_allreduce_max_f32,
     .allgather_range = mpi_allgather_range,
     .reduce_scatter_range = mpi_reduce_scatter_range,
     .allreduce_sum_buckets = mpi_allreduce_sum_buckets,

@@ -364,6 +364,16 @@ static void nccl_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
     cstream_leave(s, 0);
 }
 
+static void nccl_allreduce_max_f32(const Comm *c, float *buf, size_t n) {
+    NcclState *s = state_of(c);
+    if (n == 0) return;
+    cstream_enter(s);
+    watch_begin(s);
+    ncclCheck(s, ncclAllReduce(buf, buf, n, ncclFloat32, ncclMax, s->comm, s->cstream));
+    watch_end(s);
+    cstream_leave(s, 0);
+}
+
 static int nccl_allreduce_sum_buckets(const Comm *c, void *buf, size_t n, size_t bucket, Dtype t, int async) {
     NcclState *s = state_of(c);
     size_t es = comm_dtype_size(t), step = bucket ? bucket : (n ? n : 1);
@@ -568,6 +578,7 @@ static const CommOps nccl_ops = {
     "nccl",
     nccl_finalize,
     nccl_allreduce_sum,
+    nccl_allreduce_max_f32,
     nccl_allgather_range,
     nccl_reduce_scatter_range,
     nccl_allreduce_sum_buckets,

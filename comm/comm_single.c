@@ -11,6 +11,8 @@ static void single_allreduce_sum(const Comm *c, void *buf, size_t n, Dtype t) {
     (void)c, (void)buf, (void)n, (void)t;
 }
 
+static void single_allreduce_max_f32(const Comm *c, float *buf, size_t n) { (void)c, (void)buf, (void)n; }
+
 static int single_allgather_range(const Comm *c, const void *mine, void *out, size_t lo, size_t hi, size_t n_total,
                                   Dtype t, int async) {
     size_t es = comm_dtype_size(t);
@@ -67,6 +69,7 @@ const CommOps comm_single_ops = {
     .name = "single",
     .finalize = single_finalize,
     .allreduce_sum = single_allreduce_sum,
+    .allreduce_max_f32 = single_allreduce_max_f32,
     .allgather_range = single_allgather_range,
     .reduce_scatter_range = single_reduce_scatter_range,
     .allreduce_sum_buckets = single_allreduce_sum_buckets,

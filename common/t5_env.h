@@ -27,6 +27,7 @@ typedef enum {
     T5_ENV_SYNC_UPDATE,        // 1: the update never overlaps the next forward (zero/update_async.c)
     T5_ENV_OFFLOAD_THREADS,    // N: the offloaded update's OpenMP team (zero/update_async.c; a measurement knob)
     T5_ENV_DUMP_GRAD_NORMS,    // FILE: rank 0 appends each tensor's pre-clip gradient norm (zero/zero.c)
+    T5_ENV_DUMP_FP8_SCALES,    // FILE: each rank writes --fp8's scales after every step to FILE.rankN (zero/step.c)
     T5_ENV_STEP_TIMES,         // 1: rank 0 prints where each step's time went (zero/zero.c)
     T5_ENV_EVAL_PROFILE,       // 1: rank 0 prints where an evaluation's time went (trainer/evaluate.c)
     T5_ENV_GEN_GRAPHS,         // 0: generation's decoder steps run op by op, no CUDA graphs (model/kv_decoder.c)

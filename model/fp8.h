@@ -16,8 +16,8 @@
 // bf16 GEMMs on the same weights: fp8 is a training-step option (T5Model.fp8_training).
 //
 // The state is not in checkpoints: a resumed run starts with current scaling again.
-// Each rank keeps its own scales (Transformer Engine all-reduces the amaxes over the
-// data-parallel group; the weights' amaxes are the same on every rank anyway).
+// zero/step.c all-reduces the amaxes (max) over the ranks before the update, as Transformer
+// Engine's reduce_amax does over the data-parallel group: every rank holds the same scales.
 #pragma once
 #include "t5.h"
 

@@ -13,7 +13,7 @@
 // final norms persist (stage3_param_persistence_threshold 100) and the prefetch budget
 // (3000 elements) holds several blocks. The untied runs then evaluate and predict with
 // beam search, the batches spread over the ranks: the same eval loss and byte-identical
-// predictions as one rank.
+// predictions as one rank. --fp8 over 2 ranks (its amaxes all-reduced) as one rank's.
 //
 // Acceptance 2: each rank prints the bytes the allocator gave it for parameters,
 // gradients, master weights and AdamW moments (zero_print_memory); they must equal the
@@ -329,6 +329,33 @@ static int tied_runs(const char *tmp) {
     return ok;
 }
 
+// --fp8 (the CPU's emulation) over 2 ranks at stages 0 and 2: the amaxes are all-reduced (max)
+// before the scales' update (zero/step.c), so both ranks hold the same scales after every step
+// (T5_DUMP_FP8_SCALES: each rank's file, byte for byte); ranks keeping scales of their own
+// differ from the first step. The steps track one rank's within 1e-3: the first step's scales
+// come from each rank's own micro-batch (current scaling), which moves the losses by ~3e-4.
+static int fp8_runs(const char *tmp) {
+    int ok = train_run(tmp, "tests/fixtures/trainer_model", "--fp8", 1, -1, "fp8_ref");
+    for (int stage = 0; ok && stage <= 2; stage += 2) {
+        char tag[64], label[128], extra[700], cmd[2200];
+        snprintf(tag, sizeof tag, "fp8_w2_s%d", stage);
+        snprintf(label, sizeof label, "--fp8, 2 ranks, stage %d", stage);
+        snprintf(extra, sizeof extra, "--fp8");
+        snprintf(cmd, sizeof cmd, "%s/%s.scales", tmp, tag);
+        setenv("T5_DUMP_FP8_SCALES", cmd, 1);
+        ok = train_run(tmp, "tests/fixtures/trainer_model", extra, 2, stage, tag);
+        unsetenv("T5_DUMP_FP8_SCALES");
+        if (!ok) break;
+        compare_runs_tol(tmp, "fp8_ref", tag, label, 1e-3);
+        snprintf(cmd, sizeof cmd, "test $(wc -l < %s/%s.scales.rank0) -ge 5 && cmp -s %s/%s.scales.rank0 %s/%s.scales.rank1",
+                 tmp, tag, tmp, tag, tmp, tag);
+        char what[320];
+        snprintf(what, sizeof what, "%s: both ranks hold the same fp8 scales after each step (the amaxes all-reduced)", label);
+        test_check(system(cmd) == 0, what);
+    }
+    return ok;
+}
+
 // ZeRO-Offload at stages 1-3.
 static int offload_runs(const char *tmp) {
     int ok = 1;
@@ -611,6 +638,7 @@ int main(void) {
     char untied[700];
     write_inputs(tmp, untied, sizeof untied);
     int ok = tied_runs(tmp);
+    ok = ok && fp8_runs(tmp);
     ok = ok && offload_runs(tmp);
     ok = ok && checkpointing_runs(tmp);
     ok = ok && resume_runs(tmp);

@@ -29,6 +29,11 @@ ZeroDebug zero_debug_from_env(int rank) {
     // stacks (tools/make_exact_fixture.py records HF's; tests/test_exact.c compares them)
     const char *dump = t5_env_get(T5_ENV_DUMP_GRAD_NORMS);
     d.dump_grad_norms = rank == 0 && dump && *dump ? dump : NULL;
+    // Test hook T5_DUMP_FP8_SCALES=FILE: every rank writes FILE.rankN, one line per optimizer
+    // step with --fp8's scales after the update (zero/step.c): the ranks' files are the same
+    // when the amaxes are all-reduced (tests/test_data_parallel.c)
+    const char *fp8 = t5_env_get(T5_ENV_DUMP_FP8_SCALES);
+    d.dump_fp8_scales = fp8 && *fp8 ? fp8 : NULL;
     // Debug hook T5_STEP_TIMES=1: rank 0 prints where each optimizer step's time went
     // (zero/step.c; the device is synchronized at each mark, which costs a little)
     d.step_times = rank == 0 && t5_env_flag(T5_ENV_STEP_TIMES);

@@ -8,6 +8,7 @@
 typedef struct {
     long overflow_step;           // T5_TEST_OVERFLOW_STEP=N[:R]: this rank's gradient overflows at step N (0: never)
     const char *dump_grad_norms;  // T5_DUMP_GRAD_NORMS=FILE (rank 0): file to append each step's per-tensor norms to
+    const char *dump_fp8_scales;  // T5_DUMP_FP8_SCALES=FILE (every rank): FILE.rankN, --fp8's scales after each step
     int step_times;               // T5_STEP_TIMES=1 (rank 0): print each step's phases (zero/step.c)
     int sync_update;              // T5_SYNC_UPDATE=1: the offloaded update runs on the calling thread
                                   // (zero/update_async.c), for the CPU tests' comparison

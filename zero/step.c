@@ -115,6 +115,21 @@ static void step_backward(ZeroState *z, float label_smoothing, float dloss, int 
     }
 }
 
+// T5_DUMP_FP8_SCALES (zero/debug.c): FILE.rankN gets one line a step, the scales in slot order.
+static void dump_fp8_scales(const ZeroState *z) {
+    const T5Fp8 *f = z->m->fp8;
+    const size_t n = (size_t)f->n_slots * FP8_OPERANDS;
+    float *s = mallocCheck(n * sizeof(float) + 1);
+    z->m->be->to_host(s, f->scale, n * sizeof(float));
+    char path[1024];
+    snprintf(path, sizeof path, "%s.rank%d", z->debug.dump_fp8_scales, z->comm->rank);
+    FILE *out = fopenCheck(path, "a");
+    for (size_t i = 0; i < n; i++) fprintf(out, "%s%.9g", i ? " " : "", s[i]);
+    fprintf(out, "\n");
+    fclose(out);
+    freeCheck(s);
+}
+
 double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, float label_smoothing,
                             double loss_scale, long global_tokens, long *n_tokens) {
     // The loss is normalized by the label tokens of the whole step (HF's
@@ -164,7 +179,10 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
         z->phases.grads_wait_s += clock_seconds() - t_wait;
     }
     m->fp8_training = 0;
+    if (m->fp8 && m->fp8->n_slots)  // all-reduce (max): --fp8's amaxes, one set of scales on every rank (TE's reduce_amax)
+        comm_allreduce_max_f32(z->comm, m->fp8->amax, (size_t)m->fp8->n_slots * FP8_OPERANDS);
     t5_fp8_step_end(m);  // --fp8: this step's amaxes into the history, the next step's scales
+    if (m->fp8 && z->debug.dump_fp8_scales) dump_fp8_scales(z);
     z->phases.accumulate_s += clock_seconds() - t_begin;
     if (z->debug.step_times) z->marks.backward_end = step_mark(z);
     comm_allreduce_sum_f64(z->comm, &loss, 1);  // all-reduce: the step's loss over ranks
