@@ -15,8 +15,8 @@
 // directly); --fp8_bf16 keeps more in bf16 (T5Fp8Keep). Generation and evaluation run the
 // bf16 GEMMs on the same weights: fp8 is a training-step option (T5Model.fp8_training).
 //
-// The state is not in checkpoints: a resumed run starts with current scaling again.
-// zero/step.c all-reduces the amaxes (max) over the ranks before the update, as Transformer
+// A checkpoint's index keeps the state (zero/checkpoint_fp8.c): a resumed run rounds as the
+// straight run did. zero/step.c all-reduces the amaxes (max) over the ranks before the update, as Transformer
 // Engine's reduce_amax does over the data-parallel group: every rank holds the same scales.
 #pragma once
 #include "t5.h"

@@ -7,7 +7,8 @@
 //    same checkpoint-10 shards (master and both moments; their metadata but each save's own
 //    save_id), bit for bit, at stages 0-3, at 1
 //    and 3 ranks, with and without the optimizer offloaded to the CPU (and at stage 2, 3
-//    ranks, to a file: NVMe). The stage-3 runs
+//    ranks, to a file: NVMe), and with --fp8 (stage 0 at 1 rank, stage 2 at 3: its scaling state
+//    goes through the checkpoint's index). The stage-3 runs
 //    without offload leave stage3_gather_16bit_weights_on_model_save unset (false): their
 //    --output_dir holds the shards, compared instead, and exported.
 // 2. Any layout: the 3-rank stage-3 checkpoint resumed at 2 ranks, stage 1, and (with
@@ -216,6 +217,7 @@ static double weights_diff(const char *dir_a, const char *dir_b) {
 enum { OFFLOAD_NONE = 0, OFFLOAD_CPU, OFFLOAD_NVME };
 typedef struct {
     int stage, offload, world;  // offload: OFFLOAD_*
+    int fp8;                    // 1: both runs with --fp8 (its scaling state goes through the checkpoint)
 } Config;
 
 static const char *offload_suffix(const Config *c) {
@@ -223,7 +225,7 @@ static const char *offload_suffix(const Config *c) {
 }
 
 static void config_tag(const Config *c, char *tag, size_t n, const char *what) {
-    snprintf(tag, n, "s%d%s_w%d_%s", c->stage, offload_suffix(c), c->world, what);
+    snprintf(tag, n, "s%d%s_w%d%s_%s", c->stage, offload_suffix(c), c->world, c->fp8 ? "_fp8" : "", what);
 }
 
 // The stage-3 runs without offload keep the key unset (false): the final save is shards.
@@ -235,10 +237,10 @@ static int exact_resume(const Config *c) {
     config_tag(c, resumed, sizeof resumed, "resumed");
     if (c->offload == OFFLOAD_NVME) snprintf(cfg, sizeof cfg, "s%dn", c->stage);
     else snprintf(cfg, sizeof cfg, "s%d%s%s", c->stage, offload_suffix(c), gathers(c) ? "g" : "");
-    const char *label_off = c->offload == OFFLOAD_CPU ? ", offload" : c->offload == OFFLOAD_NVME ? ", offload to NVMe" : "";
+    const char *label_off = c->fp8 ? ", --fp8" : c->offload == OFFLOAD_CPU ? ", offload" : c->offload == OFFLOAD_NVME ? ", offload to NVMe" : "";
     snprintf(what, sizeof what, "stage %d%s, %d rank%s: 10 steps with checkpoints at 5 and 10 run", c->stage,
              label_off, c->world, c->world > 1 ? "s" : "");
-    if (!test_check(train(straight, c->world, cfg, NULL), what)) return show_log(straight), 0;
+    if (!test_check(train(straight, c->world, cfg, c->fp8 ? "--fp8" : NULL), what)) return show_log(straight), 0;
     // the layout: latest names global_step5, the index lists one shard per rank
     snprintf(a, sizeof a, "%s/%s/checkpoint-%d/latest", TMP, straight, SAVE_AT);
     char *latest = test_slurp(a);
@@ -255,7 +257,8 @@ static int exact_resume(const Config *c) {
     snprintf(a, sizeof a, "mkdir -p %s/%s && cp -r %s/%s/checkpoint-%d %s/%s/", TMP, resumed, TMP, straight, SAVE_AT,
              TMP, resumed);
     if (sh(a) != 0) t5_fail("%s failed", a);
-    snprintf(extra, sizeof extra, "--resume_from_checkpoint %s/%s/checkpoint-%d", TMP, resumed, SAVE_AT);
+    snprintf(extra, sizeof extra, "--resume_from_checkpoint %s/%s/checkpoint-%d%s", TMP, resumed, SAVE_AT,
+             c->fp8 ? " --fp8" : "");
     snprintf(what, sizeof what, "stage %d%s, %d rank%s: resumed from checkpoint-5, run", c->stage, label_off, c->world,
              c->world > 1 ? "s" : "");
     if (!test_check(train(resumed, c->world, cfg, extra), what)) return show_log(resumed), 0;
@@ -608,6 +611,10 @@ int main(void) {
             }
     Config nvme = {.stage = 2, .offload = OFFLOAD_NVME, .world = 3};
     ok &= exact_resume(&nvme);
+    // --fp8: the scaling state (the amaxes all-reduced: one copy in the index) resumes too
+    Config fp8_1 = {.stage = 0, .world = 1, .fp8 = 1}, fp8_3 = {.stage = 2, .world = 3, .fp8 = 1};
+    ok &= exact_resume(&fp8_1);
+    ok &= exact_resume(&fp8_3);
     if (ok) {
         any_layout();
         integrity();

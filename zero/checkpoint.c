@@ -22,6 +22,7 @@
 #include "../common/fileio.h"
 #include "../common/json_read.h"
 #include "../formats/safetensors.h"
+#include "checkpoint_fp8.h"
 #include "checkpoint_index.h"
 
 #define OLD_OPT_FILE "optimizer.safetensors"  // the layout before the shards
@@ -132,6 +133,7 @@ static void write_index(const ZeroState *z, const LossScaler *scaler, const char
     cJSON_AddNumberToObject(st, "zero_stage", z->stage);
     cJSON_AddNumberToObject(st, "offload_optimizer", z->offload);
     json_add_scaler(st, scaler);
+    zero_ckpt_fp8_add(st, z->m);
     cJSON *arr = cJSON_AddArrayToObject(st, "shards");
     for (int r = 0; r < z->comm->world; r++) {
         char name[64];
@@ -605,6 +607,7 @@ static void load_shards(ZeroState *z, LossScaler *scaler, const char *dir, int g
     int opt_step;
     scaler_from_json(x.root, x.index_path, scaler, x.optimizer_step, global_step, &opt_step);
     z->opt.step = opt_step;
+    zero_ckpt_fp8_restore(x.root, x.index_path, z->m, z->comm->rank == 0);
 
     // the pieces of the shards that overlap this rank's range
     const OwnedBuf *dst[N_STATES] = {&z->own.master, &z->own.m, &z->own.v};
@@ -654,6 +657,7 @@ static void load_whole(ZeroState *z, LossScaler *scaler, const char *dir, int gl
     int opt_step = (int)json_number(st, "optimizer_step", path, 0, INT_MAX, 1);
     scaler_from_json(st, path, scaler, opt_step, global_step, &opt_step);
     z->opt.step = opt_step;
+    zero_ckpt_fp8_restore(NULL, path, z->m, z->comm->rank == 0);
     cJSON_Delete(st);
     free(path);
 
