@@ -51,15 +51,12 @@ typedef struct {
     int world, rank;
 } BenchArgs;
 
-// bench --fp8: the trainer's --fp8_amax_history default
-#define FP8_BENCH_HISTORY 16
-
 static int main_rank_of(const BenchArgs *a) { return a->rank == 0; }
 
 static MemPlan plan_of(const BenchArgs *a, const T5Config *cfg, Dtype dt, int B) {
     MemPlan p = planner_memory_zero_opts(cfg, dt, B, a->seq, a->seq, a->gradient_checkpointing, a->checkpoint_sub_batch,
                                          &a->zo, a->world).gpu;
-    if (a->fp8) planner_add_fp8(&p, cfg, B, a->seq, a->seq, FP8_BENCH_HISTORY);
+    if (a->fp8) planner_add_fp8(&p, cfg, B, a->seq, a->seq, T5_FP8_HISTORY_DEFAULT);
     return p;
 }
 
@@ -400,14 +397,14 @@ int cmd_run_bench(int argc, char **argv) {
     else if (main_rank)
         planner_print_keep(be, m.keep_sublayer_acts, plan_total, keep, a.gradient_checkpointing, a.checkpoint_sub_batch);
     if (a.fp8) {
-        t5_fp8_init(&m, 0, FP8_BENCH_HISTORY, 0);
-        const size_t kin = t5_fp8_keep_bytes(&cfg, 0, B, a.seq, a.seq);
-        const int keep_in = planner_keep_sublayer_acts(be, plan_total + (m.keep_sublayer_acts ? keep : 0), kin);
-        if (keep_in) t5_fp8_keep_inputs(&m, B, a.seq, a.seq);
+        t5_fp8_init(&m, 0, T5_FP8_HISTORY_DEFAULT, 0);
+        size_t kin;
+        const int keep_in =
+            planner_keep_fp8_inputs(be, &m, plan_total + (m.keep_sublayer_acts ? keep : 0), B, a.seq, a.seq, &kin);
         if (main_rank)
             printf("fp8: the blocks' linear GEMMs in fp8 (%d linear groups; e4m3 inputs and weights, e5m2 gradients, "
                    "delayed scaling over %d steps); the LM head in %s; the rounded inputs %s (%.2f GiB)\n",
-                   m.fp8->n_slots, FP8_BENCH_HISTORY,
+                   m.fp8->n_slots, T5_FP8_HISTORY_DEFAULT,
                    dt == DTYPE_F32 ? "fp32 (the CPU reference emulates the fp8 rounding)" : "bf16",
                    keep_in ? "kept for the backward" : "rounded again in the backward (no room to keep them)",
                    kin / 1073741824.0);

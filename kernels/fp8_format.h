@@ -12,7 +12,10 @@
 // NaN stays NaN (0x7F with the sign).
 #pragma once
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "backend.h"  // FP8_INP, FP8_WEIGHT, FP8_GRAD
 
 #ifdef __CUDACC__
 #define FP8_FN __host__ __device__ static inline
@@ -71,7 +74,7 @@ FP8_FN float fp8_scale_from_amax(float amax, Fp8Format f, int margin, float keep
 }
 
 // The format of operand kind k (FP8_INP, FP8_WEIGHT, FP8_GRAD of kernels/backend.h).
-FP8_FN Fp8Format fp8_operand_format(int k) { return k == 2 ? FP8_E5M2 : FP8_E4M3; }
+FP8_FN Fp8Format fp8_operand_format(int k) { return k == FP8_GRAD ? FP8_E5M2 : FP8_E4M3; }
 
 // The scratch bytes of one fp8_matmul call (the CUDA backend's rounded copies; the memory
 // planner counts the largest over the model's linears). Each region starts on 256 bytes;

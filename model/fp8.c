@@ -30,34 +30,28 @@ void t5_fp8_describe_keep(unsigned keep, char *buf, size_t n) {
              keep & T5_FP8_KEEP_FIRST_LAST ? ", first and last blocks" : "");
 }
 
-// One linear group: its first weight, the width of its input, and whether its rows are the
-// encoder's (B*S: the encoder's linears and a cross-attention's k, v) or the decoder's (B*T).
-typedef struct {
-    size_t key;
-    int width, enc_rows;
-} Group;
-
 // The linear groups of one block (model/fp8.h: q covers q, k, v; cross k covers k, v). keep
 // drops the o projections; `whole` drops the block. b NULL: keys 0 (the widths only).
-static int block_groups(const T5Config *c, const BlockOffsets *b, int decoder, unsigned keep, int whole, Group *out) {
+static int block_groups(const T5Config *c, const BlockOffsets *b, int decoder, unsigned keep, int whole,
+                        T5Fp8Group *out) {
     if (whole) return 0;
     const int D = c->d_model, HK = t5_config_inner_dim(c), F = c->d_ff, enc = !decoder;
     const int outs = !(keep & T5_FP8_KEEP_ATTN_OUT);
     int n = 0;
-    out[n++] = (Group){b ? b->self.q : 0, D, enc};
-    if (outs) out[n++] = (Group){b ? b->self.o : 0, HK, enc};
+    out[n++] = (T5Fp8Group){b ? b->self.q : 0, D, enc};
+    if (outs) out[n++] = (T5Fp8Group){b ? b->self.o : 0, HK, enc};
     if (decoder) {
-        out[n++] = (Group){b ? b->cross.q : 0, D, 0};
-        out[n++] = (Group){b ? b->cross.k : 0, D, 1};
-        if (outs) out[n++] = (Group){b ? b->cross.o : 0, HK, 0};
+        out[n++] = (T5Fp8Group){b ? b->cross.q : 0, D, 0};
+        out[n++] = (T5Fp8Group){b ? b->cross.k : 0, D, 1};
+        if (outs) out[n++] = (T5Fp8Group){b ? b->cross.o : 0, HK, 0};
     }
-    out[n++] = (Group){b ? b->ffn.wi : 0, D, enc};
-    out[n++] = (Group){b ? b->ffn.wo : 0, F, enc};
+    out[n++] = (T5Fp8Group){b ? b->ffn.wi : 0, D, enc};
+    out[n++] = (T5Fp8Group){b ? b->ffn.wo : 0, F, enc};
     return n;
 }
 
 // Every group of the model, in block order; returns the count. L NULL: keys 0.
-static int model_groups(const T5Config *c, const ParamLayout *L, unsigned keep, Group *out) {
+static int model_groups(const T5Config *c, const ParamLayout *L, unsigned keep, T5Fp8Group *out) {
     const int ends = keep & T5_FP8_KEEP_FIRST_LAST;
     int n = 0;
     for (int l = 0; l < c->num_layers; l++)
@@ -69,12 +63,12 @@ static int model_groups(const T5Config *c, const ParamLayout *L, unsigned keep, 
 }
 
 static int cmp_group(const void *a, const void *b) {
-    size_t x = ((const Group *)a)->key, y = ((const Group *)b)->key;
+    size_t x = ((const T5Fp8Group *)a)->key, y = ((const T5Fp8Group *)b)->key;
     return x < y ? -1 : x > y;
 }
 
 // The bytes of one group's kept input (rows padded to 16, the region on 256 bytes).
-static size_t group_keep_bytes(const Group *g, int B, int S, int T) {
+static size_t group_keep_bytes(const T5Fp8Group *g, int B, int S, int T) {
     const size_t rows = (size_t)B * (size_t)(g->enc_rows ? S : T);
     return FP8_REGION((size_t)g->width * fp8_rows_padded(rows));
 }
@@ -92,16 +86,11 @@ void t5_fp8_init(T5Model *m, unsigned keep, int hist_len, int margin) {
     if (margin < 0 || margin > 30) t5_fail("--fp8_margin %d: must be in 0..30", margin);
     T5Fp8 *f = callocCheck(1, sizeof *f);
     const T5Config *c = &m->cfg;
-    Group *g = mallocCheck((size_t)slots_max(c) * sizeof(Group));
     f->hist_len = hist_len, f->margin = margin, f->keep = keep;
-    f->n_slots = model_groups(c, &m->lay, keep, g);
-    qsort(g, (size_t)f->n_slots, sizeof(Group), cmp_group);
-    f->keys = mallocCheck((size_t)(f->n_slots ? f->n_slots : 1) * sizeof(size_t));
-    f->width = mallocCheck((size_t)(f->n_slots ? f->n_slots : 1) * sizeof(int));
-    f->enc_rows = mallocCheck((size_t)(f->n_slots ? f->n_slots : 1) * sizeof(int));
+    f->groups = mallocCheck((size_t)slots_max(c) * sizeof(T5Fp8Group));
+    f->n_slots = model_groups(c, &m->lay, keep, f->groups);
+    qsort(f->groups, (size_t)f->n_slots, sizeof(T5Fp8Group), cmp_group);
     f->inp_t = callocCheck((size_t)(f->n_slots ? f->n_slots : 1), sizeof(uint8_t *));
-    for (int i = 0; i < f->n_slots; i++) f->keys[i] = g[i].key, f->width[i] = g[i].width, f->enc_rows[i] = g[i].enc_rows;
-    freeCheck(g);
     const size_t e = (size_t)f->n_slots * FP8_OPERANDS;
     const size_t bytes = (e * 3 + e * (size_t)hist_len) * sizeof(float);
     float *host = callocCheck(bytes / sizeof(float) + 1, sizeof(float));
@@ -118,8 +107,8 @@ void t5_fp8_free(T5Model *m) {
     if (!f) return;
     m->be->free(f->dev);
     if (f->kept) m->be->free(f->kept);
-    freeCheck(f->width), freeCheck(f->enc_rows), freeCheck(f->inp_t);
-    freeCheck(f->keys);
+    freeCheck(f->inp_t);
+    freeCheck(f->groups);
     freeCheck(f);
     m->fp8 = NULL;
 }
@@ -128,8 +117,8 @@ int t5_fp8_slot(const T5Fp8 *f, size_t w) {
     int lo = 0, hi = f->n_slots - 1;
     while (lo <= hi) {
         const int mid = (lo + hi) / 2;
-        if (f->keys[mid] == w) return mid;
-        if (f->keys[mid] < w) lo = mid + 1;
+        if (f->groups[mid].key == w) return mid;
+        if (f->groups[mid].key < w) lo = mid + 1;
         else hi = mid - 1;
     }
     return -1;
@@ -142,7 +131,7 @@ Fp8Scales t5_fp8_scales(const T5Fp8 *f, int slot) {
 }
 
 size_t t5_fp8_keep_bytes(const T5Config *cfg, unsigned keep, int B, int S, int T) {
-    Group *g = mallocCheck((size_t)slots_max(cfg) * sizeof(Group));
+    T5Fp8Group *g = mallocCheck((size_t)slots_max(cfg) * sizeof(T5Fp8Group));
     const int n = model_groups(cfg, NULL, keep, g);
     size_t total = 0;
     for (int i = 0; i < n; i++) total += group_keep_bytes(&g[i], B, S, T);
@@ -153,19 +142,12 @@ size_t t5_fp8_keep_bytes(const T5Config *cfg, unsigned keep, int B, int S, int T
 void t5_fp8_keep_inputs(T5Model *m, int B, int S, int T) {
     T5Fp8 *f = m->fp8;
     if (!f || !f->n_slots || f->kept) return;
-    size_t total = 0;
-    for (int i = 0; i < f->n_slots; i++) {
-        const Group g = {f->keys[i], f->width[i], f->enc_rows[i]};
-        total += group_keep_bytes(&g, B, S, T);
-    }
+    size_t *off = mallocCheck((size_t)f->n_slots * sizeof(size_t)), total = 0;
+    for (int i = 0; i < f->n_slots; i++) off[i] = total, total += group_keep_bytes(&f->groups[i], B, S, T);
     f->kept = m->be->alloc(total);
     f->kept_bytes = total;
-    size_t off = 0;
-    for (int i = 0; i < f->n_slots; i++) {
-        const Group g = {f->keys[i], f->width[i], f->enc_rows[i]};
-        f->inp_t[i] = (uint8_t *)f->kept + off;
-        off += group_keep_bytes(&g, B, S, T);
-    }
+    for (int i = 0; i < f->n_slots; i++) f->inp_t[i] = (uint8_t *)f->kept + off[i];
+    freeCheck(off);
 }
 
 void t5_fp8_step_end(T5Model *m) {

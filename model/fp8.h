@@ -27,14 +27,25 @@ typedef enum {
     T5_FP8_KEEP_FIRST_LAST = 2,  // "first_last": the first and last block of each stack, whole
 } T5Fp8Keep;
 
+// One linear group (a slot): its first weight, the width of its input, and whether its rows
+// are the encoder's (B*S: the encoder's linears and a cross-attention's k, v) or the
+// decoder's (B*T).
+typedef struct {
+    size_t key;  // the param offset of the group's first weight
+    int width, enc_rows;
+} T5Fp8Group;
+
+// --fp8_amax_history's default (Transformer Engine's is 1024: 16 follows the weights and
+// activations of a fine-tune more closely; bench --fp8 runs with it too).
+#define T5_FP8_HISTORY_DEFAULT 16
+
 typedef struct T5Fp8 {
     int n_slots, hist_len, margin;
     unsigned keep;       // T5Fp8Keep bits
-    size_t *keys;        // (n_slots) increasing: the param offset of each slot's first weight
+    T5Fp8Group *groups;  // (n_slots) by increasing key
     float *dev;          // one device block: scale | inv | amax (n_slots * FP8_OPERANDS each) | history
     float *scale, *inv, *amax, *history;  // views into dev; history (n_slots * FP8_OPERANDS, hist_len)
     long updates;        // fp8_scales_update calls made: 0 = current scaling (no history yet)
-    int *width, *enc_rows;  // (n_slots) the input width of each group; 1: its rows are B*S, else B*T
     // The forward's rounded input of each group, transposed (Fp8Scales.inp_t), so the backward
     // does not round it again: one block of kept_bytes on the device, or NULL (inp_t all NULL)
     // when t5_fp8_keep_inputs was not called (the memory plan had no room).

@@ -479,13 +479,13 @@ static void resolve_precision(TrainArgs *a) {
     if (a->fp16 && !a->fp16_from) a->fp16_from = "--fp16";
     if (a->bf16 && !a->bf16_from) a->bf16_from = "--bf16";
     if (a->fp16 && a->bf16) t5_fail("%s and %s contradict each other: pick one", a->fp16_from, a->bf16_from);
-    if (!a->fp8 && (a->fp8_bf16 || a->fp8_margin || a->fp8_amax_history != 16))
+    if (!a->fp8 && (a->fp8_bf16 || a->fp8_margin || a->fp8_amax_history != T5_FP8_HISTORY_DEFAULT))
         t5_fail("%s is an --fp8 option: add --fp8, or drop it", a->fp8_bf16 ? "--fp8_bf16" : a->fp8_margin ? "--fp8_margin"
                                                                                     : "--fp8_amax_history");
     a->fp8_keep = t5_fp8_parse_keep(a->fp8_bf16, "--fp8_bf16");
     if (a->fp8 && (a->fp8_amax_history < 1 || a->fp8_amax_history > 1024))
-        t5_fail("--fp8_amax_history %d: must be in 1..1024 (Transformer Engine's default is 1024, ours 16)",
-                a->fp8_amax_history);
+        t5_fail("--fp8_amax_history %d: must be in 1..1024 (Transformer Engine's default is 1024, ours %d)",
+                a->fp8_amax_history, T5_FP8_HISTORY_DEFAULT);
     if (a->fp8 && (a->fp8_margin < 0 || a->fp8_margin > 30)) t5_fail("--fp8_margin %d: must be in 0..30", a->fp8_margin);
     if (a->fp8 && a->fp16)
         t5_fail("--fp8 with %s: fp8 GEMMs run with bf16 activations (no loss scaler); HINT: --fp8 --bf16", a->fp16_from);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/check.h"
+#include "../model/fp8.h"
 #include "../optim/adamw.h"
 
 #define COUNT(x) ((int)(sizeof(x) / sizeof((x)[0])))
@@ -54,7 +55,7 @@ TrainArgs train_args_default(void) {
     a.length_penalty = 1.0;
     a.local_rank = -1;
     a.tf32 = -1;
-    a.fp8_amax_history = 16;
+    a.fp8_amax_history = T5_FP8_HISTORY_DEFAULT;
     return a;
 }
 

@@ -406,8 +406,9 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
     r->m.gradient_checkpointing = a->gradient_checkpointing;
     r->m.sub_batch = a->checkpoint_sub_batch;
     r->m.inference = p->zopt.inference;  // evaluation only: a forward-only activation plan
+    size_t keep = 0;  // the kept sublayer activations' bytes
     if (!r->m.inference) {  // keep what backward would recompute when the plan has room (zero/planner.h)
-        size_t keep = t5_keep_bytes(&r->m.cfg, be->act_dtype, B, S, T, a->gradient_checkpointing, a->checkpoint_sub_batch);
+        keep = t5_keep_bytes(&r->m.cfg, be->act_dtype, B, S, T, a->gradient_checkpointing, a->checkpoint_sub_batch);
         r->m.keep_sublayer_acts = planner_keep_sublayer_acts(be, r->plan_total, keep);
         if (is_main(r))
             planner_print_keep(be, r->m.keep_sublayer_acts, r->plan_total, keep, a->gradient_checkpointing,
@@ -416,12 +417,9 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
     if (a->fp8 && !r->m.inference) {
         t5_fp8_init(&r->m, a->fp8_keep, a->fp8_amax_history, a->fp8_margin);
         // the forward's rounded inputs kept for the backward when the plan has room (as the sublayer activations)
-        const size_t kept_acts = r->m.keep_sublayer_acts ? t5_keep_bytes(&r->m.cfg, be->act_dtype, B, S, T,
-                                                                         a->gradient_checkpointing, a->checkpoint_sub_batch)
-                                                         : 0;
-        const size_t kin = t5_fp8_keep_bytes(&r->m.cfg, a->fp8_keep, B, S, T);
-        const int keep_in = planner_keep_sublayer_acts(be, r->plan_total + kept_acts, kin);
-        if (keep_in) t5_fp8_keep_inputs(&r->m, B, S, T);
+        size_t kin;
+        const int keep_in = planner_keep_fp8_inputs(be, &r->m, r->plan_total + (r->m.keep_sublayer_acts ? keep : 0), B,
+                                                    S, T, &kin);
         if (is_main(r)) {
             char kept[128];
             t5_fp8_describe_keep(a->fp8_keep, kept, sizeof kept);

@@ -220,6 +220,13 @@ int planner_keep_sublayer_acts(const Backend *be, size_t plan_total, size_t keep
     return plan_total + keep_bytes <= keep_budget(be);
 }
 
+int planner_keep_fp8_inputs(const Backend *be, struct T5Model *m, size_t plan_total, int B, int S, int T, size_t *bytes) {
+    *bytes = t5_fp8_keep_bytes(&m->cfg, m->fp8->keep, B, S, T);
+    if (plan_total + *bytes > keep_budget(be)) return 0;
+    t5_fp8_keep_inputs(m, B, S, T);
+    return 1;
+}
+
 void planner_print_keep(const Backend *be, int kept, size_t plan_total, size_t keep_bytes, int checkpointing,
                         int sub_batch) {
     const double G = 1073741824.0;

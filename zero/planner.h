@@ -9,6 +9,8 @@
 #include "../kernels/backend.h"
 #include "../model/config.h"
 
+struct T5Model;  // model/t5.h
+
 typedef struct {
     size_t params;       // compute copy (act dtype)
     size_t grads;        // act dtype
@@ -35,6 +37,11 @@ void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, in
 // state (model/fp8.h) to the workspace (p->workspace, p->total). The window's rows (gradient
 // checkpointing in sub-batches) are B at most: B bounds it.
 void planner_add_fp8(MemPlan *p, const T5Config *cfg, int B, int S, int T, int hist_len);
+// --fp8's kept rounded inputs (model/fp8.h t5_fp8_keep_inputs) for batches up to (B, S, T),
+// taken on m when they fit beside plan_total (the plan and whatever else it keeps), as the
+// sublayer activations are (planner_keep_sublayer_acts). *bytes: what they take (kept or not);
+// returns 1 when kept.
+int planner_keep_fp8_inputs(const Backend *be, struct T5Model *m, size_t plan_total, int B, int S, int T, size_t *bytes);
 // The same plan for one rank of a ZeRO run: stage 0-3 over `world` ranks, optimizer state
 // (fp32 master + moments) on the GPU or offloaded to host memory. What each stage
 // partitions (ZeRO paper, Rajbhandari et al. 2020, Figure 1, with K = 12 bytes of fp32
