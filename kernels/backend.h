@@ -235,6 +235,20 @@ typedef struct Backend {
     // not finite: scale kept). Every entry in one call (one launch on CUDA).
     void (*fp8_scales_update)(float *scale, float *inv, float *amax, float *history, int n, int hist_len, int col,
                               int margin);
+    // The plain ReLU FFN's fp8 linears with the activation between them (model/block.c, when the
+    // keep bits are kept), bitwise the two ops each stands for, h and da being buffers of its own:
+    //   fp8_relu_drop_matmul_forward:  relu_drop_forward(h, bits, a, N*I, drop), then
+    //                                  fp8_matmul_forward(out, 0, h, weight, 0, N, I, O, 1, s)
+    //   fp8_relu_drop_matmul_backward: relu_drop_backward(da, dh, bits, N*O, drop, set 1), then
+    //                                  fp8_matmul_backward(dinp, dweight, da, inp, weight, N, I, O, dinp_set, s)
+    // CUDA rounds h (da) to fp8 in the pass that computes it, so neither reaches memory in the
+    // activation dtype (delayed scaling; the forward needs s.inp_t, as h is not kept for the
+    // weight gradient). (N*I and N*O) % 8 == 0.
+    void (*fp8_relu_drop_matmul_forward)(void *out, uint8_t *bits, const void *a, const void *weight, int N, int I,
+                                         int O, DropoutArgs drop, Fp8Scales s);
+    void (*fp8_relu_drop_matmul_backward)(void *dinp, void *dweight, const void *dh, const uint8_t *bits,
+                                          const void *inp, const void *weight, int N, int I, int O, int dinp_set,
+                                          DropoutArgs drop, Fp8Scales s);
 
     // ---- T5 relative position bias: bias (H,Tq,Tk) = table (num_buckets,H)[bucket(k - q)]
     // with query positions q_offset .. q_offset+Tq-1 (q_offset > 0 when decoding with a

@@ -169,6 +169,17 @@ static void linear_backward(const T5BlockView *v, void *dinp, const void *dout, 
         v->be->matmul_backward(dinp, t5_view_grad(v, w), dout, inp, t5_view_param(v, w), n, I, O, dinp_set);
 }
 
+// --fp8 and the plain ReLU FFN with its keep bits (bits): the slot of the linear at w, when
+// its fp8 linear may take the activation in its rounding pass (backend.h
+// fp8_relu_drop_matmul_*: delayed scaling; the forward also needs the input kept for the
+// weight gradient, as it stores no h); -1 otherwise.
+static int fp8_relu_slot(const T5BlockView *v, const void *bits, size_t w, int need_kept) {
+    const int slot = bits && !v->test->unfused_fp8_relu ? fp8_slot(v, w) : -1;
+    if (slot < 0) return -1;
+    const Fp8Scales sc = t5_fp8_scales(v->fp8, slot);
+    return sc.current || (need_kept && !sc.inp_t) ? -1 : slot;
+}
+
 // 1 when the `count` weights w[z] (each `size` elements) and their gradients lie one after the
 // other (linears_stride == size), so that they are one (count*O, I) weight: the q, k, v (or
 // k, v) of a sublayer are (params.c, one ZeRO unit), unless the test knob asks for one GEMM each.
@@ -258,12 +269,19 @@ void t5_ffn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, con
     void *outs[2] = {a->bits ? shared_h : a->a, a->b};
     linears_forward(v, outs, s->ln_out, wi, c->is_gated ? 2 : 1, n, D, F);  // gated: wi_0, wi_1 in one launch
     const DropoutArgs drop_h = t5_view_dropout(v, stack, layer, sub, SITE_FFN_HIDDEN);
-    if (a->bits)  // relu and its dropout in one pass, and the keep bits backward reads instead of a
-        be->relu_drop_forward(s->ffn_h, a->bits, shared_h, nF, drop_h);
-    else  // act and its dropout in one pass; unless kept, backward regenerates h from a (and b)
-        be->ffn_act_forward(s->ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
     void *y = s->proj ? s->proj : x_out;
-    linear_forward(v, y, s->ffn_h, w->wo, n, F, D);
+    const int slot_o = fp8_relu_slot(v, a->bits, w->wo, 1);
+    if (slot_o >= 0) {  // --fp8: h straight from the wi output to wo's fp8 operands, never stored
+        be->fp8_relu_drop_matmul_forward(y, a->bits, shared_h, t5_view_param(v, w->wo), n, F, D, drop_h,
+                                         t5_fp8_scales(v->fp8, slot_o));
+        v->test->fused_fp8_relu_calls++;
+    } else {
+        if (a->bits)  // relu and its dropout in one pass, and the keep bits backward reads instead of a
+            be->relu_drop_forward(s->ffn_h, a->bits, shared_h, nF, drop_h);
+        else  // act and its dropout in one pass; unless kept, backward regenerates h from a (and b)
+            be->ffn_act_forward(s->ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
+        linear_forward(v, y, s->ffn_h, w->wo, n, F, D);
+    }
     residual_add(v, x_out, y, x_in, n, t5_view_dropout(v, stack, layer, sub, SITE_FFN_OUT));
 }
 
@@ -375,29 +393,38 @@ void t5_ffn_sublayer_backward(const T5BlockView *v, const FfnOffsets *w, const F
     const void *h = a->h;  // wo's input: kept, or regenerated
     // plain ReLU: the keep bits of h (kept with it, or regenerated with it) stand for a
     const uint8_t *bits = a->bits ? a->bits : v->scratch->ffn_bits;
-    if (!h) {
+    if (fp8_relu_slot(v, a->bits, w->wo, 1) >= 0) {
+        h = NULL;  // the forward stored no h: wo's weight gradient reads the kept fp8 input
+    } else if (!h) {
         if (bits) be->relu_drop_forward(s.ffn_h, v->scratch->ffn_bits, a->a, nF, drop_h);
         else be->ffn_act_forward(s.ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);
         h = s.ffn_h;
     }
     linear_backward(v, v->scratch->d_h, v->scratch->d_tmp_d, h, w->wo, n, F, D, 1);
-    // tmp_f (the dropped hidden state) is no longer needed: it receives the gradient of the
-    // wi output, from d_h through the hidden dropout's backward and the activation's (one
-    // pass; one (B,T,F) buffer fewer: 67 MB at t5-large B=64)
-    void *d_a = v->scratch->tmp_f;  // written whole (set: no memsets)
-    if (bits)  // reads d_h and a bit an element: 4.1 bytes an element instead of 6 (bf16)
-        be->relu_drop_backward(d_a, v->scratch->d_h, bits, nF, drop_h, 1);
-    else
-        be->ffn_act_backward(d_a, c->is_gated ? v->scratch->d_b : NULL, v->scratch->d_h, a->a, c->is_gated ? a->b : NULL,
-                             nF, c->act, drop_h, 1);
     const void *ln = a->ln;  // the input of wi (and wi_1) and its rstd: kept, or recomputed
     const float *rstd = a->rstd;
     if (!ln) {
         t5_sublayer_norm(v, &s, w->ln, x_in, n);
         ln = s.ln_out, rstd = s.ln_rstd;
     }
-    const size_t wi[2] = {w->wi, w->wi_1};
-    const void *d_wi[2] = {d_a, v->scratch->d_b};
-    linears_backward(v, v->scratch->d_ln, d_wi, ln, wi, c->is_gated ? 2 : 1, n, D, F, 1);
+    const int slot_i = c->is_gated ? -1 : fp8_relu_slot(v, bits, w->wi, 0);
+    if (slot_i >= 0) {  // --fp8: the wi output's gradient straight from d_h to fp8, never stored
+        be->fp8_relu_drop_matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->wi), v->scratch->d_h, bits, ln,
+                                          t5_view_param(v, w->wi), n, D, F, 1, drop_h, t5_fp8_scales(v->fp8, slot_i));
+        v->test->fused_fp8_relu_calls++;
+    } else {
+        // tmp_f (the dropped hidden state) is no longer needed: it receives the gradient of the
+        // wi output, from d_h through the hidden dropout's backward and the activation's (one
+        // pass; one (B,T,F) buffer fewer: 67 MB at t5-large B=64)
+        void *d_a = v->scratch->tmp_f;  // written whole (set: no memsets)
+        if (bits)  // reads d_h and a bit an element: 4.1 bytes an element instead of 6 (bf16)
+            be->relu_drop_backward(d_a, v->scratch->d_h, bits, nF, drop_h, 1);
+        else
+            be->ffn_act_backward(d_a, c->is_gated ? v->scratch->d_b : NULL, v->scratch->d_h, a->a,
+                                 c->is_gated ? a->b : NULL, nF, c->act, drop_h, 1);
+        const size_t wi[2] = {w->wi, w->wi_1};
+        const void *d_wi[2] = {d_a, v->scratch->d_b};
+        linears_backward(v, v->scratch->d_ln, d_wi, ln, wi, c->is_gated ? 2 : 1, n, D, F, 1);
+    }
     t5_norm_backward(v, dx, t5_view_grad(v, w->ln), v->scratch->d_ln, x_in, t5_view_param(v, w->ln), rstd, n, next);
 }

@@ -192,6 +192,9 @@ typedef struct {
     long fused_residual_norms;      // residual_rmsnorm_forward calls made (block.c; tests check it)
     long branch_passes;             // t5_branch_grad's own passes since t5_backward began (0 when
                                     // every branch gradient came fused: tests check it)
+    int unfused_fp8_relu;           // 1 = --fp8's ReLU FFN as relu_drop_* and fp8_matmul_* (no
+                                    // fp8_relu_drop_matmul_*)
+    long fused_fp8_relu_calls;      // fp8_relu_drop_matmul_forward + _backward calls made (block.c)
 } T5TestKnobs;
 
 struct T5Model {

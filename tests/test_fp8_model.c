@@ -9,6 +9,8 @@
 //   - evaluation outside a step does not use fp8 (bitwise the model without the state);
 //   - gradient checkpointing recomputes with the same scales: the same step, bit for bit;
 //   - ZeRO stages 2 and 3 give stage 0's fp8 steps bit for bit; accumulation updates once.
+//   - the plain ReLU FFN's fused fp8_relu_drop_matmul_* give the steps of the ops they stand
+//     for bit for bit (with and without the kept inputs, dropout on); a gated FFN never fuses.
 #include <math.h>
 #include <string.h>
 
@@ -25,11 +27,15 @@ typedef struct {
     ZeroState z;
 } Run;
 
-static void run_open_stage(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt, int stage) {
+// dropout: the model's rate (0 elsewhere); acts: keep the sublayer activations (the ReLU
+// FFN's keep bits come with them).
+static void run_open_full(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt, int stage,
+                          float dropout, int acts) {
     ModelLoadOptions lo = {0};
     model_load(&r->m, dir, backend_cpu(), lo);
-    r->m.dropout_p = 0.0f;
+    r->m.dropout_p = dropout;
     r->m.gradient_checkpointing = ckpt;
+    r->m.keep_sublayer_acts = acts;
     if (fp8) t5_fp8_init(&r->m, keep, 4, 0);
     t5_plan_activations(&r->m, b->B, b->S, b->T);
     AdamWConfig oc = adamw_default_config();
@@ -37,6 +43,10 @@ static void run_open_stage(Run *r, const char *dir, const T5Batch *b, int fp8, u
     ZeroOptions zo = zero_options_stage(stage);
     zo.overlap_comm = stage >= 2;
     zero_init(&r->z, &r->m, zero_comm_single(), &zo, &oc, NULL);
+}
+
+static void run_open_stage(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt, int stage) {
+    run_open_full(r, dir, b, fp8, keep, ckpt, stage, 0.0f, 0);
 }
 
 static void run_open(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt) {
@@ -194,6 +204,41 @@ static void check_stages_and_accumulation(const char *dir, const T5Batch *b, con
     run_close(&acc);
 }
 
+// The plain ReLU FFN with its keep bits (kept sublayer activations), dropout 0.1: the fused
+// fp8_relu_drop_matmul_* (backend.h; from the second step on, delayed scaling) give the steps
+// of relu_drop_* then fp8_matmul_* bit for bit, with the rounded inputs kept (forward and
+// backward fuse) and without (the backward only: the forward must store h). A gated FFN
+// never fuses.
+static void check_fused_relu(const char *dir, const T5Batch *b, const char *variant) {
+    char what[320];
+    for (int kept = 0; kept <= 1; kept++) {
+        Run r[2];  // [0] fused where it applies, [1] the test knob: never
+        for (int u = 0; u < 2; u++) {
+            run_open_full(&r[u], dir, b, 1, 0, 0, 0, 0.1f, 1);
+            if (kept) t5_fp8_keep_inputs(&r[u].m, b->B, b->S, b->T);
+            r[u].m.test.unfused_fp8_relu = u;
+        }
+        const T5Config *c = &r[0].m.cfg;
+        const int relu = !c->is_gated && c->act == ACT_RELU && c->d_ff % 8 == 0;
+        const long want = relu ? 2L * (c->num_layers + c->num_decoder_layers) * (1 + kept) : 0;
+        int same = 1;
+        double l[2] = {0, 0};
+        for (int s = 0; s < 3; s++) {
+            const StepResult a = run_step(&r[0], b), u = run_step(&r[1], b);
+            same &= a.loss == u.loss && a.grad_norm == u.grad_norm;
+            l[0] = a.loss, l[1] = u.loss;
+        }
+        snprintf(what, sizeof what,
+                 "%s: fp8 ReLU FFN %s kept inputs, dropout 0.1: 3 steps fused (%ld calls, want %ld) bit for bit "
+                 "unfused (%ld): loss %.9g / %.9g",
+                 variant, kept ? "with" : "without", r[0].m.test.fused_fp8_relu_calls, want,
+                 r[1].m.test.fused_fp8_relu_calls, l[0], l[1]);
+        test_check(same && r[0].m.test.fused_fp8_relu_calls == want && r[1].m.test.fused_fp8_relu_calls == 0, what);
+        run_close(&r[0]);
+        run_close(&r[1]);
+    }
+}
+
 int main(void) {
     const char *variants[] = {"relu_tied", "gated_noscale"};
     for (int v = 0; v < 2; v++) {
@@ -210,6 +255,7 @@ int main(void) {
         check_slots(dir, &bf.batch, variants[v]);
         check_training(dir, &bf.batch, variants[v]);
         check_stages_and_accumulation(dir, &bf.batch, variants[v]);
+        check_fused_relu(dir, &bf.batch, variants[v]);
         batch_file_free(&bf);
     }
     return test_summary();

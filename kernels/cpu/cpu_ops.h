@@ -65,6 +65,11 @@ void cpu_fp8_matmul_backward(void *dinp, void *dweight, const void *dout, const 
                              int I, int O, int dinp_set, Fp8Scales s);
 void cpu_fp8_scales_update(float *scale, float *inv, float *amax, float *history, int n, int hist_len, int col,
                            int margin);
+void cpu_fp8_relu_drop_matmul_forward(void *out, uint8_t *bits, const void *a, const void *weight, int N, int I, int O,
+                                      DropoutArgs drop, Fp8Scales s);
+void cpu_fp8_relu_drop_matmul_backward(void *dinp, void *dweight, const void *dh, const uint8_t *bits, const void *inp,
+                                       const void *weight, int N, int I, int O, int dinp_set, DropoutArgs drop,
+                                       Fp8Scales s);
 
 // position_bias.c (t5_relative_position_bucket is declared in backend.h)
 void cpu_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int q_offset, int num_buckets,

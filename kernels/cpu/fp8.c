@@ -1,5 +1,5 @@
 // kernels/cpu/fp8.c: the fp32 reference of the fp8 linear (backend.h fp8_matmul_forward,
-// fp8_matmul_backward, fp8_scales_update): every operand is rounded to its 8-bit grid
+// fp8_matmul_backward, fp8_scales_update; fp8_relu_drop_matmul_* compose them with ffn_act.c's): every operand is rounded to its 8-bit grid
 // (kernels/fp8_format.h, scaled values kept in fp32 buffers), the rounded copies go through
 // the fp32 GEMM of matmul.c, and each sum is then multiplied by one fp32 factor
 // inv[a] * inv[b]. The sums are matmul.c's (fp32 over blocks of 64 terms, the blocks added
@@ -125,6 +125,27 @@ void cpu_fp8_matmul_backward(void *dinp, void *dweight, const void *dout_, const
         freeCheck(q4), freeCheck(sum);
     }
     freeCheck(g5);
+}
+
+// The ReLU FFN's linears with the activation between them (backend.h): the two ops in turn,
+// through a buffer of their own for h (da).
+void cpu_fp8_relu_drop_matmul_forward(void *out, uint8_t *bits, const void *a, const void *weight, int N, int I, int O,
+                                      DropoutArgs drop, Fp8Scales s) {
+    const size_t n = (size_t)N * I;
+    float *h = mallocCheck(n * sizeof(float) + 1);
+    cpu_relu_drop_forward(h, bits, a, n, drop);
+    cpu_fp8_matmul_forward(out, 0, h, weight, 0, N, I, O, 1, s);
+    freeCheck(h);
+}
+
+void cpu_fp8_relu_drop_matmul_backward(void *dinp, void *dweight, const void *dh, const uint8_t *bits, const void *inp,
+                                       const void *weight, int N, int I, int O, int dinp_set, DropoutArgs drop,
+                                       Fp8Scales s) {
+    const size_t n = (size_t)N * O;
+    float *da = mallocCheck(n * sizeof(float) + 1);
+    cpu_relu_drop_backward(da, dh, bits, n, drop, 1);
+    cpu_fp8_matmul_backward(dinp, dweight, da, inp, weight, N, I, O, dinp_set, s);
+    freeCheck(da);
 }
 
 // Entry e < n * FP8_OPERANDS: history row e (hist_len) gets amax[e] at col, amax[e] = 0, and

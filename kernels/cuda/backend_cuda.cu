@@ -58,6 +58,15 @@
                                           const void *weight, int N, int I, int O, int dinp_set, Fp8Scales s) {   \
         cuda_fp8_matmul_backward(DT, dinp, dweight, dout, inp, weight, N, I, O, dinp_set, s);                     \
     }                                                                                                             \
+    static void SFX##_fp8_relu_drop_matmul_forward(void *out, uint8_t *bits, const void *a, const void *w, int N, \
+                                                   int I, int O, DropoutArgs drop, Fp8Scales s) {                 \
+        cuda_fp8_relu_drop_matmul_forward(DT, out, bits, a, w, N, I, O, drop, s);                                 \
+    }                                                                                                             \
+    static void SFX##_fp8_relu_drop_matmul_backward(void *dinp, void *dw, const void *dh, const uint8_t *bits,    \
+                                                    const void *inp, const void *w, int N, int I, int O,          \
+                                                    int dinp_set, DropoutArgs drop, Fp8Scales s) {                \
+        cuda_fp8_relu_drop_matmul_backward(DT, dinp, dw, dh, bits, inp, w, N, I, O, dinp_set, drop, s);           \
+    }                                                                                                             \
     static void SFX##_position_bias_forward(void *bias, const void *table, int Tq, int Tk, int H, int q_offset,   \
                                             int num_buckets, int max_distance, int bidirectional) {               \
         cuda_position_bias_forward(DT, bias, table, Tq, Tk, H, q_offset, num_buckets, max_distance,               \
@@ -182,6 +191,8 @@
         .fp8_matmul_forward = SFX##_fp8_matmul_forward,                                                           \
         .fp8_matmul_backward = SFX##_fp8_matmul_backward,                                                         \
         .fp8_scales_update = cuda_fp8_scales_update,                                                              \
+        .fp8_relu_drop_matmul_forward = SFX##_fp8_relu_drop_matmul_forward,                                       \
+        .fp8_relu_drop_matmul_backward = SFX##_fp8_relu_drop_matmul_backward,                                     \
         .position_bias_forward = SFX##_position_bias_forward,                                                     \
         .position_bias_backward = SFX##_position_bias_backward,                                                   \
         .attention_forward = SFX##_attention_forward,                                                             \

@@ -42,6 +42,7 @@ enum CudaScratchId {
     CUDA_SCRATCH_GEMM_POINTERS,  // matmul.cu: the entry addresses of a pointer-array batched GEMM
     CUDA_SCRATCH_FP8,            // fp8.cu: the rounded operands of one fp8 linear (fp8_format.h fp8_scratch_bytes)
     CUDA_SCRATCH_FP8_INV,        // fp8.cu: the call's inverse scales, 16-byte aligned (cuBLASLt's scale pointers)
+    CUDA_SCRATCH_FP8_ACT,        // fp8.cu: h or da of fp8_relu_drop_matmul_* where its fast pass does not apply
     CUDA_SCRATCH_COUNT
 };
 

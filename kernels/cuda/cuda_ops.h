@@ -95,13 +95,19 @@ void cuda_matmul_forward_batched(Dtype dt, void *out, size_t out_stride, const v
 void cuda_matmul_backward_weights_batched(Dtype dt, void *dweight, size_t dweight_stride, const void *dout,
                                           size_t dout_stride, const void *inp, size_t inp_stride, int N, int I, int O,
                                           int batch);
-// fp8.cu: the fp8 linear (backend.h fp8_matmul_forward / fp8_matmul_backward / fp8_scales_update)
+// fp8.cu: the fp8 linear (backend.h fp8_matmul_forward / fp8_matmul_backward / fp8_scales_update,
+// fp8_relu_drop_matmul_forward / _backward)
 void cuda_fp8_matmul_forward(Dtype dt, void *out, size_t out_stride, const void *inp, const void *weight,
                              size_t weight_stride, int N, int I, int O, int count, Fp8Scales s);
 void cuda_fp8_matmul_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const void *inp,
                               const void *weight, int N, int I, int O, int dinp_set, Fp8Scales s);
 void cuda_fp8_scales_update(float *scale, float *inv, float *amax, float *history, int n, int hist_len, int col,
                             int margin);
+void cuda_fp8_relu_drop_matmul_forward(Dtype dt, void *out, uint8_t *bits, const void *a, const void *weight, int N,
+                                       int I, int O, DropoutArgs drop, Fp8Scales s);
+void cuda_fp8_relu_drop_matmul_backward(Dtype dt, void *dinp, void *dweight, const void *dh, const uint8_t *bits,
+                                        const void *inp, const void *weight, int N, int I, int O, int dinp_set,
+                                        DropoutArgs drop, Fp8Scales s);
 void cuda_attention_forward(Dtype dt, void *out, void *att, const void *q, const void *k, const void *v,
                             const void *bias, const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H,
                             int d_kv, int causal, int q_offset, DropoutArgs drop);

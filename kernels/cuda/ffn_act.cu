@@ -14,6 +14,7 @@
 // The plain ReLU also has a form with keep bits (relu_drop_forward / relu_drop_backward, below).
 #include "common.cuh"
 #include "point_drop.cuh"
+#include "relu_drop.cuh"
 
 #define SQRT_2_OVER_PI 0.7978845608028654
 #define INV_SQRT_2PI 0.3989422804014327
@@ -195,21 +196,8 @@ template <typename T, bool VEC> struct ReluDropForward {
     template <int V> __device__ void apply(size_t j) const {  // V == 1: byte j
         const size_t i = 8 * j;
         float x[8], y[8];
-        bool kp[8];
         load8<T, VEC>(x, a + i);
-        if (drop.p > 0.0f) {
-            drop.keep_pack<8>(i, kp);
-        } else {
-#pragma unroll
-            for (int k = 0; k < 8; k++) kp[k] = true;
-        }
-        unsigned byte = 0;
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            y[k] = act_value<ACT_RELU>(x[k]);
-            if (drop.p > 0.0f) y[k] = drop.value_kept<T>(round_to<T>(y[k]), kp[k]);
-            byte |= (unsigned)(x[k] > 0.0f && kp[k]) << k;
-        }
+        const unsigned byte = relu_drop_values8<T>(x, i, drop, y);
         store8<T, VEC>(out + i, y);
         if (bits) bits[j] = (uint8_t)byte;
     }
@@ -223,7 +211,7 @@ template <typename T, bool VEC> struct ReluDropBackward {
     int set;  // 1: da = ..., its old contents not read
     template <int V> __device__ void apply(size_t j) const {  // V == 1: byte j
         const size_t i = 8 * j;
-        float g[8], dx[8];
+        float g[8], dx[8], v[8];
         load8<T, VEC>(g, dout + i);
         if (set) {
 #pragma unroll
@@ -231,13 +219,9 @@ template <typename T, bool VEC> struct ReluDropBackward {
         } else {
             load8<T, VEC>(dx, da + i);
         }
-        const unsigned byte = bits[j];
+        relu_drop_grads8<T>(g, bits[j], drop, v);
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            float v = 0.0f;
-            if ((byte >> k) & 1u) v = drop.p > 0.0f ? round_to<T>(__fadd_rn(0.0f, __fmul_rn(g[k], drop.scale))) : g[k];
-            dx[k] += v;
-        }
+        for (int k = 0; k < 8; k++) dx[k] += v[k];
         store8<T, VEC>(da + i, dx);
     }
 };

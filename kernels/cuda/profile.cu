@@ -9,7 +9,8 @@
 // A class is what the op is for: GEMMs, the LM head's GEMMs (O or I = the vocabulary),
 // attention (score/value GEMMs, permutes and softmax inside), norms, elementwise and
 // residual, memsets, copies, cross-entropy, optimizer (the fp8 linears count as GEMMs, their
-// rounding passes included; fp8_scales_update as optimizer). Event overhead: about 1-2 us of
+// rounding passes included, and with them the ReLU of fp8_relu_drop_matmul_*;
+// fp8_scales_update as optimizer). Event overhead: about 1-2 us of
 // host time per op, so "idle" reads a little high under the profiler.
 #include <stdarg.h>
 #include <stdio.h>
@@ -157,6 +158,20 @@ static void w_fp8_matmul_backward(void *dinp, void *dw, const void *dout, const 
          "fp8_matmul_backward %dx%d->%d%s%s%s", N, I, O, dinp ? (dinp_set ? " dinp=" : " dinp+=") : "",
          dw ? " dw" : "", s.current ? " current" : "");
 }
+static void w_fp8_relu_drop_matmul_forward(void *out, uint8_t *bits, const void *a, const void *w, int N, int I, int O,
+                                           DropoutArgs drop, Fp8Scales s) {
+    PROF(gemm_class(I, O), P.real->fp8_relu_drop_matmul_forward(out, bits, a, w, N, I, O, drop, s),
+         "fp8_relu_drop_matmul_forward %dx%d->%d%s%s", N, I, O, drop.p > 0.0f ? " +dropout" : "",
+         s.current ? " current" : "");
+}
+static void w_fp8_relu_drop_matmul_backward(void *dinp, void *dw, const void *dh, const uint8_t *bits, const void *inp,
+                                            const void *w, int N, int I, int O, int dinp_set, DropoutArgs drop,
+                                            Fp8Scales s) {
+    PROF(gemm_class(I, O),
+         P.real->fp8_relu_drop_matmul_backward(dinp, dw, dh, bits, inp, w, N, I, O, dinp_set, drop, s),
+         "fp8_relu_drop_matmul_backward %dx%d->%d%s%s%s%s", N, I, O, dinp ? (dinp_set ? " dinp=" : " dinp+=") : "",
+         dw ? " dw" : "", drop.p > 0.0f ? " +dropout" : "", s.current ? " current" : "");
+}
 static void w_fp8_scales_update(float *scale, float *inv, float *amax, float *history, int n, int hist_len, int col,
                                 int margin) {
     PROF(PC_OPTIMIZER, P.real->fp8_scales_update(scale, inv, amax, history, n, hist_len, col, margin),
@@ -285,6 +300,8 @@ extern "C" const Backend *backend_profile_wrap(const Backend *be, int vocab) {
     w.matmul_backward_weights_batched = w_matmul_backward_weights_batched;
     w.fp8_matmul_forward = w_fp8_matmul_forward, w.fp8_matmul_backward = w_fp8_matmul_backward;
     w.fp8_scales_update = w_fp8_scales_update;
+    w.fp8_relu_drop_matmul_forward = w_fp8_relu_drop_matmul_forward;
+    w.fp8_relu_drop_matmul_backward = w_fp8_relu_drop_matmul_backward;
     w.position_bias_forward = w_position_bias_forward, w.position_bias_backward = w_position_bias_backward;
     w.attention_forward = w_attention_forward, w.attention_backward = w_attention_backward;
     w.ffn_act_forward = w_ffn_act_forward, w.ffn_act_backward = w_ffn_act_backward;

@@ -14,7 +14,9 @@
 //     them, subnormals and saturation (NaN left out): e4m3 through the forward's q4 and the
 //     backward's transposed q4^T and w4^T, e5m2 through g5 and g5^T;
 //   - determinism (a repeated call bitwise equal), no allocation on a repeated call, and
-//     fp8_scales_update's scale, inv, amax and history bitwise the CPU's.
+//     fp8_scales_update's scale, inv, amax and history bitwise the CPU's;
+//   - fp8_relu_drop_matmul_forward / _backward bitwise relu_drop_* followed by fp8_matmul_* on
+//     the GPU (the fast passes and the fallback), and near the CPU's (fp8_relu_case).
 // Tolerances (normalized; worst measured on an H200 in brackets, 2026-12-04): both sides
 // multiply the same fp8 codes (exact products), so what differs is the order of the sums, the
 // output's rounding to the dtype and the tensor cores' accumulation: Hopper's fp8 MMA keeps
@@ -394,6 +396,102 @@ static void fp8_scales_update_case(const OpsPair *P) {
     S->free(d);
 }
 
+// ---- the ReLU FFN's linears with the activation fused (fp8_relu_drop_matmul_*) --------------------
+
+// Both states bitwise equal (scale, inv, amax).
+static int same_fp8_state(const Backend *S, Fp8Scales a, Fp8Scales b) {
+    Fp8State ha, hb;
+    fp8_state_download(S, &ha, a);
+    fp8_state_download(S, &hb, b);
+    return !memcmp(&ha, &hb, sizeof ha);
+}
+
+// Each fused op on the subject against its two ops in turn there (relu_drop_* into a buffer,
+// then fp8_matmul_*): out, keep bits, kept input, dinp, dweight and the state bit for bit (the
+// fast pass where it applies: delayed scaling, the forward with the kept input, F % 8 == 0;
+// the two ops otherwise); the keep bits bitwise the CPU's, the rest within the fp8 tolerances
+// where the CPU's h and da are the GPU's values: in fp32, or without dropout (the CPU keeps
+// h * 1/(1-p) in fp32, a 16-bit activation rounds it first, and an fp8 code can then differ by
+// one step: 2% of an output). Forward: out (N, D) = relu_drop(a (N, F)) @ wo (D, F)^T; backward: the wi
+// linear x (N, D) -> (N, F), da = relu_drop_backward(dh, bits): dx = da wi, dwi += da^T x, and
+// each gradient alone (the other NULL) bitwise the same.
+static void fp8_relu_case(const OpsPair *P, int N, int F, int D, int current, int kept, float p) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const Fp8Tol *t = fp8_tol_of(dt);
+    const DropoutArgs drop = {p, 1234};
+    const int vs_cpu = dt == DTYPE_F32 || p == 0.0f;
+    const size_t es = dt_size(dt), nF = (size_t)N * F, nD = (size_t)N * D, nw = (size_t)D * F;
+    const size_t nk = (size_t)F * fp8_rows_padded((size_t)N);
+    char name[256], tag[160];
+    snprintf(tag, sizeof tag, "%s %s%sN=%d F=%d D=%d dropout %g", dt_name(dt), current ? "current " : "",
+             kept ? "kept input " : "", N, F, D, p);
+    const Fp8State init =
+        current ? fp8_state_make(1, 1, 1, 0, 0, 0) : fp8_state_make(300.0f, 700.0f, 30000.0f, 1.0f, 0.5f, 0.001f);
+    // forward
+    float *a = rand_dt(dt, nF, 1.0f), *wo = rand_dt(dt, nw, 0.5f), *out_c = xmalloc(nD * sizeof(float));
+    uint8_t *bits_c = xmalloc(nF / 8), *kept_c = kept ? xmalloc(nk) : NULL, *bits_h = xmalloc(nF / 8);
+    Fp8State ref = init;
+    R->fp8_relu_drop_matmul_forward(out_c, bits_c, a, wo, N, F, D, drop,
+                                    (Fp8Scales){ref.scale, ref.inv, ref.amax, current, kept_c});
+    void *a_g = dev_from(S, dt, a, nF), *wo_g = dev_from(S, dt, wo, nw), *h_u = S->alloc(nF * es);
+    void *out_f = S->alloc(nD * es), *out_u = S->alloc(nD * es);
+    uint8_t *bits_f = S->alloc(nF / 8), *bits_u = S->alloc(nF / 8);
+    uint8_t *kept_f = kept ? S->alloc(nk) : NULL, *kept_u = kept ? S->alloc(nk) : NULL;
+    Fp8Scales sf = fp8_state_upload(S, &init, current), su = fp8_state_upload(S, &init, current);
+    sf.inp_t = kept_f, su.inp_t = kept_u;
+    S->fp8_relu_drop_matmul_forward(out_f, bits_f, a_g, wo_g, N, F, D, drop, sf);
+    S->relu_drop_forward(h_u, bits_u, a_g, nF, drop);
+    S->fp8_matmul_forward(out_u, 0, h_u, wo_g, 0, N, F, D, 1, su);
+    snprintf(name, sizeof name, "fp8_relu_drop_matmul_forward [%s] out, bits, kept, state bitwise the two ops", tag);
+    test_check(same_bytes(S, out_f, out_u, nD * es) && same_bytes(S, bits_f, bits_u, nF / 8) &&
+                   (!kept || same_bytes(S, kept_f, kept_u, nk)) && same_fp8_state(S, sf, su),
+               name);
+    S->to_host(bits_h, bits_f, nF / 8);
+    snprintf(name, sizeof name, "fp8_relu_drop_matmul_forward [%s] keep bits bitwise the CPU's", tag);
+    test_check(!memcmp(bits_h, bits_c, nF / 8), name);
+    if (vs_cpu) {
+        snprintf(name, sizeof name, "fp8_relu_drop_matmul_forward [%s] out", tag);
+        check_dev(S, name, dt, out_f, out_c, nD, t->fwd);
+        snprintf(name, sizeof name, "fp8_relu_drop_matmul_forward [%s] scale, inv, amax", tag);
+        check_fp8_state(name, S, sf, &ref);
+    }
+    // backward, from the forward's bits
+    float *dh = rand_dt(dt, nF, 1.0f), *x = rand_dt(dt, nD, 1.0f), *wi = rand_dt(dt, nw, 0.5f);
+    float *dx_c = xmalloc(nD * sizeof(float)), *dwi_c = rand_dt(dt, nw, 1.0f);
+    void *dwi0 = dev_from(S, dt, dwi_c, nw), *dwi_f = dev_from(S, dt, dwi_c, nw), *dwi_u = dev_from(S, dt, dwi_c, nw);
+    void *dwi_alone = dev_from(S, dt, dwi_c, nw);
+    Fp8State refb = init;
+    R->fp8_relu_drop_matmul_backward(dx_c, dwi_c, dh, bits_c, x, wi, N, D, F, 1, drop,
+                                     (Fp8Scales){refb.scale, refb.inv, refb.amax, current, NULL});
+    void *dh_g = dev_from(S, dt, dh, nF), *x_g = dev_from(S, dt, x, nD), *wi_g = dev_from(S, dt, wi, nw);
+    void *dx_f = S->alloc(nD * es), *dx_u = S->alloc(nD * es), *dx_alone = S->alloc(nD * es), *da_u = S->alloc(nF * es);
+    Fp8Scales bf = fp8_state_upload(S, &init, current), bu = fp8_state_upload(S, &init, current);
+    S->fp8_relu_drop_matmul_backward(dx_f, dwi_f, dh_g, bits_f, x_g, wi_g, N, D, F, 1, drop, bf);
+    S->relu_drop_backward(da_u, dh_g, bits_f, nF, drop, 1);
+    S->fp8_matmul_backward(dx_u, dwi_u, da_u, x_g, wi_g, N, D, F, 1, bu);
+    snprintf(name, sizeof name, "fp8_relu_drop_matmul_backward [%s] dx, dwi, state bitwise the two ops", tag);
+    test_check(same_bytes(S, dx_f, dx_u, nD * es) && same_bytes(S, dwi_f, dwi_u, nw * es) && same_fp8_state(S, bf, bu),
+               name);
+    if (vs_cpu) {
+        snprintf(name, sizeof name, "fp8_relu_drop_matmul_backward [%s] dx", tag);
+        check_dev(S, name, dt, dx_f, dx_c, nD, t->bwd);
+        snprintf(name, sizeof name, "fp8_relu_drop_matmul_backward [%s] dwi (+= prefill)", tag);
+        check_dev(S, name, dt, dwi_f, dwi_c, nw, t->bwd * t->acc);
+        snprintf(name, sizeof name, "fp8_relu_drop_matmul_backward [%s] scale, inv, amax", tag);
+        check_fp8_state(name, S, bf, &refb);
+    }
+    S->fp8_relu_drop_matmul_backward(dx_alone, NULL, dh_g, bits_f, x_g, wi_g, N, D, F, 1, drop, bf);
+    S->fp8_relu_drop_matmul_backward(NULL, dwi_alone, dh_g, bits_f, x_g, NULL, N, D, F, 1, drop, bf);
+    snprintf(name, sizeof name, "fp8_relu_drop_matmul_backward [%s] each gradient alone bitwise the same", tag);
+    test_check(same_bytes(S, dx_alone, dx_f, nD * es) && same_bytes(S, dwi_alone, dwi_f, nw * es), name);
+    FREE_SUB(S, a_g, wo_g, h_u, out_f, out_u, bits_f, bits_u, sf.scale, su.scale, dwi0, dwi_f, dwi_u, dwi_alone, dh_g,
+             x_g, wi_g, dx_f, dx_u, dx_alone, da_u, bf.scale, bu.scale);
+    if (kept) FREE_SUB(S, kept_f, kept_u);
+    FREE_HOST(a, wo, out_c, dh, x, wi, dx_c, dwi_c);
+    free(bits_c), free(bits_h), free(kept_c);
+}
+
 // ---- the cases of the table ----------------------------------------------------------------------
 
 static int fp8_quick;  // T5_TEST_QUICK: small shapes only (test_backend_ops.c sets it)
@@ -409,7 +507,14 @@ static void case_fp8_matmul(const OpsPair *P) {
         fp8_backward_case(P, 130, 72, 48, current);
         fp8_kept_input_case(P, 33, 64, 48, current);  // cuBLASLt, padded rows
         fp8_kept_input_case(P, 7, 13, 29, current);   // the simple kernel
+        for (int kept = 0; kept < 2; kept++)
+            for (int d = 0; d < 2; d++) {
+                const float p = d ? 0.0f : 0.1f;
+                fp8_relu_case(P, 130, 72, 48, current, kept, p);  // the fast passes (delayed, F % 8 == 0)
+                fp8_relu_case(P, 8, 13, 29, current, kept, p);    // F % 8 != 0: the two ops in turn
+            }
     }
+    if (!fp8_quick) fp8_relu_case(P, 2048, 4096, 1024, 0, 1, 0.1f);  // t5-large's FFN, B=16
     if (!fp8_quick) fp8_kept_input_case(P, 2048, 1024, 4096, 0);
     if (!fp8_quick) {
         fp8_forward_case(P, 2048, 1024, 4096, 1, 0, 0);

@@ -7,7 +7,8 @@
 // runs); T5_GEMM_FALLBACK=1 skips the matmul/attention timings (the slow kernel);
 // T5_TEST_PERF_ONLY=1 times the encoder self-attention only (for profilers; with
 // T5_TEST_PERF_ATTENTION=1 also decoder self- and cross-attention); T5_TEST_PERF_DECODE=1
-// only generation's decoder-step ops at t5-large, 64 items x 4 beams.
+// only generation's decoder-step ops at t5-large, 64 items x 4 beams; T5_TEST_PERF_FP8=1 only
+// the fp8 linear against bf16.
 #include <cuda_runtime.h>
 
 #include "../../kernels/backend_registry.h"
@@ -472,6 +473,11 @@ int main(void) {
             perf_attention(DTYPE_BF16, 64, 16, 128, 64, 1, 0, 1, 0.1f);
             perf_attention(DTYPE_BF16, 64, 16, 128, 64, 0, 1, 0, 0.0f);
         }
+        return test_summary();
+    }
+    if (env_on("T5_TEST_PERF_FP8")) {  // the fp8 linear against bf16 only (t5-large's linears, B=64)
+        const int fp8_io[][2] = {{1024, 1024}, {1024, 4096}, {4096, 1024}, {1024, 3072}};
+        for (int k = 0; k < 4; k++) perf_fp8(8192, fp8_io[k][0], fp8_io[k][1]);
         return test_summary();
     }
     if (env_on("T5_TEST_PERF_DECODE")) {  // generation's decoder step only (t5-large, 64 x 4 beams)
