@@ -399,15 +399,19 @@ int cmd_run_bench(int argc, char **argv) {
     if (a.fp8) {
         t5_fp8_init(&m, 0, T5_FP8_HISTORY_DEFAULT, 0);
         size_t kin;
-        const int keep_in =
-            planner_keep_fp8_inputs(be, &m, plan_total + (m.keep_sublayer_acts ? keep : 0), B, a.seq, a.seq, &kin);
+        const size_t beside = plan_total + (m.keep_sublayer_acts ? keep : 0);
+        const int keep_in = planner_keep_fp8_inputs(be, &m, beside, B, a.seq, a.seq, &kin);
+        size_t kw;
+        const int keep_w = planner_keep_fp8_weights(be, &m, beside + (keep_in ? kin : 0), &kw);
         if (main_rank)
             printf("fp8: the blocks' linear GEMMs in fp8 (%d linear groups; e4m3 inputs and weights, e5m2 gradients, "
-                   "delayed scaling over %d steps); the LM head in %s; the rounded inputs %s (%.2f GiB)\n",
+                   "delayed scaling over %d steps); the LM head in %s; the rounded inputs %s (%.2f GiB); the weights "
+                   "%s (%.2f GiB)\n",
                    m.fp8->n_slots, T5_FP8_HISTORY_DEFAULT,
                    dt == DTYPE_F32 ? "fp32 (the CPU reference emulates the fp8 rounding)" : "bf16",
                    keep_in ? "kept for the backward" : "rounded again in the backward (no room to keep them)",
-                   kin / 1073741824.0);
+                   kin / 1073741824.0, keep_w ? "rounded once a step, kept" : "rounded by every call (no room to keep them)",
+                   kw / 1073741824.0);
     }
     t5_plan_activations(&m, B, a.seq, a.seq);
     double t_ready = now_seconds(), t_first = 0, comm_ms, loss;

@@ -68,6 +68,14 @@ typedef struct {
                      // zero padding: fp8_matmul_forward writes them, fp8_matmul_backward reads
                      // them instead of rounding inp again (inp may then be NULL; the INP scale
                      // and amax are the forward's). model/fp8.c keeps one a linear group.
+    uint8_t *w4;     // NULL, or the weight's e4m3 codes kept for the step: (count*O, I) row-major
+    uint8_t *w4t;    // and transposed (I, count*O) (count weights adjacent: weight_stride O*I).
+                     // Forward: w_round 1 rounds the weight into both and max-reduces its amax;
+                     // w_round 0 reads w4 as this step's earlier forward wrote it (the weight is
+                     // not read, its scale and amax stand). Backward with w4t and dinp: dinp
+                     // from w4t (O here the forward's count*O), the weight not read, its scale
+                     // and amax the forward's. model/fp8.c keeps them a linear group.
+    int w_round;
 } Fp8Scales;
 
 // Where attention_decode finds row i's key/value at position j: in a cache *slot* p, at

@@ -113,10 +113,11 @@ static void linears_forward(const T5BlockView *v, void *const *out, const void *
     size_t os = linears_stride(v, (const void *const *)out, count, (size_t)n * O);
     const int slot = fp8_slot(v, w[0]);
     if (slot >= 0) {
-        const Fp8Scales sc = t5_fp8_scales(v->fp8, slot);
-        if (ws && os) v->be->fp8_matmul_forward(out[0], os, inp, W[0], ws, n, I, O, count, sc);
-        else
-            for (int z = 0; z < count; z++) v->be->fp8_matmul_forward(out[z], 0, inp, W[z], 0, n, I, O, 1, sc);
+        if (count == 1 || (ws == (size_t)O * I && os))  // the group's weights in one call: its kept codes
+            v->be->fp8_matmul_forward(out[0], os, inp, W[0], ws, n, I, O, count, t5_fp8_forward_scales(v->fp8, slot));
+        else  // one call each under the group's slot, rounding its own weight
+            for (int z = 0; z < count; z++)
+                v->be->fp8_matmul_forward(out[z], 0, inp, W[z], 0, n, I, O, 1, t5_fp8_scales(v->fp8, slot));
         return;
     }
     if (ws && os) {
@@ -164,7 +165,7 @@ static void linear_backward(const T5BlockView *v, void *dinp, const void *dout, 
     const int slot = fp8_slot(v, w);
     if (slot >= 0)
         v->be->fp8_matmul_backward(dinp, t5_view_grad(v, w), dout, inp, t5_view_param(v, w), n, I, O, dinp_set,
-                                   t5_fp8_scales(v->fp8, slot));
+                                   t5_fp8_backward_scales(v->fp8, slot, O));
     else
         v->be->matmul_backward(dinp, t5_view_grad(v, w), dout, inp, t5_view_param(v, w), n, I, O, dinp_set);
 }
@@ -273,7 +274,7 @@ void t5_ffn_sublayer_forward(const T5BlockView *v, const SublayerScratch *s, con
     const int slot_o = fp8_relu_slot(v, a->bits, w->wo, 1);
     if (slot_o >= 0) {  // --fp8: h straight from the wi output to wo's fp8 operands, never stored
         be->fp8_relu_drop_matmul_forward(y, a->bits, shared_h, t5_view_param(v, w->wo), n, F, D, drop_h,
-                                         t5_fp8_scales(v->fp8, slot_o));
+                                         t5_fp8_forward_scales(v->fp8, slot_o));
         v->test->fused_fp8_relu_calls++;
     } else {
         if (a->bits)  // relu and its dropout in one pass, and the keep bits backward reads instead of a
@@ -410,7 +411,8 @@ void t5_ffn_sublayer_backward(const T5BlockView *v, const FfnOffsets *w, const F
     const int slot_i = c->is_gated ? -1 : fp8_relu_slot(v, bits, w->wi, 0);
     if (slot_i >= 0) {  // --fp8: the wi output's gradient straight from d_h to fp8, never stored
         be->fp8_relu_drop_matmul_backward(v->scratch->d_ln, t5_view_grad(v, w->wi), v->scratch->d_h, bits, ln,
-                                          t5_view_param(v, w->wi), n, D, F, 1, drop_h, t5_fp8_scales(v->fp8, slot_i));
+                                          t5_view_param(v, w->wi), n, D, F, 1, drop_h,
+                                          t5_fp8_backward_scales(v->fp8, slot_i, F));
         v->test->fused_fp8_relu_calls++;
     } else {
         // tmp_f (the dropped hidden state) is no longer needed: it receives the gradient of the

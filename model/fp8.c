@@ -38,15 +38,15 @@ static int block_groups(const T5Config *c, const BlockOffsets *b, int decoder, u
     const int D = c->d_model, HK = t5_config_inner_dim(c), F = c->d_ff, enc = !decoder;
     const int outs = !(keep & T5_FP8_KEEP_ATTN_OUT);
     int n = 0;
-    out[n++] = (T5Fp8Group){b ? b->self.q : 0, D, enc};
-    if (outs) out[n++] = (T5Fp8Group){b ? b->self.o : 0, HK, enc};
+    out[n++] = (T5Fp8Group){b ? b->self.q : 0, D, 3 * HK, enc};
+    if (outs) out[n++] = (T5Fp8Group){b ? b->self.o : 0, HK, D, enc};
     if (decoder) {
-        out[n++] = (T5Fp8Group){b ? b->cross.q : 0, D, 0};
-        out[n++] = (T5Fp8Group){b ? b->cross.k : 0, D, 1};
-        if (outs) out[n++] = (T5Fp8Group){b ? b->cross.o : 0, HK, 0};
+        out[n++] = (T5Fp8Group){b ? b->cross.q : 0, D, HK, 0};
+        out[n++] = (T5Fp8Group){b ? b->cross.k : 0, D, 2 * HK, 1};
+        if (outs) out[n++] = (T5Fp8Group){b ? b->cross.o : 0, HK, D, 0};
     }
-    out[n++] = (T5Fp8Group){b ? b->ffn.wi : 0, D, enc};
-    out[n++] = (T5Fp8Group){b ? b->ffn.wo : 0, F, enc};
+    out[n++] = (T5Fp8Group){b ? b->ffn.wi : 0, D, (c->is_gated ? 2 : 1) * F, enc};
+    out[n++] = (T5Fp8Group){b ? b->ffn.wo : 0, F, D, enc};
     return n;
 }
 
@@ -90,7 +90,12 @@ void t5_fp8_init(T5Model *m, unsigned keep, int hist_len, int margin) {
     f->groups = mallocCheck((size_t)slots_max(c) * sizeof(T5Fp8Group));
     f->n_slots = model_groups(c, &m->lay, keep, f->groups);
     qsort(f->groups, (size_t)f->n_slots, sizeof(T5Fp8Group), cmp_group);
-    f->inp_t = callocCheck((size_t)(f->n_slots ? f->n_slots : 1), sizeof(uint8_t *));
+    const size_t ns = (size_t)(f->n_slots ? f->n_slots : 1);
+    f->inp_t = callocCheck(ns, sizeof(uint8_t *));
+    f->w4 = callocCheck(ns, sizeof(uint8_t *));
+    f->w4t = callocCheck(ns, sizeof(uint8_t *));
+    f->w_step = mallocCheck(ns * sizeof(long));
+    for (size_t i = 0; i < ns; i++) f->w_step[i] = -1;  // no step has rounded them
     const size_t e = (size_t)f->n_slots * FP8_OPERANDS;
     const size_t bytes = (e * 3 + e * (size_t)hist_len) * sizeof(float);
     float *host = callocCheck(bytes / sizeof(float) + 1, sizeof(float));
@@ -107,7 +112,9 @@ void t5_fp8_free(T5Model *m) {
     if (!f) return;
     m->be->free(f->dev);
     if (f->kept) m->be->free(f->kept);
+    if (f->wkept) m->be->free(f->wkept);
     freeCheck(f->inp_t);
+    freeCheck(f->w4), freeCheck(f->w4t), freeCheck(f->w_step);
     freeCheck(f->groups);
     freeCheck(f);
     m->fp8 = NULL;
@@ -126,8 +133,30 @@ int t5_fp8_slot(const T5Fp8 *f, size_t w) {
 
 Fp8Scales t5_fp8_scales(const T5Fp8 *f, int slot) {
     const size_t o = (size_t)slot * FP8_OPERANDS;
-    Fp8Scales s = {f->scale + o, f->inv + o, f->amax + o, f->updates == 0, f->inp_t[slot]};
+    Fp8Scales s = {f->scale + o, f->inv + o, f->amax + o, f->updates == 0, f->inp_t[slot], NULL, NULL, 0};
     return s;
+}
+
+Fp8Scales t5_fp8_forward_scales(const T5Fp8 *f, int slot) {
+    Fp8Scales s = t5_fp8_scales(f, slot);
+    if (f->w4[slot]) {
+        s.w4 = f->w4[slot], s.w4t = f->w4t[slot];
+        s.w_round = f->w_step[slot] != f->step;
+        f->w_step[slot] = f->step;  // the array, not the state: the forward's view is const
+    }
+    return s;
+}
+
+Fp8Scales t5_fp8_backward_scales(const T5Fp8 *f, int slot, int O) {
+    Fp8Scales s = t5_fp8_scales(f, slot);
+    // only codes this step's forward rounded (a forward that ran its weights one call each, or
+    // none yet: the backward rounds its own)
+    if (f->w4t[slot] && O == f->groups[slot].outs && f->w_step[slot] == f->step) s.w4t = f->w4t[slot];
+    return s;
+}
+
+void t5_fp8_step_begin(T5Model *m) {
+    if (m->fp8) m->fp8->step++;
 }
 
 size_t t5_fp8_keep_bytes(const T5Config *cfg, unsigned keep, int B, int S, int T) {
@@ -148,6 +177,33 @@ void t5_fp8_keep_inputs(T5Model *m, int B, int S, int T) {
     f->kept_bytes = total;
     for (int i = 0; i < f->n_slots; i++) f->inp_t[i] = (uint8_t *)f->kept + off[i];
     freeCheck(off);
+}
+
+// One group's kept weight codes: (outs, width) and its transpose, each on 256 bytes.
+static size_t group_weight_bytes(const T5Fp8Group *g) { return 2 * FP8_REGION((size_t)g->outs * (size_t)g->width); }
+
+size_t t5_fp8_weight_bytes(const T5Config *cfg, unsigned keep) {
+    T5Fp8Group *g = mallocCheck((size_t)slots_max(cfg) * sizeof(T5Fp8Group));
+    const int n = model_groups(cfg, NULL, keep, g);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += group_weight_bytes(&g[i]);
+    freeCheck(g);
+    return total;
+}
+
+void t5_fp8_keep_weights(T5Model *m) {
+    T5Fp8 *f = m->fp8;
+    if (!f || !f->n_slots || f->wkept) return;
+    size_t total = 0;
+    for (int i = 0; i < f->n_slots; i++) total += group_weight_bytes(&f->groups[i]);
+    f->wkept = m->be->alloc(total);
+    f->wkept_bytes = total;
+    uint8_t *p = f->wkept;
+    for (int i = 0; i < f->n_slots; i++) {
+        const size_t half = FP8_REGION((size_t)f->groups[i].outs * (size_t)f->groups[i].width);
+        f->w4[i] = p, f->w4t[i] = p + half;
+        p += 2 * half;
+    }
 }
 
 void t5_fp8_step_end(T5Model *m) {

@@ -27,12 +27,12 @@ typedef enum {
     T5_FP8_KEEP_FIRST_LAST = 2,  // "first_last": the first and last block of each stack, whole
 } T5Fp8Keep;
 
-// One linear group (a slot): its first weight, the width of its input, and whether its rows
-// are the encoder's (B*S: the encoder's linears and a cross-attention's k, v) or the
-// decoder's (B*T).
+// One linear group (a slot): its first weight, the width of its input, the rows of its weights
+// stacked (q, k, v: 3 * inner; a gated wi: 2 * d_ff), and whether its rows are the encoder's
+// (B*S: the encoder's linears and a cross-attention's k, v) or the decoder's (B*T).
 typedef struct {
     size_t key;  // the param offset of the group's first weight
-    int width, enc_rows;
+    int width, outs, enc_rows;
 } T5Fp8Group;
 
 // --fp8_amax_history's default (Transformer Engine's is 1024: 16 follows the weights and
@@ -52,6 +52,15 @@ typedef struct T5Fp8 {
     void *kept;
     size_t kept_bytes;
     uint8_t **inp_t;     // (n_slots) into kept, or NULL
+    // The weights' e4m3 codes, row-major and transposed (Fp8Scales.w4, w4t), rounded by the
+    // first forward of a group in each step and read by its later forwards (micro-batches,
+    // recomputes) and backwards: one block of wkept_bytes, or NULL when t5_fp8_keep_weights was
+    // not called (each call rounds its weight again).
+    void *wkept;
+    size_t wkept_bytes;
+    uint8_t **w4, **w4t;  // (n_slots) into wkept, or NULL
+    long step;            // training steps begun (t5_fp8_step_begin)
+    long *w_step;         // (n_slots) the step whose forward rounded the slot's kept codes
 } T5Fp8;
 
 // Parse --fp8_bf16's list into T5Fp8Keep bits ("" or "none": 0); a bad name fails naming it.
@@ -64,7 +73,15 @@ void t5_fp8_init(T5Model *m, unsigned keep, int hist_len, int margin);
 void t5_fp8_free(T5Model *m);
 // The slot of the linear group whose first weight is at param offset w; -1: bf16.
 int t5_fp8_slot(const T5Fp8 *f, size_t w);
+// A slot's scales for a call that reads no kept weight codes (w4, w4t NULL).
 Fp8Scales t5_fp8_scales(const T5Fp8 *f, int slot);
+// For the group's forward over all its weights at once: with kept weight codes, the first call
+// of a step rounds them (w_round 1, and the slot is marked), later ones read them.
+Fp8Scales t5_fp8_forward_scales(const T5Fp8 *f, int slot);
+// For a backward whose weight is (O, I): the kept transposed codes when O is the whole group's.
+Fp8Scales t5_fp8_backward_scales(const T5Fp8 *f, int slot, int O);
+// The start of a training step (zero/step.c): the kept weight codes are stale.
+void t5_fp8_step_begin(T5Model *m);
 // The end of a training step: this step's amaxes into the history, the next step's scales.
 void t5_fp8_step_end(T5Model *m);
 // The largest scratch one fp8 linear call of a (B, S, T) training step takes on the backend
@@ -76,5 +93,9 @@ size_t t5_fp8_scratch_bytes(const T5Config *cfg, int B, int S, int T);
 size_t t5_fp8_keep_bytes(const T5Config *cfg, unsigned keep, int B, int S, int T);
 // Allocate and hand out the kept inputs (Fp8Scales.inp_t) for batches up to (B, S, T).
 void t5_fp8_keep_inputs(T5Model *m, int B, int S, int T);
+// The device bytes t5_fp8_keep_weights takes: 2 bytes a weight of every fp8 linear (t5-large:
+// 1.25 GiB); kept when the plan has room (zero/planner.h planner_keep_fp8_weights).
+size_t t5_fp8_weight_bytes(const T5Config *cfg, unsigned keep);
+void t5_fp8_keep_weights(T5Model *m);
 // The state's device bytes.
 size_t t5_fp8_state_bytes(const T5Config *cfg, int hist_len);

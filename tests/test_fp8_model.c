@@ -10,7 +10,8 @@
 //   - gradient checkpointing recomputes with the same scales: the same step, bit for bit;
 //   - ZeRO stages 2 and 3 give stage 0's fp8 steps bit for bit; accumulation updates once.
 //   - the plain ReLU FFN's fused fp8_relu_drop_matmul_* give the steps of the ops they stand
-//     for bit for bit (with and without the kept inputs, dropout on); a gated FFN never fuses.
+//     for bit for bit (with and without the kept inputs, dropout on); a gated FFN never fuses;
+//   - the weights' codes kept for the step give the steps of rounding every call bit for bit.
 #include <math.h>
 #include <string.h>
 
@@ -204,6 +205,47 @@ static void check_stages_and_accumulation(const char *dir, const T5Batch *b, con
     run_close(&acc);
 }
 
+// The step's weight codes kept (t5_fp8_keep_weights: rounded by a group's first forward of a
+// step, read by its later forwards and its backward): three steps bit for bit as rounding them
+// every call, at stages 0 and 3, with gradient checkpointing (the recompute reads them), with
+// two micro-batches a step, with the inputs kept too; dropout 0.1, sublayer activations kept.
+static void check_kept_weights(const char *dir, const T5Batch *b, const char *variant) {
+    static const struct {
+        int stage, ckpt, micro, inputs;
+        const char *name;
+    } cfgs[] = {{0, 0, 1, 0, "stage 0"},
+                {3, 0, 1, 0, "stage 3"},
+                {0, 1, 1, 0, "gradient checkpointing"},
+                {0, 0, 2, 0, "2 micro-batches"},
+                {0, 0, 1, 1, "inputs kept too"}};
+    LrSchedule sched = {.base_lr = 1e-2, .warmup_steps = 0, .total_steps = 100, .type = LR_CONSTANT};
+    const T5Batch micro[2] = {*b, *b};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        Run r[2];  // [0] rounding every call, [1] the weights kept
+        for (int k = 0; k < 2; k++) {
+            run_open_full(&r[k], dir, b, 1, 0, cfgs[c].ckpt, cfgs[c].stage, 0.1f, 1);
+            if (cfgs[c].inputs) t5_fp8_keep_inputs(&r[k].m, b->B, b->S, b->T);
+            if (k) t5_fp8_keep_weights(&r[k].m);
+        }
+        int same = 1;
+        double l[2] = {0, 0};
+        for (int s = 0; s < 3; s++) {
+            StepResult x[2];
+            for (int k = 0; k < 2; k++) x[k] = zero_train_step(&r[k].z, &sched, NULL, micro, cfgs[c].micro, 0.0f);
+            same &= x[0].loss == x[1].loss && x[0].grad_norm == x[1].grad_norm;
+            l[0] = x[0].loss, l[1] = x[1].loss;
+        }
+        char what[320];
+        snprintf(what, sizeof what, "%s: kept fp8 weight codes (%.1f KiB), %s: 3 steps bit for bit (loss %.9g / %.9g)",
+                 variant, r[1].m.fp8->wkept_bytes / 1024.0, cfgs[c].name, l[1], l[0]);
+        test_check(same && r[1].m.fp8->wkept && !r[0].m.fp8->wkept &&
+                       r[1].m.fp8->wkept_bytes == t5_fp8_weight_bytes(&r[1].m.cfg, 0),
+                   what);
+        run_close(&r[0]);
+        run_close(&r[1]);
+    }
+}
+
 // The plain ReLU FFN with its keep bits (kept sublayer activations), dropout 0.1: the fused
 // fp8_relu_drop_matmul_* (backend.h; from the second step on, delayed scaling) give the steps
 // of relu_drop_* then fp8_matmul_* bit for bit, with the rounded inputs kept (forward and
@@ -256,6 +298,7 @@ int main(void) {
         check_training(dir, &bf.batch, variants[v]);
         check_stages_and_accumulation(dir, &bf.batch, variants[v]);
         check_fused_relu(dir, &bf.batch, variants[v]);
+        check_kept_weights(dir, &bf.batch, variants[v]);
         batch_file_free(&bf);
     }
     return test_summary();

@@ -232,7 +232,7 @@ static void test_forward_case(int N, int I, int O, int count, int current) {
         want_scale[0] = 448.0f / amax_in, want_scale[1] = 448.0f / amax_w;
         want_inv[0] = 1.0f / want_scale[0], want_inv[1] = 1.0f / want_scale[1];
     }
-    Fp8Scales s = {scale, inv, amax, current, NULL};
+    Fp8Scales s = {.scale = scale, .inv = inv, .amax = amax, .current = current, .inp_t = NULL};
     be->fp8_matmul_forward(out, ostride, inp, w, wstride, N, I, O, count, s);
 
     char tag[96], what[240];
@@ -265,7 +265,8 @@ static void test_forward_identity(void) {
     float *inp = rand_array((size_t)N * D, 3.0f), *w = zeros_array((size_t)D * D), *out = zeros_array((size_t)N * D);
     for (int i = 0; i < D; i++) w[i * D + i] = 1.0f;
     float scale[3] = {8.0f, 4.0f, 1.0f}, inv[3] = {0.125f, 0.25f, 1.0f}, amax[3] = {0};
-    be->fp8_matmul_forward(out, 0, inp, w, 0, N, D, D, 1, (Fp8Scales){scale, inv, amax, 0, NULL});
+    be->fp8_matmul_forward(out, 0, inp, w, 0, N, D, D, 1,
+            (Fp8Scales){.scale = scale, .inv = inv, .amax = amax, .current = 0, .inp_t = NULL});
     int same = 1, moved = 0;
     for (int i = 0; i < N * D; i++) {
         const float want = fp8_decode(fp8_encode(inp[i] * 8.0f, FP8_E4M3), FP8_E4M3) / 8.0f;
@@ -296,7 +297,7 @@ static void test_backward_case(int N, int I, int O, int current) {
         ws[0] = 448.0f / a_in, ws[1] = 448.0f / a_w, ws[2] = 57344.0f / a_g;
         for (int k = 0; k < 3; k++) wi[k] = 1.0f / ws[k];
     }
-    const Fp8Scales s = {scale, inv, amax, current, NULL};
+    const Fp8Scales s = {.scale = scale, .inv = inv, .amax = amax, .current = current, .inp_t = NULL};
     float *dinp_set = rand_array(ni, 5.0f), *dinp_acc = copy_array(P, ni), *dweight = copy_array(Q, oi);
     be->fp8_matmul_backward(dinp_set, NULL, dout, inp, w, N, I, O, 1, s);
     be->fp8_matmul_backward(dinp_acc, dweight, dout, inp, w, N, I, O, 0, s);
@@ -342,14 +343,17 @@ static void test_amax_nan(void) {
     float *out = zeros_array(N * O), *dinp = zeros_array(N * I);
     float scale[3] = {2.0f, 2.0f, 2.0f}, inv[3] = {0.5f, 0.5f, 0.5f}, amax[3] = {0};
     inp[7] = NAN;
-    be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1, (Fp8Scales){scale, inv, amax, 0, NULL});
+    be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1,
+            (Fp8Scales){.scale = scale, .inv = inv, .amax = amax, .current = 0, .inp_t = NULL});
     const int first = isnan(amax[0]) && amax[1] == max_abs(w, O * I);
     inp[7] = 0.5f;
-    be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1, (Fp8Scales){scale, inv, amax, 1, NULL});
+    be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1,
+            (Fp8Scales){.scale = scale, .inv = inv, .amax = amax, .current = 1, .inp_t = NULL});
     test_check(first && isnan(amax[0]) && scale[0] == 2.0f && inv[0] == 0.5f && scale[1] == 448.0f / amax[1],
                "fp8 amax: a NaN input gives NaN, which stays over a clean call; current keeps the NaN operand's scale");
     dout[N * O - 1] = -NAN;
-    be->fp8_matmul_backward(dinp, NULL, dout, inp, w, N, I, O, 1, (Fp8Scales){scale, inv, amax, 0, NULL});
+    be->fp8_matmul_backward(dinp, NULL, dout, inp, w, N, I, O, 1,
+            (Fp8Scales){.scale = scale, .inv = inv, .amax = amax, .current = 0, .inp_t = NULL});
     test_check(isnan(amax[2]), "fp8 amax: a NaN in dout (the last element) gives amax[GRAD] NaN");
     free(inp), free(w), free(dout), free(out), free(dinp);
 }
@@ -404,7 +408,8 @@ static void test_error_and_determinism(void) {
     float *ref = zeros_array(no), *out = zeros_array(no), *again = zeros_array(no), *one = zeros_array(no);
     be->matmul_forward(ref, inp, w, N, I, O);
     float scale[3] = {1, 1, 1}, inv[3] = {1, 1, 1}, amax[3] = {0};
-    be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1, (Fp8Scales){scale, inv, amax, 1, NULL});
+    be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1,
+            (Fp8Scales){.scale = scale, .inv = inv, .amax = amax, .current = 1, .inp_t = NULL});
     double num = 0, den = 0;
     for (size_t i = 0; i < no; i++) {
         num += ((double)out[i] - ref[i]) * ((double)out[i] - ref[i]);
@@ -415,12 +420,14 @@ static void test_error_and_determinism(void) {
     snprintf(what, sizeof what, "fp8 forward N(0,1) N=%d I=%d O=%d current: relative Frobenius error vs fp32 %.4f "
                                 "(< 0.1, > 0: it rounded)", N, I, O, rel);
     test_check(rel < 0.1 && rel > 1e-4, what);
-    be->fp8_matmul_forward(again, 0, inp, w, 0, N, I, O, 1, (Fp8Scales){scale, inv, amax, 1, NULL});
+    be->fp8_matmul_forward(again, 0, inp, w, 0, N, I, O, 1,
+            (Fp8Scales){.scale = scale, .inv = inv, .amax = amax, .current = 1, .inp_t = NULL});
     check_bitwise("fp8 forward: a second call on the same data (amax carried over) bitwise the same", out, again,
                   no * sizeof(float));
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    be->fp8_matmul_forward(one, 0, inp, w, 0, N, I, O, 1, (Fp8Scales){scale, inv, amax, 0, NULL});
+    be->fp8_matmul_forward(one, 0, inp, w, 0, N, I, O, 1,
+            (Fp8Scales){.scale = scale, .inv = inv, .amax = amax, .current = 0, .inp_t = NULL});
     omp_set_num_threads(threads);
     snprintf(what, sizeof what, "fp8 forward: 1 thread bitwise %d threads", threads);
     check_bitwise(what, out, one, no * sizeof(float));
@@ -438,7 +445,8 @@ static void test_kept_input(int N, int I, int O, int current) {
     uint8_t *kept = malloc(I * N16);
     memset(kept, 0xAB, I * N16);
     float sa[3] = {4.0f, 8.0f, 1024.0f}, ia[3] = {0.25f, 0.125f, 1.0f / 1024}, aa[3] = {0};
-    be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1, (Fp8Scales){sa, ia, aa, current, kept});
+    be->fp8_matmul_forward(out, 0, inp, w, 0, N, I, O, 1,
+            (Fp8Scales){.scale = sa, .inv = ia, .amax = aa, .current = current, .inp_t = kept});
     int codes_ok = 1;
     for (int i = 0; i < I; i++)
         for (size_t n = 0; n < N16; n++) {
@@ -452,8 +460,10 @@ static void test_kept_input(int N, int I, int O, int current) {
     float sb[3], ib[3], ab[3];
     memcpy(sb, sa, sizeof sa), memcpy(ib, ia, sizeof ia), memcpy(ab, aa, sizeof aa);
     const float inp_scale = sa[0], inp_amax = aa[0];
-    be->fp8_matmul_backward(din_a, dw_a, dout, inp, w, N, I, O, 1, (Fp8Scales){sa, ia, aa, current, NULL});
-    be->fp8_matmul_backward(din_b, dw_b, dout, NULL, w, N, I, O, 1, (Fp8Scales){sb, ib, ab, current, kept});
+    be->fp8_matmul_backward(din_a, dw_a, dout, inp, w, N, I, O, 1,
+            (Fp8Scales){.scale = sa, .inv = ia, .amax = aa, .current = current, .inp_t = NULL});
+    be->fp8_matmul_backward(din_b, dw_b, dout, NULL, w, N, I, O, 1,
+            (Fp8Scales){.scale = sb, .inv = ib, .amax = ab, .current = current, .inp_t = kept});
     snprintf(what, sizeof what, "fp8 kept input N=%d I=%d O=%d%s: dweight from the kept codes bitwise the rounded inp's", N,
              I, O, current ? " current" : "");
     check_bitwise(what, dw_a, dw_b, oi * sizeof(float));

@@ -418,20 +418,25 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
         t5_fp8_init(&r->m, a->fp8_keep, a->fp8_amax_history, a->fp8_margin);
         // the forward's rounded inputs kept for the backward when the plan has room (as the sublayer activations)
         size_t kin;
-        const int keep_in = planner_keep_fp8_inputs(be, &r->m, r->plan_total + (r->m.keep_sublayer_acts ? keep : 0), B,
-                                                    S, T, &kin);
+        const size_t beside = r->plan_total + (r->m.keep_sublayer_acts ? keep : 0);
+        const int keep_in = planner_keep_fp8_inputs(be, &r->m, beside, B, S, T, &kin);
+        size_t kw;  // then the step's weight codes
+        const int keep_w = planner_keep_fp8_weights(be, &r->m, beside + (keep_in ? kin : 0), &kw);
         if (is_main(r)) {
             char kept[128];
             t5_fp8_describe_keep(a->fp8_keep, kept, sizeof kept);
             printf("fp8: the blocks' linear GEMMs of training steps in fp8 (%d linear groups: e4m3 inputs and weights, e5m2 "
                    "gradients; delayed scaling over %d steps, margin %d; the first step scaled from its own tensors)%s; "
-                   "bf16: %s; evaluation and generation in %s; the rounded inputs %s (%.2f GiB)\n", r->m.fp8->n_slots,
+                   "bf16: %s; evaluation and generation in %s; the rounded inputs %s (%.2f GiB); the weights %s "
+                   "(%.2f GiB)\n", r->m.fp8->n_slots,
                    a->fp8_amax_history, a->fp8_margin,
                    be->act_dtype == DTYPE_F32 ? " emulated on the CPU reference (operands rounded to the fp8 grids, fp32 "
                                                 "products)" : "",
                    kept, be->act_dtype == DTYPE_F32 ? "fp32" : "bf16",
                    keep_in ? "kept for the backward" : "rounded again in the backward: the plan has no room to keep them",
-                   kin / 1073741824.0);
+                   kin / 1073741824.0,
+                   keep_w ? "rounded once a step, kept" : "rounded by every call: the plan has no room to keep them",
+                   kw / 1073741824.0);
             // each operand's rounding pass costs about what its fp8 GEMM saves at small row counts
             if (be->act_dtype != DTYPE_F32 && (long)r->p.micro_batch * S < FP8_PAYS_ROWS)
                 printf("NOTICE: --fp8 with %d x %d source tokens a micro-batch: fp8 pays for large micro-batches (one "

@@ -227,6 +227,13 @@ int planner_keep_fp8_inputs(const Backend *be, struct T5Model *m, size_t plan_to
     return 1;
 }
 
+int planner_keep_fp8_weights(const Backend *be, struct T5Model *m, size_t plan_total, size_t *bytes) {
+    *bytes = t5_fp8_weight_bytes(&m->cfg, m->fp8->keep);
+    if (plan_total + *bytes > keep_budget(be)) return 0;
+    t5_fp8_keep_weights(m);
+    return 1;
+}
+
 void planner_print_keep(const Backend *be, int kept, size_t plan_total, size_t keep_bytes, int checkpointing,
                         int sub_batch) {
     const double G = 1073741824.0;

@@ -42,6 +42,9 @@ void planner_add_fp8(MemPlan *p, const T5Config *cfg, int B, int S, int T, int h
 // sublayer activations are (planner_keep_sublayer_acts). *bytes: what they take (kept or not);
 // returns 1 when kept.
 int planner_keep_fp8_inputs(const Backend *be, struct T5Model *m, size_t plan_total, int B, int S, int T, size_t *bytes);
+// --fp8: likewise the step's weight codes (model/fp8.h t5_fp8_keep_weights: each weight rounded
+// once a step instead of once a call, forward and backward), after the inputs.
+int planner_keep_fp8_weights(const Backend *be, struct T5Model *m, size_t plan_total, size_t *bytes);
 // The same plan for one rank of a ZeRO run: stage 0-3 over `world` ranks, optimizer state
 // (fp32 master + moments) on the GPU or offloaded to host memory. What each stage
 // partitions (ZeRO paper, Rajbhandari et al. 2020, Figure 1, with K = 12 bytes of fp32

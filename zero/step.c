@@ -158,6 +158,7 @@ double zero_step_accumulate(ZeroState *z, const T5Batch *micro, int n_micro, flo
     if (total == 0) t5_fail("training step: the step has no label tokens (every label is -100)");
     double loss = 0;
     m->fp8_training = m->fp8 != NULL;  // --fp8: the blocks' linears in fp8 (model/fp8.h), this step only
+    t5_fp8_step_begin(m);              // --fp8: the kept weight codes are rounded again by this step's forwards
     for (int i = 0; i < n_micro; i++) {
         const int last_micro = i == n_micro - 1;  // stages 0-1 reduce during this backward
         float dloss = (float)(loss_scale / (double)total);

@@ -70,22 +70,50 @@ static float *cpu_fp8_unkeep(const uint8_t *kept, int N, int I) {
     return q4;
 }
 
+// The step's kept weight codes (Fp8Scales.w4, w4t) of a (R, C) weight at scale: row-major and
+// transposed.
+static void cpu_fp8_keep_weight(uint8_t *w4, uint8_t *w4t, const float *w, size_t R, size_t C, float scale) {
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < R; r++)
+        for (size_t c = 0; c < C; c++) {
+            const uint8_t code = fp8_encode(w[r * C + c] * scale, FP8_E4M3);
+            w4[r * C + c] = code;
+            w4t[c * R + r] = code;
+        }
+}
+
+// (n) e4m3 codes -> their values in fp32 (a fresh buffer).
+static float *cpu_fp8_decode_all(const uint8_t *codes, size_t n) {
+    float *v = mallocCheck(n * sizeof(float) + 1);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) v[i] = fp8_decode(codes[i], FP8_E4M3);
+    return v;
+}
+
 // out_z (N,O) = (q4(inp) (N,I) @ w4_z (O,I)^T) * inv[INP] * inv[WEIGHT], z < count;
-// weight_z at weight + z * weight_stride, out_z at out + z * out_stride (elements).
+// weight_z at weight + z * weight_stride, out_z at out + z * out_stride (elements). With the
+// step's weight codes kept (s.w4): written first (s.w_round) or read as written.
 void cpu_fp8_matmul_forward(void *out_, size_t out_stride, const void *inp_, const void *weight_,
                             size_t weight_stride, int N, int I, int O, int count, Fp8Scales s) {
     float *out = out_;
     const float *inp = inp_, *weight = weight_;
     const size_t ni = (size_t)N * I, oi = (size_t)O * I, no = (size_t)N * O;
+    const int wround = !s.w4 || s.w_round;  // kept codes read as written: the weight's scale and amax stand
+    if (s.w4 && count > 1 && weight_stride != oi)
+        t5_fail("fp8_matmul_forward: kept weight codes need the %d weights adjacent (stride %zu, not %zu)", count,
+                weight_stride, oi);
     cpu_fp8_reduce_amax(&s.amax[FP8_INP], inp, ni);
-    for (int z = 0; z < count; z++) cpu_fp8_reduce_amax(&s.amax[FP8_WEIGHT], weight + z * weight_stride, oi);
+    if (wround)
+        for (int z = 0; z < count; z++) cpu_fp8_reduce_amax(&s.amax[FP8_WEIGHT], weight + z * weight_stride, oi);
     cpu_fp8_set_current_scale(s, FP8_INP);
-    cpu_fp8_set_current_scale(s, FP8_WEIGHT);
+    if (wround) cpu_fp8_set_current_scale(s, FP8_WEIGHT);
+    if (s.w4 && s.w_round) cpu_fp8_keep_weight(s.w4, s.w4t, weight, (size_t)count * O, I, s.scale[FP8_WEIGHT]);
     const float factor = s.inv[FP8_INP] * s.inv[FP8_WEIGHT];
     float *q4 = cpu_fp8_round_operand(inp, ni, s, FP8_INP);  // (N,I)
     if (s.inp_t) cpu_fp8_keep_transposed(s.inp_t, inp, N, I, s.scale[FP8_INP]);
     for (int z = 0; z < count; z++) {
-        float *w4 = cpu_fp8_round_operand(weight + z * weight_stride, oi, s, FP8_WEIGHT);  // (O,I)
+        float *w4 = s.w4 ? cpu_fp8_decode_all(s.w4 + z * oi, oi)
+                         : cpu_fp8_round_operand(weight + z * weight_stride, oi, s, FP8_WEIGHT);  // (O,I)
         float *oz = out + z * out_stride;
         cpu_matmul_forward(oz, q4, w4, N, I, O);
         cpu_fp8_write_scaled(oz, oz, no, factor, 1);
@@ -103,15 +131,24 @@ void cpu_fp8_matmul_backward(void *dinp, void *dweight, const void *dout_, const
     const float *dout = dout_, *inp = inp_, *weight = weight_;
     const size_t ni = (size_t)N * I, oi = (size_t)O * I, no = (size_t)N * O;
     cpu_fp8_reduce_amax(&s.amax[FP8_GRAD], dout, no);
-    if (dinp) cpu_fp8_reduce_amax(&s.amax[FP8_WEIGHT], weight, oi);
+    const int round_w = dinp && !s.w4t;         // the step's kept weight codes: its scale and amax stand
+    if (round_w) cpu_fp8_reduce_amax(&s.amax[FP8_WEIGHT], weight, oi);
     const int round_inp = dweight && !s.inp_t;  // kept by the forward: its scale and amax stand
     if (round_inp) cpu_fp8_reduce_amax(&s.amax[FP8_INP], inp, ni);
     cpu_fp8_set_current_scale(s, FP8_GRAD);
-    if (dinp) cpu_fp8_set_current_scale(s, FP8_WEIGHT);
+    if (round_w) cpu_fp8_set_current_scale(s, FP8_WEIGHT);
     if (round_inp) cpu_fp8_set_current_scale(s, FP8_INP);
     float *g5 = cpu_fp8_round_operand(dout, no, s, FP8_GRAD);  // (N,O)
     if (dinp) {
-        float *w4 = cpu_fp8_round_operand(weight, oi, s, FP8_WEIGHT);  // (O,I)
+        // (O,I): rounded now, or the kept transposed codes (I, O) read back in (O, I) order
+        float *w4 = round_w ? cpu_fp8_round_operand(weight, oi, s, FP8_WEIGHT) : cpu_fp8_decode_all(s.w4t, oi);
+        if (!round_w) {
+            float *t = mallocCheck(oi * sizeof(float) + 1);
+            for (size_t o = 0; o < (size_t)O; o++)
+                for (size_t i = 0; i < (size_t)I; i++) t[o * I + i] = w4[i * O + o];
+            freeCheck(w4);
+            w4 = t;
+        }
         float *sum = mallocCheck(ni * sizeof(float));                   // (N,I)
         cpu_matmul_backward(sum, NULL, g5, NULL, w4, N, I, O, 1);
         cpu_fp8_write_scaled(dinp, sum, ni, s.inv[FP8_GRAD] * s.inv[FP8_WEIGHT], dinp_set);

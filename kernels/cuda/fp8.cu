@@ -102,17 +102,20 @@ __device__ void fp8_amax_commit(float *amax, int bits) {
 
 // The scales a rounding pass of operand k reads and stages (NULL for an amax-only pass): codes
 // of x * *scale; its first thread copies *inv to *inv_slot (the GEMM's 16-byte aligned scale
-// pointer, the top) and, when also_inv is set, *also_inv to *also_slot (the backward's GRAD
-// pass stages the kept input's inverse scale, whose pass ran in the forward).
+// pointer, the top) and each set also_inv[j] to also_slot[j]: the inverse scales of operands
+// kept from earlier (the forward's input and the step's weight codes, Fp8Scales.inp_t, .w4),
+// whose passes do not run in this call.
 struct Fp8Operand {
     const float *scale, *inv;
     float *inv_slot;
-    const float *also_inv;
-    float *also_slot;
+    const float *also_inv[2];
+    float *also_slot[2];
 };
 __device__ __forceinline__ void fp8_stage_inv(const Fp8Operand &op) {
     *op.inv_slot = *op.inv;
-    if (op.also_inv) *op.also_slot = *op.also_inv;
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+        if (op.also_inv[j]) *op.also_slot[j] = *op.also_inv[j];
 }
 
 // ---- kernels -------------------------------------------------------------------------------
@@ -400,8 +403,15 @@ float *fp8_inv_slot(int k) {
     return (float *)cuda_scratch_reserve(CUDA_SCRATCH_FP8_INV, FP8_OPERANDS * 16) + 4 * k;
 }
 
-Fp8Operand fp8_operand(Fp8Scales s, int k) { return Fp8Operand{s.scale + k, s.inv + k, fp8_inv_slot(k), NULL, NULL}; }
-const Fp8Operand FP8_AMAX_ONLY = {NULL, NULL, NULL, NULL, NULL};
+Fp8Operand fp8_operand(Fp8Scales s, int k) {
+    return Fp8Operand{s.scale + k, s.inv + k, fp8_inv_slot(k), {NULL, NULL}, {NULL, NULL}};
+}
+const Fp8Operand FP8_AMAX_ONLY = {NULL, NULL, NULL, {NULL, NULL}, {NULL, NULL}};
+// op also stages operand k's inverse scale (kept codes whose pass does not run now).
+void fp8_operand_stage(Fp8Operand &op, Fp8Scales s, int k) {
+    const int j = op.also_inv[0] ? 1 : 0;
+    op.also_inv[j] = s.inv + k, op.also_slot[j] = fp8_inv_slot(k);
+}
 
 // count entries of n elements (fp8_rows_kernel): dst NULL: amax only; amax NULL: codes only.
 template <typename T, Fp8Format F>
@@ -475,14 +485,37 @@ float *fp8_fused_amax(Fp8Scales s, int k) { return s.current ? NULL : s.amax + k
 
 // ---- the ops ----------------------------------------------------------------------------------
 
-// The forward's weights (count at w + z * weight_stride) rounded into w4 and the GEMM
-// out_z = q4 w4_z^T, q4 (N, I) in the scratch already.
+// Whether the forward rounds its weight now: always, unless the step's codes are kept
+// (Fp8Scales.w4) and an earlier forward of this step rounded them.
+bool fp8_weight_rounds(Fp8Scales s) { return !s.w4 || s.w_round; }
+
+// The forward's input operand: with the step's weight codes read as kept, its pass also stages
+// the weight's inverse scale.
+Fp8Operand fp8_input_operand(Fp8Scales s) {
+    Fp8Operand op = fp8_operand(s, FP8_INP);
+    if (!fp8_weight_rounds(s)) fp8_operand_stage(op, s, FP8_WEIGHT);
+    return op;
+}
+
+// The forward's weights (count at w + z * weight_stride) rounded into the scratch's w4, or
+// into the step's kept codes (s.w4 and its transpose s.w4t, one pass) or read from them; then
+// the GEMM out_z = q4 w4_z^T, q4 (N, I) in the scratch already.
 template <typename T>
 void fp8_forward_gemm(Dtype dt, void *out, size_t out_stride, const uint8_t *q4, uint8_t *w4, const T *w,
                       size_t weight_stride, int N, int I, int O, int count, Fp8Scales s) {
     const size_t oi = (size_t)O * I;
-    fp8_rows<T, FP8_E4M3>(w4, oi, w, weight_stride, oi, count, fp8_operand(s, FP8_WEIGHT),
-                          fp8_fused_amax(s, FP8_WEIGHT));
+    if (s.w4) {
+        if (count > 1 && weight_stride != oi)
+            t5_fail("cuda fp8: kept weight codes need the %d weights adjacent (stride %zu, not %zu)", count,
+                    weight_stride, oi);
+        if (s.w_round)
+            fp8_transpose<T, FP8_E4M3>(s.w4t, count * O, s.w4, w, count * O, I, fp8_operand(s, FP8_WEIGHT),
+                                       fp8_fused_amax(s, FP8_WEIGHT));
+        w4 = s.w4;
+    } else {
+        fp8_rows<T, FP8_E4M3>(w4, oi, w, weight_stride, oi, count, fp8_operand(s, FP8_WEIGHT),
+                              fp8_fused_amax(s, FP8_WEIGHT));
+    }
     cuda_gemm_fp8(dt, O, N, I, w4, FP8_E4M3, I, (long long)oi, fp8_inv_slot(FP8_WEIGHT), q4, FP8_E4M3, I, 0,
                   fp8_inv_slot(FP8_INP), out, O, (long long)out_stride, count, 0, 1);
 }
@@ -500,16 +533,17 @@ void fp8_forward(Dtype dt, void *out, size_t out_stride, const void *inp, const 
     uint8_t *q4 = (uint8_t *)cuda_scratch_reserve(CUDA_SCRATCH_FP8, fp8_scratch_bytes(N, I, O, count));  // (N, I)
     uint8_t *w4 = q4 + FP8_REGION(ni);  // (count*O, I)
     const T *x = (const T *)inp, *w = (const T *)weight;
+    const bool wround = fp8_weight_rounds(s);
     if (s.current) {
         fp8_rows<T, FP8_E4M3>(NULL, 0, x, 0, ni, 1, FP8_AMAX_ONLY, s.amax + FP8_INP);
-        fp8_rows<T, FP8_E4M3>(NULL, 0, w, weight_stride, oi, count, FP8_AMAX_ONLY, s.amax + FP8_WEIGHT);
-        fp8_scale_current(s, 1 << FP8_INP | 1 << FP8_WEIGHT);
+        if (wround) fp8_rows<T, FP8_E4M3>(NULL, 0, w, weight_stride, oi, count, FP8_AMAX_ONLY, s.amax + FP8_WEIGHT);
+        fp8_scale_current(s, 1 << FP8_INP | (wround ? 1 << FP8_WEIGHT : 0));
     }
     if (s.inp_t)  // q4 for this product and its transpose kept for the backward, one pass
-        fp8_transpose<T, FP8_E4M3>(s.inp_t, (int)fp8_rows_padded(N), q4, x, N, I, fp8_operand(s, FP8_INP),
+        fp8_transpose<T, FP8_E4M3>(s.inp_t, (int)fp8_rows_padded(N), q4, x, N, I, fp8_input_operand(s),
                                    fp8_fused_amax(s, FP8_INP));
     else
-        fp8_rows<T, FP8_E4M3>(q4, 0, x, 0, ni, 1, fp8_operand(s, FP8_INP), fp8_fused_amax(s, FP8_INP));
+        fp8_rows<T, FP8_E4M3>(q4, 0, x, 0, ni, 1, fp8_input_operand(s), fp8_fused_amax(s, FP8_INP));
     fp8_forward_gemm<T>(dt, out, out_stride, q4, w4, w, weight_stride, N, I, O, count, s);
 }
 
@@ -528,10 +562,12 @@ Fp8Backward fp8_backward_scratch(int N, int I, int O) {
 }
 
 // The GRAD operand's pass: g5 for dinp, g5^T for dweight (one pass when both). With the
-// forward's input kept, the pass also stages its inverse scale for the weight gradient's GEMM.
-Fp8Operand fp8_grad_operand(Fp8Scales s, void *dweight) {
+// forward's input kept (the weight gradient reads it) or the step's weight codes (dinp reads
+// them), the pass also stages their inverse scales.
+Fp8Operand fp8_grad_operand(Fp8Scales s, const void *dinp, const void *dweight) {
     Fp8Operand op = fp8_operand(s, FP8_GRAD);
-    if (dweight && s.inp_t) op.also_inv = s.inv + FP8_INP, op.also_slot = fp8_inv_slot(FP8_INP);
+    if (dweight && s.inp_t) fp8_operand_stage(op, s, FP8_INP);
+    if (dinp && s.w4t) fp8_operand_stage(op, s, FP8_WEIGHT);
     return op;
 }
 
@@ -542,8 +578,13 @@ void fp8_backward_gemms(Dtype dt, void *dinp, void *dweight, const T *x, const T
                         int dinp_set, Fp8Scales s, Fp8Backward b) {
     const int N16 = (int)fp8_rows_padded(N);
     if (dinp) {
-        fp8_transpose<T, FP8_E4M3>(b.w4t, O, NULL, w, O, I, fp8_operand(s, FP8_WEIGHT), fp8_fused_amax(s, FP8_WEIGHT));
-        cuda_gemm_fp8(dt, I, N, O, b.w4t, FP8_E4M3, O, 0, fp8_inv_slot(FP8_WEIGHT), b.g5, FP8_E5M2, O, 0,
+        const uint8_t *w4t = s.w4t;  // the step's kept codes: scale and amax the forward's, slot staged
+        if (!w4t) {
+            fp8_transpose<T, FP8_E4M3>(b.w4t, O, NULL, w, O, I, fp8_operand(s, FP8_WEIGHT),
+                                       fp8_fused_amax(s, FP8_WEIGHT));
+            w4t = b.w4t;
+        }
+        cuda_gemm_fp8(dt, I, N, O, w4t, FP8_E4M3, O, 0, fp8_inv_slot(FP8_WEIGHT), b.g5, FP8_E5M2, O, 0,
                       fp8_inv_slot(FP8_GRAD), dinp, I, 0, 1, !dinp_set, 0);
     }
     if (dweight) {
@@ -571,11 +612,12 @@ void fp8_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const v
     const Fp8Backward b = fp8_backward_scratch(N, I, O);
     const T *g = (const T *)dout, *x = (const T *)inp, *w = (const T *)weight;
     const bool round_inp = dweight && !s.inp_t;  // kept by the forward: its scale and amax stand
+    const bool round_w = dinp && !s.w4t;         // likewise the step's weight codes
     if (s.current) {
         fp8_rows<T, FP8_E5M2>(NULL, 0, g, 0, no, 1, FP8_AMAX_ONLY, s.amax + FP8_GRAD);
-        if (dinp) fp8_rows<T, FP8_E4M3>(NULL, 0, w, 0, (size_t)O * I, 1, FP8_AMAX_ONLY, s.amax + FP8_WEIGHT);
+        if (round_w) fp8_rows<T, FP8_E4M3>(NULL, 0, w, 0, (size_t)O * I, 1, FP8_AMAX_ONLY, s.amax + FP8_WEIGHT);
         if (round_inp) fp8_rows<T, FP8_E4M3>(NULL, 0, x, 0, (size_t)N * I, 1, FP8_AMAX_ONLY, s.amax + FP8_INP);
-        fp8_scale_current(s, 1 << FP8_GRAD | (dinp ? 1 << FP8_WEIGHT : 0) | (round_inp ? 1 << FP8_INP : 0));
+        fp8_scale_current(s, 1 << FP8_GRAD | (round_w ? 1 << FP8_WEIGHT : 0) | (round_inp ? 1 << FP8_INP : 0));
     }
     if (!dinp && !dweight) {  // nothing to compute; the GRAD amax still counts
         if (!s.current) fp8_rows<T, FP8_E5M2>(NULL, 0, g, 0, no, 1, FP8_AMAX_ONLY, s.amax + FP8_GRAD);
@@ -583,9 +625,9 @@ void fp8_backward(Dtype dt, void *dinp, void *dweight, const void *dout, const v
     }
     if (dweight)
         fp8_transpose<T, FP8_E5M2>(b.g5t, (int)fp8_rows_padded(N), dinp ? b.g5 : NULL, g, N, O,
-                                   fp8_grad_operand(s, dweight), fp8_fused_amax(s, FP8_GRAD));
+                                   fp8_grad_operand(s, dinp, dweight), fp8_fused_amax(s, FP8_GRAD));
     else
-        fp8_rows<T, FP8_E5M2>(b.g5, 0, g, 0, no, 1, fp8_grad_operand(s, dweight), fp8_fused_amax(s, FP8_GRAD));
+        fp8_rows<T, FP8_E5M2>(b.g5, 0, g, 0, no, 1, fp8_grad_operand(s, dinp, dweight), fp8_fused_amax(s, FP8_GRAD));
     fp8_backward_gemms<T>(dt, dinp, dweight, x, w, N, I, O, dinp_set, s, b);
 }
 
@@ -612,7 +654,7 @@ void fp8_relu_forward(Dtype dt, void *out, uint8_t *bits, const void *a, const v
     uint8_t *q4 = (uint8_t *)cuda_scratch_reserve(CUDA_SCRATCH_FP8, fp8_scratch_bytes(N, I, O, 1));  // (N, I)
     fp8_cast_transpose<T, FP8_E4M3>(s.inp_t, (int)fp8_rows_padded(N), q4,
                                     Fp8SrcReluDrop<T>{(const T *)a, bits, point_drop(drop), I}, N, I,
-                                    fp8_operand(s, FP8_INP), s.amax + FP8_INP);
+                                    fp8_input_operand(s), s.amax + FP8_INP);
     fp8_forward_gemm<T>(dt, out, 0, q4, q4 + FP8_REGION(ni), (const T *)weight, 0, N, I, O, 1, s);
 }
 
@@ -632,7 +674,7 @@ void fp8_relu_backward(Dtype dt, void *dinp, void *dweight, const void *dh, cons
     const Fp8Backward b = fp8_backward_scratch(N, I, O);
     fp8_cast_transpose<T, FP8_E5M2>(dweight ? b.g5t : NULL, (int)fp8_rows_padded(N), dinp ? b.g5 : NULL,
                                     Fp8SrcReluDropGrad<T>{(const T *)dh, bits, point_drop(drop), O}, N, O,
-                                    fp8_grad_operand(s, dweight), s.amax + FP8_GRAD);
+                                    fp8_grad_operand(s, dinp, dweight), s.amax + FP8_GRAD);
     fp8_backward_gemms<T>(dt, dinp, dweight, (const T *)inp, (const T *)weight, N, I, O, dinp_set, s, b);
 }
 }  // namespace

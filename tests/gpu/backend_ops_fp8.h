@@ -16,7 +16,9 @@
 //   - determinism (a repeated call bitwise equal), no allocation on a repeated call, and
 //     fp8_scales_update's scale, inv, amax and history bitwise the CPU's;
 //   - fp8_relu_drop_matmul_forward / _backward bitwise relu_drop_* followed by fp8_matmul_* on
-//     the GPU (the fast passes and the fallback), and near the CPU's (fp8_relu_case).
+//     the GPU (the fast passes and the fallback), and near the CPU's (fp8_relu_case);
+//   - the step's kept weight codes (Fp8Scales.w4, w4t) bitwise the CPU's, and the products from
+//     them bitwise rounding the weight again (fp8_kept_weight_case).
 // Tolerances (normalized; worst measured on an H200 in brackets, 2026-12-04): both sides
 // multiply the same fp8 codes (exact products), so what differs is the order of the sums, the
 // output's rounding to the dtype and the tensor cores' accumulation: Hopper's fp8 MMA keeps
@@ -57,7 +59,8 @@ typedef struct {
 static Fp8Scales fp8_state_upload(const Backend *be, const Fp8State *h, int current) {
     float *d = be->alloc(sizeof(Fp8State));
     be->to_device(d, h, sizeof(Fp8State));
-    Fp8Scales s = {d, d + FP8_OPERANDS, d + 2 * FP8_OPERANDS, current, NULL};
+    Fp8Scales s = 
+            {.scale = d, .inv = d + FP8_OPERANDS, .amax = d + 2 * FP8_OPERANDS, .current = current, .inp_t = NULL};
     return s;
 }
 static void fp8_state_download(const Backend *be, Fp8State *h, Fp8Scales s) { be->to_host(h, s.scale, sizeof *h); }
@@ -102,7 +105,7 @@ static void fp8_forward_case(const OpsPair *P, int N, int I, int O, int count, s
     const Fp8State init =
         current ? fp8_state_make(1, 1, 1, 0, 0, 0) : fp8_state_make(300.0f, 700.0f, 1.0f, 0.25f, 2.0f, 0);
     Fp8State ref = init;
-    Fp8Scales sr = {ref.scale, ref.inv, ref.amax, current, NULL};
+    Fp8Scales sr = {.scale = ref.scale, .inv = ref.inv, .amax = ref.amax, .current = current, .inp_t = NULL};
     void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw);
     void *out_g = dev_from(S, dt, out_c, nout), *out2_g = dev_from(S, dt, out_c, nout);
     Fp8Scales ss = fp8_state_upload(S, &init, current);
@@ -144,11 +147,12 @@ static void fp8_backward_case(const OpsPair *P, int N, int I, int O, int current
     const Fp8State init =
         current ? fp8_state_make(1, 1, 1, 0, 0, 0) : fp8_state_make(300.0f, 700.0f, 30000.0f, 1.0f, 0.5f, 0.001f);
     Fp8State ref = init, ref_set;
-    Fp8Scales sr = {ref.scale, ref.inv, ref.amax, current, NULL};
+    Fp8Scales sr = {.scale = ref.scale, .inv = ref.inv, .amax = ref.amax, .current = current, .inp_t = NULL};
     float *din_c = copy_f(pin, nin), *dw_c = copy_f(pw, nw), *dset_c = copy_f(pin, nin);
     R->fp8_matmul_backward(din_c, dw_c, dout, inp, w, N, I, O, 0, sr);
     ref_set = ref;
-    Fp8Scales sr_set = {ref_set.scale, ref_set.inv, ref_set.amax, current, NULL};
+    Fp8Scales sr_set = 
+            {.scale = ref_set.scale, .inv = ref_set.inv, .amax = ref_set.amax, .current = current, .inp_t = NULL};
     R->fp8_matmul_backward(dset_c, NULL, dout, inp, w, N, I, O, 1, sr_set);
 
     void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw), *dout_g = dev_from(S, dt, dout, nout);
@@ -206,7 +210,8 @@ static void fp8_kept_input_case(const OpsPair *P, int N, int I, int O, int curre
     Fp8State ref = init;
     uint8_t *kept_c = xmalloc(nk);
     float *out_c = xmalloc(nout * sizeof(float));
-    R->fp8_matmul_forward(out_c, 0, inp, w, 0, N, I, O, 1, (Fp8Scales){ref.scale, ref.inv, ref.amax, current, kept_c});
+    R->fp8_matmul_forward(out_c, 0, inp, w, 0, N, I, O, 1,
+            (Fp8Scales){.scale = ref.scale, .inv = ref.inv, .amax = ref.amax, .current = current, .inp_t = kept_c});
 
     void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw), *dout_g = dev_from(S, dt, dout, nout);
     void *out_g = S->alloc(nout * es), *kept_g = S->alloc(nk);
@@ -313,7 +318,8 @@ static void fp8_rounding_case(const OpsPair *P) {
     char name[200];
 
     Fp8State ref = init;
-    Fp8Scales sr = {ref.scale, ref.inv, ref.amax, 0, NULL}, ss = fp8_state_upload(S, &init, 0);
+    Fp8Scales sr = 
+            {.scale = ref.scale, .inv = ref.inv, .amax = ref.amax, .current = 0, .inp_t = NULL}, ss = fp8_state_upload(S, &init, 0);
     R->fp8_matmul_forward(a_c, 0, x4, eye, 0, n, n, n, 1, sr);
     S->fp8_matmul_forward(a_g, 0, x4_g, eye_g, 0, n, n, n, 1, ss);
     snprintf(name, sizeof name, "fp8 rounding [%s] e4m3 forward q4", dt_name(dt));
@@ -396,7 +402,7 @@ static void fp8_scales_update_case(const OpsPair *P) {
     S->free(d);
 }
 
-// ---- the ReLU FFN's linears with the activation fused (fp8_relu_drop_matmul_*) --------------------
+// ---- the step's kept weight codes (Fp8Scales.w4, w4t, w_round) ------------------------------------
 
 // Both states bitwise equal (scale, inv, amax).
 static int same_fp8_state(const Backend *S, Fp8Scales a, Fp8Scales b) {
@@ -405,6 +411,63 @@ static int same_fp8_state(const Backend *S, Fp8Scales a, Fp8Scales b) {
     fp8_state_download(S, &hb, b);
     return !memcmp(&ha, &hb, sizeof ha);
 }
+
+// count adjacent weights (count*O, I): a forward rounding them into w4, w4t (w_round 1) gives
+// the out and state of one without them, bit for bit, and codes bitwise the CPU's; a second
+// forward reading them (w_round 0, the weight passed NULL: not read) the same out again; a
+// backward reading w4t (weight NULL) the dinp, dweight and state of one rounding the weight.
+static void fp8_kept_weight_case(const OpsPair *P, int N, int I, int O, int count, int current) {
+    const Backend *R = P->ref, *S = P->sub;
+    const Dtype dt = P->dt;
+    const int OC = count * O;
+    const size_t es = dt_size(dt), nin = (size_t)N * I, nw = (size_t)OC * I, nout = (size_t)N * O * count;
+    const size_t nbo = (size_t)N * OC;  // the backward's (joined) output gradient
+    float *inp = rand_dt(dt, nin, 1.0f), *w = rand_dt(dt, nw, 0.5f), *dout = rand_dt(dt, nbo, 1.0f);
+    const Fp8State init =
+        current ? fp8_state_make(1, 1, 1, 0, 0, 0) : fp8_state_make(300.0f, 700.0f, 30000.0f, 1.0f, 0.5f, 0.001f);
+    char name[256], tag[160];
+    snprintf(tag, sizeof tag, "%s %s%d x N=%d I=%d O=%d", dt_name(dt), current ? "current " : "", count, N, I, O);
+    // the CPU's codes
+    Fp8State ref = init;
+    uint8_t *w4_c = xmalloc(nw), *w4t_c = xmalloc(nw), *w4_h = xmalloc(nw), *w4t_h = xmalloc(nw);
+    float *out_c = xmalloc(nout * sizeof(float));
+    R->fp8_matmul_forward(out_c, (size_t)N * O, inp, w, (size_t)O * I, N, I, O, count,
+                          (Fp8Scales){.scale = ref.scale, .inv = ref.inv, .amax = ref.amax, .current = current, .w4 = w4_c, .w4t = w4t_c, .w_round = 1});
+    void *inp_g = dev_from(S, dt, inp, nin), *w_g = dev_from(S, dt, w, nw), *dout_g = dev_from(S, dt, dout, nbo);
+    void *out_a = S->alloc(nout * es), *out_b = S->alloc(nout * es), *out_c2 = S->alloc(nout * es);
+    uint8_t *w4_g = S->alloc(nw), *w4t_g = S->alloc(nw);
+    Fp8Scales sa = fp8_state_upload(S, &init, current), sb = fp8_state_upload(S, &init, current);
+    S->fp8_matmul_forward(out_a, (size_t)N * O, inp_g, w_g, (size_t)O * I, N, I, O, count, sa);
+    Fp8Scales kb = sb;
+    kb.w4 = w4_g, kb.w4t = w4t_g, kb.w_round = 1;
+    S->fp8_matmul_forward(out_b, (size_t)N * O, inp_g, w_g, (size_t)O * I, N, I, O, count, kb);
+    snprintf(name, sizeof name, "fp8 kept weights [%s] forward rounding them: out and state bitwise without", tag);
+    test_check(same_bytes(S, out_a, out_b, nout * es) && same_fp8_state(S, sa, sb), name);
+    S->to_host(w4_h, w4_g, nw);
+    S->to_host(w4t_h, w4t_g, nw);
+    snprintf(name, sizeof name, "fp8 kept weights [%s] the codes and their transpose bitwise the CPU's", tag);
+    test_check(!memcmp(w4_h, w4_c, nw) && !memcmp(w4t_h, w4t_c, nw), name);
+    kb.w_round = 0;
+    S->fp8_matmul_forward(out_c2, (size_t)N * O, inp_g, NULL, (size_t)O * I, N, I, O, count, kb);
+    snprintf(name, sizeof name, "fp8 kept weights [%s] a forward reading them (weight not read): the same out", tag);
+    test_check(same_bytes(S, out_a, out_c2, nout * es) && same_fp8_state(S, sa, sb), name);
+    // the joined backward over the (count*O, I) weight
+    void *din_a = S->alloc(nin * es), *din_b = S->alloc(nin * es), *dw_a = S->alloc(nw * es), *dw_b = S->alloc(nw * es);
+    S->zero(dw_a, nw * es), S->zero(dw_b, nw * es);
+    S->fp8_matmul_backward(din_a, dw_a, dout_g, inp_g, w_g, N, I, OC, 1, sa);
+    Fp8Scales kbw = sb;
+    kbw.w4t = w4t_g;
+    S->fp8_matmul_backward(din_b, dw_b, dout_g, inp_g, NULL, N, I, OC, 1, kbw);
+    snprintf(name, sizeof name, "fp8 kept weights [%s] backward from w4t: dinp, dweight, state bitwise rounding again",
+             tag);
+    test_check(same_bytes(S, din_a, din_b, nin * es) && same_bytes(S, dw_a, dw_b, nw * es) && same_fp8_state(S, sa, sb),
+               name);
+    FREE_SUB(S, inp_g, w_g, dout_g, out_a, out_b, out_c2, w4_g, w4t_g, sa.scale, sb.scale, din_a, din_b, dw_a, dw_b);
+    FREE_HOST(inp, w, dout, out_c);
+    free(w4_c), free(w4t_c), free(w4_h), free(w4t_h);
+}
+
+// ---- the ReLU FFN's linears with the activation fused (fp8_relu_drop_matmul_*) --------------------
 
 // Each fused op on the subject against its two ops in turn there (relu_drop_* into a buffer,
 // then fp8_matmul_*): out, keep bits, kept input, dinp, dweight and the state bit for bit (the
@@ -433,7 +496,7 @@ static void fp8_relu_case(const OpsPair *P, int N, int F, int D, int current, in
     uint8_t *bits_c = xmalloc(nF / 8), *kept_c = kept ? xmalloc(nk) : NULL, *bits_h = xmalloc(nF / 8);
     Fp8State ref = init;
     R->fp8_relu_drop_matmul_forward(out_c, bits_c, a, wo, N, F, D, drop,
-                                    (Fp8Scales){ref.scale, ref.inv, ref.amax, current, kept_c});
+                                    (Fp8Scales){.scale = ref.scale, .inv = ref.inv, .amax = ref.amax, .current = current, .inp_t = kept_c});
     void *a_g = dev_from(S, dt, a, nF), *wo_g = dev_from(S, dt, wo, nw), *h_u = S->alloc(nF * es);
     void *out_f = S->alloc(nD * es), *out_u = S->alloc(nD * es);
     uint8_t *bits_f = S->alloc(nF / 8), *bits_u = S->alloc(nF / 8);
@@ -463,7 +526,7 @@ static void fp8_relu_case(const OpsPair *P, int N, int F, int D, int current, in
     void *dwi_alone = dev_from(S, dt, dwi_c, nw);
     Fp8State refb = init;
     R->fp8_relu_drop_matmul_backward(dx_c, dwi_c, dh, bits_c, x, wi, N, D, F, 1, drop,
-                                     (Fp8Scales){refb.scale, refb.inv, refb.amax, current, NULL});
+                                     (Fp8Scales){.scale = refb.scale, .inv = refb.inv, .amax = refb.amax, .current = current, .inp_t = NULL});
     void *dh_g = dev_from(S, dt, dh, nF), *x_g = dev_from(S, dt, x, nD), *wi_g = dev_from(S, dt, wi, nw);
     void *dx_f = S->alloc(nD * es), *dx_u = S->alloc(nD * es), *dx_alone = S->alloc(nD * es), *da_u = S->alloc(nF * es);
     Fp8Scales bf = fp8_state_upload(S, &init, current), bu = fp8_state_upload(S, &init, current);
@@ -507,6 +570,8 @@ static void case_fp8_matmul(const OpsPair *P) {
         fp8_backward_case(P, 130, 72, 48, current);
         fp8_kept_input_case(P, 33, 64, 48, current);  // cuBLASLt, padded rows
         fp8_kept_input_case(P, 7, 13, 29, current);   // the simple kernel
+        fp8_kept_weight_case(P, 130, 64, 48, 3, current);  // q, k, v adjacent: the fast pass
+        fp8_kept_weight_case(P, 7, 13, 29, 1, current);    // odd: the byte-tile pass, the simple kernel
         for (int kept = 0; kept < 2; kept++)
             for (int d = 0; d < 2; d++) {
                 const float p = d ? 0.0f : 0.1f;
@@ -515,6 +580,7 @@ static void case_fp8_matmul(const OpsPair *P) {
             }
     }
     if (!fp8_quick) fp8_relu_case(P, 2048, 4096, 1024, 0, 1, 0.1f);  // t5-large's FFN, B=16
+    if (!fp8_quick) fp8_kept_weight_case(P, 2048, 1024, 1024, 3, 0);  // t5-large's q, k, v
     if (!fp8_quick) fp8_kept_input_case(P, 2048, 1024, 4096, 0);
     if (!fp8_quick) {
         fp8_forward_case(P, 2048, 1024, 4096, 1, 0, 0);

@@ -242,7 +242,8 @@ static void perf_fp8(int N, int I, int O) {
     const float hs[3 * FP8_OPERANDS] = {224.0f, 224.0f, 28672.0f, 1 / 224.0f, 1 / 224.0f, 1 / 28672.0f, 0, 0, 0};
     float *st = be->alloc(sizeof hs);
     be->to_device(st, hs, sizeof hs);
-    const Fp8Scales s = {st, st + FP8_OPERANDS, st + 2 * FP8_OPERANDS, 0, NULL};
+    const Fp8Scales s = 
+            {.scale = st, .inv = st + FP8_OPERANDS, .amax = st + 2 * FP8_OPERANDS, .current = 0, .inp_t = NULL};
     cudaStream_t cs = (cudaStream_t)cuda_stream();
     cudaEvent_t e[5];
     for (int i = 0; i < 5; i++) cudaEventCreate(&e[i]);
