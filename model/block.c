@@ -394,8 +394,11 @@ void t5_ffn_sublayer_backward(const T5BlockView *v, const FfnOffsets *w, const F
     const void *h = a->h;  // wo's input: kept, or regenerated
     // plain ReLU: the keep bits of h (kept with it, or regenerated with it) stand for a
     const uint8_t *bits = a->bits ? a->bits : v->scratch->ffn_bits;
-    if (fp8_relu_slot(v, a->bits, w->wo, 1) >= 0) {
-        h = NULL;  // the forward stored no h: wo's weight gradient reads the kept fp8 input
+    const int wo_slot = fp8_slot(v, w->wo);
+    // wo's weight gradient reads its kept fp8 input, so h may not be stored (t5.c fp8_h_unneeded);
+    // unless the keep bits were not kept either (then they are regenerated with h, below)
+    if (wo_slot >= 0 && t5_fp8_scales(v->fp8, wo_slot).inp_t && (a->bits || !bits)) {
+        h = NULL;
     } else if (!h) {
         if (bits) be->relu_drop_forward(s.ffn_h, v->scratch->ffn_bits, a->a, nF, drop_h);
         else be->ffn_act_forward(s.ffn_h, a->a, c->is_gated ? a->b : NULL, nF, c->act, drop_h);

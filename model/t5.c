@@ -97,6 +97,14 @@ static int relu_bits(const T5Model *m) {
 // the shared scratch tmp_f (block.c); else one scratch of bits, regenerated with h in backward.
 static int relu_bits_kept(const T5Model *m) { return relu_bits(m) && m->keep_sublayer_acts; }
 
+// --fp8 with every block's FFN output projection (wo) in fp8 and the linears' rounded inputs
+// kept (model/fp8.h): wo's backward reads its input's kept fp8 codes and the ReLU's backward
+// its keep bits, never the hidden state h, so the kept sublayer activations leave h out (the
+// forward writes it to the shared scratch, or not at all: block.c fp8_relu_drop_matmul_forward).
+static int fp8_h_unneeded(const T5Model *m) {
+    return !m->inference && m->fp8 && m->fp8->kept && !(m->fp8->keep & T5_FP8_KEEP_FIRST_LAST);
+}
+
 // The norm outputs and FFN hidden state of one block (T5Model.keep_sublayer_acts), or
 // NULLs: backward then recomputes them into the shared m->scratch.ln_out / m->scratch.tmp_f.
 static void acts_layout_kept(T5Model *m, Bump *bp, BlockActs *a, int is_dec, size_t nq, size_t D, size_t F) {
@@ -113,7 +121,9 @@ static void acts_layout_kept(T5Model *m, Bump *bp, BlockActs *a, int is_dec, siz
     }
     a->ffn.ln = keep ? bump_take(bp, nq * D * e) : NULL;
     a->ffn.rstd = keep ? bump_take(bp, nq * sizeof(float)) : NULL;
-    a->ffn.h = keep ? bump_take(bp, nq * F * e) : NULL;
+    const int h_kept = keep && !fp8_h_unneeded(m);
+    a->ffn.h = h_kept ? bump_take(bp, nq * F * e) : NULL;
+    if (keep && !h_kept) m->acts.h_unkept_bytes += nq * F * e;
     a->ffn.bits = bits ? bump_take(bp, nq * F / 8) : NULL;
 }
 
@@ -188,6 +198,7 @@ static size_t acts_layout(T5Model *m, char *base, int B, int S, int T) {
     const T5Config *c = &m->cfg;
     Bump bp = {base, 0};
     size_t e = m->elem;
+    m->acts.h_unkept_bytes = 0;
     size_t D = (size_t)c->d_model, HK = (size_t)t5_config_inner_dim(c), F = (size_t)c->d_ff;
     size_t H = (size_t)c->num_heads, V = (size_t)c->vocab_size;
     size_t nS = (size_t)B * S, nT = (size_t)B * T, nM = (size_t)B * (S > T ? S : T);

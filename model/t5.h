@@ -120,6 +120,8 @@ typedef struct {
     int maxB, maxS, maxT;
     void *arena;          // one allocation holding everything below
     size_t arena_bytes;
+    size_t h_unkept_bytes;  // --fp8 with kept inputs: the FFN hidden states' bytes the kept sublayer
+                            // activations leave out (t5.c fp8_h_unneeded), else 0
     int *input_ids, *attention_mask, *dec_ids, *labels;  // (B,S) (B,S) (B,T) (B,T) device copies
     void **enc_x;         // (num_layers*2+1) residual stream (B,S,D): input of each sublayer, then the last output
     void **dec_x;         // (num_decoder_layers*3+1) (B,T,D)

@@ -29,15 +29,17 @@ typedef struct {
 } Run;
 
 // dropout: the model's rate (0 elsewhere); acts: keep the sublayer activations (the ReLU
-// FFN's keep bits come with them).
+// FFN's keep bits come with them); inputs: keep the rounded inputs, before the activation plan
+// as the trainer does (the plan then leaves the FFN hidden states out: t5.c fp8_h_unneeded).
 static void run_open_full(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt, int stage,
-                          float dropout, int acts) {
+                          float dropout, int acts, int inputs) {
     ModelLoadOptions lo = {0};
     model_load(&r->m, dir, backend_cpu(), lo);
     r->m.dropout_p = dropout;
     r->m.gradient_checkpointing = ckpt;
     r->m.keep_sublayer_acts = acts;
     if (fp8) t5_fp8_init(&r->m, keep, 4, 0);
+    if (fp8 && inputs) t5_fp8_keep_inputs(&r->m, b->B, b->S, b->T);
     t5_plan_activations(&r->m, b->B, b->S, b->T);
     AdamWConfig oc = adamw_default_config();
     oc.lr = 1e-2f;
@@ -47,7 +49,7 @@ static void run_open_full(Run *r, const char *dir, const T5Batch *b, int fp8, un
 }
 
 static void run_open_stage(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt, int stage) {
-    run_open_full(r, dir, b, fp8, keep, ckpt, stage, 0.0f, 0);
+    run_open_full(r, dir, b, fp8, keep, ckpt, stage, 0.0f, 0, 0);
 }
 
 static void run_open(Run *r, const char *dir, const T5Batch *b, int fp8, unsigned keep, int ckpt) {
@@ -217,14 +219,14 @@ static void check_kept_weights(const char *dir, const T5Batch *b, const char *va
                 {3, 0, 1, 0, "stage 3"},
                 {0, 1, 1, 0, "gradient checkpointing"},
                 {0, 0, 2, 0, "2 micro-batches"},
-                {0, 0, 1, 1, "inputs kept too"}};
+                {0, 0, 1, 1, "inputs kept too"},
+                {3, 1, 2, 1, "stage 3, checkpointing, 2 micro-batches, inputs kept"}};
     LrSchedule sched = {.base_lr = 1e-2, .warmup_steps = 0, .total_steps = 100, .type = LR_CONSTANT};
     const T5Batch micro[2] = {*b, *b};
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
         Run r[2];  // [0] rounding every call, [1] the weights kept
         for (int k = 0; k < 2; k++) {
-            run_open_full(&r[k], dir, b, 1, 0, cfgs[c].ckpt, cfgs[c].stage, 0.1f, 1);
-            if (cfgs[c].inputs) t5_fp8_keep_inputs(&r[k].m, b->B, b->S, b->T);
+            run_open_full(&r[k], dir, b, 1, 0, cfgs[c].ckpt, cfgs[c].stage, 0.1f, 1, cfgs[c].inputs);
             if (k) t5_fp8_keep_weights(&r[k].m);
         }
         int same = 1;
@@ -250,15 +252,16 @@ static void check_kept_weights(const char *dir, const T5Batch *b, const char *va
 // fp8_relu_drop_matmul_* (backend.h; from the second step on, delayed scaling) give the steps
 // of relu_drop_* then fp8_matmul_* bit for bit, with the rounded inputs kept (forward and
 // backward fuse) and without (the backward only: the forward must store h). A gated FFN
-// never fuses.
+// never fuses. With the inputs kept, the plan leaves the hidden states out; the same steps
+// with them kept (the inputs kept after the plan) come out bit for bit.
 static void check_fused_relu(const char *dir, const T5Batch *b, const char *variant) {
     char what[320];
     for (int kept = 0; kept <= 1; kept++) {
-        Run r[2];  // [0] fused where it applies, [1] the test knob: never
-        for (int u = 0; u < 2; u++) {
-            run_open_full(&r[u], dir, b, 1, 0, 0, 0, 0.1f, 1);
-            if (kept) t5_fp8_keep_inputs(&r[u].m, b->B, b->S, b->T);
-            r[u].m.test.unfused_fp8_relu = u;
+        Run r[3];  // [0] fused where it applies, [1] the test knob: never, [2] fused, h kept
+        for (int u = 0; u < 3; u++) {
+            run_open_full(&r[u], dir, b, 1, 0, 0, 0, 0.1f, 1, kept && u < 2);
+            if (kept && u == 2) t5_fp8_keep_inputs(&r[u].m, b->B, b->S, b->T);
+            r[u].m.test.unfused_fp8_relu = u == 1;
         }
         const T5Config *c = &r[0].m.cfg;
         const int relu = !c->is_gated && c->act == ACT_RELU && c->d_ff % 8 == 0;
@@ -266,18 +269,22 @@ static void check_fused_relu(const char *dir, const T5Batch *b, const char *vari
         int same = 1;
         double l[2] = {0, 0};
         for (int s = 0; s < 3; s++) {
-            const StepResult a = run_step(&r[0], b), u = run_step(&r[1], b);
-            same &= a.loss == u.loss && a.grad_norm == u.grad_norm;
+            const StepResult a = run_step(&r[0], b), u = run_step(&r[1], b), h = run_step(&r[2], b);
+            same &= a.loss == u.loss && a.grad_norm == u.grad_norm && a.loss == h.loss && a.grad_norm == h.grad_norm;
             l[0] = a.loss, l[1] = u.loss;
         }
         snprintf(what, sizeof what,
                  "%s: fp8 ReLU FFN %s kept inputs, dropout 0.1: 3 steps fused (%ld calls, want %ld) bit for bit "
-                 "unfused (%ld): loss %.9g / %.9g",
+                 "unfused (%ld) and with h kept: loss %.9g / %.9g",
                  variant, kept ? "with" : "without", r[0].m.test.fused_fp8_relu_calls, want,
                  r[1].m.test.fused_fp8_relu_calls, l[0], l[1]);
         test_check(same && r[0].m.test.fused_fp8_relu_calls == want && r[1].m.test.fused_fp8_relu_calls == 0, what);
-        run_close(&r[0]);
-        run_close(&r[1]);
+        const size_t h_bytes = r[0].m.cfg.d_ff * sizeof(float) *
+                               (size_t)b->B * (r[0].m.cfg.num_layers * b->S + r[0].m.cfg.num_decoder_layers * b->T);
+        snprintf(what, sizeof what, "%s: %s kept inputs the plan leaves the FFN hidden states out: %zu bytes (want %zu)",
+                 variant, kept ? "with" : "without", r[0].m.acts.h_unkept_bytes, kept ? h_bytes : (size_t)0);
+        test_check(r[0].m.acts.h_unkept_bytes == (kept ? h_bytes : 0) && r[2].m.acts.h_unkept_bytes == 0, what);
+        for (int u = 0; u < 3; u++) run_close(&r[u]);
     }
 }
 

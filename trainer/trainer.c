@@ -445,6 +445,9 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
         }
     }
     t5_plan_activations(&r->m, B, S, T);
+    if (r->m.acts.h_unkept_bytes && is_main(r))
+        printf("fp8: the FFN hidden states are not kept: the backward reads wo's kept fp8 input instead (%.2f GiB less "
+               "than the activations above)\n", r->m.acts.h_unkept_bytes / 1073741824.0);
 }
 
 static void load_model(Run *r, int B, int S, int T) {
