@@ -363,8 +363,8 @@ static ModelLoadOptions run_load_options(Run *r, float **host_weights) {
     return lo;
 }
 
-// --fp8's notice below this many rows a micro-batch: t5-large on an H200 was 0.92x bf16 at
-// 16 x 128 = 2048 and 1.11x at 64 x 128 = 8192 (docs/CUDA.md "fp8")
+// --fp8's notice below this many rows a micro-batch: t5-large on an H200 was 1.01x bf16 at
+// 16 x 128 = 2048 and 1.17x at 64 x 128 = 8192 (docs/CUDA.md "fp8")
 #define FP8_PAYS_ROWS 8192
 
 // The model's weights stay on the host until zero_init places what the ZeRO stage keeps;
@@ -440,7 +440,7 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
             // each operand's rounding pass costs about what its fp8 GEMM saves at small row counts
             if (be->act_dtype != DTYPE_F32 && (long)r->p.micro_batch * S < FP8_PAYS_ROWS)
                 printf("NOTICE: --fp8 with %d x %d source tokens a micro-batch: fp8 pays for large micro-batches (one "
-                       "H200, t5-large: 64 x 128 1.11x bf16, 16 x 128 0.92x; docs/CUDA.md \"fp8\"); `train_t5 bench "
+                       "H200, t5-large: 64 x 128 1.17x bf16, 16 x 128 1.01x; docs/CUDA.md \"fp8\"); `train_t5 bench "
                        "--fp8` measures this shape\n", r->p.micro_batch, S);
         }
     }
