@@ -197,7 +197,7 @@ ASAN_SCRIPTS := tests/bad_input.sh tests/bad_input_pickle.sh tests/bad_input_tok
                 tests/bad_input_files.sh tests/bad_input_dsblocks.sh
 TEST_SCRIPTS := $(ASAN_SCRIPTS) tests/check_links.sh tests/post_commands.sh tests/post_dry_runs.sh \
                 tests/tensorboard_events.sh tests/plot_png.sh tests/progress_tty.sh tests/readme_demo.sh tests/accelerate_env.sh \
-                tests/ds_blocks.sh tests/layout_rules.sh \
+                tests/ds_blocks.sh tests/layout_rules.sh tests/bench_fp8.sh \
                 bench/test_zero_scaling.sh bench/test_blog_table.sh
 
 test: deps

@@ -42,7 +42,7 @@
 #include "../common/ticker.h"
 
 typedef struct {
-    const char *model, *init, *device, *deepspeed;
+    const char *model, *init, *device, *deepspeed, *fp8_bf16;
     int batch, seq, steps, warmup, bf16, fp16, tf32, fp8, gradient_checkpointing, checkpoint_sub_batch, find_max_batch, seed,
         num_gpus, local_rank,
         profile, recompute, help;
@@ -176,6 +176,8 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
         {"fp16", FLAG_BOOL, &a->fp16, "fp16 mixed precision + dynamic loss scaling"},
         {"tf32", FLAG_BOOL, &a->tf32, "fp32 GEMMs on TF32 tensor cores (Ampere and newer; as the trainer's --tf32)"},
         {"fp8", FLAG_BOOL, &a->fp8, "the blocks' linear GEMMs in fp8 (as the trainer's --fp8, its defaults; GPU: with --bf16)"},
+        {"fp8_bf16", FLAG_STRING, &a->fp8_bf16, "with --fp8, linears kept in bf16 (as the trainer's: attention_output, "
+                                                "first_last)"},
         {"gradient_checkpointing", FLAG_BOOL, &a->gradient_checkpointing, "recompute block activations"},
         {"checkpoint_sub_batch", FLAG_INT, &a->checkpoint_sub_batch, "with --gradient_checkpointing: each block runs N "
                                                                      "rows of the batch at a time (its activations planned for N)"},
@@ -208,6 +210,7 @@ static int bench_parse(BenchArgs *a, int argc, char **argv, int start) {
         t5_fail("bench: --tf32 with --%s: TF32 is for fp32 GEMMs, and a 16-bit run has none; HINT: drop one",
                 a->bf16 ? "bf16" : "fp16");
     if (a->fp8 && a->fp16) t5_fail("bench: --fp8 with --fp16: fp8 GEMMs run with bf16 activations; HINT: --fp8 --bf16");
+    if (a->fp8_bf16 && !a->fp8) t5_fail("bench: --fp8_bf16 is an --fp8 option: add --fp8, or drop it");
     if (a->fp8 && !a->bf16 && !strcmp(a->device, "cuda"))
         t5_fail("bench: --fp8 on the GPU runs bf16 activations around its fp8 GEMMs: add --bf16");
     if (a->batch < 1 || a->seq < 2 || a->steps < 1 || a->warmup < 0) t5_fail("bench: --batch, --seq, --steps must be positive");
@@ -397,18 +400,20 @@ int cmd_run_bench(int argc, char **argv) {
     else if (main_rank)
         planner_print_keep(be, m.keep_sublayer_acts, plan_total, keep, a.gradient_checkpointing, a.checkpoint_sub_batch);
     if (a.fp8) {
-        t5_fp8_init(&m, 0, T5_FP8_HISTORY_DEFAULT, 0);
+        t5_fp8_init(&m, t5_fp8_parse_keep(a.fp8_bf16, "bench --fp8_bf16"), T5_FP8_HISTORY_DEFAULT, 0);
         size_t kin;
         const size_t beside = plan_total + (m.keep_sublayer_acts ? keep : 0);
         const int keep_in = planner_keep_fp8_inputs(be, &m, beside, B, a.seq, a.seq, &kin);
         size_t kw;
         const int keep_w = planner_keep_fp8_weights(be, &m, beside + (keep_in ? kin : 0), &kw);
+        char kept[128];
+        t5_fp8_describe_keep(m.fp8->keep, kept, sizeof kept);
         if (main_rank)
             printf("fp8: the blocks' linear GEMMs in fp8 (%d linear groups; e4m3 inputs and weights, e5m2 gradients, "
-                   "delayed scaling over %d steps); the LM head in %s; the rounded inputs %s (%.2f GiB); the weights "
+                   "delayed scaling over %d steps); in %s: %s; the rounded inputs %s (%.2f GiB); the weights "
                    "%s (%.2f GiB)\n",
                    m.fp8->n_slots, T5_FP8_HISTORY_DEFAULT,
-                   dt == DTYPE_F32 ? "fp32 (the CPU reference emulates the fp8 rounding)" : "bf16",
+                   dt == DTYPE_F32 ? "fp32 (the CPU reference emulates the fp8 rounding)" : "bf16", kept,
                    keep_in ? "kept for the backward" : "rounded again in the backward (no room to keep them)",
                    kin / 1073741824.0, keep_w ? "rounded once a step, kept" : "rounded by every call (no room to keep them)",
                    kw / 1073741824.0);
