@@ -67,12 +67,6 @@ static int cmp_group(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-// The bytes of one group's kept input (rows padded to 16, the region on 256 bytes).
-static size_t group_keep_bytes(const T5Fp8Group *g, int B, int S, int T) {
-    const size_t rows = (size_t)B * (size_t)(g->enc_rows ? S : T);
-    return FP8_REGION((size_t)g->width * fp8_rows_padded(rows));
-}
-
 enum { GROUPS_PER_BLOCK_MAX = 7 };
 
 static int slots_max(const T5Config *cfg) { return (cfg->num_layers + cfg->num_decoder_layers) * GROUPS_PER_BLOCK_MAX; }
@@ -159,51 +153,55 @@ void t5_fp8_step_begin(T5Model *m) {
     if (m->fp8) m->fp8->step++;
 }
 
-size_t t5_fp8_keep_bytes(const T5Config *cfg, unsigned keep, int B, int S, int T) {
+// What t5_fp8_keep_inputs and t5_fp8_keep_weights keep of a group: its input's codes
+// transposed, (width, rows of a (B, S, T) plan padded to 16); or its weight codes, (outs,
+// width) and their transpose. Each region on 256 bytes.
+typedef enum { KEEP_INPUT, KEEP_WEIGHT } KeepKind;
+static size_t group_bytes(const T5Fp8Group *g, KeepKind kind, int B, int S, int T) {
+    if (kind == KEEP_WEIGHT) return 2 * FP8_REGION((size_t)g->outs * (size_t)g->width);
+    const size_t rows = (size_t)B * (size_t)(g->enc_rows ? S : T);
+    return FP8_REGION((size_t)g->width * fp8_rows_padded(rows));
+}
+
+// The bytes of one kind over every group of cfg under keep (model_groups).
+static size_t model_keep_bytes(const T5Config *cfg, unsigned keep, KeepKind kind, int B, int S, int T) {
     T5Fp8Group *g = mallocCheck((size_t)slots_max(cfg) * sizeof(T5Fp8Group));
     const int n = model_groups(cfg, NULL, keep, g);
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += group_keep_bytes(&g[i], B, S, T);
+    for (int i = 0; i < n; i++) total += group_bytes(&g[i], kind, B, S, T);
     freeCheck(g);
     return total;
+}
+
+// One device block for a kind over f's slots; at[i] = slot i's region. Returns the block.
+static void *keep_alloc(T5Model *m, KeepKind kind, int B, int S, int T, uint8_t **at, size_t *bytes) {
+    const T5Fp8 *f = m->fp8;
+    size_t total = 0;
+    for (int i = 0; i < f->n_slots; i++) total += group_bytes(&f->groups[i], kind, B, S, T);
+    uint8_t *p = m->be->alloc(total);
+    *bytes = total;
+    for (int i = 0; i < f->n_slots; i++) at[i] = p, p += group_bytes(&f->groups[i], kind, B, S, T);
+    return at[0];
+}
+
+size_t t5_fp8_keep_bytes(const T5Config *cfg, unsigned keep, int B, int S, int T) {
+    return model_keep_bytes(cfg, keep, KEEP_INPUT, B, S, T);
 }
 
 void t5_fp8_keep_inputs(T5Model *m, int B, int S, int T) {
     T5Fp8 *f = m->fp8;
     if (!f || !f->n_slots || f->kept) return;
-    size_t *off = mallocCheck((size_t)f->n_slots * sizeof(size_t)), total = 0;
-    for (int i = 0; i < f->n_slots; i++) off[i] = total, total += group_keep_bytes(&f->groups[i], B, S, T);
-    f->kept = m->be->alloc(total);
-    f->kept_bytes = total;
-    for (int i = 0; i < f->n_slots; i++) f->inp_t[i] = (uint8_t *)f->kept + off[i];
-    freeCheck(off);
+    f->kept = keep_alloc(m, KEEP_INPUT, B, S, T, f->inp_t, &f->kept_bytes);
 }
 
-// One group's kept weight codes: (outs, width) and its transpose, each on 256 bytes.
-static size_t group_weight_bytes(const T5Fp8Group *g) { return 2 * FP8_REGION((size_t)g->outs * (size_t)g->width); }
-
-size_t t5_fp8_weight_bytes(const T5Config *cfg, unsigned keep) {
-    T5Fp8Group *g = mallocCheck((size_t)slots_max(cfg) * sizeof(T5Fp8Group));
-    const int n = model_groups(cfg, NULL, keep, g);
-    size_t total = 0;
-    for (int i = 0; i < n; i++) total += group_weight_bytes(&g[i]);
-    freeCheck(g);
-    return total;
-}
+size_t t5_fp8_weight_bytes(const T5Config *cfg, unsigned keep) { return model_keep_bytes(cfg, keep, KEEP_WEIGHT, 0, 0, 0); }
 
 void t5_fp8_keep_weights(T5Model *m) {
     T5Fp8 *f = m->fp8;
     if (!f || !f->n_slots || f->wkept) return;
-    size_t total = 0;
-    for (int i = 0; i < f->n_slots; i++) total += group_weight_bytes(&f->groups[i]);
-    f->wkept = m->be->alloc(total);
-    f->wkept_bytes = total;
-    uint8_t *p = f->wkept;
-    for (int i = 0; i < f->n_slots; i++) {
-        const size_t half = FP8_REGION((size_t)f->groups[i].outs * (size_t)f->groups[i].width);
-        f->w4[i] = p, f->w4t[i] = p + half;
-        p += 2 * half;
-    }
+    f->wkept = keep_alloc(m, KEEP_WEIGHT, 0, 0, 0, f->w4, &f->wkept_bytes);
+    for (int i = 0; i < f->n_slots; i++)  // the transpose: the region's second half
+        f->w4t[i] = f->w4[i] + group_bytes(&f->groups[i], KEEP_WEIGHT, 0, 0, 0) / 2;
 }
 
 void t5_fp8_step_end(T5Model *m) {

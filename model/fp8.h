@@ -59,7 +59,8 @@ typedef struct T5Fp8 {
     void *wkept;
     size_t wkept_bytes;
     uint8_t **w4, **w4t;  // (n_slots) into wkept, or NULL
-    long step;            // training steps begun (t5_fp8_step_begin)
+    long step;            // training steps begun (t5_fp8_step_begin); not `updates`, which a restored
+                          // checkpoint sets back, so marks from later steps could match it
     long *w_step;         // (n_slots) the step whose forward rounded the slot's kept codes
 } T5Fp8;
 

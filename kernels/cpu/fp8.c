@@ -60,13 +60,13 @@ static void cpu_fp8_keep_transposed(uint8_t *kept, const float *inp, int N, int 
             kept[(size_t)i * N16 + n] = n < (size_t)N ? fp8_encode(inp[n * (size_t)I + i] * scale, FP8_E4M3) : 0;
 }
 
-// q4 (N,I) in fp32 from the kept codes (I, N16): the values the forward rounded.
-static float *cpu_fp8_unkeep(const uint8_t *kept, int N, int I) {
-    const size_t N16 = fp8_rows_padded((size_t)N);
+// (N,I) in fp32 from kept e4m3 codes stored transposed, (I, ld): the values rounded earlier
+// (the forward's input: ld = N padded to 16; the step's weight codes w4t: ld = N).
+static float *cpu_fp8_unkeep(const uint8_t *kept, int N, int I, size_t ld) {
     float *q4 = mallocCheck((size_t)N * I * sizeof(float) + 1);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
-        for (int i = 0; i < I; i++) q4[(size_t)n * I + i] = fp8_decode(kept[(size_t)i * N16 + n], FP8_E4M3);
+        for (int i = 0; i < I; i++) q4[(size_t)n * I + i] = fp8_decode(kept[(size_t)i * ld + n], FP8_E4M3);
     return q4;
 }
 
@@ -140,22 +140,15 @@ void cpu_fp8_matmul_backward(void *dinp, void *dweight, const void *dout_, const
     if (round_inp) cpu_fp8_set_current_scale(s, FP8_INP);
     float *g5 = cpu_fp8_round_operand(dout, no, s, FP8_GRAD);  // (N,O)
     if (dinp) {
-        // (O,I): rounded now, or the kept transposed codes (I, O) read back in (O, I) order
-        float *w4 = round_w ? cpu_fp8_round_operand(weight, oi, s, FP8_WEIGHT) : cpu_fp8_decode_all(s.w4t, oi);
-        if (!round_w) {
-            float *t = mallocCheck(oi * sizeof(float) + 1);
-            for (size_t o = 0; o < (size_t)O; o++)
-                for (size_t i = 0; i < (size_t)I; i++) t[o * I + i] = w4[i * O + o];
-            freeCheck(w4);
-            w4 = t;
-        }
+        // (O,I): rounded now, or the step's kept transposed codes (I, O)
+        float *w4 = round_w ? cpu_fp8_round_operand(weight, oi, s, FP8_WEIGHT) : cpu_fp8_unkeep(s.w4t, O, I, (size_t)O);
         float *sum = mallocCheck(ni * sizeof(float));                   // (N,I)
         cpu_matmul_backward(sum, NULL, g5, NULL, w4, N, I, O, 1);
         cpu_fp8_write_scaled(dinp, sum, ni, s.inv[FP8_GRAD] * s.inv[FP8_WEIGHT], dinp_set);
         freeCheck(w4), freeCheck(sum);
     }
     if (dweight) {
-        float *q4 = round_inp ? cpu_fp8_round_operand(inp, ni, s, FP8_INP) : cpu_fp8_unkeep(s.inp_t, N, I);  // (N,I)
+        float *q4 = round_inp ? cpu_fp8_round_operand(inp, ni, s, FP8_INP) : cpu_fp8_unkeep(s.inp_t, N, I, fp8_rows_padded((size_t)N));  // (N,I)
         float *sum = callocCheck(oi ? oi : 1, sizeof(float));     // (O,I): the GEMM adds into zeros
         cpu_matmul_backward(NULL, sum, g5, q4, NULL, N, I, O, 0);
         cpu_fp8_write_scaled(dweight, sum, oi, s.inv[FP8_GRAD] * s.inv[FP8_INP], 0);

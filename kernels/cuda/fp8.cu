@@ -650,7 +650,6 @@ void fp8_relu_forward(Dtype dt, void *out, uint8_t *bits, const void *a, const v
         fp8_forward<T>(dt, out, 0, h, weight, 0, N, I, O, 1, s);
         return;
     }
-    if (ni % 8) t5_fail("fp8_relu_drop_matmul_forward: %zu elements; the keep bits need a multiple of 8", ni);
     uint8_t *q4 = (uint8_t *)cuda_scratch_reserve(CUDA_SCRATCH_FP8, fp8_scratch_bytes(N, I, O, 1));  // (N, I)
     fp8_cast_transpose<T, FP8_E4M3>(s.inp_t, (int)fp8_rows_padded(N), q4,
                                     Fp8SrcReluDrop<T>{(const T *)a, bits, point_drop(drop), I}, N, I,
@@ -670,7 +669,6 @@ void fp8_relu_backward(Dtype dt, void *dinp, void *dweight, const void *dh, cons
         fp8_backward<T>(dt, dinp, dweight, da, inp, weight, N, I, O, dinp_set, s);
         return;
     }
-    if (no % 8) t5_fail("fp8_relu_drop_matmul_backward: %zu elements; the keep bits need a multiple of 8", no);
     const Fp8Backward b = fp8_backward_scratch(N, I, O);
     fp8_cast_transpose<T, FP8_E5M2>(dweight ? b.g5t : NULL, (int)fp8_rows_padded(N), dinp ? b.g5 : NULL,
                                     Fp8SrcReluDropGrad<T>{(const T *)dh, bits, point_drop(drop), O}, N, O,
