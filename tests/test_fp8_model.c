@@ -288,6 +288,30 @@ static void check_fused_relu(const char *dir, const T5Batch *b, const char *vari
     }
 }
 
+// --fp8_bf16 first_last with the inputs kept before the plan: the first and last blocks' wo stay
+// bf16 and read h, so the plan keeps every hidden state (none left out), and the steps (the
+// middle blocks fused, dropout 0.1) are bit for bit those of the inputs kept after the plan.
+static void check_first_last_keeps_h(const char *dir, const T5Batch *b, const char *variant) {
+    Run r[2];
+    for (int k = 0; k < 2; k++) {
+        run_open_full(&r[k], dir, b, 1, T5_FP8_KEEP_FIRST_LAST, 0, 0, 0.1f, 1, k == 0);
+        if (k == 1) t5_fp8_keep_inputs(&r[k].m, b->B, b->S, b->T);
+    }
+    int same = 1;
+    double l = 0;
+    for (int s = 0; s < 3; s++) {
+        const StepResult x = run_step(&r[0], b), y = run_step(&r[1], b);
+        same &= x.loss == y.loss && x.grad_norm == y.grad_norm;
+        l = x.loss;
+    }
+    char what[256];
+    snprintf(what, sizeof what, "%s: --fp8_bf16 first_last, inputs kept: no hidden state left out (%zu bytes), 3 steps "
+             "bit for bit (loss %.9g)", variant, r[0].m.acts.h_unkept_bytes, l);
+    test_check(same && r[0].m.acts.h_unkept_bytes == 0 && r[0].m.fp8->kept, what);
+    run_close(&r[0]);
+    run_close(&r[1]);
+}
+
 int main(void) {
     const char *variants[] = {"relu_tied", "gated_noscale"};
     for (int v = 0; v < 2; v++) {
@@ -306,6 +330,7 @@ int main(void) {
         check_stages_and_accumulation(dir, &bf.batch, variants[v]);
         check_fused_relu(dir, &bf.batch, variants[v]);
         check_kept_weights(dir, &bf.batch, variants[v]);
+        check_first_last_keeps_h(dir, &bf.batch, variants[v]);
         batch_file_free(&bf);
     }
     return test_summary();
