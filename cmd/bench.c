@@ -401,11 +401,7 @@ int cmd_run_bench(int argc, char **argv) {
         planner_print_keep(be, m.keep_sublayer_acts, plan_total, keep, a.gradient_checkpointing, a.checkpoint_sub_batch);
     if (a.fp8) {
         t5_fp8_init(&m, t5_fp8_parse_keep(a.fp8_bf16, "bench --fp8_bf16"), T5_FP8_HISTORY_DEFAULT, 0);
-        size_t kin;
-        const size_t beside = plan_total + (m.keep_sublayer_acts ? keep : 0);
-        const int keep_in = planner_keep_fp8_inputs(be, &m, beside, B, a.seq, a.seq, &kin);
-        size_t kw;
-        const int keep_w = planner_keep_fp8_weights(be, &m, beside + (keep_in ? kin : 0), &kw);
+        const PlannerFp8Keep k = planner_keep_fp8(be, &m, plan_total + (m.keep_sublayer_acts ? keep : 0), B, a.seq, a.seq);
         char kept[128];
         t5_fp8_describe_keep(m.fp8->keep, kept, sizeof kept);
         if (main_rank)
@@ -414,14 +410,12 @@ int cmd_run_bench(int argc, char **argv) {
                    "%s (%.2f GiB)\n",
                    m.fp8->n_slots, T5_FP8_HISTORY_DEFAULT,
                    dt == DTYPE_F32 ? "fp32 (the CPU reference emulates the fp8 rounding)" : "bf16", kept,
-                   keep_in ? "kept for the backward" : "rounded again in the backward (no room to keep them)",
-                   kin / 1073741824.0, keep_w ? "rounded once a step, kept" : "rounded by every call (no room to keep them)",
-                   kw / 1073741824.0);
+                   k.inputs ? "kept for the backward" : "rounded again in the backward (no room to keep them)",
+                   k.input_bytes / 1073741824.0, k.weights ? "rounded once a step, kept" : "rounded by every call (no room to keep them)",
+                   k.weight_bytes / 1073741824.0);
     }
     t5_plan_activations(&m, B, a.seq, a.seq);
-    if (m.acts.h_unkept_bytes && main_rank)
-        printf("fp8: the FFN hidden states are not kept: the backward reads wo's kept fp8 input instead (%.2f GiB less "
-               "than the activations above)\n", m.acts.h_unkept_bytes / 1073741824.0);
+    if (main_rank) planner_print_fp8_h_unkept(&m);
     double t_ready = now_seconds(), t_first = 0, comm_ms, loss;
     int skipped;
     double elapsed = bench_time_steps(&a, &comm, &m, &z, &scaler, oc.lr, B, &comm_ms, &loss, &skipped, &t_first);

@@ -95,7 +95,7 @@ size_t t5_fp8_keep_bytes(const T5Config *cfg, unsigned keep, int B, int S, int T
 // Allocate and hand out the kept inputs (Fp8Scales.inp_t) for batches up to (B, S, T).
 void t5_fp8_keep_inputs(T5Model *m, int B, int S, int T);
 // The device bytes t5_fp8_keep_weights takes: 2 bytes a weight of every fp8 linear (t5-large:
-// 1.25 GiB); kept when the plan has room (zero/planner.h planner_keep_fp8_weights).
+// 1.25 GiB); kept when the plan has room (zero/planner.h planner_keep_fp8).
 size_t t5_fp8_weight_bytes(const T5Config *cfg, unsigned keep);
 void t5_fp8_keep_weights(T5Model *m);
 // The state's device bytes.

@@ -416,12 +416,9 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
     }
     if (a->fp8 && !r->m.inference) {
         t5_fp8_init(&r->m, a->fp8_keep, a->fp8_amax_history, a->fp8_margin);
-        // the forward's rounded inputs kept for the backward when the plan has room (as the sublayer activations)
-        size_t kin;
-        const size_t beside = r->plan_total + (r->m.keep_sublayer_acts ? keep : 0);
-        const int keep_in = planner_keep_fp8_inputs(be, &r->m, beside, B, S, T, &kin);
-        size_t kw;  // then the step's weight codes
-        const int keep_w = planner_keep_fp8_weights(be, &r->m, beside + (keep_in ? kin : 0), &kw);
+        // the forward's rounded inputs kept for the backward, then the step's weight codes, when the plan has room
+        // (as the sublayer activations)
+        const PlannerFp8Keep k = planner_keep_fp8(be, &r->m, r->plan_total + (r->m.keep_sublayer_acts ? keep : 0), B, S, T);
         if (is_main(r)) {
             char kept[128];
             t5_fp8_describe_keep(a->fp8_keep, kept, sizeof kept);
@@ -433,10 +430,10 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
                    be->act_dtype == DTYPE_F32 ? " emulated on the CPU reference (operands rounded to the fp8 grids, fp32 "
                                                 "products)" : "",
                    kept, be->act_dtype == DTYPE_F32 ? "fp32" : "bf16",
-                   keep_in ? "kept for the backward" : "rounded again in the backward: the plan has no room to keep them",
-                   kin / 1073741824.0,
-                   keep_w ? "rounded once a step, kept" : "rounded by every call: the plan has no room to keep them",
-                   kw / 1073741824.0);
+                   k.inputs ? "kept for the backward" : "rounded again in the backward: the plan has no room to keep them",
+                   k.input_bytes / 1073741824.0,
+                   k.weights ? "rounded once a step, kept" : "rounded by every call: the plan has no room to keep them",
+                   k.weight_bytes / 1073741824.0);
             // each operand's rounding pass costs about what its fp8 GEMM saves at small row counts
             if (be->act_dtype != DTYPE_F32 && (long)r->p.micro_batch * S < FP8_PAYS_ROWS)
                 printf("NOTICE: --fp8 with %d x %d source tokens a micro-batch: fp8 pays for large micro-batches (one "
@@ -445,9 +442,7 @@ void trainer_load_model_from(Run *r, const char *dir, const Backend *be) {
         }
     }
     t5_plan_activations(&r->m, B, S, T);
-    if (r->m.acts.h_unkept_bytes && is_main(r))
-        printf("fp8: the FFN hidden states are not kept: the backward reads wo's kept fp8 input instead (%.2f GiB less "
-               "than the activations above)\n", r->m.acts.h_unkept_bytes / 1073741824.0);
+    if (is_main(r)) planner_print_fp8_h_unkept(&r->m);
 }
 
 static void load_model(Run *r, int B, int S, int T) {

@@ -220,18 +220,19 @@ int planner_keep_sublayer_acts(const Backend *be, size_t plan_total, size_t keep
     return plan_total + keep_bytes <= keep_budget(be);
 }
 
-int planner_keep_fp8_inputs(const Backend *be, struct T5Model *m, size_t plan_total, int B, int S, int T, size_t *bytes) {
-    *bytes = t5_fp8_keep_bytes(&m->cfg, m->fp8->keep, B, S, T);
-    if (plan_total + *bytes > keep_budget(be)) return 0;
-    t5_fp8_keep_inputs(m, B, S, T);
-    return 1;
+PlannerFp8Keep planner_keep_fp8(const Backend *be, struct T5Model *m, size_t plan_total, int B, int S, int T) {
+    PlannerFp8Keep k = {0, 0, t5_fp8_keep_bytes(&m->cfg, m->fp8->keep, B, S, T), t5_fp8_weight_bytes(&m->cfg, m->fp8->keep)};
+    k.inputs = plan_total + k.input_bytes <= keep_budget(be);
+    if (k.inputs) t5_fp8_keep_inputs(m, B, S, T), plan_total += k.input_bytes;
+    k.weights = plan_total + k.weight_bytes <= keep_budget(be);
+    if (k.weights) t5_fp8_keep_weights(m);
+    return k;
 }
 
-int planner_keep_fp8_weights(const Backend *be, struct T5Model *m, size_t plan_total, size_t *bytes) {
-    *bytes = t5_fp8_weight_bytes(&m->cfg, m->fp8->keep);
-    if (plan_total + *bytes > keep_budget(be)) return 0;
-    t5_fp8_keep_weights(m);
-    return 1;
+void planner_print_fp8_h_unkept(const struct T5Model *m) {
+    if (m->acts.h_unkept_bytes)
+        printf("fp8: the FFN hidden states are not kept: the backward reads wo's kept fp8 input instead (%.2f GiB less "
+               "than the activations above)\n", m->acts.h_unkept_bytes / 1073741824.0);
 }
 
 void planner_print_keep(const Backend *be, int kept, size_t plan_total, size_t keep_bytes, int checkpointing,

@@ -37,14 +37,19 @@ void planner_add_generation(MemPlan *p, const T5Config *cfg, Dtype act_dtype, in
 // state (model/fp8.h) to the workspace (p->workspace, p->total). The window's rows (gradient
 // checkpointing in sub-batches) are B at most: B bounds it.
 void planner_add_fp8(MemPlan *p, const T5Config *cfg, int B, int S, int T, int hist_len);
-// --fp8's kept rounded inputs (model/fp8.h t5_fp8_keep_inputs) for batches up to (B, S, T),
-// taken on m when they fit beside plan_total (the plan and whatever else it keeps), as the
-// sublayer activations are (planner_keep_sublayer_acts). *bytes: what they take (kept or not);
-// returns 1 when kept.
-int planner_keep_fp8_inputs(const Backend *be, struct T5Model *m, size_t plan_total, int B, int S, int T, size_t *bytes);
-// --fp8: likewise the step's weight codes (model/fp8.h t5_fp8_keep_weights: each weight rounded
-// once a step instead of once a call, forward and backward), after the inputs.
-int planner_keep_fp8_weights(const Backend *be, struct T5Model *m, size_t plan_total, size_t *bytes);
+// What --fp8 keeps on the device beyond the plan, and what each would take (kept or not).
+typedef struct {
+    int inputs, weights;
+    size_t input_bytes, weight_bytes;
+} PlannerFp8Keep;
+// --fp8's kept rounded inputs (model/fp8.h t5_fp8_keep_inputs) for batches up to (B, S, T), then
+// the step's weight codes (t5_fp8_keep_weights: each weight rounded once a step instead of once a
+// call), each taken on m when it fits beside plan_total (the plan and whatever else it keeps) and
+// what was taken before it, as the sublayer activations are (planner_keep_sublayer_acts).
+PlannerFp8Keep planner_keep_fp8(const Backend *be, struct T5Model *m, size_t plan_total, int B, int S, int T);
+// The start-up line when --fp8's kept inputs left the FFN hidden states out of the activations
+// (model/t5.h T5Acts.h_unkept_bytes); nothing otherwise.
+void planner_print_fp8_h_unkept(const struct T5Model *m);
 // The same plan for one rank of a ZeRO run: stage 0-3 over `world` ranks, optimizer state
 // (fp32 master + moments) on the GPU or offloaded to host memory. What each stage
 // partitions (ZeRO paper, Rajbhandari et al. 2020, Figure 1, with K = 12 bytes of fp32
