@@ -16,6 +16,9 @@
 // outputs match the GEMM path to rounding, not bitwise (test_backend_ops checks both
 // against the CPU). Deterministic: fixed orders, no atomics.
 //
+// The kernel is attention_flash_kernel.cuh (device code only: tests/test_flash_emu.cpp runs it on
+// the CPU); this file launches it.
+//
 // One block per (128 query rows, head h, batch row b), 8 warps; warp w owns rows 16w..16w+15.
 //   1. Q (128, 64), K and V (128, 64) of the head into shared memory (rows past Tq and Tk zero)
 //      by cp.async, every copy in flight at once; V's copies overlap steps 2 and 3.
@@ -33,168 +36,10 @@
 // group held by two threads, else one a pair.
 #include <stdint.h>
 
-#include "../dropout_rng.h"
 #include "attention_flash.cuh"
-#include "attention_tile_dropout.cuh"
+#include "attention_flash_kernel.cuh"
 #include "common.cuh"
-#include "mma_tile.cuh"
 #include "point_drop.cuh"
-
-namespace flash {
-
-constexpr int DK = 64;        // d_kv covered
-constexpr int WARPS = 8;      // 16 rows a warp
-constexpr int QROWS = 16 * WARPS;  // query rows a block: every row of a head up to 128
-constexpr int THREADS = 32 * WARPS;
-constexpr int TKMAX = 128;    // keys that fit the tile
-constexpr int LDS = DK + 8;   // shared row stride (elements): 144 bytes, ldmatrix without bank conflicts
-static_assert(LDS * 2 % 16 == 0, "ldmatrix needs every shared row on 16 bytes");
-constexpr size_t SMEM_BYTES = (size_t)(QROWS + 2 * TKMAX) * LDS * 2 + TKMAX / 8;  // 55,312 bytes: above 48 KiB, opted into
-
-struct Args {
-    const int *key_mask;
-    int H, Tq, Tk, kv_rows, causal, q_offset;
-    float p, scale;
-    unsigned long long key;
-};
-
-using namespace mma_tile;
-
-template <typename T, int NT>
-__global__ void __launch_bounds__(THREADS, 2)
-    flash_forward_kernel(T *__restrict__ out, T *__restrict__ att, const T *__restrict__ q, const T *__restrict__ k,
-                         const T *__restrict__ v, const T *__restrict__ bias, Args a) {
-#if MMA_TILE_OK
-    extern __shared__ __align__(16) unsigned char smem_raw[];  // SMEM_BYTES: sQ, sK, sV, slive
-    T *sQ = reinterpret_cast<T *>(smem_raw), *sK = sQ + QROWS * LDS, *sV = sK + TKMAX * LDS;
-    unsigned *slive = reinterpret_cast<unsigned *>(sV + TKMAX * LDS);  // bit j: key j < Tk and not padding
-    const int i0 = blockIdx.x * QROWS, h = blockIdx.y, b = blockIdx.z;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, qd = lane & 3;
-    const int Tq = a.Tq, Tk = a.Tk;
-    const size_t HD = (size_t)a.H * DK;
-    // 1. the head's Q rows of this block, K and V (NT * 8 rows, zero past Tk), asynchronously:
-    // Q and K first (group 1), V (group 2) arrives while S and the softmax are computed
-    load_rows_async<T, DK, LDS, THREADS>(sQ, q + ((size_t)b * Tq + i0) * HD + (size_t)h * DK, HD, min(QROWS, Tq - i0), QROWS);
-    load_rows_async<T, DK, LDS, THREADS>(sK, k + (size_t)b * a.kv_rows * HD + (size_t)h * DK, HD, Tk, NT * 8);
-    cp_async_commit();
-    load_rows_async<T, DK, LDS, THREADS>(sV, v + (size_t)b * a.kv_rows * HD + (size_t)h * DK, HD, Tk, NT * 8);
-    cp_async_commit();
-    const int *mrow = a.key_mask ? a.key_mask + (size_t)b * a.kv_rows : nullptr;
-    if (warp < TKMAX / 32) {
-        const int j = warp * 32 + lane;
-        const unsigned w = __ballot_sync(0xffffffffu, j < Tk && !(mrow && mrow[j] == 0));
-        if (lane == 0) slive[warp] = w;
-    }
-    cp_async_wait<1>();
-    __syncthreads();
-    // 2. S = Q K^T over the warp's 16 rows (4 k-steps of 16 dims: mma_tile.cuh)
-    float s[NT][4];
-    warp_rows_abt<T, NT, DK / 16>(s, sQ + warp * 16 * LDS, sK, LDS, lane);
-    // 3. softmax of rows r = 0 (i = row g) and r = 1 (row g + 8): s[t][2r], s[t][2r + 1] are
-    // keys j = 8t + 2qd, j + 1
-    // dropout: Tk % 4 == 0 puts a row's groups of 4 keys (one hash, dropout_rng.h) on threads qd,
-    // qd ^ 1; then each of the two hashes the group of one row and they swap (after the loop
-    // below); else a hash per pair of keys
-    const int pairs = a.p != 0.0f, quads = pairs && Tk % 4 == 0;
-    unsigned keys_live = 0;  // bit 2t + e: key 8t + 2qd + e is live (before causality)
-#pragma unroll
-    for (int t = 0; t < NT; t++) keys_live |= ((slive[t >> 2] >> (8 * (t & 3) + 2 * qd)) & 3u) << (2 * t);
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int i = i0 + warp * 16 + g + 8 * r, qpos = a.q_offset + i;
-        const bool row_in = i < Tq;
-        const T *brow = bias && row_in ? bias + ((size_t)h * Tq + i) * Tk : nullptr;
-        float mx = -INFINITY;
-        unsigned live = keys_live;  // bit 2t + e
-        if (a.causal)
-#pragma unroll
-            for (int t = 0; t < NT; t++)
-#pragma unroll
-                for (int e = 0; e < 2; e++)
-                    if (8 * t + 2 * qd + e > qpos) live &= ~(1u << (2 * t + e));
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const int j = 8 * t + 2 * qd;
-            float x0 = round_to<T>(s[t][2 * r]), x1 = round_to<T>(s[t][2 * r + 1]);
-            if (brow && j < Tk) {  // Tk even: j + 1 < Tk too
-                float bb[2];
-                load_vec<T, 2>(bb, brow + j);
-                x0 += bb[0], x1 += bb[1];
-            }
-            if ((live >> (2 * t)) & 1u) mx = fmaxf(mx, x0);
-            if ((live >> (2 * t + 1)) & 1u) mx = fmaxf(mx, x1);
-            s[t][2 * r] = x0, s[t][2 * r + 1] = x1;
-        }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        float sum = 0.0f;
-#pragma unroll
-        for (int t = 0; t < NT; t++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float x = (live >> (2 * t + e)) & 1u ? expf(s[t][2 * r + e] - mx) : 0.0f;
-                s[t][2 * r + e] = x;
-                sum += x;
-            }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // sum == 0: every key masked
-        const size_t base = (((size_t)b * a.H + h) * Tq + i) * Tk;
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const int j = 8 * t + 2 * qd;
-            float P[2] = {round_to<T>(s[t][2 * r] * inv), round_to<T>(s[t][2 * r + 1] * inv)};
-            if (row_in && j < Tk) store_vec<T, 2>(att + base + j, P);
-            if (pairs && !quads) {  // base + j is even: both draws come from one hash
-                const uint64_t idx = base + j, bits = dropout_rng_bits(a.key, idx >> 2);
-                const unsigned l = (unsigned)(idx & 3u);
-                P[0] = dropout_rng_lane(bits, l) >= a.p ? round_to<T>(P[0] * a.scale) : 0.0f;
-                P[1] = dropout_rng_lane(bits, l + 1) >= a.p ? round_to<T>(P[1] * a.scale) : 0.0f;
-            }
-            s[t][2 * r] = P[0], s[t][2 * r + 1] = P[1];
-        }
-    }
-    if (quads) {  // one hash for both rows' groups of 4 keys (attention_tile_dropout.cuh)
-        const int iw = i0 + warp * 16 + g;
-        const uint64_t row0 = (((size_t)b * a.H + h) * Tq + iw) * Tk;
-        const unsigned l = 2u * (unsigned)(qd & 1);  // lane of this thread's first key within the group
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            uint64_t b0, b1;  // rows g, g + 8
-            tile_group_draws(a.key, row0, (uint64_t)8 * Tk, t, qd, &b0, &b1);
-            s[t][0] = dropout_rng_lane(b0, l) >= a.p ? round_to<T>(s[t][0] * a.scale) : 0.0f;
-            s[t][1] = dropout_rng_lane(b0, l + 1) >= a.p ? round_to<T>(s[t][1] * a.scale) : 0.0f;
-            s[t][2] = dropout_rng_lane(b1, l) >= a.p ? round_to<T>(s[t][2] * a.scale) : 0.0f;
-            s[t][3] = dropout_rng_lane(b1, l + 1) >= a.p ? round_to<T>(s[t][3] * a.scale) : 0.0f;
-        }
-    }
-    // 4. O = Pd V: k-step kk covers keys 16kk..16kk+15 = n-tiles 2kk, 2kk+1 of s
-    cp_async_wait<0>();
-    __syncthreads();
-    float o[DK / 8][4];
-#pragma unroll
-    for (int t = 0; t < DK / 8; t++) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < NT / 2; kk++) {
-        const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-        warp_kstep_ab<T, DK / 8>(o, pa, sV + kk * 16 * LDS, LDS, lane);
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int i = i0 + warp * 16 + g + 8 * r;
-        if (i >= Tq) continue;
-        T *orow = out + ((size_t)b * Tq + i) * HD + (size_t)h * DK;
-#pragma unroll
-        for (int t = 0; t < DK / 8; t++) {
-            const float O[2] = {o[t][2 * r], o[t][2 * r + 1]};
-            store_vec<T, 2>(orow + 8 * t + 2 * qd, O);
-        }
-    }
-#endif
-}
-
-}  // namespace flash
 
 // ---- host side ----------------------------------------------------------------------------------
 

@@ -16,19 +16,30 @@
 
 #include <type_traits>
 
-#include "common.cuh"
+#include "device_common.cuh"
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// T5_WARP_EMU: compiled as host C++ under tests/emu/warp_emu.h, which runs a block's threads
+// as fibers on the CPU; each piece below then calls the emulator's version of its instruction
+// (the PTX ISA's fragment layouts, above), so tests/test_flash_emu.cpp checks the kernels'
+// indexing, masks and dropout draws against the CPU backend without a GPU.
+#if defined(T5_WARP_EMU)
 #define MMA_TILE_OK 1
+#define MMA_TILE_EMU 1
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define MMA_TILE_OK 1
+#define MMA_TILE_EMU 0
 #else
 #define MMA_TILE_OK 0
+#define MMA_TILE_EMU 0
 #endif
 
 namespace mma_tile {
 
 // d += A B: A as four 32-bit pairs of T (bf16 or fp16), B as two
 template <typename T> __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if MMA_TILE_OK
+#if MMA_TILE_EMU
+    warp_emu_mma16816(d, a, b0, b1, std::is_same<T, __nv_bfloat16>::value);
+#elif MMA_TILE_OK
     if constexpr (std::is_same<T, __nv_bfloat16>::value)
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -43,7 +54,9 @@ template <typename T> __device__ __forceinline__ void mma16816(float (&d)[4], co
 // four 8x8 tiles of 16-bit elements; lane l gives the address of row l%8 of tile l/8.
 // Plain: r[i] holds tile i's (row g, cols 2qd, 2qd+1). Trans: its (rows 2qd, 2qd+1, col g).
 template <bool TRANS> __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
-#if MMA_TILE_OK
+#if MMA_TILE_EMU
+    warp_emu_ldmatrix_x4(r, p, TRANS);
+#elif MMA_TILE_OK
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
     if constexpr (TRANS)
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -115,21 +128,29 @@ __device__ __forceinline__ void load_rows_async(T *dst, const T *src, size_t ld,
         const int r = c / CH, x = c % CH;
         const bool in = r < nrows;
         const T *from = in ? src + (size_t)r * ld + x * EL : src;  // not read when !in (src-size 0)
+#if MMA_TILE_EMU
+        warp_emu_copy16(dst + r * LDS + x * EL, from, in ? 16 : 0);
+#else
         const unsigned to = (unsigned)__cvta_generic_to_shared(dst + r * LDS + x * EL);
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(in ? 16 : 0));
+#endif
     }
 #endif
 }
 
 __device__ __forceinline__ void cp_async_commit(void) {
-#if MMA_TILE_OK
+#if MMA_TILE_EMU
+    warp_emu_cp_async_commit();
+#elif MMA_TILE_OK
     asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
 
 // wait until at most N committed groups are still in flight
 template <int N> __device__ __forceinline__ void cp_async_wait(void) {
-#if MMA_TILE_OK
+#if MMA_TILE_EMU
+    warp_emu_cp_async_wait(N);
+#elif MMA_TILE_OK
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }
