@@ -16,7 +16,7 @@
 // outputs match the GEMM path to rounding, not bitwise (test_backend_ops checks both
 // against the CPU). Deterministic: fixed orders, no atomics.
 //
-// The kernel is attention_flash_kernel.cuh (device code only: tests/test_flash_emu.cpp runs it on
+// The kernel is attention_flash_kernel.cuh (device code only: tests/test_flash_emu.c runs it on
 // the CPU); this file launches it.
 //
 // One block per (128 query rows, head h, batch row b), 8 warps; warp w owns rows 16w..16w+15.

@@ -18,7 +18,7 @@
 // match the GEMM path to rounding, not bitwise (test_backend_ops checks both against the CPU).
 // Deterministic: fixed orders, no atomics.
 //
-// The kernel is attention_flash_backward_kernel.cuh (device code only: tests/test_flash_emu.cpp
+// The kernel is attention_flash_backward_kernel.cuh (device code only: tests/test_flash_emu.c
 // runs it on the CPU); this file launches it.
 //
 // One block per head (h, b), 8 warps. Warp w owns query rows 16w..16w+15 for the row products

@@ -1,6 +1,6 @@
 // kernels/cuda/attention_flash_backward_kernel.cuh: the attention backward kernel of
 // attention_flash_backward.cu (what it computes and how: that file's header), apart from its
-// host side so that tests/test_flash_emu.cpp can run it on the CPU (tests/emu/warp_emu.h): it
+// host side so that tests/test_flash_emu.c can run it on the CPU (tests/emu/warp_emu.h): it
 // includes only device code.
 #pragma once
 #include <stdint.h>

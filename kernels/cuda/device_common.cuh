@@ -2,7 +2,7 @@
 // dtype load/store with fp32 math, 16-byte vector access, warp/block reductions. No CUDA
 // runtime calls and no launches, so a kernel body that includes only this (and mma_tile.cuh,
 // the dropout headers) also compiles as host C++ under tests/emu/warp_emu.h, which runs it
-// on the CPU (tests/test_flash_emu.cpp).
+// on the CPU (tests/test_flash_emu.c).
 //
 // Element types T: float, __nv_bfloat16, __half. Math is fp32; conversions to 16 bits
 // round to nearest even (__float2bfloat16_rn / __float2half_rn).

@@ -20,7 +20,7 @@
 
 // T5_WARP_EMU: compiled as host C++ under tests/emu/warp_emu.h, which runs a block's threads
 // as fibers on the CPU; each piece below then calls the emulator's version of its instruction
-// (the PTX ISA's fragment layouts, above), so tests/test_flash_emu.cpp checks the kernels'
+// (the PTX ISA's fragment layouts, above), so tests/test_flash_emu.c checks the kernels'
 // indexing, masks and dropout draws against the CPU backend without a GPU.
 #if defined(T5_WARP_EMU)
 #define MMA_TILE_OK 1
