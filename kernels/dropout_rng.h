@@ -10,6 +10,7 @@
 // noise.div_(1 - p)). The mask is a pure function of (seed, index): backward recomputes
 // it, and a run's dropout state is one integer. p == 0 never touches the RNG.
 #pragma once
+#include <math.h>
 #include <stdint.h>
 
 #ifdef __CUDACC__
@@ -39,6 +40,13 @@ DROPOUT_RNG_FN uint64_t dropout_rng_bits(uint64_t key, uint64_t group) {
 DROPOUT_RNG_FN float dropout_rng_lane(uint64_t bits, unsigned lane) {
     return (float)((bits >> (16u * lane)) & 0xFFFFu) * 0x1.0p-16f;
 }
+
+// The keep test u >= p as an integer compare on the lane's 16 bits k: u = k 2^-16 is exact and
+// so is p 2^16 (a power-of-two scale of a float), so u >= p exactly when k >= ceil(p 2^16). The
+// attention tile kernels take this form (no int-to-float conversion a draw); tests/test_dropout_rng.c
+// checks it against the float test for every k at many p. p <= 0: 0 (every draw kept); p = 1:
+// 65536 (none kept, as u < 1).
+DROPOUT_RNG_FN uint32_t dropout_rng_threshold(float p) { return p > 0.0f ? (uint32_t)ceilf(p * 65536.0f) : 0u; }
 
 DROPOUT_RNG_FN float dropout_rng_uniform_keyed(uint64_t key, uint64_t index) {
     return dropout_rng_lane(dropout_rng_bits(key, index >> 2), (unsigned)(index & 3u));

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../kernels/dropout_rng.h"
 #include "../kernels/backend.h"
 #include "../kernels/cpu/cpu_ops.h"
 #include "test.h"
@@ -216,6 +217,29 @@ static void test_elementwise(void) {
     for (size_t i = 0; i < n; i++) ok &= out[i] == -1.7f * a[i];
     test_check(ok, "scale: out = alpha * inp exactly");
     free(a), free(b), free(out), free(y);
+}
+
+// The attention tile kernels' keep test, k >= dropout_rng_threshold(p) on a draw's 16 bits,
+// decides as the float test u >= p that the CPU reference and the other kernels make, for
+// every k at p on and off the 2^-16 grid (a floor instead of the ceil fails here)
+static void test_dropout_threshold(void) {
+    const float ps[] = {0.0f, 1e-9f, 0x1.0p-16f, 0x1.8p-16f, 0.05f, 0.1f, 0.25f, 1.0f / 3.0f, 0.5f, 0.9f,
+                        65535.0f / 65536.0f, 0.99999f, 1.0f};
+    for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++) {
+        const float p = ps[c];
+        const uint32_t thr = dropout_rng_threshold(p);
+        size_t differ = 0, kept = 0;
+        for (uint32_t k = 0; k < 65536; k++) {
+            const uint64_t bits = (uint64_t)k << 16;  // k in lane 1
+            const int by_float = dropout_rng_lane(bits, 1) >= p, by_int = k >= thr;
+            differ += by_float != by_int;
+            kept += by_int;
+        }
+        char what[160];
+        snprintf(what, sizeof what, "dropout threshold p=%.9g: k >= %u is u >= p for all 65536 draws (%zu kept, %zu differ)",
+                 (double)p, thr, kept, differ);
+        test_check(differ == 0, what);
+    }
 }
 
 static void test_dropout(void) {
@@ -494,6 +518,7 @@ int main(void) {
     test_relu_drop();
     test_elementwise();
     test_dropout();
+    test_dropout_threshold();
     test_crossentropy();
     test_sumsq();
     test_tensor_norm();

@@ -113,7 +113,7 @@ __global__ void softmax_forward_kernel(T *__restrict__ att, T *__restrict__ pd, 
         float sum = 0.0f;
 #pragma unroll
         for (int t = 0; t < NPER; t++) {
-            s[t] = (live >> t) & 1u ? expf(s[t] - mx) : 0.0f;
+            s[t] = expf((live >> t) & 1u ? s[t] - mx : -INFINITY);  // no branch around expf (attention_flash.cu)
             sum += s[t];
         }
         sum = warp_sum(sum);
@@ -243,7 +243,7 @@ __global__ void softmax_forward_vec_kernel(T *__restrict__ att, T *__restrict__ 
     for (int c = 0; c < NC; c++)
 #pragma unroll
         for (int e = 0; e < SM_VEC; e++) {
-            s[c][e] = (live >> (c * SM_VEC + e)) & 1u ? expf(s[c][e] - mx) : 0.0f;
+            s[c][e] = expf((live >> (c * SM_VEC + e)) & 1u ? s[c][e] - mx : -INFINITY);  // no branch around expf
             sum += s[c][e];
         }
     sum = warp_sum(sum);

@@ -28,9 +28,13 @@
 //      Which keys are live is one 32-bit mask a thread (the key mask by warp ballots into
 //      shared words, causality applied only when causal): per-element reads and compares of
 //      the mask cost more than the rest of the section (docs/CUDA.md). exp stays expf: the
-//      SFU's ex2.approx was faster but moved the 20-step losses past issue 38's 2e-3.
-//   4. O (16, 64) = Pd V by mma: Pd's accumulators are re-packed as the A operand in place
-//      (the C layout of m16n8 is the A layout of k16 halves), V read with ldmatrix.trans.
+//      SFU's ex2.approx was faster but moved the 20-step losses past issue 38's 2e-3. No
+//      branch per element: the mask picks expf's argument (-inf gives +0 exactly), where a
+//      branch around each expf had made a thread's 64 exp chains run one after another
+//      (sm_90 SASS: 87 branch regions, 6624 instructions; now 20 and 5296). P is kept as
+//      pairs of T; a dropout draw's keep test is its 16 bits against ceil(p 2^16).
+//   4. O (16, 64) = Pd V by mma: Pd's pairs are the A operand in place (the C layout of
+//      m16n8 is the A layout of k16 halves), V read with ldmatrix.trans.
 // NT = 8 (Tk <= 64) or 16 (Tk <= 128) n-tiles of 8 keys. Tk must be even (pairs of keys are
 // one 4-byte access of att and bias); with Tk % 4 == 0 one dropout hash serves the 4 keys of a
 // group held by two threads, else one a pair.
@@ -88,7 +92,7 @@ bool attention_flash_forward(Dtype dt, void *out, void *att, const void *q, cons
     a.key_mask = key_mask;
     a.H = H, a.Tq = Tq, a.Tk = Tk, a.kv_rows = kv_rows, a.causal = causal, a.q_offset = q_offset;
     const PointDrop pd = point_drop(drop);  // p, 1/(1-p) and the RNG key, as the pointwise kernels take them
-    a.p = pd.p, a.scale = pd.scale, a.key = pd.key;
+    a.p = pd.p, a.scale = pd.scale, a.key = pd.key, a.thr = dropout_rng_threshold(pd.p);
     const int nt = Tk <= 64 ? 8 : 16;
     if (dt == DTYPE_BF16) {
         if (nt == 8) flash_launch<__nv_bfloat16, 8>(out, att, q, k, v, bias, B, a);

@@ -27,6 +27,7 @@ struct Args {
     int H, Tq, Tk, set;
     int ldq, ldkv;  // row strides (elements) of dq and of dk, dv
     float p, scale;  // scale = 1/(1-p), 1 without dropout
+    uint32_t thr;    // dropout_rng_threshold(p)
     unsigned long long key;
 };
 
@@ -40,28 +41,15 @@ __device__ __forceinline__ void keep_bits(unsigned (&keep)[2], const Args &a, ui
     if (a.p == 0.0f) return;
     keep[0] = keep[1] = 0u;
     const uint64_t row8 = (uint64_t)8 * a.Tk;  // row g + 8
-    if (a.Tk % 4 == 0) {
-        const unsigned l = 2u * (unsigned)(qd & 1);  // lane of this thread's first key within the group
+    const bool quads = a.Tk % 4 == 0;
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            uint64_t b0, b1;  // rows g, g + 8
-            tile_group_draws(a.key, row0, row8, t, qd, &b0, &b1);
-            keep[0] |= (unsigned)(dropout_rng_lane(b0, l) >= a.p) << (2 * t);
-            keep[0] |= (unsigned)(dropout_rng_lane(b0, l + 1) >= a.p) << (2 * t + 1);
-            keep[1] |= (unsigned)(dropout_rng_lane(b1, l) >= a.p) << (2 * t);
-            keep[1] |= (unsigned)(dropout_rng_lane(b1, l + 1) >= a.p) << (2 * t + 1);
-        }
-        return;
+    for (int t = 0; t < NT; t++) {
+        uint32_t w[2];  // the draws of rows g, g + 8 (attention_tile_dropout.cuh)
+        if (quads) tile_group_words(a.key, row0, row8, t, qd, &w[0], &w[1]);
+        else w[0] = tile_pair_word(a.key, row0 + 8 * t + 2 * qd), w[1] = tile_pair_word(a.key, row0 + row8 + 8 * t + 2 * qd);
+        keep[0] |= tile_keep2(w[0], a.thr) << (2 * t);
+        keep[1] |= tile_keep2(w[1], a.thr) << (2 * t);
     }
-#pragma unroll
-    for (int r = 0; r < 2; r++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const uint64_t idx = row0 + r * row8 + 8 * t + 2 * qd, bits = dropout_rng_bits(a.key, idx >> 2);
-            const unsigned l = (unsigned)(idx & 3u);  // idx is even: both draws from one hash
-            keep[r] |= (unsigned)(dropout_rng_lane(bits, l) >= a.p) << (2 * t);
-            keep[r] |= (unsigned)(dropout_rng_lane(bits, l + 1) >= a.p) << (2 * t + 1);
-        }
 }
 
 // a warp's (16, 64) fp32 tile (acc[t][2r + e]: row g + 8r, column 8t + 2qd + e) into rows

@@ -25,6 +25,7 @@ struct Args {
     const int *key_mask;
     int H, Tq, Tk, kv_rows, causal, q_offset;
     float p, scale;
+    uint32_t thr;  // dropout_rng_threshold(p)
     unsigned long long key;
 };
 
@@ -61,14 +62,12 @@ __global__ void __launch_bounds__(THREADS, 2)
     float s[NT][4];
     warp_rows_abt<T, NT, DK / 16>(s, sQ + warp * 16 * LDS, sK, LDS, lane);
     // 3. softmax of rows r = 0 (i = row g) and r = 1 (row g + 8): s[t][2r], s[t][2r + 1] are
-    // keys j = 8t + 2qd, j + 1
-    // dropout: Tk % 4 == 0 puts a row's groups of 4 keys (one hash, dropout_rng.h) on threads qd,
-    // qd ^ 1; then each of the two hashes the group of one row and they swap (after the loop
-    // below); else a hash per pair of keys
-    const int pairs = a.p != 0.0f, quads = pairs && Tk % 4 == 0;
+    // keys j = 8t + 2qd, j + 1. Branch-free: a branch per element (around expf, say) makes each
+    // element's chain wait for the last one's, where straight-line code interleaves them.
     unsigned keys_live = 0;  // bit 2t + e: key 8t + 2qd + e is live (before causality)
 #pragma unroll
     for (int t = 0; t < NT; t++) keys_live |= ((slive[t >> 2] >> (8 * (t & 3) + 2 * qd)) & 3u) << (2 * t);
+    uint32_t pk[NT][2];  // P, then Pd, as pairs of T: [t][r] = keys 8t + 2qd, +1 of row g + 8r
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int i = i0 + warp * 16 + g + 8 * r, qpos = a.q_offset + i;
@@ -85,7 +84,8 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const int j = 8 * t + 2 * qd;
-            float x0 = round_to<T>(s[t][2 * r]), x1 = round_to<T>(s[t][2 * r + 1]);
+            float x0 = s[t][2 * r], x1 = s[t][2 * r + 1];
+            round_pair<T>(x0, x1);  // S as the GEMM stores it
             if (brow && j < Tk) {  // Tk even: j + 1 < Tk too
                 float bb[2];
                 load_vec<T, 2>(bb, brow + j);
@@ -102,40 +102,38 @@ __global__ void __launch_bounds__(THREADS, 2)
         for (int t = 0; t < NT; t++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                const float x = (live >> (2 * t + e)) & 1u ? expf(s[t][2 * r + e] - mx) : 0.0f;
+                // the mask picks the exponent (exp(-inf) = +0 exactly), not whether exp runs
+                const float x = expf((live >> (2 * t + e)) & 1u ? s[t][2 * r + e] - mx : -INFINITY);
                 s[t][2 * r + e] = x;
                 sum += x;
             }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // sum == 0: every key masked
-        const size_t base = (((size_t)b * a.H + h) * Tq + i) * Tk;
+        T *arow = att + (((size_t)b * a.H + h) * Tq + i) * Tk;
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const int j = 8 * t + 2 * qd;
-            float P[2] = {round_to<T>(s[t][2 * r] * inv), round_to<T>(s[t][2 * r + 1] * inv)};
-            if (row_in && j < Tk) store_vec<T, 2>(att + base + j, P);
-            if (pairs && !quads) {  // base + j is even: both draws come from one hash
-                const uint64_t idx = base + j, bits = dropout_rng_bits(a.key, idx >> 2);
-                const unsigned l = (unsigned)(idx & 3u);
-                P[0] = dropout_rng_lane(bits, l) >= a.p ? round_to<T>(P[0] * a.scale) : 0.0f;
-                P[1] = dropout_rng_lane(bits, l + 1) >= a.p ? round_to<T>(P[1] * a.scale) : 0.0f;
-            }
-            s[t][2 * r] = P[0], s[t][2 * r + 1] = P[1];
+            pk[t][r] = pack2<T>(s[t][2 * r] * inv, s[t][2 * r + 1] * inv);
+            if (row_in && j < Tk) *reinterpret_cast<uint32_t *>(arow + j) = pk[t][r];
         }
     }
-    if (quads) {  // one hash for both rows' groups of 4 keys (attention_tile_dropout.cuh)
-        const int iw = i0 + warp * 16 + g;
-        const uint64_t row0 = (((size_t)b * a.H + h) * Tq + iw) * Tk;
-        const unsigned l = 2u * (unsigned)(qd & 1);  // lane of this thread's first key within the group
+    // dropout: Pd = T(P * scale) where the draw keeps it, else 0. Tk % 4 == 0: one hash for
+    // both rows' groups of 4 keys (attention_tile_dropout.cuh); else one hash a pair of keys.
+    if (a.p != 0.0f) {
+        const uint64_t row0 = (((size_t)b * a.H + h) * Tq + i0 + warp * 16 + g) * Tk, row8 = (uint64_t)8 * Tk;
+        const bool quads = Tk % 4 == 0;
 #pragma unroll
         for (int t = 0; t < NT; t++) {
-            uint64_t b0, b1;  // rows g, g + 8
-            tile_group_draws(a.key, row0, (uint64_t)8 * Tk, t, qd, &b0, &b1);
-            s[t][0] = dropout_rng_lane(b0, l) >= a.p ? round_to<T>(s[t][0] * a.scale) : 0.0f;
-            s[t][1] = dropout_rng_lane(b0, l + 1) >= a.p ? round_to<T>(s[t][1] * a.scale) : 0.0f;
-            s[t][2] = dropout_rng_lane(b1, l) >= a.p ? round_to<T>(s[t][2] * a.scale) : 0.0f;
-            s[t][3] = dropout_rng_lane(b1, l + 1) >= a.p ? round_to<T>(s[t][3] * a.scale) : 0.0f;
+            uint32_t w[2];  // the draws of rows g, g + 8
+            if (quads) tile_group_words(a.key, row0, row8, t, qd, &w[0], &w[1]);
+            else w[0] = tile_pair_word(a.key, row0 + 8 * t + 2 * qd), w[1] = tile_pair_word(a.key, row0 + row8 + 8 * t + 2 * qd);
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float P[2];
+                unpack2<T>(P, pk[t][r]);
+                pk[t][r] = pair_keep(pack2<T>(P[0] * a.scale, P[1] * a.scale), tile_keep2(w[r], a.thr));
+            }
         }
     }
     // 4. O = Pd V: k-step kk covers keys 16kk..16kk+15 = n-tiles 2kk, 2kk+1 of s
@@ -146,8 +144,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     for (int t = 0; t < DK / 8; t++) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < NT / 2; kk++) {
-        const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        const uint32_t pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
         warp_kstep_ab<T, DK / 8>(o, pa, sV + kk * 16 * LDS, LDS, lane);
     }
 #pragma unroll

@@ -75,8 +75,26 @@ template <typename T> __device__ __forceinline__ uint32_t pack2(float x, float y
 
 // The two floats of a pair of T.
 template <typename T> __device__ __forceinline__ void unpack2(float (&f)[2], uint32_t v) {
-    const T *t = reinterpret_cast<const T *>(&v);
-    f[0] = to_float(t[0]), f[1] = to_float(t[1]);
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        f[0] = __uint_as_float(v << 16), f[1] = __uint_as_float(v & 0xFFFF0000u);  // bf16 is fp32's top half
+    } else {
+        const T *t = reinterpret_cast<const T *>(&v);
+        f[0] = to_float(t[0]), f[1] = to_float(t[1]);
+    }
+}
+
+// x and y rounded to T in place (round_to<T> of each, as one pair); returns the pair.
+template <typename T> __device__ __forceinline__ uint32_t round_pair(float &x, float &y) {
+    const uint32_t w = pack2<T>(x, y);
+    float f[2];
+    unpack2<T>(f, w);
+    x = f[0], y = f[1];
+    return w;
+}
+
+// A pair of T with the halves whose bit in keep2 (bit 0 low, bit 1 high) is clear set to +0.
+__device__ __forceinline__ uint32_t pair_keep(uint32_t w, unsigned keep2) {
+    return w & ((keep2 & 1u ? 0x0000FFFFu : 0u) | (keep2 & 2u ? 0xFFFF0000u : 0u));
 }
 
 // s (16, NT*8) = A B^T for a warp: A the warp's 16 rows (a: its first row, row stride ld, K =
