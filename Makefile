@@ -180,8 +180,8 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libt5.a
 # host C++ over the kernel headers, so it needs the CUDA headers (cuda_bf16.h's 16-bit types)
 # but neither nvcc nor a GPU. -O1: the kernels' unrolled loops at -O2 make g++ slow for no
 # gain in a test. Without the headers the test is left out, and the feature line says so.
-EMU_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/emu/*.cpp))
-$(BUILD)/obj/tests/emu/%.o: tests/emu/%.cpp
+EMU_OBJ := $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/emu/*.cc))
+$(BUILD)/obj/tests/emu/%.o: tests/emu/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -O1 -Wno-unknown-pragmas -DT5_WARP_EMU -I$(CUDA_HOME)/include -c $< -o $@
 $(BUILD)/tests/test_flash_emu: tests/test_flash_emu.c $(EMU_OBJ) $(BUILD)/libt5.a

@@ -1,4 +1,4 @@
-// tests/emu/flash_emu_backend.cpp: a Backend whose attention_forward / attention_backward run
+// tests/emu/flash_emu_backend.cc: a Backend whose attention_forward / attention_backward run
 // the CUDA backend's tile kernels (kernels/cuda/attention_flash_kernel.cuh,
 // attention_flash_backward_kernel.cuh) on the CPU under tests/emu/warp_emu.h, with host memory
 // for its buffers, so that tests/gpu/backend_ops_attention.h's cases check those kernels

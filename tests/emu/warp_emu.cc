@@ -1,4 +1,4 @@
-// tests/emu/warp_emu.cpp: the fiber scheduler and the emulated warp instructions of
+// tests/emu/warp_emu.cc: the fiber scheduler and the emulated warp instructions of
 // tests/emu/warp_emu.h. A block's threads are fibers run round-robin on one OS
 // thread; a thread runs until it must wait (a barrier, or a warp collective whose other
 // lanes have not arrived), then the next one runs. A warp collective is a rendezvous of the
@@ -7,7 +7,7 @@
 #include "warp_emu.h"
 
 #include <stdio.h>
-#if !defined(__x86_64__)
+#if !defined(__x86_64__) || defined(WARP_EMU_UCONTEXT)
 #include <ucontext.h>
 #endif
 
@@ -29,8 +29,9 @@ enum Kind { K_SHFL = 1, K_BALLOT, K_MMA_BF16, K_MMA_F16, K_LDSM, K_LDSM_T };
 // Switching fibers: on x86-64 a stack switch of the callee-saved registers (the System V
 // ABI's rbx, rbp, r12-r15; the fibers run plain C++ and change no control registers), since
 // swapcontext also saves the signal mask with a system call on every switch, which made the
-// emulation 2-3x slower; elsewhere ucontext.
-#if defined(__x86_64__)
+// emulation 3-4x slower (test_flash_emu 87 s against 23 s); elsewhere, or built with
+// -DWARP_EMU_UCONTEXT, ucontext.
+#if defined(__x86_64__) && !defined(WARP_EMU_UCONTEXT)
 struct Context {
     void *sp = nullptr;
 };
@@ -74,10 +75,10 @@ struct Context {
     ucontext_t uc;
 };
 void context_switch(Context *from, Context *to) {
-    if (swapcontext(&from->uc, &to->uc) != 0) t5_die(__FILE__, __LINE__, "warp_emu: swapcontext failed", "");
+    if (swapcontext(&from->uc, &to->uc) != 0) t5_die(__FILE__, __LINE__, "warp_emu: swapcontext failed", "the fiber stacks (STACK_BYTES) may be too small for this kernel");
 }
 void context_make(Context *c, std::vector<char> &stack, void (*entry)(void)) {
-    if (getcontext(&c->uc) != 0) t5_die(__FILE__, __LINE__, "warp_emu: getcontext failed", "");
+    if (getcontext(&c->uc) != 0) t5_die(__FILE__, __LINE__, "warp_emu: getcontext failed", "ucontext is unavailable on this platform: run make test-gpu on a GPU instead");
     c->uc.uc_stack.ss_sp = stack.data();
     c->uc.uc_stack.ss_size = stack.size();
     c->uc.uc_link = nullptr;
