@@ -11,7 +11,7 @@
 
 #include "gpu/backend_ops_attention.h"
 
-const Backend *flash_emu_backend(Dtype dt);  // tests/emu/flash_emu_backend.cpp
+const Backend *flash_emu_backend(Dtype dt);  // tests/emu/flash_emu_backend.cc
 
 // attention_flash_forward's shapes, and attention_flash_backward's when the case has a
 // backward (dense keys: kv_rows == Tk)
