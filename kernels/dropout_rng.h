@@ -31,9 +31,13 @@ DROPOUT_RNG_FN uint64_t dropout_rng_mix64(uint64_t z) {
 // The per-seed half, computed once per call.
 DROPOUT_RNG_FN uint64_t dropout_rng_key(uint64_t seed) { return dropout_rng_mix64(seed + DROPOUT_RNG_GAMMA); }
 
+// The counter a group's bits are the hash of (mod 2^64): group + d has counter + d GAMMA, so a
+// kernel stepping through groups adds instead of multiplying (attention_tile_dropout.cuh).
+DROPOUT_RNG_FN uint64_t dropout_rng_counter(uint64_t key, uint64_t group) { return key + (group + 1) * DROPOUT_RNG_GAMMA; }
+
 // The 64 bits of elements 4*group .. 4*group+3.
 DROPOUT_RNG_FN uint64_t dropout_rng_bits(uint64_t key, uint64_t group) {
-    return dropout_rng_mix64(key + (group + 1) * DROPOUT_RNG_GAMMA);
+    return dropout_rng_mix64(dropout_rng_counter(key, group));
 }
 
 // u of the element in lane (0..3) of a group's bits.

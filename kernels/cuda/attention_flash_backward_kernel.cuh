@@ -41,12 +41,11 @@ __device__ __forceinline__ void keep_bits(unsigned (&keep)[2], const Args &a, ui
     if (a.p == 0.0f) return;
     keep[0] = keep[1] = 0u;
     const uint64_t row8 = (uint64_t)8 * a.Tk;  // row g + 8
-    const bool quads = a.Tk % 4 == 0;
+    const TileDraws draws(a.key, row0, row8, qd, a.Tk % 4 == 0);
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         uint32_t w[2];  // the draws of rows g, g + 8 (attention_tile_dropout.cuh)
-        if (quads) tile_group_words(a.key, row0, row8, t, qd, &w[0], &w[1]);
-        else w[0] = tile_pair_word(a.key, row0 + 8 * t + 2 * qd), w[1] = tile_pair_word(a.key, row0 + row8 + 8 * t + 2 * qd);
+        draws.words(t, w);
         keep[0] |= tile_keep2(w[0], a.thr) << (2 * t);
         keep[1] |= tile_keep2(w[1], a.thr) << (2 * t);
     }

@@ -122,12 +122,11 @@ __global__ void __launch_bounds__(THREADS, 2)
     // both rows' groups of 4 keys (attention_tile_dropout.cuh); else one hash a pair of keys.
     if (a.p != 0.0f) {
         const uint64_t row0 = (((size_t)b * a.H + h) * Tq + i0 + warp * 16 + g) * Tk, row8 = (uint64_t)8 * Tk;
-        const bool quads = Tk % 4 == 0;
+        const TileDraws draws(a.key, row0, row8, qd, Tk % 4 == 0);
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             uint32_t w[2];  // the draws of rows g, g + 8
-            if (quads) tile_group_words(a.key, row0, row8, t, qd, &w[0], &w[1]);
-            else w[0] = tile_pair_word(a.key, row0 + 8 * t + 2 * qd), w[1] = tile_pair_word(a.key, row0 + row8 + 8 * t + 2 * qd);
+            draws.words(t, w);
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 float P[2];
