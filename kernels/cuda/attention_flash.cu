@@ -31,9 +31,10 @@
 //      SFU's ex2.approx was faster but moved the 20-step losses past issue 38's 2e-3. No
 //      branch per element: the mask picks expf's argument (-inf gives +0 exactly), where a
 //      branch around each expf had made a thread's 64 exp chains run one after another
-//      (sm_90 SASS: 87 branch regions, 6624 instructions; now 20 and 4360 with the next two).
-//      P is kept as pairs of T; a dropout draw's keep test is its 16 bits against
-//      ceil(p 2^16), its hash counter steps by an add from one n-tile to the next (TileDraws).
+//      (docs/CUDA.md "Issue 38, fifth part"). The dropout mode is chosen once outside the
+//      n-tile loop, a thread's hash counter steps by an add from one n-tile to the next
+//      (attention_tile_dropout.cuh), a draw's keep test is its 16 bits against ceil(p 2^16),
+//      and P is kept as pairs of T.
 //   4. O (16, 64) = Pd V by mma: Pd's pairs are the A operand in place (the C layout of
 //      m16n8 is the A layout of k16 halves), V read with ldmatrix.trans.
 // NT = 8 (Tk <= 64) or 16 (Tk <= 128) n-tiles of 8 keys. Tk must be even (pairs of keys are

@@ -41,14 +41,10 @@ __device__ __forceinline__ void keep_bits(unsigned (&keep)[2], const Args &a, ui
     if (a.p == 0.0f) return;
     keep[0] = keep[1] = 0u;
     const uint64_t row8 = (uint64_t)8 * a.Tk;  // row g + 8
-    const TileDraws draws(a.key, row0, row8, qd, a.Tk % 4 == 0);
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        uint32_t w[2];  // the draws of rows g, g + 8 (attention_tile_dropout.cuh)
-        draws.words(t, w);
-        keep[0] |= tile_keep2(w[0], a.thr) << (2 * t);
+    tile_draws_each<NT>(TileDraws(a.key, row0, row8, qd, a.Tk % 4 == 0), [&](int t, const uint32_t (&w)[2]) {
+        keep[0] |= tile_keep2(w[0], a.thr) << (2 * t);  // w: rows g, g + 8 (attention_tile_dropout.cuh)
         keep[1] |= tile_keep2(w[1], a.thr) << (2 * t);
-    }
+    });
 }
 
 // a warp's (16, 64) fp32 tile (acc[t][2r + e]: row g + 8r, column 8t + 2qd + e) into rows

@@ -122,18 +122,15 @@ __global__ void __launch_bounds__(THREADS, 2)
     // both rows' groups of 4 keys (attention_tile_dropout.cuh); else one hash a pair of keys.
     if (a.p != 0.0f) {
         const uint64_t row0 = (((size_t)b * a.H + h) * Tq + i0 + warp * 16 + g) * Tk, row8 = (uint64_t)8 * Tk;
-        const TileDraws draws(a.key, row0, row8, qd, Tk % 4 == 0);
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-            uint32_t w[2];  // the draws of rows g, g + 8
-            draws.words(t, w);
+        // w: the draws of n-tile t's keys in rows g, g + 8
+        tile_draws_each<NT>(TileDraws(a.key, row0, row8, qd, Tk % 4 == 0), [&](int t, const uint32_t (&w)[2]) {
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 float P[2];
                 unpack2<T>(P, pk[t][r]);
                 pk[t][r] = pair_keep(pack2<T>(P[0] * a.scale, P[1] * a.scale), tile_keep2(w[r], a.thr));
             }
-        }
+        });
     }
     // 4. O = Pd V: k-step kk covers keys 16kk..16kk+15 = n-tiles 2kk, 2kk+1 of s
     cp_async_wait<0>();

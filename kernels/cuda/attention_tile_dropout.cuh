@@ -44,10 +44,13 @@ struct TileDraws {
         }
     }
 
-    // w[r]: n-tile t's word of row g + 8r (key 8t + 2qd in the low 16 bits, + 1 in the high)
-    __device__ __forceinline__ void words(int t, uint32_t (&w)[2]) const {
+    // w[r]: n-tile t's word of row g + 8r (key 8t + 2qd in the low 16 bits, + 1 in the high).
+    // QUADS: the mode the draws were made for, as a template argument so that the caller's loop
+    // over n-tiles has no branch (one per tile kept each hash waiting for the one before it):
+    // tile_draws_each below.
+    template <bool QUADS> __device__ __forceinline__ void words(int t, uint32_t (&w)[2]) const {
         const uint64_t step = (uint64_t)t * (2 * DROPOUT_RNG_GAMMA);
-        if (quads) {
+        if constexpr (QUADS) {
             const uint64_t bm = dropout_rng_mix64(z[0] + step);
             const uint32_t lo = (uint32_t)bm, hi = (uint32_t)(bm >> 32);
             const uint32_t own = mine ? hi : lo, other = __shfl_xor_sync(0xffffffffu, mine ? lo : hi, 1);
@@ -60,3 +63,23 @@ struct TileDraws {
         }
     }
 };
+
+// body(t, w) for the NT n-tiles of a thread's draws (w as TileDraws::words), the loop unrolled
+// in the draws' mode: straight-line code, so the tiles' hashes interleave.
+template <int NT, typename Body> __device__ __forceinline__ void tile_draws_each(const TileDraws &d, Body body) {
+    if (d.quads) {
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            uint32_t w[2];
+            d.words<true>(t, w);
+            body(t, w);
+        }
+    } else {
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            uint32_t w[2];
+            d.words<false>(t, w);
+            body(t, w);
+        }
+    }
+}
