@@ -161,13 +161,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     float acc[DK / 8][4];
     // 4. dQ (16, 64) = dS K
     if (dq) {
-#pragma unroll
-        for (int t = 0; t < DK / 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < NT / 2; kk++) {
-            const uint32_t pa[4] = {dsp[2 * kk][0], dsp[2 * kk][1], dsp[2 * kk + 1][0], dsp[2 * kk + 1][1]};
-            warp_kstep_ab<T, DK / 8>(acc, pa, sK + kk * 16 * LDS, LDS, lane);
-        }
+        warp_pairs_ab<T, NT, DK / 8>(acc, dsp, sK, LDS, lane);
         store_tile<T>(dq + dqoff, a.ldq, rw, Tq, acc, !a.set, g, qd);
     }
     // 5. dV (keys rw.., 64) = Pd^T dO

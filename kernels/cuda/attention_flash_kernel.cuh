@@ -132,17 +132,11 @@ __global__ void __launch_bounds__(THREADS, 2)
             }
         });
     }
-    // 4. O = Pd V: k-step kk covers keys 16kk..16kk+15 = n-tiles 2kk, 2kk+1 of s
+    // 4. O = Pd V
     cp_async_wait<0>();
     __syncthreads();
     float o[DK / 8][4];
-#pragma unroll
-    for (int t = 0; t < DK / 8; t++) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < NT / 2; kk++) {
-        const uint32_t pa[4] = {pk[2 * kk][0], pk[2 * kk][1], pk[2 * kk + 1][0], pk[2 * kk + 1][1]};
-        warp_kstep_ab<T, DK / 8>(o, pa, sV + kk * 16 * LDS, LDS, lane);
-    }
+    warp_pairs_ab<T, NT, DK / 8>(o, pk, sV, LDS, lane);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int i = i0 + warp * 16 + g + 8 * r;

@@ -133,6 +133,22 @@ __device__ __forceinline__ void warp_kstep_ab(float (&acc)[N8][4], const uint32_
     }
 }
 
+// acc (16, 8*N8) = A B with A (16, 8*NT) the C tiles of a warp_rows_abt-shaped product held as
+// pairs of T (p[t][r]: n-tile t, row g + 8r: a softmax's P, the backward's dS) and B the 8*NT
+// rows at b (row stride ld): k-step kk takes n-tiles 2kk, 2kk + 1 as its A operand in place (the
+// C layout of m16n8 is the A layout of k16 halves). O = Pd V, dQ = dS K.
+template <typename T, int NT, int N8>
+__device__ __forceinline__ void warp_pairs_ab(float (&acc)[N8][4], const uint32_t (&p)[NT][2], const T *b, int ld,
+                                              int lane) {
+#pragma unroll
+    for (int t = 0; t < N8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) {
+        const uint32_t pa[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
+        warp_kstep_ab<T, N8>(acc, pa, b + kk * 16 * ld, ld, lane);
+    }
+}
+
 // rows [0, nrows) of COLS elements (row stride ld elements in global memory) into shared rows
 // of LDS elements, rows [nrows, cap) zero: 16-byte cp.async copies (zero-filled where the row
 // is past the end) by the block's NTHREADS threads, all in flight at once; the caller commits
