@@ -94,7 +94,7 @@ bool attention_flash_forward(Dtype dt, void *out, void *att, const void *q, cons
     a.key_mask = key_mask;
     a.H = H, a.Tq = Tq, a.Tk = Tk, a.kv_rows = kv_rows, a.causal = causal, a.q_offset = q_offset;
     const PointDrop pd = point_drop(drop);  // p, 1/(1-p) and the RNG key, as the pointwise kernels take them
-    a.p = pd.p, a.scale = pd.scale, a.key = pd.key, a.thr = dropout_rng_threshold(pd.p);
+    a.p = pd.p, a.scale = pd.scale, a.key = pd.key;
     const int nt = Tk <= 64 ? 8 : 16;
     if (dt == DTYPE_BF16) {
         if (nt == 8) flash_launch<__nv_bfloat16, 8>(out, att, q, k, v, bias, B, a);

@@ -72,7 +72,7 @@ bool attention_flash_backward(Dtype dt, void *dq, void *dk, void *dv, void *ds, 
     flash_bwd::Args a;
     a.H = H, a.Tq = Tq, a.Tk = Tk, a.set = dqkv_set, a.ldq = ld_dq, a.ldkv = ld_dkv;
     const PointDrop pd = point_drop(drop);  // p, 1/(1-p) and the RNG key, as the pointwise kernels take them
-    a.p = pd.p, a.scale = pd.scale, a.key = pd.key, a.thr = dropout_rng_threshold(pd.p);
+    a.p = pd.p, a.scale = pd.scale, a.key = pd.key;
     const int nt = Tk <= 64 ? 8 : 16;
     if (dt == DTYPE_BF16) {
         if (nt == 8) flash_backward_launch<__nv_bfloat16, 8>(dq, dk, dv, ds, dout, att, q, k, v, B, a);

@@ -27,7 +27,6 @@ struct Args {
     int H, Tq, Tk, set;
     int ldq, ldkv;  // row strides (elements) of dq and of dk, dv
     float p, scale;  // scale = 1/(1-p), 1 without dropout
-    uint32_t thr;    // dropout_rng_threshold(p)
     unsigned long long key;
 };
 
@@ -41,9 +40,10 @@ __device__ __forceinline__ void keep_bits(unsigned (&keep)[2], const Args &a, ui
     if (a.p == 0.0f) return;
     keep[0] = keep[1] = 0u;
     const uint64_t row8 = (uint64_t)8 * a.Tk;  // row g + 8
+    const uint32_t thr = dropout_rng_threshold(a.p);
     tile_draws_each<NT>(TileDraws(a.key, row0, row8, qd, a.Tk % 4 == 0), [&](int t, const uint32_t (&w)[2]) {
-        keep[0] |= tile_keep2(w[0], a.thr) << (2 * t);  // w: rows g, g + 8 (attention_tile_dropout.cuh)
-        keep[1] |= tile_keep2(w[1], a.thr) << (2 * t);
+        keep[0] |= tile_keep2(w[0], thr) << (2 * t);  // w: rows g, g + 8 (attention_tile_dropout.cuh)
+        keep[1] |= tile_keep2(w[1], thr) << (2 * t);
     });
 }
 

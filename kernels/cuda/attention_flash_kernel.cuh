@@ -25,7 +25,6 @@ struct Args {
     const int *key_mask;
     int H, Tq, Tk, kv_rows, causal, q_offset;
     float p, scale;
-    uint32_t thr;  // dropout_rng_threshold(p)
     unsigned long long key;
 };
 
@@ -122,13 +121,14 @@ __global__ void __launch_bounds__(THREADS, 2)
     // both rows' groups of 4 keys (attention_tile_dropout.cuh); else one hash a pair of keys.
     if (a.p != 0.0f) {
         const uint64_t row0 = (((size_t)b * a.H + h) * Tq + i0 + warp * 16 + g) * Tk, row8 = (uint64_t)8 * Tk;
+        const uint32_t thr = dropout_rng_threshold(a.p);
         // w: the draws of n-tile t's keys in rows g, g + 8
         tile_draws_each<NT>(TileDraws(a.key, row0, row8, qd, Tk % 4 == 0), [&](int t, const uint32_t (&w)[2]) {
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 float P[2];
                 unpack2<T>(P, pk[t][r]);
-                pk[t][r] = pair_keep(pack2<T>(P[0] * a.scale, P[1] * a.scale), tile_keep2(w[r], a.thr));
+                pk[t][r] = pair_keep(pack2<T>(P[0] * a.scale, P[1] * a.scale), tile_keep2(w[r], thr));
             }
         });
     }

@@ -79,7 +79,6 @@ void emu_attention_forward(void *out, void *att, const void *q, const void *k, c
     a.key_mask = key_mask;
     a.H = H, a.Tq = Tq, a.Tk = Tk, a.kv_rows = kv_rows, a.causal = causal, a.q_offset = q_offset;
     emu_dropout(drop, &a.p, &a.scale, &a.key);
-    a.thr = dropout_rng_threshold(a.p);
     const bool wide = Tk > 64;  // NT = 16 key tiles, else 8
     if (emu_dt == DTYPE_BF16) {
         if (wide) forward_run<__nv_bfloat16, 16>(out, att, q, k, v, bias, B, a);
@@ -122,7 +121,6 @@ void emu_attention_backward(void *dq, void *dk, void *dv, void *dbias, const voi
     flash_bwd::Args a;
     a.H = H, a.Tq = Tq, a.Tk = Tk, a.set = dqkv_set, a.ldq = ldq, a.ldkv = ldkv;
     emu_dropout(drop, &a.p, &a.scale, &a.key);
-    a.thr = dropout_rng_threshold(a.p);
     const size_t n = (size_t)H * Tq * Tk;
     void *ds = dbias ? emu_alloc((size_t)B * n * 2) : nullptr;
     const bool wide = Tk > 64;
