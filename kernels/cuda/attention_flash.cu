@@ -85,8 +85,7 @@ static void flash_launch(void *out, void *att, const void *q, const void *k, con
 bool attention_flash_forward(Dtype dt, void *out, void *att, const void *q, const void *k, const void *v,
                              const void *bias, const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int dk,
                              int causal, int q_offset, DropoutArgs drop) {
-    if ((dt != DTYPE_BF16 && dt != DTYPE_F16) || dk != flash::DK) return false;
-    if (Tk < 1 || Tk > flash::TKMAX || Tk % 2 != 0 || Tq < 1 || B > 65535 || H > 65535) return false;
+    if ((dt != DTYPE_BF16 && dt != DTYPE_F16) || !flash::shape_covered(B, H, Tq, Tk, dk)) return false;
     if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 != 0 || ((uintptr_t)out | (uintptr_t)att | (uintptr_t)bias) % 4 != 0)
         return false;
     if (!attention_flash_usable(flash::SMEM_BYTES)) return false;

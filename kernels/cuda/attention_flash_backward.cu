@@ -62,9 +62,7 @@ static void flash_backward_launch(void *dq, void *dk, void *dv, void *ds, const 
 bool attention_flash_backward(Dtype dt, void *dq, void *dk, void *dv, void *ds, const void *dout, const void *att,
                               const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
                               DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv) {
-    if ((dt != DTYPE_BF16 && dt != DTYPE_F16) || d_kv != flash_bwd::DK) return false;
-    if (Tq < 1 || Tq > flash_bwd::TMAX || Tk < 2 || Tk > flash_bwd::TMAX || Tk % 2 != 0 || B > 65535) return false;
-    if (ld_dq % 2 != 0 || ld_dkv % 2 != 0) return false;  // pairs of gradient elements are 4-byte stores
+    if ((dt != DTYPE_BF16 && dt != DTYPE_F16) || !flash_bwd::shape_covered(B, Tq, Tk, d_kv, ld_dq, ld_dkv)) return false;
     if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)dout) % 16 != 0 ||
         ((uintptr_t)dq | (uintptr_t)dk | (uintptr_t)dv | (uintptr_t)att | (uintptr_t)ds) % 4 != 0)
         return false;

@@ -30,6 +30,13 @@ struct Args {
     unsigned long long key;
 };
 
+// The shapes the kernel takes (ld_dq, ld_dkv even: pairs of gradient elements are 4-byte
+// stores); attention_flash_backward adds the dtype, alignment and GPU (tests/emu asks the same).
+inline bool shape_covered(int B, int Tq, int Tk, int d_kv, int ld_dq, int ld_dkv) {
+    return d_kv == DK && Tq >= 1 && Tq <= TMAX && Tk >= 2 && Tk <= TMAX && Tk % 2 == 0 && B <= 65535 &&
+           ld_dq % 2 == 0 && ld_dkv % 2 == 0;
+}
+
 // keep[r] bit 2t + e: the element (row g + 8r, key 8t + 2qd + e) survives dropout (all ones
 // without dropout). row0: the flat (b,h,i,j) index of the thread's row g at key 0. The draws
 // are the forward's: with Tk % 4 == 0 one hash for both rows' groups of 4 keys

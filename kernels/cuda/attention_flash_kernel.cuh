@@ -28,6 +28,12 @@ struct Args {
     unsigned long long key;
 };
 
+// The shapes the kernel takes; attention_flash_forward adds the dtype, alignment and GPU
+// (tests/emu/flash_emu_backend.cc asks the same).
+inline bool shape_covered(int B, int H, int Tq, int Tk, int dk) {
+    return dk == DK && Tk >= 1 && Tk <= TKMAX && Tk % 2 == 0 && Tq >= 1 && B <= 65535 && H <= 65535;
+}
+
 using namespace mma_tile;
 
 template <typename T, int NT>

@@ -71,8 +71,7 @@ template <typename T, int NT> void forward_run(void *out, void *att, const void 
 void emu_attention_forward(void *out, void *att, const void *q, const void *k, const void *v, const void *bias,
                            const int *key_mask, int B, int Tq, int Tk, int kv_rows, int H, int dk, int causal,
                            int q_offset, DropoutArgs drop) {
-    // attention_flash_forward's conditions (the alignment holds for calloc'd buffers)
-    if (dk != flash::DK || Tk < 1 || Tk > flash::TKMAX || Tk % 2 != 0 || Tq < 1)
+    if (!flash::shape_covered(B, H, Tq, Tk, dk))  // the alignment holds for calloc'd buffers
         t5_fail("flash emulation: attention_forward B=%d Tq=%d Tk=%d d_kv=%d is not a shape the tile kernel takes", B, Tq,
                 Tk, dk);
     flash::Args a;
@@ -114,8 +113,7 @@ void emu_attention_backward(void *dq, void *dk, void *dv, void *dbias, const voi
                             const void *q, const void *k, const void *v, int B, int Tq, int Tk, int H, int d_kv,
                             DropoutArgs drop, int dqkv_set, int ld_dq, int ld_dkv) {
     const int ldq = ld_dq ? ld_dq : H * d_kv, ldkv = ld_dkv ? ld_dkv : H * d_kv;  // cuda_attention_backward's 0
-    if (d_kv != flash_bwd::DK || Tq < 1 || Tq > flash_bwd::TMAX || Tk < 2 || Tk > flash_bwd::TMAX || Tk % 2 != 0 ||
-        ldq % 2 != 0 || ldkv % 2 != 0)
+    if (!flash_bwd::shape_covered(B, Tq, Tk, d_kv, ldq, ldkv))
         t5_fail("flash emulation: attention_backward B=%d Tq=%d Tk=%d d_kv=%d is not a shape the tile kernel takes", B,
                 Tq, Tk, d_kv);
     flash_bwd::Args a;
@@ -137,6 +135,13 @@ void emu_attention_backward(void *dq, void *dk, void *dv, void *dbias, const voi
 }
 
 }  // namespace
+
+// 1 when the tile kernels take an attention case of these shapes: its forward, and its backward
+// when it has one (dense keys, kv_rows == Tk), as attention_flash_forward / _backward decide.
+extern "C" int flash_emu_takes(int B, int H, int Tq, int Tk, int kv_rows, int dk) {
+    return flash::shape_covered(B, H, Tq, Tk, dk) &&
+           (kv_rows != Tk || flash_bwd::shape_covered(B, Tq, Tk, dk, H * dk, H * dk));
+}
 
 // The emulated backend in bf16 or fp16 (the tile kernels' dtypes): memory and attention only.
 extern "C" const Backend *flash_emu_backend(Dtype dt) {
