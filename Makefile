@@ -31,14 +31,13 @@ LIB_DIRS := common formats model kernels kernels/cpu comm optim deepspeed zero d
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_CXX  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cc))
 TEST_SRC := $(wildcard tests/test_*.c)
+
+# ---- feature detection: print what was found, never silently drop a feature -------
 CUDA_HOME ?= /usr/local/cuda
 ifeq ($(wildcard $(CUDA_HOME)/include/cuda_bf16.h),)
   TEST_SRC := $(filter-out tests/test_flash_emu.c,$(TEST_SRC))
   FEATURE_NOTES += no CUDA headers in $(CUDA_HOME)/include: test_flash_emu (the tile kernels on the CPU) left out
 endif
-
-# ---- feature detection: print what was found, never silently drop a feature -------
-CUDA_HOME ?= /usr/local/cuda
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 CUDA_SRC  := $(wildcard kernels/cuda/*.cu comm/*.cu)
 # GPU targets (docs/CUDA.md "GPUs"): one cubin per compute capability in CUDA_ARCH (Turing 7.5

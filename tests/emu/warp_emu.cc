@@ -75,10 +75,13 @@ struct Context {
     ucontext_t uc;
 };
 void context_switch(Context *from, Context *to) {
-    if (swapcontext(&from->uc, &to->uc) != 0) t5_die(__FILE__, __LINE__, "warp_emu: swapcontext failed", "the fiber stacks (STACK_BYTES) may be too small for this kernel");
+    if (swapcontext(&from->uc, &to->uc) != 0)
+        t5_die(__FILE__, __LINE__, "warp_emu: swapcontext failed", "the fiber stacks (STACK_BYTES) may be too small");
 }
 void context_make(Context *c, std::vector<char> &stack, void (*entry)(void)) {
-    if (getcontext(&c->uc) != 0) t5_die(__FILE__, __LINE__, "warp_emu: getcontext failed", "ucontext is unavailable on this platform: run make test-gpu on a GPU instead");
+    if (getcontext(&c->uc) != 0)
+        t5_die(__FILE__, __LINE__, "warp_emu: getcontext failed",
+               "ucontext is unavailable on this platform: run make test-gpu on a GPU instead");
     c->uc.uc_stack.ss_sp = stack.data();
     c->uc.uc_stack.ss_size = stack.size();
     c->uc.uc_link = nullptr;
