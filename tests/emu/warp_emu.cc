@@ -357,7 +357,7 @@ void warp_emu_launch(WarpEmuDim grid, WarpEmuDim block, unsigned char *smem, siz
     E.smem = smem, E.smem_bytes = smem_bytes;
     const unsigned long long launch = E.launches++;
     std::vector<int> order((size_t)E.nthreads);
-    E.fibers.assign((size_t)E.nthreads, Fiber());
+    if (E.fibers.size() < (size_t)E.nthreads) E.fibers.resize((size_t)E.nthreads);  // stacks kept across launches
     for (Fiber &f : E.fibers) f.stack.resize(STACK_BYTES);
     warp_emu_grid_dim = grid, warp_emu_block_dim = block;
     for (unsigned bz = 0; bz < grid.z; bz++)
@@ -384,7 +384,7 @@ void warp_emu_launch(WarpEmuDim grid, WarpEmuDim block, unsigned char *smem, siz
                         context_switch(&E.sched, &E.fibers[(size_t)t].ctx);
                     }
                     live = 0;
-                    for (const Fiber &f : E.fibers) live += !f.done;
+                    for (int t = 0; t < E.nthreads; t++) live += !E.fibers[(size_t)t].done;
                     const bool all = order.size() == (size_t)E.nthreads;
                     if (live > 0 && E.progress == before && all)
                         fail("deadlock: every live thread waits at a barrier or collective the others do not reach");
